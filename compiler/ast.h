@@ -1,0 +1,223 @@
+/*
+ * ast.h — the abstract syntax tree of .prime source.
+ *
+ * The grammar builds these nodes and nothing else (no checks in grammar
+ * actions); later passes read them. Every node carries the Span of the
+ * source it came from. Names are interned (arena_intern), so two names
+ * are the same symbol iff their pointers are equal. All nodes live in the
+ * compilation's arena.
+ *
+ * The language, in brief (docs/language.md has the full reference):
+ *
+ *   op matmul(X[m, k], W[k, n]) -> Y[m, n] { Y[m, n] += X[m, k] * W[k, n]; }
+ *   partition square of matmul on mesh(i: P, j: P) steps(t: P) {
+ *       m = i; n = j; k = (i + j + t) % P;
+ *   }
+ *   model mm { param m = 96, k = 64, n = 80; mesh(i: 2, j: 2);
+ *              input x[m, k]; weight w[k, n];
+ *              y = matmul(x, w) use square; }
+ */
+#ifndef PRIMEC_AST_H
+#define PRIMEC_AST_H
+
+#include "arena.h"
+#include <stdio.h>
+
+#include "source.h"
+
+typedef const char *Sym; /* interned name */
+
+typedef enum ExprKind {
+#define X(kind, name) kind,
+#include "ast.def"
+#undef X
+    EXPR_KIND_COUNT
+} ExprKind;
+
+const char *ast_expr_kind_name(ExprKind kind);
+
+/* A name with its position. */
+typedef struct Ident {
+    Sym name;
+    Span span;
+} Ident;
+
+typedef struct Expr Expr;
+struct Expr {
+    ExprKind kind;
+    Span span;
+    long value;    /* EXPR_INT */
+    Sym name;      /* EXPR_NAME, EXPR_INDEX, EXPR_CALL */
+    Span name_span;
+    char op;       /* EXPR_BINARY: '+', '-', '*', '/', '%', '^' */
+    Expr *lhs;     /* EXPR_BINARY; EXPR_NEG operand */
+    Expr *rhs;     /* EXPR_BINARY */
+    PtrVec args;   /* EXPR_CALL, EXPR_RADIX: Expr*; EXPR_INDEX: Ident* (dimension names) */
+};
+
+/* X[m, k] in an op signature. */
+typedef struct TensorParam {
+    Ident name;
+    PtrVec dims; /* Ident* */
+    Span span;
+} TensorParam;
+
+typedef enum StmtKind {
+    STMT_ACCUM,  /* Y[m, n] += expr;  sums over dimensions absent from Y */
+    STMT_ASSIGN  /* Y = expr;  or  Y[m, n] = expr;  elementwise */
+} StmtKind;
+
+typedef struct Stmt {
+    StmtKind kind;
+    Span span;
+    Ident target;
+    PtrVec target_dims; /* Ident*; empty when written without brackets */
+    int has_dims;
+    Expr *value;
+} Stmt;
+
+typedef struct OpDecl {
+    Ident name;
+    Span span;
+    PtrVec params;     /* TensorParam*: inputs */
+    TensorParam *result;
+    PtrVec body;       /* Stmt* */
+} OpDecl;
+
+/* `i: P` in mesh(...) or steps(...). size is EXPR_INT or EXPR_NAME. */
+typedef struct AxisDecl {
+    Ident name;
+    Expr *size;
+    Span span;
+} AxisDecl;
+
+/* `k = (i + j + t) % P;` */
+typedef struct DsiAssign {
+    Ident dim;
+    Expr *value;
+    Span span;
+} DsiAssign;
+
+typedef struct PartitionDecl {
+    Ident name;
+    Span span;
+    Ident of_op;       /* the operator whose dimensions it splits */
+    PtrVec mesh;       /* AxisDecl* */
+    AxisDecl *steps;   /* NULL when the partition is purely spatial */
+    PtrVec dsis;       /* DsiAssign* */
+} PartitionDecl;
+
+typedef enum ModelItemKind {
+    MITEM_PARAM,    /* param a = 1, b = 2;  (one item per name) */
+    MITEM_MESH,     /* mesh(i: 2, j: 2); */
+    MITEM_INPUT,    /* input x[m, k]; */
+    MITEM_WEIGHT,   /* weight w[k, n]; */
+    MITEM_INSTANCE, /* y = matmul(x, w) use square(i: i, j: j); */
+    MITEM_STRICT    /* strict; */
+} ModelItemKind;
+
+/* A dimension of a model tensor: a param name or an integer literal. */
+typedef struct ModelDim {
+    Expr *size; /* EXPR_NAME or EXPR_INT */
+} ModelDim;
+
+/* `use square(i: x, j: y)`: axis bindings are optional. */
+typedef struct UseClause {
+    Ident partition;
+    PtrVec bindings; /* AxisBinding* */
+    Span span;
+} UseClause;
+
+typedef struct AxisBinding {
+    Ident part_axis;  /* the partition's axis */
+    Ident mesh_axis;  /* the model mesh's axis */
+    Span span;
+} AxisBinding;
+
+typedef struct ModelItem {
+    ModelItemKind kind;
+    Span span;
+    Ident name;        /* param, tensor, or instance result name */
+    Expr *value;       /* MITEM_PARAM */
+    PtrVec axes;       /* MITEM_MESH: AxisDecl* */
+    PtrVec dims;       /* MITEM_INPUT/WEIGHT: Expr* (EXPR_NAME or EXPR_INT) */
+    Ident op;          /* MITEM_INSTANCE */
+    PtrVec args;       /* MITEM_INSTANCE: Ident* */
+    UseClause *use;    /* MITEM_INSTANCE: NULL when the planner chooses */
+} ModelItem;
+
+typedef struct ModelDecl {
+    Ident name;
+    Span span;
+    PtrVec items; /* ModelItem* */
+} ModelDecl;
+
+typedef enum DeclKind { DECL_OP, DECL_PARTITION, DECL_MODEL, DECL_IMPORT } DeclKind;
+
+/* import "other.prime";  path relative to the importing file. */
+typedef struct ImportDecl {
+    const char *path; /* unquoted */
+    Span path_span;   /* the string literal, quotes included */
+} ImportDecl;
+
+typedef struct Decl {
+    DeclKind kind;
+    Span span;
+    OpDecl *op;
+    PartitionDecl *partition;
+    ModelDecl *model;
+    ImportDecl *import;
+} Decl;
+
+/* One parsed file. */
+typedef struct Program {
+    uint32_t file;
+    PtrVec decls; /* Decl* */
+} Program;
+
+/* Constructors used by the grammar. */
+Expr *ast_new_int(Arena *a, Span span, long value);
+Expr *ast_new_name(Arena *a, Ident name);
+Expr *ast_new_index(Arena *a, Span span, Ident name, PtrVec dims);
+Expr *ast_new_binary(Arena *a, Span span, char op, Expr *lhs, Expr *rhs);
+Expr *ast_new_neg(Arena *a, Span span, Expr *operand);
+Expr *ast_new_call(Arena *a, Span span, Ident name, PtrVec args);
+Expr *ast_new_radix(Arena *a, Span span, PtrVec parts);
+
+/* Constructors for the other nodes, also used by the grammar. PtrVecs
+ * are taken by value (the node keeps the items array). */
+Ident *ast_new_ident(Arena *a, Ident ident);
+TensorParam *ast_new_tensor_param(Arena *a, Span span, Ident name, PtrVec dims);
+Stmt *ast_new_stmt(Arena *a, Span span, StmtKind kind, Ident target, int has_dims, PtrVec dims,
+                   Expr *value);
+OpDecl *ast_new_op(Arena *a, Span span, Ident name, PtrVec params, TensorParam *result,
+                   PtrVec body);
+AxisDecl *ast_new_axis(Arena *a, Span span, Ident name, Expr *size);
+DsiAssign *ast_new_dsi(Arena *a, Span span, Ident dim, Expr *value);
+PartitionDecl *ast_new_partition(Arena *a, Span span, Ident name, Ident of_op, PtrVec mesh,
+                                 AxisDecl *steps, PtrVec dsis);
+ModelItem *ast_new_param_item(Arena *a, Span span, Ident name, Expr *value);
+ModelItem *ast_new_mesh_item(Arena *a, Span span, PtrVec axes);
+/* kind is MITEM_INPUT or MITEM_WEIGHT. */
+ModelItem *ast_new_tensor_item(Arena *a, Span span, ModelItemKind kind, Ident name, PtrVec dims);
+ModelItem *ast_new_instance_item(Arena *a, Span span, Ident result, Ident op, PtrVec args,
+                                 UseClause *use);
+ModelItem *ast_new_strict_item(Arena *a, Span span);
+UseClause *ast_new_use(Arena *a, Span span, Ident partition, PtrVec bindings);
+AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_axis);
+ModelDecl *ast_new_model(Arena *a, Span span, Ident name, PtrVec items);
+Decl *ast_new_op_decl(Arena *a, OpDecl *op);
+Decl *ast_new_partition_decl(Arena *a, PartitionDecl *partition);
+Decl *ast_new_model_decl(Arena *a, ModelDecl *model);
+/* span: the whole declaration; path: unquoted, unescaped. */
+Decl *ast_new_import_decl(Arena *a, Span span, const char *path, Span path_span);
+
+/* Writes a readable S-expression dump (for --dump-after=parse and golden
+ * tests). Deterministic. */
+void ast_dump_program(const Program *program, FILE *out);
+void ast_dump_expr(const Expr *expr, FILE *out);
+/* Prints an expression back as source text (fully parenthesised where
+ * needed), used in explain and in comments of emitted code. */
+void ast_print_expr(const Expr *expr, FILE *out);
+
+#endif

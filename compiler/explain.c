@@ -1,0 +1,376 @@
+/*
+ * explain.c — text and JSON reports of a schedule (see explain.h).
+ */
+#include "explain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int layout_replication(const Layout *l, long ntiles)
+{
+    int *copies = calloc((size_t)ntiles, sizeof(int));
+    int most = 0;
+    if (!copies)
+        ICE("out of memory");
+    for (int d = 0; d < l->ndev; ++d)
+        for (int i = 0; i < l->count[d]; ++i)
+            if (++copies[l->tiles[d][i]] > most)
+                most = copies[l->tiles[d][i]];
+    free(copies);
+    return most;
+}
+
+static const char *einsum_text(const Schedule *s, Arena *arena, const PhaseSched *ph)
+{
+    char buf[512];
+    size_t n = 0;
+    const SchedTensor *ts[IR_MAX_INPUTS + 1];
+    ts[0] = &s->tensors[ph->out];
+    for (int i = 0; i < ph->nin; ++i)
+        ts[i + 1] = &s->tensors[ph->in[i]];
+    for (int i = 0; i <= ph->nin && n < sizeof buf - 64; ++i) {
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s[", i == 0 ? "" : i == 1 ? " += " : " * ",
+                              ts[i]->name);
+        for (int x = 0; x < ts[i]->ndims && n < sizeof buf - 32; ++x)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", x ? ", " : "",
+                                  s->inst->op->dims[ts[i]->dims[x]]);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "]");
+    }
+    return arena_strdup(arena, buf);
+}
+
+/* "(i, j+1)": where a device receives from, as mesh coordinates. */
+static const char *delta_text(const Schedule *s, Arena *arena, const long *delta)
+{
+    const Mesh *mesh = &s->model->mesh;
+    char buf[256];
+    size_t n = 0;
+    buf[n++] = '(';
+    for (int a = 0; a < mesh->naxes && n < sizeof buf - 40; ++a) {
+        long v = delta[a];
+        if (v > mesh->sizes[a] / 2)
+            v -= mesh->sizes[a];
+        if (v == 0)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", a ? ", " : "", mesh->names[a]);
+        else
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%+ld", a ? ", " : "", mesh->names[a], v);
+    }
+    snprintf(buf + n, sizeof buf - n, ")");
+    return arena_strdup(arena, buf);
+}
+
+static const char *coords_text(const Schedule *s, Arena *arena, int rank)
+{
+    const Mesh *mesh = &s->model->mesh;
+    long c[IR_MAX_AXES];
+    mesh_coords(mesh, rank, c);
+    char buf[256];
+    size_t n = 0;
+    for (int a = 0; a < mesh->naxes && n < sizeof buf - 40; ++a)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s=%ld", a ? ", " : "", mesh->names[a], c[a]);
+    return arena_strdup(arena, buf);
+}
+
+static long op_step_of(const Schedule *s, const PhaseSched *ph, long step)
+{
+    return ph->reversed ? s->inst->steps - 1 - step : step;
+}
+
+static long tile_of(const Schedule *s, int tensor, int dev, long t)
+{
+    const SchedTensor *ts = &s->tensors[tensor];
+    long id = 0;
+    for (int x = 0; x < ts->ndims; ++x)
+        id = id * ts->nslices[x] + slice_at(&s->slices, ts->dims[x], dev, t);
+    return id;
+}
+
+static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layout *l, FILE *out)
+{
+    for (int d = 0; d < l->ndev; ++d) {
+        fprintf(out, "%sdev %d:", d ? "; " : "", d);
+        for (int i = 0; i < l->count[d]; ++i)
+            fprintf(out, " %s", sched_tile_name(arena, s, tensor, l->tiles[d][i]));
+    }
+}
+
+void explain_text(const Schedule *s, Arena *arena, FILE *out)
+{
+    const Instance *inst = s->inst;
+    const Model *m = s->model;
+    const int ndev = m->mesh.ndev;
+    fprintf(out, "model %s: %s = %s(", m->name, inst->name, inst->op->name);
+    for (int i = 0; i < inst->op->ninputs; ++i)
+        fprintf(out, "%s%s", i ? ", " : "", m->tensors[inst->args[i]].name);
+    fprintf(out, ") under partition '%s' on %d devices (mesh", inst->partition->name, ndev);
+    for (int a = 0; a < m->mesh.naxes; ++a)
+        fprintf(out, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
+    fprintf(out, "), %ld step%s\n", inst->steps, inst->steps == 1 ? "" : "s");
+    for (int d = 0; d < inst->op->ndims; ++d) {
+        fprintf(out, "  %s: size %ld, %ld slice%s of %ld, ", inst->op->dims[d], inst->dim_sizes[d],
+                s->slices.nslices[d], s->slices.nslices[d] == 1 ? "" : "s", s->slices.extent[d]);
+        if (inst->partition->dsi[d]) {
+            fprintf(out, "DSI %s = ", inst->op->dims[d]);
+            ast_print_expr(inst->partition->dsi[d]->value, out);
+            fprintf(out, "\n");
+        } else {
+            fprintf(out, "whole\n");
+        }
+    }
+    fprintf(out, "tensors:\n");
+    for (int t = 0; t < s->ntensors; ++t) {
+        const SchedTensor *ts = &s->tensors[t];
+        fprintf(out, "  %-6s tile [", ts->name);
+        for (int x = 0; x < ts->ndims; ++x)
+            fprintf(out, "%s%ld", x ? ", " : "", ts->extent[x]);
+        fprintf(out, "], %ld tile%s of %ld bytes", ts->ntiles, ts->ntiles == 1 ? "" : "s",
+                ts->tile_elems * (long)sizeof(float));
+        const Layout *l = s->home[t].ndev ? &s->home[t] : s->final[t].ndev ? &s->final[t] : NULL;
+        if (l && l->count)
+            fprintf(out, ", stored %d time%s", layout_replication(l, ts->ntiles),
+                    layout_replication(l, ts->ntiles) == 1 ? "" : "s");
+        fprintf(out, "\n");
+    }
+    long total[PRIME_BYTES_KIND_COUNT] = {0};
+    int ncoll = 0;
+    for (int k = PHASE_FWD; k < PHASE_COUNT; ++k) {
+        const PhaseSched *ph = &s->phases[k];
+        if (!ph->present || k == PHASE_DYIN)
+            continue;
+        fprintf(out, "\nphase %s: %s (steps in %s order)\n", phase_name(ph->kind), einsum_text(s, arena, ph),
+                ph->reversed ? "reversed" : "forward");
+        fprintf(out, "  accumulation: %ld local accumulator%s, %ld accumulator move%s, %d collective%s; each output tile computed %ld time%s\n",
+                ph->nlocal_acc, ph->nlocal_acc == 1 ? "" : "s", ph->ntravel_acc,
+                ph->ntravel_acc == 1 ? "" : "s", ph->collectives.count,
+                ph->collectives.count == 1 ? "" : "s", ph->replication, ph->replication == 1 ? "" : "s");
+        for (int i = 0; i < ph->boundary.count; ++i) {
+            const Move *mv = ph->boundary.items[i];
+            if (mv->step >= 0)
+                continue;
+        }
+        for (long st = 0; st < inst->steps; ++st) {
+            long t = op_step_of(s, ph, st);
+            fprintf(out, "  step %ld (t = %ld):\n", st, t);
+            for (int d = 0; d < ndev; ++d) {
+                fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d), s->tensors[ph->out].name,
+                        sched_tile_name(arena, s, ph->out, tile_of(s, ph->out, d, t)));
+                for (int i = 0; i < ph->nin; ++i)
+                    fprintf(out, " %s %s%s", i ? "*" : "+=", s->tensors[ph->in[i]].name,
+                            sched_tile_name(arena, s, ph->in[i], tile_of(s, ph->in[i], d, t)));
+                fprintf(out, "\n");
+            }
+            for (int i = 0; i < ph->moves.count; ++i) {
+                const Move *mv = ph->moves.items[i];
+                if (mv->step != st)
+                    continue;
+                fprintf(out, "    then %s %s%s", s->tensors[mv->tensor].name,
+                        mv->is_acc ? "accumulator " : "", move_kind_name(mv->kind));
+                if (mv->kind == MOVE_SHIFT)
+                    fprintf(out, ": every receiver gets it from %s", delta_text(s, arena, mv->delta));
+                fprintf(out, ", %d tile%s, %ld bytes (overlapped with step %ld)\n", mv->ntransfers,
+                        mv->ntransfers == 1 ? "" : "s", mv->bytes, st + 1);
+            }
+        }
+        for (int i = 0; i < ph->collectives.count; ++i) {
+            const Collective *c = ph->collectives.items[i];
+            fprintf(out, "  all-reduce of %s%s over devices {", s->tensors[c->tensor].name,
+                    sched_tile_name(arena, s, c->tensor, c->tile));
+            for (int g = 0; g < c->gsize; ++g)
+                fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
+            fprintf(out, "}: %ld elements, %ld bytes sent in all\n", c->elems, c->bytes);
+            ncoll++;
+        }
+        for (int i = 0; i < ph->boundary.count; ++i) {
+            const Move *mv = ph->boundary.items[i];
+            fprintf(out, "  redistribution of %s (%s, %d tile%s, %ld bytes): %s\n", s->tensors[mv->tensor].name,
+                    move_kind_name(mv->kind), mv->ntransfers, mv->ntransfers == 1 ? "" : "s", mv->bytes,
+                    mv->reason);
+            fprintf(out, "    have: ");
+            layout_text(s, arena, mv->tensor, &mv->have, out);
+            fprintf(out, "\n    need: ");
+            layout_text(s, arena, mv->tensor, &mv->need, out);
+            fprintf(out, "\n");
+        }
+        if (!ph->collectives.count)
+            fprintf(out, "  no collective\n");
+        if (!ph->boundary.count)
+            fprintf(out, "  no redistribution: the layouts at both boundaries are aligned\n");
+        fprintf(out, "  peak memory per device:");
+        for (int d = 0; d < ndev; ++d)
+            fprintf(out, " %ld", s->phase_peak[k][d]);
+        fprintf(out, " bytes\n");
+    }
+    fprintf(out, "\nper device (bytes sent by kind, peak bytes allocated):\n");
+    fprintf(out, "  %4s %12s %12s %12s %12s\n", "dev", "shift", "collective", "redist", "peak");
+    for (int d = 0; d < ndev; ++d) {
+        fprintf(out, "  %4d", d);
+        for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind) {
+            fprintf(out, " %12ld", s->pred_bytes[kind][d]);
+            total[kind] += s->pred_bytes[kind][d];
+        }
+        fprintf(out, " %12ld\n", s->pred_peak[d]);
+    }
+    fprintf(out, "  %4s %12ld %12ld %12ld\n", "all", total[0], total[1], total[2]);
+    fprintf(out, "collectives: %d; shift bytes %ld; collective bytes %ld; redistribution bytes %ld\n", ncoll,
+            total[0], total[1], total[2]);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; ++s) {
+        if (*s == '"' || *s == '\\')
+            fprintf(out, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(out, "\\u%04x", *s);
+        else
+            fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void json_tile(const Schedule *s, int tensor, long tile, FILE *out)
+{
+    const SchedTensor *ts = &s->tensors[tensor];
+    fputc('[', out);
+    for (int x = 0; x < ts->ndims; ++x)
+        fprintf(out, "%s%ld", x ? ", " : "", sched_tile_coord(ts, tile, x));
+    fputc(']', out);
+}
+
+static void json_layout(const Schedule *s, int tensor, const Layout *l, FILE *out)
+{
+    fputc('[', out);
+    for (int d = 0; d < l->ndev; ++d) {
+        fprintf(out, "%s[", d ? ", " : "");
+        for (int i = 0; i < l->count[d]; ++i) {
+            if (i)
+                fprintf(out, ", ");
+            json_tile(s, tensor, l->tiles[d][i], out);
+        }
+        fputc(']', out);
+    }
+    fputc(']', out);
+}
+
+void explain_json(const Schedule *s, Arena *arena, FILE *out)
+{
+    (void)arena;
+    const Instance *inst = s->inst;
+    const Model *m = s->model;
+    const int ndev = m->mesh.ndev;
+    fprintf(out, "{\"model\": ");
+    json_str(out, m->name);
+    fprintf(out, ", \"instance\": ");
+    json_str(out, inst->name);
+    fprintf(out, ", \"operator\": ");
+    json_str(out, inst->op->name);
+    fprintf(out, ", \"partition\": ");
+    json_str(out, inst->partition->name);
+    fprintf(out, ", \"devices\": %d, \"steps\": %ld, \"mesh\": [", ndev, inst->steps);
+    for (int a = 0; a < m->mesh.naxes; ++a) {
+        fprintf(out, "%s{\"axis\": ", a ? ", " : "");
+        json_str(out, m->mesh.names[a]);
+        fprintf(out, ", \"size\": %ld}", m->mesh.sizes[a]);
+    }
+    fprintf(out, "],\n \"dims\": [");
+    for (int d = 0; d < inst->op->ndims; ++d) {
+        fprintf(out, "%s{\"name\": ", d ? ", " : "");
+        json_str(out, inst->op->dims[d]);
+        fprintf(out, ", \"size\": %ld, \"slices\": %ld, \"extent\": %ld}", inst->dim_sizes[d],
+                s->slices.nslices[d], s->slices.extent[d]);
+    }
+    fprintf(out, "],\n \"tensors\": [");
+    for (int t = 0; t < s->ntensors; ++t) {
+        const SchedTensor *ts = &s->tensors[t];
+        const Layout *l = s->home[t].ndev ? &s->home[t] : &s->final[t];
+        fprintf(out, "%s{\"name\": ", t ? ", " : "");
+        json_str(out, ts->name);
+        fprintf(out, ", \"tile_bytes\": %ld, \"tiles\": %ld, \"stored\": %d}",
+                ts->tile_elems * (long)sizeof(float), ts->ntiles,
+                l->count ? layout_replication(l, ts->ntiles) : 0);
+    }
+    fprintf(out, "],\n \"phases\": [");
+    int firstp = 1;
+    for (int k = PHASE_FWD; k < PHASE_COUNT; ++k) {
+        const PhaseSched *ph = &s->phases[k];
+        if (!ph->present || k == PHASE_DYIN)
+            continue;
+        fprintf(out, "%s\n  {\"phase\": ", firstp ? "" : ",");
+        firstp = 0;
+        json_str(out, phase_name(ph->kind));
+        fprintf(out, ", \"einsum\": ");
+        json_str(out, einsum_text(s, arena, ph));
+        fprintf(out, ", \"order\": \"%s\", \"replication\": %ld, \"local_accumulators\": %ld, \"accumulator_moves\": %ld,\n   \"steps\": [",
+                ph->reversed ? "reversed" : "forward", ph->replication, ph->nlocal_acc, ph->ntravel_acc);
+        for (long st = 0; st < inst->steps; ++st) {
+            long t = op_step_of(s, ph, st);
+            fprintf(out, "%s{\"step\": %ld, \"t\": %ld, \"devices\": [", st ? ", " : "", st, t);
+            for (int d = 0; d < ndev; ++d) {
+                fprintf(out, "%s{\"rank\": %d, \"tiles\": {", d ? ", " : "", d);
+                json_str(out, s->tensors[ph->out].name);
+                fprintf(out, ": ");
+                json_tile(s, ph->out, tile_of(s, ph->out, d, t), out);
+                for (int i = 0; i < ph->nin; ++i) {
+                    fprintf(out, ", ");
+                    json_str(out, s->tensors[ph->in[i]].name);
+                    fprintf(out, ": ");
+                    json_tile(s, ph->in[i], tile_of(s, ph->in[i], d, t), out);
+                }
+                fprintf(out, "}}");
+            }
+            fprintf(out, "]}");
+        }
+        fprintf(out, "],\n   \"moves\": [");
+        for (int i = 0; i < ph->moves.count; ++i) {
+            const Move *mv = ph->moves.items[i];
+            fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
+            json_str(out, s->tensors[mv->tensor].name);
+            fprintf(out, ", \"after_step\": %ld, \"kind\": \"%s\", \"accumulator\": %s, \"transfers\": %d, \"bytes\": %ld",
+                    mv->step, move_kind_name(mv->kind), mv->is_acc ? "true" : "false", mv->ntransfers, mv->bytes);
+            if (mv->kind == MOVE_SHIFT) {
+                fprintf(out, ", \"from\": ");
+                json_str(out, delta_text(s, arena, mv->delta));
+            }
+            fprintf(out, "}");
+        }
+        fprintf(out, "],\n   \"collectives\": [");
+        for (int i = 0; i < ph->collectives.count; ++i) {
+            const Collective *c = ph->collectives.items[i];
+            fprintf(out, "%s{\"kind\": \"all-reduce\", \"tensor\": ", i ? ", " : "");
+            json_str(out, s->tensors[c->tensor].name);
+            fprintf(out, ", \"tile\": ");
+            json_tile(s, c->tensor, c->tile, out);
+            fprintf(out, ", \"group\": [");
+            for (int g = 0; g < c->gsize; ++g)
+                fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
+            fprintf(out, "], \"elements\": %ld, \"bytes\": %ld}", c->elems, c->bytes);
+        }
+        fprintf(out, "],\n   \"redistributions\": [");
+        for (int i = 0; i < ph->boundary.count; ++i) {
+            const Move *mv = ph->boundary.items[i];
+            fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
+            json_str(out, s->tensors[mv->tensor].name);
+            fprintf(out, ", \"kind\": \"%s\", \"transfers\": %d, \"bytes\": %ld, \"reason\": ",
+                    move_kind_name(mv->kind), mv->ntransfers, mv->bytes);
+            json_str(out, mv->reason);
+            fprintf(out, ", \"have\": ");
+            json_layout(s, mv->tensor, &mv->have, out);
+            fprintf(out, ", \"need\": ");
+            json_layout(s, mv->tensor, &mv->need, out);
+            fprintf(out, "}");
+        }
+        fprintf(out, "],\n   \"peak_bytes\": [");
+        for (int d = 0; d < ndev; ++d)
+            fprintf(out, "%s%ld", d ? ", " : "", s->phase_peak[k][d]);
+        fprintf(out, "]}");
+    }
+    fprintf(out, "],\n \"per_device\": [");
+    for (int d = 0; d < ndev; ++d)
+        fprintf(out, "%s{\"rank\": %d, \"shift\": %ld, \"collective\": %ld, \"redist\": %ld, \"peak\": %ld}",
+                d ? ", " : "", d, s->pred_bytes[0][d], s->pred_bytes[1][d], s->pred_bytes[2][d],
+                s->pred_peak[d]);
+    fprintf(out, "]}\n");
+}

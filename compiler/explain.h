@@ -1,0 +1,25 @@
+/*
+ * explain.h — what a schedule does, for people (text) and tools (JSON).
+ *
+ * Per instance: the partition's DSIs and slice counts; per phase: the
+ * einsum, the sweep order chosen, and per step which tile every device
+ * computes; every move between steps (kind, direction on the mesh,
+ * bytes), every collective (kind, group, bytes), every redistribution at
+ * a phase boundary (both layouts and why); memory per device (peak) and
+ * each tensor's replication. The byte and memory figures are the
+ * predictions the emitted program's counters are checked against.
+ */
+#ifndef PRIMEC_EXPLAIN_H
+#define PRIMEC_EXPLAIN_H
+
+#include <stdio.h>
+
+#include "schedule.h"
+
+void explain_text(const Schedule *s, Arena *arena, FILE *out);
+void explain_json(const Schedule *s, Arena *arena, FILE *out);
+
+/* Replication factor of a layout: the most devices holding one tile. */
+int layout_replication(const Layout *l, long ntiles);
+
+#endif

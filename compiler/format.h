@@ -1,0 +1,22 @@
+/*
+ * format.h — formats emitted C with clang-format.
+ *
+ * The emitters print readable, indented code; this pass runs LLVM's
+ * clang-format (the tool found at configure time, PRIMEC_CLANG_FORMAT)
+ * over it with the project's fixed style, so emitted files look like
+ * hand-written ones and are byte-for-byte reproducible. libclang's C API
+ * has no formatting entry point, so the tool is run as a subprocess.
+ */
+#ifndef PRIMEC_FORMAT_H
+#define PRIMEC_FORMAT_H
+
+#include <stddef.h>
+
+/* The style emitted code is formatted with. */
+extern const char *const format_style;
+
+/* Formats text; returns a malloc'ed result, or NULL with a message in
+ * *error (static text) when clang-format could not be run. */
+char *format_c(const char *text, size_t len, size_t *out_len, const char **error);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * ir.h — the compiler's intermediate representation after parsing.
+ *
+ * resolve turns the AST into these records: operators as einsums over
+ * named dimensions, partitions with their DSI expressions, and models as
+ * graphs of operator instances over concrete shapes on a concrete mesh.
+ * partition evaluates an instance's DSIs into slice tables; phases
+ * derives the backward and gradient einsums; schedule (schedule.h) turns
+ * each phase into per-device steps, moves, reductions and buffers.
+ *
+ * Everything lives in the compilation's arena.
+ */
+#ifndef PRIMEC_IR_H
+#define PRIMEC_IR_H
+
+#include "ast.h"
+
+#define IR_MAX_DIMS 8   /* dimensions of one operator */
+#define IR_MAX_AXES 8   /* axes of one mesh */
+#define IR_MAX_INPUTS 4 /* inputs of one operator */
+
+/* One tensor of an operator's signature: which operator dimensions it has. */
+typedef struct OpTensor {
+    Sym name;
+    Span span;
+    int ndims;
+    int dims[IR_MAX_DIMS]; /* indices into Op.dims */
+} OpTensor;
+
+/* An operator: Y = sum over the dimensions absent from Y of the product
+ * of its inputs (the only body form issue 2 lowers; elementwise bodies
+ * are parsed and resolved but not yet lowered). */
+typedef struct Op {
+    Sym name;
+    const OpDecl *decl;
+    int ndims;
+    Sym dims[IR_MAX_DIMS];
+    Span dim_spans[IR_MAX_DIMS]; /* first mention */
+    int ninputs;
+    OpTensor inputs[IR_MAX_INPUTS];
+    OpTensor output;
+    int is_contraction; /* body is `Y[...] += A[...] * B[...] ...` */
+} Op;
+
+typedef struct Partition {
+    Sym name;
+    const PartitionDecl *decl;
+    const Op *op;
+    int naxes;
+    const AxisDecl *axes[IR_MAX_AXES];
+    const AxisDecl *steps; /* NULL: one step */
+    /* DSI per op dimension, NULL where the dimension is whole. */
+    const DsiAssign *dsi[IR_MAX_DIMS];
+} Partition;
+
+typedef struct Mesh {
+    int naxes;
+    Sym names[IR_MAX_AXES];
+    long sizes[IR_MAX_AXES];
+    Span spans[IR_MAX_AXES];
+    int ndev;
+    Span span;
+} Mesh;
+
+typedef enum TensorRole { TENSOR_INPUT, TENSOR_WEIGHT, TENSOR_ACTIVATION } TensorRole;
+
+/* A tensor of a model: an input, a weight, or an instance's result. */
+typedef struct ModelTensor {
+    Sym name;
+    Span span;
+    TensorRole role;
+    int ndims;
+    long sizes[IR_MAX_DIMS];
+    int producer; /* instance index, -1 for inputs and weights */
+} ModelTensor;
+
+/* An operator applied in a model, with its partition bound to the mesh. */
+typedef struct Instance {
+    Sym name; /* the result tensor's name */
+    Span span;
+    const Op *op;
+    int args[IR_MAX_INPUTS]; /* model tensor indices */
+    int result;
+    long dim_sizes[IR_MAX_DIMS];
+    const Partition *partition;
+    Span use_span;
+    /* The partition's axis a runs over mesh axis axis_map[a]. */
+    int axis_map[IR_MAX_AXES];
+    /* Values of the partition's size parameters, by name. */
+    int nsize_params;
+    Sym size_param_names[IR_MAX_AXES * 2];
+    long size_param_values[IR_MAX_AXES * 2];
+    long steps; /* 1 when the partition has no steps() */
+} Instance;
+
+typedef struct Model {
+    Sym name;
+    Span span;
+    const ModelDecl *decl;
+    Mesh mesh;
+    int strict;
+    int ntensors;
+    ModelTensor *tensors;
+    int ninstances;
+    Instance *instances;
+} Model;
+
+/* Everything resolve found. */
+typedef struct Module {
+    PtrVec ops;        /* Op* */
+    PtrVec partitions; /* Partition* */
+    PtrVec models;     /* Model* */
+} Module;
+
+const Op *module_find_op(const Module *module, Sym name);
+const Partition *module_find_partition(const Module *module, Sym name);
+
+#endif

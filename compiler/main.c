@@ -1,0 +1,211 @@
+/*
+ * main.c — the primec command line.
+ *
+ *   primec check FILE                 diagnostics only
+ *   primec explain FILE [--json]      phases, steps, moves, collectives, memory
+ *   primec build FILE --target cpu -o DIR
+ *                                     emit C, compile it against the runtime
+ *
+ * Exit codes: 0 success, 1 errors in the input, 2 usage or I/O errors,
+ * 3 internal errors (including a C compiler rejecting emitted code).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "explain.h"
+#include "format.h"
+#include "pipeline.h"
+
+enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: primec COMMAND FILE [options]\n"
+            "\n"
+            "commands:\n"
+            "  check FILE             check a .prime file; print diagnostics only\n"
+            "  explain FILE           per phase and step: tiles, shifts, collectives, bytes, memory\n"
+            "  build FILE             emit a program and compile it\n"
+            "\n"
+            "options:\n"
+            "  --model NAME           only this model (default: every model in FILE)\n"
+            "  --json                 explain: write JSON instead of text\n"
+            "  --target cpu           build: the backend (cpu: one thread per device)\n"
+            "  -o DIR                 build: output directory (default: .)\n"
+            "  --emit-only            build: write the C file but do not compile it\n"
+            "  --cc CC                build: the C compiler (default: %s)\n"
+            "  --dump-after=PASS      print the IR after PASS and stop (%s)\n"
+            "  --help                 this text\n"
+            "  --version              the version\n"
+            "\n"
+            "exit codes: 0 ok, 1 errors in the input, 2 usage or I/O error, 3 internal error\n",
+            PRIMEC_CC, pipeline_pass_list());
+}
+
+static int write_file(const char *path, const char *text, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return 0;
+    int ok = fwrite(text, 1, len, f) == len;
+    ok &= fclose(f) == 0;
+    return ok;
+}
+
+static int run_cc(const char *cc, const char *src, const char *exe)
+{
+    size_t n = strlen(cc) + strlen(src) + strlen(exe) + strlen(PRIMEC_RUNTIME_INCLUDE) +
+               strlen(PRIMEC_RUNTIME_LIB) + strlen(PRIMEC_RUNTIME_LINK) + 256;
+    char *cmd = malloc(n);
+    if (!cmd)
+        return 0;
+    snprintf(cmd, n, "%s -std=c11 -O2 -Wall -Wextra -Werror %s -I'%s' '%s' -o '%s' '%s' %s", cc,
+             PRIMEC_RUNTIME_CFLAGS, PRIMEC_RUNTIME_INCLUDE, src, exe, PRIMEC_RUNTIME_LIB,
+             PRIMEC_RUNTIME_LINK);
+    int status = system(cmd);
+    free(cmd);
+    return status == 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *command = NULL, *file = NULL, *model = NULL, *dump_after = NULL;
+    const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
+    int json = 0, emit_only = 0;
+
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return EXIT_OK;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("primec %s\n", PRIMEC_VERSION);
+            return EXIT_OK;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--emit-only") == 0) {
+            emit_only = 1;
+        } else if (strncmp(a, "--dump-after=", 13) == 0) {
+            dump_after = a + 13;
+        } else if ((strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0 ||
+                    strcmp(a, "--cc") == 0) && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(a, "--model") == 0)
+                model = v;
+            else if (strcmp(a, "--target") == 0)
+                target = v;
+            else if (strcmp(a, "-o") == 0)
+                outdir = v;
+            else
+                cc = v;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "primec: error: unknown option '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        } else if (!command) {
+            command = a;
+        } else if (!file) {
+            file = a;
+        } else {
+            fprintf(stderr, "primec: error: unexpected argument '%s'\n", a);
+            return EXIT_USAGE;
+        }
+    }
+    if (!command || !file) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(command, "check") && strcmp(command, "explain") && strcmp(command, "build")) {
+        fprintf(stderr, "primec: error: unknown command '%s'\n", command);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (dump_after && !pipeline_has_pass(dump_after)) {
+        fprintf(stderr, "primec: error: unknown pass '%s' (passes: %s)\n", dump_after,
+                pipeline_pass_list());
+        return EXIT_USAGE;
+    }
+    if (strcmp(command, "build") == 0 && strcmp(target, "cpu") != 0) {
+        fprintf(stderr, "primec: error: unknown target '%s' (this version has: cpu)\n", target);
+        return EXIT_USAGE;
+    }
+
+    Compilation c;
+    compilation_init(&c, file, stderr);
+    c.model_name = model;
+    c.dump_after = dump_after;
+    const char *last = strcmp(command, "build") == 0 ? "emit" : "schedule";
+    int ok = pipeline_run(&c, last);
+    int rc = EXIT_OK;
+    if (!ok) {
+        diag_finish(&c.sink);
+        rc = c.io_error ? EXIT_USAGE : EXIT_INPUT;
+        compilation_free(&c);
+        return rc;
+    }
+    if (c.dumped) {
+        compilation_free(&c);
+        return EXIT_OK;
+    }
+    if (strcmp(command, "check") == 0) {
+        for (int i = 0; i < c.schedules.count; ++i) {
+            const Schedule *s = c.schedules.items[i];
+            long coll = 0, bytes[PRIME_BYTES_KIND_COUNT] = {0};
+            for (int k = 0; k < PHASE_COUNT; ++k)
+                coll += s->phases[k].present ? s->phases[k].collectives.count : 0;
+            for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
+                for (int d = 0; d < s->model->mesh.ndev; ++d)
+                    bytes[kind] += s->pred_bytes[kind][d];
+            printf("%s: ok: %s under '%s' on %d devices; %ld collective%s, %ld shift bytes, %ld collective bytes, %ld redistribution bytes\n",
+                   s->model->name, s->inst->name, s->inst->partition->name, s->model->mesh.ndev, coll,
+                   coll == 1 ? "" : "s", bytes[0], bytes[1], bytes[2]);
+        }
+        if (c.schedules.count == 0)
+            printf("%s: ok (no model)\n", file);
+    } else if (strcmp(command, "explain") == 0) {
+        for (int i = 0; i < c.schedules.count; ++i) {
+            if (json)
+                explain_json(c.schedules.items[i], c.arena, stdout);
+            else
+                explain_text(c.schedules.items[i], c.arena, stdout);
+        }
+    } else {
+        if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "primec: error: cannot create '%s': %s\n", outdir, strerror(errno));
+            compilation_free(&c);
+            return EXIT_USAGE;
+        }
+        for (int i = 0; i < c.emitted.count && rc == EXIT_OK; ++i) {
+            const Schedule *s = c.schedules.items[i];
+            const char *text = c.emitted.items[i];
+            const char *err = NULL;
+            size_t len;
+            char *formatted = format_c(text, strlen(text), &len, &err);
+            if (!formatted) {
+                fprintf(stderr, "primec: error: %s\n", err);
+                rc = EXIT_INTERNAL;
+                break;
+            }
+            char *src = arena_printf(c.arena, "%s/%s.c", outdir, s->model->name);
+            char *exe = arena_printf(c.arena, "%s/%s", outdir, s->model->name);
+            if (!write_file(src, formatted, len)) {
+                fprintf(stderr, "primec: error: cannot write '%s': %s\n", src, strerror(errno));
+                rc = EXIT_USAGE;
+            } else if (!emit_only && !run_cc(cc, src, exe)) {
+                fprintf(stderr, "primec: internal error: the C compiler rejected '%s'\n", src);
+                rc = EXIT_INTERNAL;
+            } else {
+                printf("%s\n", emit_only ? src : exe);
+            }
+            free(formatted);
+        }
+    }
+    compilation_free(&c);
+    return rc;
+}

@@ -1,0 +1,305 @@
+/*
+ * pipeline.c — the pass table and each pass's driver (see pipeline.h).
+ */
+#define _XOPEN_SOURCE 700
+#include "pipeline.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_c.h"
+#include "parse.h"
+#include "partition.h"
+#include "resolve.h"
+#include "stdlib_embed.h"
+
+typedef int (*PassFn)(Compilation *c);
+typedef void (*DumpFn)(Compilation *c);
+
+/* ------------------------------------------------------------------ */
+
+static int already_loaded(Compilation *c, const char *real)
+{
+    for (int i = 0; i < c->programs.count; ++i) {
+        const Program *p = c->programs.items[i];
+        const SourceFile *f = source_get(&c->sources, p->file);
+        char buf[PATH_MAX];
+        if (realpath(f->name, buf) && strcmp(buf, real) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void parse_imports(Compilation *c, const Program *prog);
+
+static int load_and_parse(Compilation *c, const char *path, const Span *from)
+{
+    char real[PATH_MAX];
+    if (realpath(path, real) && already_loaded(c, real))
+        return 1;
+    int id = source_load(&c->sources, path);
+    if (id < 0) {
+        if (from) {
+            diag_error(&c->sink, *from, "cannot open '%s': %s", path, strerror(errno));
+        } else {
+            diag_error_plain(&c->sink, "cannot open '%s': %s", path, strerror(errno));
+            c->io_error = 1;
+        }
+        return 0;
+    }
+    Program *prog = parse_file(c->arena, &c->sources, (uint32_t)id, &c->sink);
+    ptrvec_push(c->arena, &c->programs, prog);
+    parse_imports(c, prog);
+    return 1;
+}
+
+static void parse_imports(Compilation *c, const Program *prog)
+{
+    const SourceFile *f = source_get(&c->sources, prog->file);
+    for (int i = 0; i < prog->decls.count; ++i) {
+        const Decl *d = prog->decls.items[i];
+        if (d->kind != DECL_IMPORT)
+            continue;
+        const char *path = d->import->path;
+        if (path[0] != '/') {
+            const char *slash = strrchr(f->name, '/');
+            if (slash)
+                path = arena_printf(c->arena, "%.*s/%s", (int)(slash - f->name), f->name, path);
+        }
+        load_and_parse(c, path, &d->import->path_span);
+    }
+}
+
+static int pass_parse(Compilation *c)
+{
+    for (int i = 0; i < stdlib_file_count; ++i) {
+        uint32_t id = source_add(&c->sources, stdlib_files[i].name, stdlib_files[i].text,
+                                 stdlib_files[i].len);
+        ptrvec_push(c->arena, &c->programs, parse_file(c->arena, &c->sources, id, &c->sink));
+    }
+    if (c->input)
+        load_and_parse(c, c->input, NULL);
+    return c->sink.error_count == 0;
+}
+
+static void dump_parse(Compilation *c)
+{
+    for (int i = stdlib_file_count; i < c->programs.count; ++i)
+        ast_dump_program(c->programs.items[i], c->dump_out);
+}
+
+static int pass_resolve(Compilation *c)
+{
+    return resolve_programs(c->arena, &c->sink, (Program *const *)c->programs.items,
+                            c->programs.count, &c->module);
+}
+
+static void dump_resolve(Compilation *c) { resolve_dump(&c->module, c->dump_out); }
+
+/* The models this compilation lowers. */
+static int selected(const Compilation *c, const Model *m)
+{
+    return !c->model_name || strcmp(c->model_name, m->name) == 0;
+}
+
+static int check_models(Compilation *c)
+{
+    int any = 0;
+    for (int i = 0; i < c->module.models.count; ++i) {
+        const Model *m = c->module.models.items[i];
+        if (!selected(c, m))
+            continue;
+        any = 1;
+        if (m->ninstances == 0) {
+            diag_error(&c->sink, m->decl->name.span, "model '%s' has no operator instance", m->name);
+            continue;
+        }
+        if (m->ninstances > 1) {
+            diag_error(&c->sink, m->instances[1].span,
+                       "model '%s' has %d operator instances; this version lowers models of one instance",
+                       m->name, m->ninstances);
+            continue;
+        }
+        const Instance *inst = &m->instances[0];
+        if (!inst->partition) {
+            diag_error(&c->sink, inst->span,
+                       "'%s' has no partition: add `use PARTITION` (automatic planning is not implemented yet)",
+                       inst->name);
+            continue;
+        }
+        if (!inst->op->is_contraction) {
+            diag_error(&c->sink, inst->span,
+                       "operator '%s' is not a product einsum (`Y[...] += A[...] * B[...]`); only those are lowered in this version",
+                       inst->op->name);
+            continue;
+        }
+    }
+    if (c->model_name && !any) {
+        diag_error_plain(&c->sink, "no model named '%s' in '%s'", c->model_name, c->input);
+        return 0;
+    }
+    return c->sink.error_count == 0;
+}
+
+static int pass_partition(Compilation *c)
+{
+    if (!check_models(c))
+        return 0;
+    int ok = 1;
+    for (int i = 0; i < c->module.models.count; ++i) {
+        const Model *m = c->module.models.items[i];
+        if (!selected(c, m))
+            continue;
+        SliceTable *st = ARENA_NEW(c->arena, SliceTable);
+        if (!partition_eval(c->arena, &c->sink, m, &m->instances[0], st))
+            ok = 0;
+        ptrvec_push(c->arena, &c->slice_tables, st);
+    }
+    return ok;
+}
+
+static void dump_partition(Compilation *c)
+{
+    int k = 0;
+    for (int i = 0; i < c->module.models.count; ++i) {
+        const Model *m = c->module.models.items[i];
+        if (!selected(c, m))
+            continue;
+        const SliceTable *st = c->slice_tables.items[k++];
+        const Instance *inst = &m->instances[0];
+        fprintf(c->dump_out, "model %s instance %s partition %s devices %d steps %ld\n", m->name,
+                inst->name, inst->partition->name, st->ndev, st->steps);
+        for (int d = 0; d < st->ndims; ++d)
+            fprintf(c->dump_out, "  dim %s size %ld slices %ld extent %ld\n", inst->op->dims[d],
+                    inst->dim_sizes[d], st->nslices[d], st->extent[d]);
+        for (long t = 0; t < st->steps; ++t) {
+            fprintf(c->dump_out, "  t=%ld:", t);
+            for (int dev = 0; dev < st->ndev; ++dev) {
+                fprintf(c->dump_out, " [");
+                for (int d = 0; d < st->ndims; ++d)
+                    fprintf(c->dump_out, "%s%ld", d ? " " : "", slice_at(st, d, dev, t));
+                fprintf(c->dump_out, "]");
+            }
+            fprintf(c->dump_out, "\n");
+        }
+    }
+}
+
+static int pass_schedule(Compilation *c)
+{
+    int ok = 1;
+    for (int i = 0; i < c->module.models.count; ++i) {
+        const Model *m = c->module.models.items[i];
+        if (!selected(c, m))
+            continue;
+        Schedule *s = schedule_build(c->arena, &c->sink, m, &m->instances[0]);
+        if (!s)
+            ok = 0;
+        else
+            ptrvec_push(c->arena, &c->schedules, s);
+    }
+    return ok && c->sink.error_count == 0;
+}
+
+static void dump_schedule(Compilation *c)
+{
+    for (int i = 0; i < c->schedules.count; ++i) {
+        const Schedule *s = c->schedules.items[i];
+        fprintf(c->dump_out, "schedule %s\n", s->model->name);
+        for (int k = 0; k < PHASE_COUNT; ++k) {
+            const PhaseSched *ph = &s->phases[k];
+            if (!ph->present)
+                continue;
+            fprintf(c->dump_out, " phase %s%s\n", phase_name(ph->kind), ph->reversed ? " reversed" : "");
+            for (int r = 0; r < s->model->mesh.ndev; ++r) {
+                fprintf(c->dump_out, "  rank %d:", r);
+                for (int a = 0; a < ph->nactions[r]; ++a) {
+                    const PrimeAction *x = &ph->actions[r][a];
+                    fprintf(c->dump_out, " %s", prime_action_name(x->op));
+                    if (x->op == PRIME_ACT_STEP)
+                        fprintf(c->dump_out, "%d", x->arg);
+                    else if (x->op != PRIME_ACT_WAIT)
+                        fprintf(c->dump_out, "(%s#%d%s%d)", s->tensors[x->tensor].name, x->slot,
+                                x->op == PRIME_ACT_SEND ? "->" : x->op == PRIME_ACT_RECV ? "<-" : "",
+                                x->op == PRIME_ACT_SEND || x->op == PRIME_ACT_RECV ? x->peer : 0);
+                }
+                fprintf(c->dump_out, "\n");
+            }
+        }
+    }
+}
+
+static int pass_emit(Compilation *c)
+{
+    for (int i = 0; i < c->schedules.count; ++i) {
+        size_t len;
+        char *text = emit_c_program(c->schedules.items[i], c->input ? c->input : "<none>", &len);
+        char *copy = arena_strndup(c->arena, text, len);
+        free(text);
+        ptrvec_push(c->arena, &c->emitted, copy);
+    }
+    return 1;
+}
+
+static void dump_emit(Compilation *c)
+{
+    for (int i = 0; i < c->emitted.count; ++i)
+        fputs(c->emitted.items[i], c->dump_out);
+}
+
+static const struct {
+    const char *name;
+    PassFn run;
+    DumpFn dump;
+} passes[] = {
+    {"parse", pass_parse, dump_parse},
+    {"resolve", pass_resolve, dump_resolve},
+    {"partition", pass_partition, dump_partition},
+    {"schedule", pass_schedule, dump_schedule},
+    {"emit", pass_emit, dump_emit},
+};
+#define NPASSES ((int)(sizeof passes / sizeof passes[0]))
+
+int pipeline_has_pass(const char *name)
+{
+    for (int i = 0; i < NPASSES; ++i)
+        if (strcmp(passes[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+const char *pipeline_pass_list(void) { return "parse, resolve, partition, schedule, emit"; }
+
+void compilation_init(Compilation *c, const char *input, FILE *diag_out)
+{
+    memset(c, 0, sizeof *c);
+    c->arena = arena_create();
+    source_map_init(&c->sources, c->arena);
+    diag_init(&c->sink, &c->sources, c->arena, diag_out);
+    c->input = input;
+    c->dump_out = stdout;
+}
+
+void compilation_free(Compilation *c)
+{
+    arena_destroy(c->arena);
+    memset(c, 0, sizeof *c);
+}
+
+int pipeline_run(Compilation *c, const char *last)
+{
+    for (int i = 0; i < NPASSES; ++i) {
+        if (!passes[i].run(c))
+            return 0;
+        if (c->dump_after && strcmp(c->dump_after, passes[i].name) == 0) {
+            passes[i].dump(c);
+            c->dumped = 1;
+            return 1;
+        }
+        if (strcmp(passes[i].name, last) == 0)
+            return 1;
+    }
+    return 1;
+}

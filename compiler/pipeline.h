@@ -1,0 +1,52 @@
+/*
+ * pipeline.h — the compilation context and the flat pass pipeline.
+ *
+ * Read top to bottom, the pipeline runs
+ *     parse -> resolve -> partition -> schedule -> emit
+ * (partition evaluates DSIs and schedule derives the phases, residency,
+ * communication, reductions, alignment and memory of every instance).
+ * `--dump-after=PASS` prints the IR after any pass and stops there.
+ * Everything a compilation allocates lives in its arena; there is no
+ * global compiler state.
+ */
+#ifndef PRIMEC_PIPELINE_H
+#define PRIMEC_PIPELINE_H
+
+#include <stdio.h>
+
+#include "ast.h"
+#include "diag.h"
+#include "ir.h"
+#include "schedule.h"
+
+typedef struct Compilation {
+    Arena *arena;
+    SourceMap sources;
+    DiagSink sink;
+    const char *input;      /* the user's file */
+    const char *model_name; /* NULL: every model */
+    const char *dump_after; /* NULL: no dump */
+    FILE *dump_out;
+    int dumped;             /* the dump pass ran: stop */
+    int io_error;           /* the input file could not be read (exit 2) */
+    PtrVec programs;        /* Program*: stdlib first */
+    Module module;
+    PtrVec schedules;       /* Schedule*, one per model */
+    PtrVec slice_tables;    /* for the partition dump */
+    const char *emit_target;
+    PtrVec emitted;         /* char*: emitted program text per schedule */
+} Compilation;
+
+void compilation_init(Compilation *c, const char *input, FILE *diag_out);
+void compilation_free(Compilation *c);
+
+/* Runs passes up to and including `last` ("parse" ... "emit"). Returns 1
+ * if no error was reported. Unknown pass names return -1. */
+int pipeline_run(Compilation *c, const char *last);
+
+/* Is `name` a pass of the pipeline? */
+int pipeline_has_pass(const char *name);
+/* "parse, resolve, ..." */
+const char *pipeline_pass_list(void);
+
+#endif

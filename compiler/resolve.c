@@ -1,0 +1,916 @@
+/*
+ * resolve.c — names, signatures and shapes (see resolve.h).
+ */
+#include "resolve.h"
+
+#include <string.h>
+
+typedef struct Resolver {
+    Arena *arena;
+    DiagSink *sink;
+    Module *module;
+    int errors_before;
+} Resolver;
+
+static const char *const intrinsics[] = {"exp", "log", "sqrt", "rsqrt", "tanh", "erf",
+                                         "sigmoid", "relu", "gelu", "silu", "max", "min",
+                                         "abs", NULL};
+
+const Op *module_find_op(const Module *module, Sym name)
+{
+    for (int i = 0; i < module->ops.count; ++i) {
+        const Op *op = module->ops.items[i];
+        if (op->name == name)
+            return op;
+    }
+    return NULL;
+}
+
+const Partition *module_find_partition(const Module *module, Sym name)
+{
+    for (int i = 0; i < module->partitions.count; ++i) {
+        const Partition *p = module->partitions.items[i];
+        if (p->name == name)
+            return p;
+    }
+    return NULL;
+}
+
+static const Model *find_model(const Module *module, Sym name)
+{
+    for (int i = 0; i < module->models.count; ++i) {
+        const Model *m = module->models.items[i];
+        if (m->name == name)
+            return m;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Operators                                                           */
+
+static int op_dim_index(const Op *op, Sym name)
+{
+    for (int d = 0; d < op->ndims; ++d)
+        if (op->dims[d] == name)
+            return d;
+    return -1;
+}
+
+static int add_tensor(Resolver *r, Op *op, OpTensor *t, const TensorParam *tp)
+{
+    t->name = tp->name.name;
+    t->span = tp->span;
+    t->ndims = 0;
+    if (tp->dims.count > IR_MAX_DIMS) {
+        diag_error(r->sink, tp->span, "tensor '%s' has %d dimensions; at most %d are supported",
+                   tp->name.name, tp->dims.count, IR_MAX_DIMS);
+        return 0;
+    }
+    for (int i = 0; i < tp->dims.count; ++i) {
+        const Ident *dim = tp->dims.items[i];
+        for (int j = 0; j < i; ++j) {
+            const Ident *prev = tp->dims.items[j];
+            if (prev->name == dim->name) {
+                diag_error(r->sink, dim->span, "dimension '%s' appears twice in tensor '%s'",
+                           dim->name, tp->name.name);
+                diag_note(r->sink, prev->span, "first appearance");
+                return 0;
+            }
+        }
+        int d = op_dim_index(op, dim->name);
+        if (d < 0) {
+            if (op->ndims == IR_MAX_DIMS) {
+                diag_error(r->sink, dim->span, "operator '%s' has more than %d dimensions",
+                           op->name, IR_MAX_DIMS);
+                return 0;
+            }
+            d = op->ndims++;
+            op->dims[d] = dim->name;
+            op->dim_spans[d] = dim->span;
+        }
+        t->dims[t->ndims++] = d;
+    }
+    return 1;
+}
+
+static const OpTensor *op_tensor(const Op *op, Sym name)
+{
+    for (int i = 0; i < op->ninputs; ++i)
+        if (op->inputs[i].name == name)
+            return &op->inputs[i];
+    if (op->output.name == name)
+        return &op->output;
+    return NULL;
+}
+
+/* Checks names inside an operator body expression. */
+static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
+{
+    switch (e->kind) {
+    case EXPR_INT:
+        return 1;
+    case EXPR_NAME:
+    case EXPR_INDEX: {
+        const OpTensor *t = op_tensor(op, e->name);
+        if (!t) {
+            diag_error(r->sink, e->name_span, "unknown tensor '%s' in operator '%s'", e->name,
+                       op->name);
+            return 0;
+        }
+        if (e->kind == EXPR_INDEX) {
+            if (e->args.count != t->ndims) {
+                diag_error(r->sink, e->span, "'%s' has %d dimensions but is indexed with %d",
+                           e->name, t->ndims, e->args.count);
+                return 0;
+            }
+            for (int i = 0; i < e->args.count; ++i) {
+                const Ident *id = e->args.items[i];
+                if (op->dims[t->dims[i]] != id->name) {
+                    diag_error(r->sink, id->span,
+                               "dimension %d of '%s' is '%s', not '%s'", i + 1, e->name,
+                               op->dims[t->dims[i]], id->name);
+                    diag_note(r->sink, t->span, "'%s' is declared here", e->name);
+                    return 0;
+                }
+            }
+        }
+        return 1;
+    }
+    case EXPR_BINARY:
+        if (e->op == '%' || e->op == '^') {
+            diag_error(r->sink, e->span, "operator '%c' is not allowed in an operator body", e->op);
+            return 0;
+        }
+        return check_body_expr(r, op, e->lhs) & check_body_expr(r, op, e->rhs);
+    case EXPR_NEG:
+        return check_body_expr(r, op, e->lhs);
+    case EXPR_CALL: {
+        int known = 0;
+        for (int i = 0; intrinsics[i]; ++i)
+            known |= strcmp(intrinsics[i], e->name) == 0;
+        if (!known) {
+            diag_error(r->sink, e->name_span, "unknown intrinsic '%s'", e->name);
+            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, gelu, silu, max, min, abs");
+            return 0;
+        }
+        int ok = 1;
+        for (int i = 0; i < e->args.count; ++i)
+            ok &= check_body_expr(r, op, e->args.items[i]);
+        return ok;
+    }
+    case EXPR_RADIX:
+        diag_error(r->sink, e->span, "a mixed-radix tuple is not allowed in an operator body");
+        return 0;
+    default:
+        ICE("bad expression kind %d", e->kind);
+    }
+}
+
+/* `Y[...] += A[...] * B[...] ...` with every input once. */
+static int is_product_of_inputs(const Op *op, const Expr *e, unsigned *seen)
+{
+    if (e->kind == EXPR_BINARY && e->op == '*')
+        return is_product_of_inputs(op, e->lhs, seen) && is_product_of_inputs(op, e->rhs, seen);
+    if (e->kind != EXPR_INDEX)
+        return 0;
+    for (int i = 0; i < op->ninputs; ++i) {
+        if (op->inputs[i].name == e->name) {
+            if (*seen & (1u << i))
+                return 0;
+            *seen |= 1u << i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void resolve_op(Resolver *r, const OpDecl *decl)
+{
+    Op *op = ARENA_NEW(r->arena, Op);
+    op->name = decl->name.name;
+    op->decl = decl;
+    int ok = 1;
+    if (decl->params.count > IR_MAX_INPUTS) {
+        diag_error(r->sink, decl->name.span, "operator '%s' has %d inputs; at most %d are supported",
+                   op->name, decl->params.count, IR_MAX_INPUTS);
+        return;
+    }
+    for (int i = 0; i < decl->params.count && ok; ++i) {
+        const TensorParam *tp = decl->params.items[i];
+        for (int j = 0; j < i; ++j) {
+            const TensorParam *prev = decl->params.items[j];
+            if (prev->name.name == tp->name.name) {
+                diag_error(r->sink, tp->name.span, "tensor '%s' declared twice", tp->name.name);
+                diag_note(r->sink, prev->name.span, "previous declaration");
+                ok = 0;
+            }
+        }
+        ok = ok && add_tensor(r, op, &op->inputs[op->ninputs++], tp);
+    }
+    if (!ok)
+        return;
+    for (int i = 0; i < op->ninputs; ++i) {
+        if (op->inputs[i].name == decl->result->name.name) {
+            diag_error(r->sink, decl->result->name.span, "result '%s' has the name of an input",
+                       decl->result->name.name);
+            return;
+        }
+    }
+    int before = op->ndims;
+    if (!add_tensor(r, op, &op->output, decl->result))
+        return;
+    if (op->ndims != before) {
+        diag_error(r->sink, op->dim_spans[before],
+                   "dimension '%s' of result '%s' appears in no input", op->dims[before],
+                   op->output.name);
+        return;
+    }
+    if (decl->body.count == 0) {
+        diag_error(r->sink, decl->name.span, "operator '%s' has an empty body", op->name);
+        return;
+    }
+    for (int i = 0; i < decl->body.count; ++i) {
+        const Stmt *st = decl->body.items[i];
+        if (st->target.name != op->output.name) {
+            diag_error(r->sink, st->target.span, "statement assigns '%s'; operator '%s' can only assign its result '%s'",
+                       st->target.name, op->name, op->output.name);
+            ok = 0;
+            continue;
+        }
+        if (st->has_dims) {
+            int match = st->target_dims.count == op->output.ndims;
+            for (int x = 0; match && x < st->target_dims.count; ++x)
+                match = ((const Ident *)st->target_dims.items[x])->name ==
+                        op->dims[op->output.dims[x]];
+            if (!match) {
+                diag_error(r->sink, st->span, "the dimensions of '%s' here differ from its declaration",
+                           st->target.name);
+                diag_note(r->sink, decl->result->span, "declared here");
+                ok = 0;
+                continue;
+            }
+        }
+        ok &= check_body_expr(r, op, st->value);
+    }
+    if (!ok)
+        return;
+    if (decl->body.count == 1) {
+        const Stmt *st = decl->body.items[0];
+        unsigned seen = 0;
+        op->is_contraction = st->kind == STMT_ACCUM && is_product_of_inputs(op, st->value, &seen) &&
+                             seen == (1u << op->ninputs) - 1;
+    }
+    ptrvec_push(r->arena, &r->module->ops, op);
+}
+
+/* ------------------------------------------------------------------ */
+/* Partitions                                                          */
+
+static int is_size_param(const Partition *p, Sym name)
+{
+    for (int a = 0; a < p->naxes; ++a)
+        if (p->axes[a]->size->kind == EXPR_NAME && p->axes[a]->size->name == name)
+            return 1;
+    return p->steps && p->steps->size->kind == EXPR_NAME && p->steps->size->name == name;
+}
+
+static int check_dsi_expr(Resolver *r, const Partition *p, const Expr *e)
+{
+    switch (e->kind) {
+    case EXPR_INT:
+        return 1;
+    case EXPR_NAME:
+        for (int a = 0; a < p->naxes; ++a)
+            if (p->axes[a]->name.name == e->name)
+                return 1;
+        if (p->steps && p->steps->name.name == e->name)
+            return 1;
+        if (is_size_param(p, e->name))
+            return 1;
+        {
+            char axes[256];
+            size_t n = 0;
+            axes[0] = 0;
+            for (int a = 0; a < p->naxes && n < sizeof axes - 64; ++a)
+                n += (size_t)snprintf(axes + n, sizeof axes - n, "%s%s", a ? ", " : "",
+                                      p->axes[a]->name.name);
+            diag_error(r->sink, e->span, "unknown axis '%s' in the DSI of partition '%s'", e->name,
+                       p->name);
+            diag_note(r->sink, p->decl->name.span, "partition '%s' has mesh axes %s%s%s", p->name,
+                      axes, p->steps ? " and step " : "", p->steps ? p->steps->name.name : "");
+        }
+        return 0;
+    case EXPR_BINARY:
+        return check_dsi_expr(r, p, e->lhs) & check_dsi_expr(r, p, e->rhs);
+    case EXPR_NEG:
+        return check_dsi_expr(r, p, e->lhs);
+    case EXPR_RADIX: {
+        int ok = 1;
+        for (int i = 0; i < e->args.count; ++i)
+            ok &= check_dsi_expr(r, p, e->args.items[i]);
+        return ok;
+    }
+    case EXPR_INDEX:
+    case EXPR_CALL:
+        diag_error(r->sink, e->span, "a DSI is an integer expression over axes; '%s' is not allowed here",
+                   e->kind == EXPR_CALL ? "a call" : "a tensor");
+        return 0;
+    default:
+        ICE("bad expression kind %d", e->kind);
+    }
+}
+
+static int check_axis_size(Resolver *r, const AxisDecl *ax)
+{
+    if (ax->size->kind == EXPR_NAME)
+        return 1;
+    if (ax->size->kind == EXPR_INT && ax->size->value >= 1)
+        return 1;
+    diag_error(r->sink, ax->size->span, "the size of axis '%s' must be a positive integer or a size parameter",
+               ax->name.name);
+    return 0;
+}
+
+static void resolve_partition(Resolver *r, const PartitionDecl *decl)
+{
+    Partition *p = ARENA_NEW(r->arena, Partition);
+    p->name = decl->name.name;
+    p->decl = decl;
+    p->op = module_find_op(r->module, decl->of_op.name);
+    if (!p->op) {
+        diag_error(r->sink, decl->of_op.span, "unknown operator '%s'", decl->of_op.name);
+        return;
+    }
+    if (decl->mesh.count > IR_MAX_AXES) {
+        diag_error(r->sink, decl->name.span, "partition '%s' has more than %d axes", p->name,
+                   IR_MAX_AXES);
+        return;
+    }
+    int ok = 1;
+    for (int a = 0; a < decl->mesh.count; ++a) {
+        const AxisDecl *ax = decl->mesh.items[a];
+        for (int b = 0; b < a; ++b) {
+            if (p->axes[b]->name.name == ax->name.name) {
+                diag_error(r->sink, ax->name.span, "axis '%s' declared twice", ax->name.name);
+                diag_note(r->sink, p->axes[b]->name.span, "previous declaration");
+                ok = 0;
+            }
+        }
+        ok &= check_axis_size(r, ax);
+        p->axes[p->naxes++] = ax;
+    }
+    if (decl->steps) {
+        p->steps = decl->steps;
+        ok &= check_axis_size(r, decl->steps);
+        for (int a = 0; a < p->naxes; ++a) {
+            if (p->axes[a]->name.name == decl->steps->name.name) {
+                diag_error(r->sink, decl->steps->name.span, "step axis '%s' has the name of a mesh axis",
+                           decl->steps->name.name);
+                ok = 0;
+            }
+        }
+    }
+    for (int i = 0; i < decl->dsis.count; ++i) {
+        const DsiAssign *dsi = decl->dsis.items[i];
+        int d = op_dim_index(p->op, dsi->dim.name);
+        if (d < 0) {
+            diag_error(r->sink, dsi->dim.span, "'%s' is not a dimension of operator '%s'",
+                       dsi->dim.name, p->op->name);
+            diag_note(r->sink, p->op->decl->name.span, "operator '%s' is declared here", p->op->name);
+            ok = 0;
+            continue;
+        }
+        if (p->dsi[d]) {
+            diag_error(r->sink, dsi->span, "dimension '%s' is given two DSIs", dsi->dim.name);
+            diag_note(r->sink, p->dsi[d]->span, "first DSI");
+            ok = 0;
+            continue;
+        }
+        if (!check_dsi_expr(r, p, dsi->value)) {
+            ok = 0;
+            continue;
+        }
+        p->dsi[d] = dsi;
+    }
+    if (ok)
+        ptrvec_push(r->arena, &r->module->partitions, p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Models                                                              */
+
+typedef struct ParamVal {
+    Sym name;
+    long value;
+    Span span;
+} ParamVal;
+
+static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, int nparams,
+                           long *out)
+{
+    long a, b;
+    switch (e->kind) {
+    case EXPR_INT:
+        *out = e->value;
+        return 1;
+    case EXPR_NAME:
+        for (int i = 0; i < nparams; ++i) {
+            if (params[i].name == e->name) {
+                *out = params[i].value;
+                return 1;
+            }
+        }
+        diag_error(r->sink, e->span, "unknown parameter '%s'", e->name);
+        return 0;
+    case EXPR_NEG:
+        if (!eval_param_expr(r, e->lhs, params, nparams, &a))
+            return 0;
+        *out = -a;
+        return 1;
+    case EXPR_BINARY:
+        if (!eval_param_expr(r, e->lhs, params, nparams, &a) ||
+            !eval_param_expr(r, e->rhs, params, nparams, &b))
+            return 0;
+        if ((e->op == '/' || e->op == '%') && b == 0) {
+            diag_error(r->sink, e->span, "division by zero");
+            return 0;
+        }
+        switch (e->op) {
+        case '+': *out = a + b; return 1;
+        case '-': *out = a - b; return 1;
+        case '*': *out = a * b; return 1;
+        case '/': *out = a / b; return 1;
+        case '%': *out = a % b; return 1;
+        case '^': *out = a ^ b; return 1;
+        default: ICE("bad operator");
+        }
+    default:
+        diag_error(r->sink, e->span, "a parameter is an integer expression");
+        return 0;
+    }
+}
+
+static int find_tensor(const Model *m, Sym name)
+{
+    for (int i = 0; i < m->ntensors; ++i)
+        if (m->tensors[i].name == name)
+            return i;
+    return -1;
+}
+
+static int is_pow2(long v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/* Binds a partition size (INT or size parameter) to a value. */
+static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, Span where,
+                     const char *what)
+{
+    if (size->kind == EXPR_INT) {
+        if (size->value != value) {
+            diag_error(r->sink, where, "%s has size %ld but partition '%s' needs %ld", what, value,
+                       inst->partition->name, size->value);
+            diag_note(r->sink, size->span, "required here");
+            return 0;
+        }
+        return 1;
+    }
+    for (int i = 0; i < inst->nsize_params; ++i) {
+        if (inst->size_param_names[i] == size->name) {
+            if (inst->size_param_values[i] != value) {
+                diag_error(r->sink, where,
+                           "%s has size %ld but partition '%s' needs %s = %ld (bound by an earlier axis)",
+                           what, value, inst->partition->name, size->name,
+                           inst->size_param_values[i]);
+                diag_note(r->sink, size->span, "'%s' is used here", size->name);
+                return 0;
+            }
+            return 1;
+        }
+    }
+    inst->size_param_names[inst->nsize_params] = size->name;
+    inst->size_param_values[inst->nsize_params] = value;
+    inst->nsize_params++;
+    return 1;
+}
+
+static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use)
+{
+    const Partition *p = module_find_partition(r->module, use->partition.name);
+    if (!p) {
+        diag_error(r->sink, use->partition.span, "unknown partition '%s'", use->partition.name);
+        return 0;
+    }
+    if (p->op != inst->op) {
+        diag_error(r->sink, use->partition.span, "partition '%s' splits operator '%s', not '%s'",
+                   p->name, p->op->name, inst->op->name);
+        diag_note(r->sink, p->decl->name.span, "partition '%s' is declared here", p->name);
+        return 0;
+    }
+    inst->partition = p;
+    inst->use_span = use->span;
+    if (p->naxes > m->mesh.naxes) {
+        diag_error(r->sink, use->span, "partition '%s' needs %d mesh axes; the mesh of '%s' has %d",
+                   p->name, p->naxes, m->name, m->mesh.naxes);
+        diag_note(r->sink, m->mesh.span, "mesh declared here");
+        return 0;
+    }
+    for (int a = 0; a < p->naxes; ++a)
+        inst->axis_map[a] = use->bindings.count ? -1 : a;
+    for (int i = 0; i < use->bindings.count; ++i) {
+        const AxisBinding *bnd = use->bindings.items[i];
+        int pa = -1, ma = -1;
+        for (int a = 0; a < p->naxes; ++a)
+            if (p->axes[a]->name.name == bnd->part_axis.name)
+                pa = a;
+        for (int a = 0; a < m->mesh.naxes; ++a)
+            if (m->mesh.names[a] == bnd->mesh_axis.name)
+                ma = a;
+        if (pa < 0) {
+            diag_error(r->sink, bnd->part_axis.span, "partition '%s' has no axis '%s'", p->name,
+                       bnd->part_axis.name);
+            return 0;
+        }
+        if (ma < 0) {
+            diag_error(r->sink, bnd->mesh_axis.span, "the mesh of '%s' has no axis '%s'", m->name,
+                       bnd->mesh_axis.name);
+            diag_note(r->sink, m->mesh.span, "mesh declared here");
+            return 0;
+        }
+        if (inst->axis_map[pa] >= 0) {
+            diag_error(r->sink, bnd->span, "axis '%s' is bound twice", bnd->part_axis.name);
+            return 0;
+        }
+        inst->axis_map[pa] = ma;
+    }
+    for (int a = 0; a < p->naxes; ++a) {
+        if (inst->axis_map[a] < 0) {
+            diag_error(r->sink, use->span, "axis '%s' of partition '%s' is not bound to a mesh axis",
+                       p->axes[a]->name.name, p->name);
+            return 0;
+        }
+        for (int b = 0; b < a; ++b) {
+            if (inst->axis_map[b] == inst->axis_map[a]) {
+                diag_error(r->sink, use->span, "axes '%s' and '%s' are bound to the same mesh axis",
+                           p->axes[b]->name.name, p->axes[a]->name.name);
+                return 0;
+            }
+        }
+        const char *what = arena_printf(r->arena, "mesh axis '%s'", m->mesh.names[inst->axis_map[a]]);
+        if (!bind_size(r, inst, p->axes[a]->size, m->mesh.sizes[inst->axis_map[a]], use->span, what))
+            return 0;
+    }
+    inst->steps = 1;
+    if (p->steps) {
+        const Expr *size = p->steps->size;
+        if (size->kind == EXPR_INT) {
+            inst->steps = size->value;
+        } else {
+            int found = 0;
+            for (int i = 0; i < inst->nsize_params; ++i) {
+                if (inst->size_param_names[i] == size->name) {
+                    inst->steps = inst->size_param_values[i];
+                    found = 1;
+                }
+            }
+            if (!found) {
+                diag_error(r->sink, size->span, "step count '%s' is not bound by any mesh axis",
+                           size->name);
+                diag_note(r->sink, use->span, "partition '%s' applied here", p->name);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static void resolve_model(Resolver *r, const ModelDecl *decl)
+{
+    Model *m = ARENA_NEW(r->arena, Model);
+    m->name = decl->name.name;
+    m->span = decl->span;
+    m->decl = decl;
+    int nitems = decl->items.count;
+    ParamVal *params = ARENA_ARRAY(r->arena, ParamVal, nitems + 1);
+    int nparams = 0;
+    m->tensors = ARENA_ARRAY(r->arena, ModelTensor, nitems + 1);
+    m->instances = ARENA_ARRAY(r->arena, Instance, nitems + 1);
+    int have_mesh = 0, ok = 1;
+    const ModelItem *mesh_item = NULL;
+
+    for (int i = 0; i < nitems; ++i) {
+        const ModelItem *it = decl->items.items[i];
+        switch (it->kind) {
+        case MITEM_PARAM: {
+            for (int j = 0; j < nparams; ++j) {
+                if (params[j].name == it->name.name) {
+                    diag_error(r->sink, it->name.span, "parameter '%s' defined twice", it->name.name);
+                    diag_note(r->sink, params[j].span, "previous definition");
+                    ok = 0;
+                }
+            }
+            long v;
+            if (!eval_param_expr(r, it->value, params, nparams, &v)) {
+                ok = 0;
+                break;
+            }
+            params[nparams].name = it->name.name;
+            params[nparams].value = v;
+            params[nparams].span = it->name.span;
+            nparams++;
+            break;
+        }
+        case MITEM_MESH:
+            if (have_mesh) {
+                diag_error(r->sink, it->span, "model '%s' declares a second mesh", m->name);
+                diag_note(r->sink, mesh_item->span, "first mesh");
+                ok = 0;
+                break;
+            }
+            have_mesh = 1;
+            mesh_item = it;
+            m->mesh.span = it->span;
+            m->mesh.ndev = 1;
+            if (it->axes.count > IR_MAX_AXES) {
+                diag_error(r->sink, it->span, "a mesh has at most %d axes", IR_MAX_AXES);
+                ok = 0;
+                break;
+            }
+            for (int a = 0; a < it->axes.count; ++a) {
+                const AxisDecl *ax = it->axes.items[a];
+                long v;
+                if (!eval_param_expr(r, ax->size, params, nparams, &v)) {
+                    ok = 0;
+                    continue;
+                }
+                if (!is_pow2(v)) {
+                    diag_error(r->sink, ax->size->span, "mesh axis '%s' has size %ld; mesh axes have power-of-two sizes",
+                               ax->name.name, v);
+                    ok = 0;
+                    continue;
+                }
+                for (int b = 0; b < m->mesh.naxes; ++b) {
+                    if (m->mesh.names[b] == ax->name.name) {
+                        diag_error(r->sink, ax->name.span, "mesh axis '%s' declared twice", ax->name.name);
+                        ok = 0;
+                    }
+                }
+                m->mesh.names[m->mesh.naxes] = ax->name.name;
+                m->mesh.sizes[m->mesh.naxes] = v;
+                m->mesh.spans[m->mesh.naxes] = ax->span;
+                m->mesh.naxes++;
+                m->mesh.ndev *= (int)v;
+            }
+            if (m->mesh.ndev > 4096) {
+                diag_error(r->sink, it->span, "a mesh of %d devices is larger than the supported 4096",
+                           m->mesh.ndev);
+                ok = 0;
+            }
+            break;
+        case MITEM_INPUT:
+        case MITEM_WEIGHT: {
+            if (find_tensor(m, it->name.name) >= 0) {
+                diag_error(r->sink, it->name.span, "tensor '%s' defined twice", it->name.name);
+                diag_note(r->sink, m->tensors[find_tensor(m, it->name.name)].span, "previous definition");
+                ok = 0;
+                break;
+            }
+            ModelTensor *t = &m->tensors[m->ntensors];
+            t->name = it->name.name;
+            t->span = it->name.span;
+            t->role = it->kind == MITEM_INPUT ? TENSOR_INPUT : TENSOR_WEIGHT;
+            t->producer = -1;
+            if (it->dims.count > IR_MAX_DIMS) {
+                diag_error(r->sink, it->span, "at most %d dimensions", IR_MAX_DIMS);
+                ok = 0;
+                break;
+            }
+            int tok = 1;
+            for (int x = 0; x < it->dims.count; ++x) {
+                long v;
+                if (!eval_param_expr(r, it->dims.items[x], params, nparams, &v)) {
+                    tok = 0;
+                    continue;
+                }
+                if (v < 1) {
+                    diag_error(r->sink, ((const Expr *)it->dims.items[x])->span,
+                               "dimension size %ld is not positive", v);
+                    tok = 0;
+                    continue;
+                }
+                t->sizes[t->ndims++] = v;
+            }
+            if (!tok) {
+                ok = 0;
+                break;
+            }
+            m->ntensors++;
+            break;
+        }
+        case MITEM_INSTANCE: {
+            const Op *op = module_find_op(r->module, it->op.name);
+            if (!op) {
+                diag_error(r->sink, it->op.span, "unknown operator '%s'", it->op.name);
+                ok = 0;
+                break;
+            }
+            if (find_tensor(m, it->name.name) >= 0) {
+                diag_error(r->sink, it->name.span, "tensor '%s' defined twice", it->name.name);
+                diag_note(r->sink, m->tensors[find_tensor(m, it->name.name)].span, "previous definition");
+                ok = 0;
+                break;
+            }
+            if (it->args.count != op->ninputs) {
+                diag_error(r->sink, it->span, "operator '%s' takes %d inputs, %d given", op->name,
+                           op->ninputs, it->args.count);
+                diag_note(r->sink, op->decl->name.span, "'%s' is declared here", op->name);
+                ok = 0;
+                break;
+            }
+            Instance *inst = &m->instances[m->ninstances];
+            memset(inst, 0, sizeof *inst);
+            inst->name = it->name.name;
+            inst->span = it->span;
+            inst->op = op;
+            int iok = 1;
+            int bound_by[IR_MAX_DIMS];
+            for (int d = 0; d < op->ndims; ++d) {
+                inst->dim_sizes[d] = -1;
+                bound_by[d] = -1;
+            }
+            for (int a = 0; a < it->args.count && iok; ++a) {
+                const Ident *arg = it->args.items[a];
+                int ti = find_tensor(m, arg->name);
+                if (ti < 0) {
+                    diag_error(r->sink, arg->span, "unknown tensor '%s'", arg->name);
+                    iok = 0;
+                    break;
+                }
+                inst->args[a] = ti;
+                const ModelTensor *mt = &m->tensors[ti];
+                const OpTensor *ot = &op->inputs[a];
+                if (mt->ndims != ot->ndims) {
+                    diag_error(r->sink, arg->span, "'%s' has %d dimensions but input '%s' of '%s' has %d",
+                               arg->name, mt->ndims, ot->name, op->name, ot->ndims);
+                    diag_note(r->sink, mt->span, "'%s' is defined here", arg->name);
+                    iok = 0;
+                    break;
+                }
+                for (int x = 0; x < ot->ndims; ++x) {
+                    int d = ot->dims[x];
+                    if (inst->dim_sizes[d] < 0) {
+                        inst->dim_sizes[d] = mt->sizes[x];
+                        bound_by[d] = a;
+                    } else if (inst->dim_sizes[d] != mt->sizes[x]) {
+                        const Ident *first = it->args.items[bound_by[d]];
+                        diag_error(r->sink, arg->span,
+                                   "shape mismatch: dimension '%s' of '%s' is %ld in '%s' but %ld in '%s'",
+                                   op->dims[d], op->name, mt->sizes[x], arg->name,
+                                   inst->dim_sizes[d], first->name);
+                        diag_note(r->sink, first->span, "'%s' gives '%s' = %ld here", first->name,
+                                  op->dims[d], inst->dim_sizes[d]);
+                        iok = 0;
+                        break;
+                    }
+                }
+            }
+            if (!iok) {
+                ok = 0;
+                break;
+            }
+            ModelTensor *t = &m->tensors[m->ntensors];
+            t->name = it->name.name;
+            t->span = it->name.span;
+            t->role = TENSOR_ACTIVATION;
+            t->producer = m->ninstances;
+            t->ndims = op->output.ndims;
+            for (int x = 0; x < op->output.ndims; ++x)
+                t->sizes[x] = inst->dim_sizes[op->output.dims[x]];
+            inst->result = m->ntensors;
+            if (it->use) {
+                if (!have_mesh) {
+                    diag_error(r->sink, it->use->span, "'use' needs the model's mesh declared before it");
+                    ok = 0;
+                    break;
+                }
+                if (!bind_partition(r, m, inst, it->use)) {
+                    ok = 0;
+                    break;
+                }
+            }
+            m->ntensors++;
+            m->ninstances++;
+            break;
+        }
+        case MITEM_STRICT:
+            m->strict = 1;
+            break;
+        }
+    }
+    if (!have_mesh && ok) {
+        diag_error(r->sink, decl->name.span, "model '%s' declares no mesh", m->name);
+        ok = 0;
+    }
+    if (ok)
+        ptrvec_push(r->arena, &r->module->models, m);
+}
+
+/* ------------------------------------------------------------------ */
+
+static Span decl_name_span(const Decl *d)
+{
+    switch (d->kind) {
+    case DECL_OP: return d->op->name.span;
+    case DECL_PARTITION: return d->partition->name.span;
+    case DECL_MODEL: return d->model->name.span;
+    default: return d->span;
+    }
+}
+
+int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int nprograms,
+                     Module *module)
+{
+    Resolver r = {arena, sink, module, sink->error_count};
+    memset(module, 0, sizeof *module);
+    /* Operators first (partitions refer to them), in file order. */
+    for (int kind = DECL_OP; kind <= DECL_MODEL; ++kind) {
+        for (int f = 0; f < nprograms; ++f) {
+            for (int i = 0; i < programs[f]->decls.count; ++i) {
+                const Decl *d = programs[f]->decls.items[i];
+                if ((int)d->kind != kind)
+                    continue;
+                Sym name = kind == DECL_OP          ? d->op->name.name
+                           : kind == DECL_PARTITION ? d->partition->name.name
+                                                    : d->model->name.name;
+                const void *prev = kind == DECL_OP          ? (const void *)module_find_op(module, name)
+                                   : kind == DECL_PARTITION ? (const void *)module_find_partition(module, name)
+                                                            : (const void *)find_model(module, name);
+                if (prev) {
+                    Span prev_span = kind == DECL_OP ? ((const Op *)prev)->decl->name.span
+                                     : kind == DECL_PARTITION
+                                         ? ((const Partition *)prev)->decl->name.span
+                                         : ((const Model *)prev)->decl->name.span;
+                    diag_error(sink, decl_name_span(d), "%s '%s' is defined twice",
+                               kind == DECL_OP ? "operator" : kind == DECL_PARTITION ? "partition" : "model",
+                               name);
+                    diag_note(sink, prev_span, "previous definition");
+                    continue;
+                }
+                if (kind == DECL_OP)
+                    resolve_op(&r, d->op);
+                else if (kind == DECL_PARTITION)
+                    resolve_partition(&r, d->partition);
+                else
+                    resolve_model(&r, d->model);
+            }
+        }
+    }
+    return sink->error_count == r.errors_before;
+}
+
+void resolve_dump(const Module *module, FILE *out)
+{
+    for (int i = 0; i < module->ops.count; ++i) {
+        const Op *op = module->ops.items[i];
+        fprintf(out, "op %s dims(", op->name);
+        for (int d = 0; d < op->ndims; ++d)
+            fprintf(out, "%s%s", d ? " " : "", op->dims[d]);
+        fprintf(out, ") %s\n", op->is_contraction ? "contraction" : "elementwise");
+    }
+    for (int i = 0; i < module->partitions.count; ++i) {
+        const Partition *p = module->partitions.items[i];
+        fprintf(out, "partition %s of %s axes(", p->name, p->op->name);
+        for (int a = 0; a < p->naxes; ++a)
+            fprintf(out, "%s%s", a ? " " : "", p->axes[a]->name.name);
+        fprintf(out, ")%s%s", p->steps ? " steps " : "", p->steps ? p->steps->name.name : "");
+        for (int d = 0; d < p->op->ndims; ++d) {
+            if (!p->dsi[d])
+                continue;
+            fprintf(out, " %s=", p->op->dims[d]);
+            ast_print_expr(p->dsi[d]->value, out);
+        }
+        fprintf(out, "\n");
+    }
+    for (int i = 0; i < module->models.count; ++i) {
+        const Model *m = module->models.items[i];
+        fprintf(out, "model %s mesh(", m->name);
+        for (int a = 0; a < m->mesh.naxes; ++a)
+            fprintf(out, "%s%s:%ld", a ? " " : "", m->mesh.names[a], m->mesh.sizes[a]);
+        fprintf(out, ") devices %d%s\n", m->mesh.ndev, m->strict ? " strict" : "");
+        for (int t = 0; t < m->ntensors; ++t) {
+            const ModelTensor *mt = &m->tensors[t];
+            fprintf(out, "  tensor %s %s [", mt->name,
+                    mt->role == TENSOR_INPUT ? "input" : mt->role == TENSOR_WEIGHT ? "weight" : "activation");
+            for (int x = 0; x < mt->ndims; ++x)
+                fprintf(out, "%s%ld", x ? ", " : "", mt->sizes[x]);
+            fprintf(out, "]\n");
+        }
+        for (int k = 0; k < m->ninstances; ++k) {
+            const Instance *inst = &m->instances[k];
+            fprintf(out, "  instance %s = %s(", inst->name, inst->op->name);
+            for (int a = 0; a < inst->op->ninputs; ++a)
+                fprintf(out, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
+            fprintf(out, ") use %s steps %ld\n", inst->partition ? inst->partition->name : "(none)",
+                    inst->steps);
+        }
+    }
+}

@@ -1,0 +1,138 @@
+/*
+ * kernels.c — the dense kernels emitted programs call: GEMM through
+ * OpenBLAS's cblas, elementwise add, box copies between row-major arrays,
+ * deterministic random fill and the max-norm relative error.
+ *
+ * These functions return nothing, so a call they cannot perform safely
+ * (bad leading dimension, a box outside its array) does nothing at all
+ * rather than let the BLAS print an error or touch memory out of bounds.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "prime_rt.h"
+
+#include "internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+static int max1(int x)
+{
+    return x > 1 ? x : 1;
+}
+
+void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0 || k < 0 || !c || ldc < max1(n))
+        return;
+    if (k == 0) {
+        /* Nothing to multiply: C = beta * C, and beta 0 clears C. */
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < n; j++) {
+                float *x = &c[(size_t)i * (size_t)ldc + (size_t)j];
+                *x = beta == 0.0f ? 0.0f : beta * *x;
+            }
+        }
+        return;
+    }
+    if (!a || !b || lda < max1(trans_a ? m : k) || ldb < max1(trans_b ? k : n))
+        return;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
+}
+
+void prime_add(float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+/* Boxes must lie inside their arrays and must not overlap each other.
+ * Rank 0 copies the single element; ranks above PRIME_RT_MAX_RANK (8)
+ * copy nothing. */
+void prime_copy_box(int rank, const long *extent, const float *src, const long *src_shape,
+                    const long *src_off, float *dst, const long *dst_shape, const long *dst_off)
+{
+    if (!src || !dst || rank < 0 || rank > PRIME_RT_MAX_RANK)
+        return;
+    if (rank == 0) {
+        dst[0] = src[0];
+        return;
+    }
+    if (!extent || !src_shape || !src_off || !dst_shape || !dst_off)
+        return;
+    size_t sstride[PRIME_RT_MAX_RANK], dstride[PRIME_RT_MAX_RANK];
+    size_t ss = 1, ds = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        if (extent[d] <= 0)
+            return;
+        if (src_off[d] < 0 || src_off[d] > src_shape[d] - extent[d])
+            return;
+        if (dst_off[d] < 0 || dst_off[d] > dst_shape[d] - extent[d])
+            return;
+        sstride[d] = ss;
+        dstride[d] = ds;
+        ss *= (size_t)src_shape[d];
+        ds *= (size_t)dst_shape[d];
+    }
+    /* idx walks every dimension but the last, which is one memcpy. */
+    long idx[PRIME_RT_MAX_RANK] = {0};
+    size_t row = (size_t)extent[rank - 1] * sizeof(float);
+    for (;;) {
+        size_t so = 0, dof = 0;
+        for (int d = 0; d < rank; d++) {
+            so += (size_t)(src_off[d] + idx[d]) * sstride[d];
+            dof += (size_t)(dst_off[d] + idx[d]) * dstride[d];
+        }
+        memcpy(dst + dof, src + so, row);
+        int d = rank - 2;
+        while (d >= 0) {
+            if (++idx[d] < extent[d])
+                break;
+            idx[d] = 0;
+            d--;
+        }
+        if (d < 0)
+            return;
+    }
+}
+
+/* Element i is k_i * 2^-23 - 1, exactly, where k_i is the top 24 bits of
+ * the (i+1)-th output of splitmix64 started from state `seed`. */
+void prime_fill_random(float *p, size_t n, uint64_t seed)
+{
+    uint64_t state = seed;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (state += UINT64_C(0x9e3779b97f4a7c15));
+        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+        z ^= z >> 31;
+        p[i] = (float)(z >> 40) / 8388608.0f - 1.0f;
+    }
+}
+
+static double absd(double x)
+{
+    return x < 0 ? -x : x;
+}
+
+/* tiny is 1e-30. A NaN in either input makes the result NaN, so that
+ * `err <= bound` fails; n == 0 gives 0. */
+double prime_max_rel_error(const float *a, const float *b, size_t n)
+{
+    double max_diff = 0.0, max_ref = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = absd((double)a[i] - (double)b[i]);
+        double r = absd((double)b[i]);
+        if (d != d || r != r)
+            return (double)NAN;
+        if (d > max_diff)
+            max_diff = d;
+        if (r > max_ref)
+            max_ref = r;
+    }
+    return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
+}

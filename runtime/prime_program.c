@@ -1,0 +1,333 @@
+/*
+ * prime_program.c — the driver of an emitted program (see
+ * prime_program.h): options, inputs, the run on thread-devices, the
+ * check against the dense reference, and the counter report.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "prime_program.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Run {
+    const PrimeProgram *prog;
+    float **whole;       /* per tensor: the whole array (inputs filled) */
+    float **ref;         /* per tensor: the dense reference (with check) */
+    int check;
+    PrimeStore *stores;  /* per rank */
+    PrimeStatus *status; /* per rank */
+    double *err;         /* [rank * ntensors + tensor]: worst relative error */
+    unsigned char **seen; /* [rank * ntensors + tensor]: tiles held at the end */
+} Run;
+
+static long elems_of(const long *shape, int ndims)
+{
+    long n = 1;
+    for (int i = 0; i < ndims; ++i)
+        n *= shape[i];
+    return n;
+}
+
+/* Offsets of tile `id` in the whole tensor (row-major over its dims). */
+static void tile_offset(const PrimeTensorDesc *t, long id, long *off)
+{
+    for (int x = t->ndims - 1; x >= 0; --x) {
+        off[x] = (id % t->nslices[x]) * t->tile[x];
+        id /= t->nslices[x];
+    }
+}
+
+static void fill_tiles(PrimeDev *dev, const Run *run, int tensor)
+{
+    const PrimeTensorDesc *t = &run->prog->tensors[tensor];
+    const int rank = prime_dev_rank(dev);
+    PrimeStore *st = &run->stores[rank];
+    static const long zero[PRIME_MAX_DIMS] = {0};
+    for (int i = 0; i < t->fill_layout.count[rank]; ++i) {
+        long off[PRIME_MAX_DIMS];
+        tile_offset(t, t->fill_layout.tiles[rank][i], off);
+        float *slot = st->slots[tensor][t->fill_layout.slots[rank][i]];
+        prime_copy_box(t->ndims, t->tile, run->whole[tensor], t->shape, off, slot, t->tile, zero);
+    }
+}
+
+static void check_rank(PrimeDev *dev, Run *run);
+
+static void rank_main(PrimeDev *dev, void *arg)
+{
+    Run *run = arg;
+    const PrimeProgram *prog = run->prog;
+    const int rank = prime_dev_rank(dev);
+    PrimeStatus st = PRIME_OK;
+    for (int p = 0; p < prog->nphases && st == PRIME_OK; ++p) {
+        st = prime_sched_run(dev, prog->phases[p], &run->stores[rank]);
+        for (int t = 0; t < prog->ntensors && st == PRIME_OK; ++t)
+            if (prog->tensors[t].fill_after == p)
+                fill_tiles(dev, run, t);
+    }
+    if (st == PRIME_OK && run->check)
+        check_rank(dev, run);
+    prime_store_release(dev, &run->stores[rank]);
+    run->status[rank] = st;
+}
+
+static int stores_init(Run *run)
+{
+    const PrimeProgram *prog = run->prog;
+    size_t tile_elems[PRIME_MAX_TENSORS];
+    int max_slots[PRIME_MAX_TENSORS];
+    for (int t = 0; t < prog->ntensors; ++t) {
+        tile_elems[t] = (size_t)elems_of(prog->tensors[t].tile, prog->tensors[t].ndims);
+        max_slots[t] = prog->tensors[t].max_slots;
+    }
+    for (int r = 0; r < prog->ndev; ++r)
+        if (prime_store_init(&run->stores[r], prog->ntensors, tile_elems, max_slots) != PRIME_OK)
+            return 0;
+    return 1;
+}
+
+static long ntiles_of(const PrimeTensorDesc *t)
+{
+    long n = 1;
+    for (int x = 0; x < t->ndims; ++x)
+        n *= t->nslices[x];
+    return n;
+}
+
+/* Compares every tile this rank holds at the end with the reference. */
+static void check_rank(PrimeDev *dev, Run *run)
+{
+    const PrimeProgram *prog = run->prog;
+    const int rank = prime_dev_rank(dev);
+    static const long zero[PRIME_MAX_DIMS] = {0};
+    for (int tensor = 0; tensor < prog->ntensors; ++tensor) {
+        const PrimeTensorDesc *t = &prog->tensors[tensor];
+        if (!t->check)
+            continue;
+        long tile_n = elems_of(t->tile, t->ndims);
+        long n = elems_of(t->shape, t->ndims);
+        double scale = 1e-30, worst = 0;
+        for (long i = 0; i < n; ++i)
+            if (fabs(run->ref[tensor][i]) > scale)
+                scale = fabs(run->ref[tensor][i]);
+        float *want = malloc(sizeof(float) * (size_t)tile_n);
+        unsigned char *seen = run->seen[rank * prog->ntensors + tensor];
+        if (!want) {
+            run->err[rank * prog->ntensors + tensor] = INFINITY;
+            continue;
+        }
+        for (int i = 0; i < t->final_layout.count[rank]; ++i) {
+            long id = t->final_layout.tiles[rank][i];
+            long off[PRIME_MAX_DIMS];
+            tile_offset(t, id, off);
+            const float *slot = run->stores[rank].slots[tensor][t->final_layout.slots[rank][i]];
+            if (!slot)
+                continue;
+            seen[id] = 1;
+            prime_copy_box(t->ndims, t->tile, run->ref[tensor], t->shape, off, want, t->tile, zero);
+            for (long e = 0; e < tile_n; ++e) {
+                double d = fabs((double)slot[e] - (double)want[e]) / scale;
+                if (isnan(d))
+                    d = INFINITY;
+                if (d > worst)
+                    worst = d;
+            }
+        }
+        free(want);
+        run->err[rank * prog->ntensors + tensor] = worst;
+    }
+}
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [--check] [--seed N] [--trace FILE] [--json FILE] [--repeat N]\n",
+            argv0);
+}
+
+int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
+{
+    int check = 0, repeat = 1;
+    unsigned long long seed = 1;
+    const char *trace = NULL, *json = NULL;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--check") == 0) {
+            check = 1;
+        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
+            trace = argv[++i];
+        } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+            json = argv[++i];
+        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+            repeat = atoi(argv[++i]);
+            if (repeat < 1)
+                repeat = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(argv[0]);
+            return 0;
+        } else {
+            fprintf(stderr, "%s: unknown option '%s'\n", argv[0], argv[i]);
+            usage(argv[0]);
+            return 2;
+        }
+    }
+
+    Run run;
+    memset(&run, 0, sizeof run);
+    run.prog = prog;
+    run.whole = calloc((size_t)prog->ntensors, sizeof(float *));
+    float **ref = calloc((size_t)prog->ntensors, sizeof(float *));
+    run.ref = ref;
+    run.stores = calloc((size_t)prog->ndev, sizeof(PrimeStore));
+    run.status = calloc((size_t)prog->ndev, sizeof(PrimeStatus));
+    size_t nrt = (size_t)prog->ndev * (size_t)prog->ntensors;
+    run.err = calloc(nrt, sizeof(double));
+    run.seen = calloc(nrt, sizeof(unsigned char *));
+    int rc = 0;
+    if (!run.whole || !ref || !run.stores || !run.status || !run.err || !run.seen) {
+        fprintf(stderr, "%s: out of memory\n", prog->name);
+        return 3;
+    }
+    for (int t = 0; t < prog->ntensors; ++t) {
+        const PrimeTensorDesc *d = &prog->tensors[t];
+        size_t n = (size_t)elems_of(d->shape, d->ndims);
+        run.whole[t] = calloc(n, sizeof(float));
+        ref[t] = calloc(n, sizeof(float));
+        if (!run.whole[t] || !ref[t]) {
+            fprintf(stderr, "%s: out of memory\n", prog->name);
+            return 3;
+        }
+        if (d->fill_after >= 0) {
+            prime_fill_random(run.whole[t], n, seed * 1000003ull + (unsigned long long)t);
+            memcpy(ref[t], run.whole[t], n * sizeof(float));
+        }
+    }
+    if (check)
+        prog->reference(ref);
+    for (int r = 0; r < prog->ndev; ++r)
+        for (int t = 0; t < prog->ntensors; ++t) {
+            run.seen[r * prog->ntensors + t] = calloc((size_t)ntiles_of(&prog->tensors[t]), 1);
+            if (!run.seen[r * prog->ntensors + t]) {
+                fprintf(stderr, "%s: out of memory\n", prog->name);
+                return 3;
+            }
+        }
+
+    PrimeWorld *world = NULL;
+    if (prime_world_create(prog->ndev, &world) != PRIME_OK) {
+        fprintf(stderr, "%s: cannot create %d devices\n", prog->name, prog->ndev);
+        return 3;
+    }
+    for (int it = 0; it < repeat && rc == 0; ++it) {
+        int last = it == repeat - 1;
+        if (last) {
+            prime_world_reset_counters(world);
+            prime_world_enable_trace(world, trace != NULL);
+            run.check = check;
+        }
+        if (!stores_init(&run)) {
+            fprintf(stderr, "%s: out of memory\n", prog->name);
+            rc = 3;
+            break;
+        }
+        PrimeStatus st = prime_world_run(world, rank_main, &run);
+        for (int r = 0; r < prog->ndev && st == PRIME_OK; ++r)
+            st = run.status[r];
+        if (st != PRIME_OK) {
+            fprintf(stderr, "%s: run failed: %s\n", prog->name, prime_status_name(st));
+            rc = 3;
+        }
+    }
+
+    FILE *js = NULL;
+    if (json) {
+        js = fopen(json, "w");
+        if (!js) {
+            fprintf(stderr, "%s: cannot write '%s'\n", prog->name, json);
+            rc = rc ? rc : 2;
+        }
+    }
+    if (rc == 0) {
+        printf("%s: %d devices\n", prog->name, prog->ndev);
+        printf("%6s %14s %14s %14s %14s\n", "rank", "shift bytes", "collective", "redist",
+               "peak bytes");
+        int counters_ok = 1;
+        if (js)
+            fprintf(js, "{\"program\": \"%s\", \"devices\": %d, \"ranks\": [", prog->name, prog->ndev);
+        for (int r = 0; r < prog->ndev; ++r) {
+            unsigned long long b[PRIME_BYTES_KIND_COUNT];
+            for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k) {
+                b[k] = (unsigned long long)prime_world_bytes_sent(world, r, (PrimeByteKind)k);
+                if ((long)b[k] != prog->predicted_bytes[r * PRIME_BYTES_KIND_COUNT + k])
+                    counters_ok = 0;
+            }
+            unsigned long long peak = (unsigned long long)prime_world_peak_bytes(world, r);
+            if ((long)peak != prog->predicted_peak[r])
+                counters_ok = 0;
+            printf("%6d %14llu %14llu %14llu %14llu\n", r, b[0], b[1], b[2], peak);
+            if (js)
+                fprintf(js, "%s{\"rank\": %d, \"shift\": %llu, \"collective\": %llu, \"redist\": %llu, \"peak\": %llu}",
+                        r ? ", " : "", r, b[0], b[1], b[2], peak);
+        }
+        if (js)
+            fprintf(js, "], \"counters_match_prediction\": %s", counters_ok ? "true" : "false");
+        printf("counters %s the compiler's prediction\n", counters_ok ? "equal" : "DIFFER FROM");
+        if (check) {
+            if (!counters_ok)
+                rc = 1;
+            if (js)
+                fprintf(js, ", \"check\": {");
+            for (int t = 0, first = 1; t < prog->ntensors; ++t) {
+                if (!prog->tensors[t].check)
+                    continue;
+                int missing = 0;
+                double err = 0;
+                long ntiles = ntiles_of(&prog->tensors[t]);
+                for (long id = 0; id < ntiles; ++id) {
+                    int any = 0;
+                    for (int r = 0; r < prog->ndev; ++r)
+                        any |= run.seen[r * prog->ntensors + t][id];
+                    missing += !any;
+                }
+                for (int r = 0; r < prog->ndev; ++r)
+                    if (run.err[r * prog->ntensors + t] > err)
+                        err = run.err[r * prog->ntensors + t];
+                int ok = err <= prog->tolerance && missing == 0;
+                printf("check %-8s max rel error %.3e (bound %.1e)%s %s\n", prog->tensors[t].name,
+                       err, prog->tolerance, missing ? " MISSING TILES" : "", ok ? "ok" : "FAIL");
+                if (js)
+                    fprintf(js, "%s\"%s\": %.6e", first ? "" : ", ", prog->tensors[t].name, err);
+                first = 0;
+                if (!ok)
+                    rc = 1;
+            }
+            if (js)
+                fprintf(js, "}");
+            printf("%s\n", rc == 0 ? "check passed" : "check FAILED");
+        }
+        if (js)
+            fprintf(js, "}\n");
+        if (trace && prime_world_write_trace(world, trace) != PRIME_OK) {
+            fprintf(stderr, "%s: cannot write trace '%s'\n", prog->name, trace);
+            rc = 2;
+        }
+    }
+    if (js)
+        fclose(js);
+    prime_world_destroy(world);
+    for (size_t i = 0; i < nrt; ++i)
+        free(run.seen[i]);
+    free(run.seen);
+    free(run.err);
+    for (int t = 0; t < prog->ntensors; ++t) {
+        free(run.whole[t]);
+        free(ref[t]);
+    }
+    free(run.whole);
+    free(ref);
+    free(run.stores);
+    free(run.status);
+    return rc;
+}

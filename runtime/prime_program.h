@@ -1,0 +1,75 @@
+/*
+ * prime_program.h — the driver of an emitted program.
+ *
+ * primec emits, per model, the tables of a PrimeProgram (tensors with
+ * their tile shapes and layouts, phases with per-rank action lists,
+ * compute kernels, a dense single-device reference, and the byte and
+ * memory counts that the compiler predicted) and a main() that calls
+ * prime_program_main. The driver runs every phase on one thread-device
+ * per rank and, with --check, fills inputs with seeded random values,
+ * compares every result tile on every device with the dense reference,
+ * and compares the counted bytes and peak memory with the predictions.
+ *
+ * Options of an emitted program:
+ *   --check         verify results and counters; exit 1 on a mismatch
+ *   --seed N        seed of the random inputs (default 1)
+ *   --trace FILE    write a Chrome trace-event timeline
+ *   --json FILE     write the counters (and errors with --check) as JSON
+ *   --repeat N      run the training step N times (counters of the last)
+ */
+#ifndef PRIME_PROGRAM_H
+#define PRIME_PROGRAM_H
+
+#include "prime_sched.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PRIME_MAX_DIMS 8
+
+/* Which tiles of a tensor each rank holds, and in which slots. */
+typedef struct PrimeLayout {
+    const int *count;           /* per rank */
+    const long *const *tiles;   /* per rank: tile ids */
+    const int *const *slots;    /* per rank: slot of each tile */
+} PrimeLayout;
+
+typedef struct PrimeTensorDesc {
+    const char *name;
+    int ndims;
+    long shape[PRIME_MAX_DIMS];   /* whole tensor */
+    long tile[PRIME_MAX_DIMS];    /* one tile */
+    long nslices[PRIME_MAX_DIMS]; /* tiles per dimension */
+    int max_slots;
+    int fill_after; /* phase index after which the driver fills it, or -1 */
+    int check;      /* compared with the reference at the end */
+    PrimeLayout fill_layout;
+    PrimeLayout final_layout;
+} PrimeTensorDesc;
+
+/* Computes every checked tensor from the filled ones, whole, on one
+ * device: tensors[i] points at tensor i's whole array. */
+typedef void (*PrimeReferenceFn)(float *const *tensors);
+
+typedef struct PrimeProgram {
+    const char *name;
+    int ndev;
+    int ntensors;
+    const PrimeTensorDesc *tensors;
+    int nphases;
+    const PrimePhase *const *phases;
+    PrimeReferenceFn reference;
+    /* Predictions: bytes[rank * PRIME_BYTES_KIND_COUNT + kind], peak[rank]. */
+    const long *predicted_bytes;
+    const long *predicted_peak;
+    double tolerance; /* max relative error accepted by --check */
+} PrimeProgram;
+
+int prime_program_main(const PrimeProgram *program, int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

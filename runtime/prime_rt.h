@@ -1,0 +1,154 @@
+/*
+ * prime_rt.h — the public interface of the primec runtime.
+ *
+ * Programs emitted by primec include only this header. The runtime runs
+ * one SPMD program on N devices; on the embedded `cpu` backend every device
+ * is a thread of one process and messages move through a threads
+ * transport in which a communication thread per device performs the copy
+ * of each posted send, so a transfer overlaps with the compute that the
+ * device's own thread does meanwhile.
+ *
+ * Ownership and errors: everything here has a create/destroy pair and
+ * returns a PrimeStatus; the runtime never calls exit() and never prints
+ * except where a function says so.
+ *
+ * Counters: every device counts the bytes it sends, per PrimeByteKind,
+ * and the bytes it has allocated through prime_alloc (current and peak).
+ * primec's `explain` predicts both; tests compare them exactly.
+ */
+#ifndef PRIME_RT_H
+#define PRIME_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum PrimeStatus {
+    PRIME_OK = 0,
+    PRIME_ERR_ARG,       /* a bad argument (rank out of range, n mismatch) */
+    PRIME_ERR_NOMEM,     /* an allocation failed */
+    PRIME_ERR_TRANSPORT, /* the transport failed (thread creation, ...) */
+    PRIME_ERR_IO         /* a file could not be written */
+} PrimeStatus;
+
+/* What a sent byte was for; counted separately per device. */
+typedef enum PrimeByteKind {
+    PRIME_BYTES_SHIFT = 0,   /* point-to-point moves between steps of a phase */
+    PRIME_BYTES_COLLECTIVE,  /* all-reduce, reduce-scatter, all-gather */
+    PRIME_BYTES_REDIST,      /* redistribution at a phase boundary */
+    PRIME_BYTES_KIND_COUNT
+} PrimeByteKind;
+
+const char *prime_status_name(PrimeStatus status);
+const char *prime_byte_kind_name(PrimeByteKind kind);
+
+typedef struct PrimeWorld PrimeWorld; /* all devices of one run */
+typedef struct PrimeDev PrimeDev;     /* one device, seen from its thread */
+
+/* Creates a world of `ndev` thread-devices. */
+PrimeStatus prime_world_create(int ndev, PrimeWorld **out);
+/* Frees the world; every device must have returned from prime_world_run. */
+void prime_world_destroy(PrimeWorld *world);
+
+typedef void (*PrimeRankFn)(PrimeDev *dev, void *arg);
+/* Runs fn(dev, arg) on every device, one thread each, and joins them.
+ * Counters are not reset between runs (see prime_world_reset_counters). */
+PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg);
+void prime_world_reset_counters(PrimeWorld *world);
+int prime_world_size(const PrimeWorld *world);
+
+int prime_dev_rank(const PrimeDev *dev);
+int prime_dev_count(const PrimeDev *dev);
+/* The first error a device hit (sticky); PRIME_OK if none. */
+PrimeStatus prime_dev_status(const PrimeDev *dev);
+
+/* Counted allocation: zero-filled floats; NULL on failure (and the
+ * device's status becomes PRIME_ERR_NOMEM). prime_free takes the same n. */
+float *prime_alloc(PrimeDev *dev, size_t nfloats);
+void prime_free(PrimeDev *dev, float *p, size_t nfloats);
+
+/* Counters, read after prime_world_run returns. */
+uint64_t prime_world_bytes_sent(const PrimeWorld *world, int rank, PrimeByteKind kind);
+uint64_t prime_world_peak_bytes(const PrimeWorld *world, int rank);
+uint64_t prime_world_current_bytes(const PrimeWorld *world, int rank);
+
+/* Point-to-point, asynchronous. A send and a receive match on
+ * (source, destination, tag) in posting order. The buffer of a posted
+ * send must stay unchanged, and that of a receive unread, until
+ * prime_wait returns for it. A send counts n * sizeof(float) bytes under
+ * `kind` when posted, a send to oneself (a copy) included. */
+typedef struct PrimeReq {
+    void *impl; /* owned by the runtime until prime_wait */
+} PrimeReq;
+
+PrimeStatus prime_isend(PrimeDev *dev, int dst, int tag, const float *buf, size_t n,
+                        PrimeByteKind kind, PrimeReq *req);
+PrimeStatus prime_irecv(PrimeDev *dev, int src, int tag, float *buf, size_t n, PrimeReq *req);
+PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req);
+
+/* Collectives over a group: `group` lists gsize distinct ranks in ring
+ * order, the calling device among them; every member calls with the same
+ * group, n and tag. All use the same chunking: chunk c of n elements is
+ * [c*n/g, (c+1)*n/g) in integer arithmetic, g = gsize; and a ring over
+ * the group's order. Bytes sent are counted as PRIME_BYTES_COLLECTIVE.
+ *
+ * allreduce: ring reduce-scatter then ring all-gather; each member sends
+ *   2(g-1) chunks; scratch of the largest chunk is taken from prime_alloc
+ *   for the duration of the call.
+ * reduce_scatter: member at position p ends with the sum of chunk p in
+ *   buf[chunk p] (other parts of buf are clobbered); g-1 chunks sent;
+ *   same scratch.
+ * allgather: member p contributes buf[chunk p]; all end with all chunks;
+ *   g-1 chunks sent; no scratch.
+ * A group of one does nothing and sends nothing. */
+PrimeStatus prime_allreduce_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
+                                size_t n, int tag);
+PrimeStatus prime_reduce_scatter_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
+                                     size_t n, int tag);
+PrimeStatus prime_allgather(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
+                            int tag);
+/* Predicted bytes a member at position p sends in each collective; the
+ * compiler uses the same formulas, tests compare both with the counters. */
+uint64_t prime_allreduce_bytes(size_t n, int gsize, int pos);
+uint64_t prime_reduce_scatter_bytes(size_t n, int gsize, int pos);
+uint64_t prime_allgather_bytes(size_t n, int gsize, int pos);
+/* Scratch floats the collective takes from prime_alloc (0 for a group of one). */
+size_t prime_collective_scratch(size_t n, int gsize);
+
+PrimeStatus prime_barrier(PrimeDev *dev);
+
+/* Dense kernels. Row-major, C = alpha * op(A) op(B) + beta * C, where
+ * op(A) is m x k and op(B) is k x n; lda/ldb/ldc are row strides. GEMMs go
+ * through OpenBLAS's cblas. */
+void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* dst[i] += src[i] */
+void prime_add(float *dst, const float *src, size_t n);
+
+/* Copies a box between two row-major arrays of `rank` dimensions:
+ * dst[dst_off + x] = src[src_off + x] for x in [0, extent). */
+void prime_copy_box(int rank, const long *extent, const float *src, const long *src_shape,
+                    const long *src_off, float *dst, const long *dst_shape, const long *dst_off);
+
+/* Deterministic pseudo-random values in [-1, 1) from a seed (splitmix64). */
+void prime_fill_random(float *p, size_t n, uint64_t seed);
+/* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the relative error of a
+ * against the reference b, in the max norm. */
+double prime_max_rel_error(const float *a, const float *b, size_t n);
+
+/* Chrome trace-event timeline: a device records named intervals; the
+ * world writes them as JSON ("X" events, pid 0, tid = rank, microseconds
+ * since world creation). Recording is off unless enabled. */
+void prime_world_enable_trace(PrimeWorld *world, int on);
+void prime_trace_begin(PrimeDev *dev, const char *name);
+void prime_trace_end(PrimeDev *dev);
+PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PRIME_RT_H */

@@ -1,0 +1,101 @@
+/*
+ * prime_sched.h — the schedule executor: runs a phase's per-rank action
+ * list on one device.
+ *
+ * primec lowers each training phase of an operator instance into, for
+ * every rank, a list of actions: allocate or free a tile buffer, post a
+ * send or a receive, wait, run a compute kernel, add a received partial
+ * sum, run a collective. The lists are compile-time data in the emitted
+ * program; the kernels are emitted C functions with compile-time tile
+ * shapes. Within a step, the sends and receives that bring the next
+ * step's tiles are posted before the step's kernel and waited after it,
+ * so transfers overlap with compute.
+ *
+ * A PrimeStore holds one device's tiles: for every tensor, numbered slots
+ * of one tile each. Slot numbers are assigned by the compiler.
+ */
+#ifndef PRIME_SCHED_H
+#define PRIME_SCHED_H
+
+#include "prime_rt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(op, "name") — the action kinds. */
+#define PRIME_ACTION_LIST(X)                                                           \
+    X(PRIME_ACT_ALLOC, "alloc")         /* slot of tensor: new zeroed tile */          \
+    X(PRIME_ACT_FREE, "free")           /* slot of tensor: release */                  \
+    X(PRIME_ACT_SEND, "send")           /* slot to peer, tag, byte kind */             \
+    X(PRIME_ACT_RECV, "recv")           /* into slot from peer, tag */                 \
+    X(PRIME_ACT_WAIT, "wait")           /* complete every posted send and receive */   \
+    X(PRIME_ACT_KERNEL, "kernel")       /* kernels[arg](slot, in slots) accumulates */ \
+    X(PRIME_ACT_ADD, "add")             /* slot += in_slot[0] (same tensor) */         \
+    X(PRIME_ACT_ALLREDUCE, "allreduce") /* groups[arg] sums slot, tag */               \
+    X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */
+
+typedef enum PrimeActOp {
+#define PRIME_X(op, name) op,
+    PRIME_ACTION_LIST(PRIME_X)
+#undef PRIME_X
+    PRIME_ACT_COUNT
+} PrimeActOp;
+
+#define PRIME_MAX_KERNEL_INPUTS 4
+
+typedef struct PrimeAction {
+    int op;     /* PrimeActOp */
+    int tensor; /* the tensor of slot */
+    int slot;
+    int peer;   /* SEND/RECV: the other rank */
+    int tag;    /* SEND/RECV/ALLREDUCE */
+    int arg;    /* KERNEL: kernel index; ALLREDUCE: group index; STEP: step */
+    int kind;   /* SEND: PrimeByteKind */
+    int nin;    /* KERNEL, ADD: number of inputs */
+    int in_tensor[PRIME_MAX_KERNEL_INPUTS];
+    int in_slot[PRIME_MAX_KERNEL_INPUTS];
+} PrimeAction;
+
+/* A compute kernel: out += f(in...) over one tile each. */
+typedef void (*PrimeKernelFn)(float *out, const float *const *in);
+
+typedef struct PrimeGroup {
+    int size;
+    const int *ranks;
+} PrimeGroup;
+
+typedef struct PrimePhase {
+    const char *name;
+    const PrimeAction *const *actions; /* per rank */
+    const int *nactions;               /* per rank */
+    const PrimeKernelFn *kernels;
+    const PrimeGroup *groups;
+} PrimePhase;
+
+#define PRIME_MAX_TENSORS 16
+
+typedef struct PrimeStore {
+    int ntensors;
+    size_t tile_elems[PRIME_MAX_TENSORS];
+    int nslots[PRIME_MAX_TENSORS];
+    float **slots[PRIME_MAX_TENSORS]; /* slots[t][s]: NULL when free */
+} PrimeStore;
+
+/* Sets up an empty store; max_slots[t] slots for tensor t. */
+PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile_elems,
+                             const int *max_slots);
+/* Frees every live tile (through prime_free on dev) and the slot arrays. */
+void prime_store_release(PrimeDev *dev, PrimeStore *store);
+
+/* Runs the phase's actions for this device's rank. Returns the first
+ * error; the store stays consistent for release. */
+PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store);
+
+const char *prime_action_name(int op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * trace.c — per-device timelines written as Chrome trace-event JSON.
+ *
+ * Each device records intervals in its own growable array (device thread
+ * only, so no lock); a stack of open intervals allows nesting. Names are
+ * copied, cut to at most 63 bytes on a UTF-8 character boundary. The
+ * writer emits one complete ("X") event per closed interval, device by
+ * device in the order the intervals began, with times in microseconds
+ * since world creation printed from integers (no locale, no rounding
+ * drift). Intervals still open are left out. Events accumulate across
+ * runs until the world is destroyed.
+ *
+ * Recording is switched between runs only: devices read the flag without
+ * a lock, ordered by thread creation.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "prime_rt.h"
+
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void prime_world_enable_trace(PrimeWorld *world, int on)
+{
+    if (world)
+        world->trace_on = on != 0;
+}
+
+/* Makes room for one more element in an array of `size`-byte elements. */
+static int grow(void **items, size_t *cap, size_t count, size_t size)
+{
+    if (count < *cap)
+        return 1;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    if (ncap > SIZE_MAX / size)
+        return 0;
+    void *p = realloc(*items, ncap * size);
+    if (!p)
+        return 0;
+    *items = p;
+    *cap = ncap;
+    return 1;
+}
+
+static void copy_name(char *out, const char *name)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (len > PRIME_RT_TRACE_NAME_MAX) {
+        len = PRIME_RT_TRACE_NAME_MAX;
+        /* Do not keep half of a multi-byte character. */
+        while (len > 0 && ((unsigned char)name[len] & 0xC0u) == 0x80u)
+            len--;
+    }
+    if (len > 0)
+        memcpy(out, name, len);
+    out[len] = '\0';
+}
+
+/* Failing to grow the arrays drops the interval and records
+ * PRIME_ERR_NOMEM; a NULL name records an empty one. */
+void prime_trace_begin(PrimeDev *dev, const char *name)
+{
+    if (!dev || !dev->world->trace_on)
+        return;
+    PrimeTrace *t = &dev->trace;
+    void *events = t->events, *open = t->open;
+    int ok = grow(&events, &t->cap, t->count, sizeof *t->events);
+    t->events = events;
+    ok = ok && grow(&open, &t->open_cap, t->depth, sizeof *t->open);
+    t->open = open;
+    if (!ok) {
+        prime_rt_fail(dev, PRIME_ERR_NOMEM);
+        return;
+    }
+    PrimeTraceEvent *ev = &t->events[t->count];
+    copy_name(ev->name, name);
+    ev->begin_ns = prime_rt_now_ns() - dev->world->t0_ns;
+    ev->end_ns = ev->begin_ns;
+    ev->closed = 0;
+    t->open[t->depth++] = t->count++;
+}
+
+/* Ending with no interval open records PRIME_ERR_ARG. */
+void prime_trace_end(PrimeDev *dev)
+{
+    if (!dev || !dev->world->trace_on)
+        return;
+    PrimeTrace *t = &dev->trace;
+    if (t->depth == 0) {
+        prime_rt_fail(dev, PRIME_ERR_ARG);
+        return;
+    }
+    PrimeTraceEvent *ev = &t->events[t->open[--t->depth]];
+    ev->end_ns = prime_rt_now_ns() - dev->world->t0_ns;
+    ev->closed = 1;
+}
+
+void prime_rt_trace_free(PrimeTrace *trace)
+{
+    free(trace->events);
+    free(trace->open);
+    memset(trace, 0, sizeof *trace);
+}
+
+static void write_json_string(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", (unsigned)*p);
+        else
+            fputc(*p, f);
+    }
+}
+
+static void write_us(FILE *f, uint64_t ns)
+{
+    fprintf(f, "%" PRIu64 ".%03u", ns / 1000u, (unsigned)(ns % 1000u));
+}
+
+PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path)
+{
+    if (!world || !path)
+        return PRIME_ERR_ARG;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return PRIME_ERR_IO;
+    fputs("{\"traceEvents\":[", f);
+    int first = 1;
+    for (int r = 0; r < world->ndev; r++) {
+        const PrimeTrace *t = &world->devs[r].trace;
+        for (size_t i = 0; i < t->count; i++) {
+            const PrimeTraceEvent *ev = &t->events[i];
+            if (!ev->closed)
+                continue;
+            fputs(first ? "\n{\"name\":\"" : ",\n{\"name\":\"", f);
+            first = 0;
+            write_json_string(f, ev->name);
+            fputs("\",\"ph\":\"X\",\"ts\":", f);
+            write_us(f, ev->begin_ns);
+            fputs(",\"dur\":", f);
+            write_us(f, ev->end_ns - ev->begin_ns);
+            fprintf(f, ",\"pid\":0,\"tid\":%d}", r);
+        }
+    }
+    fputs("\n]}\n", f);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return PRIME_ERR_IO;
+    return PRIME_OK;
+}

@@ -1,0 +1,289 @@
+/*
+ * transport_threads.c — point-to-point messages between thread-devices.
+ *
+ * Matching happens in the destination's mailbox (its mbox_mu): a send
+ * (src -> dst, tag) takes the oldest receive dst posted for (src, tag),
+ * and a receive takes the oldest send; whichever comes second finds the
+ * first. Both lists keep posting order, so matching is FIFO per
+ * (src, dst, tag) and either side may be posted first. Collectives use a
+ * separate channel, so they never match user messages.
+ *
+ * A matched send is queued to its source's communication thread, which
+ * copies the data with no lock held and then completes the receive and
+ * the send, in that order, under each owner's done_mu. So a device's
+ * compute thread keeps running while its sends are copied, and prime_wait
+ * on a send returns only after the data is in the receiver's buffer.
+ *
+ * A send to oneself is an ordinary message: matched in one's own mailbox,
+ * copied by one's own communication thread, and counted in bytes sent.
+ * Sizes are compared when copying: a mismatch copies nothing and both
+ * requests complete with PRIME_ERR_ARG, which prime_wait records.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "prime_rt.h"
+
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int same_key(const PrimeReqImpl *a, const PrimeReqImpl *b)
+{
+    return a->src == b->src && a->tag == b->tag && a->channel == b->channel;
+}
+
+/* Removes and returns the oldest request of the list matching `key`. */
+static PrimeReqImpl *mbox_take(PrimeReqImpl **head, PrimeReqImpl **tail, const PrimeReqImpl *key)
+{
+    PrimeReqImpl *prev = NULL;
+    for (PrimeReqImpl *r = *head; r; prev = r, r = r->mbox_next) {
+        if (!same_key(r, key))
+            continue;
+        if (prev)
+            prev->mbox_next = r->mbox_next;
+        else
+            *head = r->mbox_next;
+        if (*tail == r)
+            *tail = prev;
+        r->mbox_next = NULL;
+        return r;
+    }
+    return NULL;
+}
+
+static void mbox_append(PrimeReqImpl **head, PrimeReqImpl **tail, PrimeReqImpl *r)
+{
+    r->mbox_next = NULL;
+    if (*tail)
+        (*tail)->mbox_next = r;
+    else
+        *head = r;
+    *tail = r;
+}
+
+/* Hands a matched send to its source's communication thread. */
+static void comm_enqueue(PrimeWorld *w, PrimeReqImpl *send)
+{
+    PrimeDev *src = &w->devs[send->src];
+    pthread_mutex_lock(&src->comm_mu);
+    send->work_next = NULL;
+    if (src->work_tail)
+        src->work_tail->work_next = send;
+    else
+        src->work_head = send;
+    src->work_tail = send;
+    pthread_cond_signal(&src->comm_cv);
+    pthread_mutex_unlock(&src->comm_mu);
+}
+
+/* Marks a request complete. The owner may free it as soon as done_mu is
+ * released, so the caller must not touch it afterwards. */
+static void complete(PrimeWorld *w, PrimeReqImpl *r, PrimeStatus result)
+{
+    PrimeDev *owner = &w->devs[r->owner];
+    pthread_mutex_lock(&owner->done_mu);
+    r->result = result;
+    r->done = 1;
+    pthread_cond_broadcast(&owner->done_cv);
+    pthread_mutex_unlock(&owner->done_mu);
+}
+
+static void *comm_main(void *p)
+{
+    PrimeDev *dev = p;
+    PrimeWorld *w = dev->world;
+    for (;;) {
+        pthread_mutex_lock(&dev->comm_mu);
+        while (!dev->work_head && !dev->comm_stop)
+            pthread_cond_wait(&dev->comm_cv, &dev->comm_mu);
+        if (dev->comm_stop) {
+            pthread_mutex_unlock(&dev->comm_mu);
+            return NULL;
+        }
+        PrimeReqImpl *send = dev->work_head;
+        dev->work_head = send->work_next;
+        if (!dev->work_head)
+            dev->work_tail = NULL;
+        pthread_mutex_unlock(&dev->comm_mu);
+
+        PrimeReqImpl *recv = send->partner;
+        PrimeStatus result = PRIME_OK;
+        if (send->n != recv->n)
+            result = PRIME_ERR_ARG;
+        else if (send->n > 0)
+            memcpy(recv->rbuf, send->sbuf, send->n * sizeof(float));
+        complete(w, recv, result);
+        complete(w, send, result);
+    }
+}
+
+PrimeStatus prime_rt_transport_start(PrimeWorld *world)
+{
+    for (int i = 0; i < world->ndev; i++) {
+        PrimeDev *dev = &world->devs[i];
+        dev->comm_stop = 0;
+        if (pthread_create(&dev->comm_thread, NULL, comm_main, dev) != 0) {
+            prime_rt_transport_stop(world);
+            return PRIME_ERR_TRANSPORT;
+        }
+        dev->comm_running = 1;
+    }
+    return PRIME_OK;
+}
+
+void prime_rt_transport_stop(PrimeWorld *world)
+{
+    for (int i = 0; i < world->ndev; i++) {
+        PrimeDev *dev = &world->devs[i];
+        if (!dev->comm_running)
+            continue;
+        pthread_mutex_lock(&dev->comm_mu);
+        dev->comm_stop = 1;
+        pthread_cond_signal(&dev->comm_cv);
+        pthread_mutex_unlock(&dev->comm_mu);
+        pthread_join(dev->comm_thread, NULL);
+        dev->comm_running = 0;
+    }
+}
+
+void prime_rt_transport_free_requests(PrimeDev *dev)
+{
+    PrimeReqImpl *r = dev->live;
+    while (r) {
+        PrimeReqImpl *next = r->live_next;
+        free(r);
+        r = next;
+    }
+    dev->live = NULL;
+}
+
+static void live_push(PrimeDev *dev, PrimeReqImpl *r)
+{
+    r->live_prev = NULL;
+    r->live_next = dev->live;
+    if (dev->live)
+        dev->live->live_prev = r;
+    dev->live = r;
+}
+
+static void live_remove(PrimeDev *dev, PrimeReqImpl *r)
+{
+    if (r->live_prev)
+        r->live_prev->live_next = r->live_next;
+    else
+        dev->live = r->live_next;
+    if (r->live_next)
+        r->live_next->live_prev = r->live_prev;
+}
+
+/* Allocates a request and registers it with its owner. */
+static PrimeReqImpl *req_new(PrimeDev *dev, PrimeReqKind kind, int src, int dst, int tag,
+                             PrimeChannel channel, size_t n)
+{
+    PrimeReqImpl *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->kind = kind;
+    r->owner = dev->rank;
+    r->src = src;
+    r->dst = dst;
+    r->tag = tag;
+    r->channel = channel;
+    r->n = n;
+    r->result = PRIME_OK;
+    live_push(dev, r);
+    return r;
+}
+
+PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel channel,
+                               const float *buf, size_t n, PrimeByteKind kind, PrimeReq *req)
+{
+    if (!dev)
+        return PRIME_ERR_ARG;
+    if (req)
+        req->impl = NULL;
+    PrimeWorld *w = dev->world;
+    if (!req || dst < 0 || dst >= w->ndev || (int)kind < 0 || kind >= PRIME_BYTES_KIND_COUNT ||
+        (!buf && n > 0))
+        return prime_rt_fail(dev, PRIME_ERR_ARG);
+    PrimeReqImpl *s = req_new(dev, PRIME_RT_REQ_SEND, dev->rank, dst, tag, channel, n);
+    if (!s)
+        return prime_rt_fail(dev, PRIME_ERR_NOMEM);
+    s->sbuf = buf;
+    dev->bytes_sent[kind] += (uint64_t)n * sizeof(float);
+    req->impl = s;
+
+    PrimeDev *to = &w->devs[dst];
+    pthread_mutex_lock(&to->mbox_mu);
+    PrimeReqImpl *r = mbox_take(&to->recvs_head, &to->recvs_tail, s);
+    if (r)
+        s->partner = r;
+    else
+        mbox_append(&to->sends_head, &to->sends_tail, s);
+    pthread_mutex_unlock(&to->mbox_mu);
+    if (r)
+        comm_enqueue(w, s);
+    return PRIME_OK;
+}
+
+PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel channel, float *buf,
+                               size_t n, PrimeReq *req)
+{
+    if (!dev)
+        return PRIME_ERR_ARG;
+    if (req)
+        req->impl = NULL;
+    PrimeWorld *w = dev->world;
+    if (!req || src < 0 || src >= w->ndev || (!buf && n > 0))
+        return prime_rt_fail(dev, PRIME_ERR_ARG);
+    PrimeReqImpl *r = req_new(dev, PRIME_RT_REQ_RECV, src, dev->rank, tag, channel, n);
+    if (!r)
+        return prime_rt_fail(dev, PRIME_ERR_NOMEM);
+    r->rbuf = buf;
+    req->impl = r;
+
+    pthread_mutex_lock(&dev->mbox_mu);
+    PrimeReqImpl *s = mbox_take(&dev->sends_head, &dev->sends_tail, r);
+    if (s)
+        s->partner = r;
+    else
+        mbox_append(&dev->recvs_head, &dev->recvs_tail, r);
+    pthread_mutex_unlock(&dev->mbox_mu);
+    if (s)
+        comm_enqueue(w, s);
+    return PRIME_OK;
+}
+
+PrimeStatus prime_isend(PrimeDev *dev, int dst, int tag, const float *buf, size_t n,
+                        PrimeByteKind kind, PrimeReq *req)
+{
+    return prime_rt_post_send(dev, dst, tag, PRIME_RT_CHAN_P2P, buf, n, kind, req);
+}
+
+PrimeStatus prime_irecv(PrimeDev *dev, int src, int tag, float *buf, size_t n, PrimeReq *req)
+{
+    return prime_rt_post_recv(dev, src, tag, PRIME_RT_CHAN_P2P, buf, n, req);
+}
+
+/* Waiting for a request that failed to post (impl NULL), was already
+ * waited for, or belongs to another device is PRIME_ERR_ARG. */
+PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req)
+{
+    if (!dev)
+        return PRIME_ERR_ARG;
+    if (!req || !req->impl)
+        return prime_rt_fail(dev, PRIME_ERR_ARG);
+    PrimeReqImpl *r = req->impl;
+    if (r->owner != dev->rank)
+        return prime_rt_fail(dev, PRIME_ERR_ARG);
+    pthread_mutex_lock(&dev->done_mu);
+    while (!r->done)
+        pthread_cond_wait(&dev->done_cv, &dev->done_mu);
+    PrimeStatus result = r->result;
+    pthread_mutex_unlock(&dev->done_mu);
+    live_remove(dev, r);
+    free(r);
+    req->impl = NULL;
+    return prime_rt_fail(dev, result);
+}

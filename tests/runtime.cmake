@@ -1,0 +1,8 @@
+# Unit tests of the runtime (runtime/): one cmocka executable per area.
+foreach(part world p2p collective kernels)
+  add_executable(test_runtime_${part} ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_runtime_${part}.c)
+  target_link_libraries(test_runtime_${part} PRIVATE prime_rt PkgConfig::CMOCKA)
+  target_compile_options(test_runtime_${part} PRIVATE ${PRIMEC_WARNINGS})
+  add_test(NAME runtime_${part} COMMAND test_runtime_${part})
+  set_tests_properties(runtime_${part} PROPERTIES LABELS unit TIMEOUT 60)
+endforeach()
