@@ -16,7 +16,6 @@
  * After max_errors errors it prints one fatal line and drops everything
  * that follows, notes included.
  */
-#define _POSIX_C_SOURCE 200809L
 #include "diag.h"
 
 #include <stdlib.h>

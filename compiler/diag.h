@@ -9,8 +9,7 @@
  * with `N errors generated.`.
  *
  * A user's mistake is a diagnostic. A broken compiler invariant is
- * ICE(...): `internal compiler error at file:line`, then abort (exit 3
- * through the driver's abort handler).
+ * ICE(...): `internal compiler error at file:line` on stderr, then exit 3.
  */
 #ifndef PRIMEC_DIAG_H
 #define PRIMEC_DIAG_H

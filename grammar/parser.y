@@ -49,7 +49,7 @@ typedef struct ParseCtx {
 }
 
 %code provides {
-/* grammar/lexer.re */
+/* Both defined in grammar/lexer.re. */
 int yylex(YYSTYPE *lval, Span *lloc, ParseCtx *ctx);
 /* Prepares ctx to lex and parse one file of the source map into a fresh
  * Program. */
@@ -435,6 +435,10 @@ static void buf_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
 static int yyreport_syntax_error(const yypcontext_t *yyctx, ParseCtx *ctx) {
     yysymbol_kind_t unexpected = yypcontext_token(yyctx);
     Span where = *yypcontext_location(yyctx);
+    if (unexpected == YYSYMBOL_YYEMPTY) { /* not expected with LAC; be safe */
+        diag_error(ctx->sink, where, "syntax error");
+        return 0;
+    }
     yysymbol_kind_t expected[YYNTOKENS];
     int n = yypcontext_expected_tokens(yyctx, expected, YYNTOKENS);
     if (n < 0)
