@@ -12,99 +12,182 @@ typedef struct Emitter {
     const Schedule *s;
 } Emitter;
 
-static long dim_extent(const Schedule *s, int d, int whole)
+static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole)
 {
-    return whole ? s->inst->dim_sizes[d] : s->slices.extent[d];
+    const Instance *inst = &s->model->instances[ph->inst];
+    return whole ? inst->dim_sizes[d] : s->slices[ph->inst].extent[d];
 }
 
-static int has_dim(const SchedTensor *t, int d)
+static int has_dim(const Operand *o, int d)
 {
-    for (int x = 0; x < t->ndims; ++x)
-        if (t->dims[x] == d)
+    for (int x = 0; x < o->ndims; ++x)
+        if (o->opdims[x] == d)
             return 1;
     return 0;
 }
 
-static long row_stride(const Schedule *s, const SchedTensor *t, int whole)
+static long row_stride(const Schedule *s, const PhaseSched *ph, const Operand *o, int whole)
 {
-    return t->ndims ? dim_extent(s, t->dims[t->ndims - 1], whole) : 1;
+    return o->ndims ? dim_extent(s, ph, o->opdims[o->ndims - 1], whole) : 1;
 }
 
-/* out += product of inputs, as one GEMM when the einsum is a plain
- * matrix product (no batch dimension, at most one M, N and K dimension),
- * else as loops over every dimension. */
-static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int whole)
+static int operand_index(const PhaseSched *ph, Sym name)
+{
+    for (int i = 0; i < ph->nin; ++i)
+        if (ph->in[i].name == name)
+            return i;
+    ICE("no operand '%s'", name);
+}
+
+/* The C function an intrinsic lowers to (runtime/prime_math.h). */
+static const char *c_intrinsic(const char *name)
+{
+    static const char *const map[][2] = {
+        {"exp", "expf"},         {"log", "logf"},           {"sqrt", "sqrtf"},
+        {"rsqrt", "prime_rsqrt"}, {"tanh", "tanhf"},        {"erf", "erff"},
+        {"sigmoid", "prime_sigmoid"}, {"relu", "prime_relu"}, {"gelu", "prime_gelu"},
+        {"silu", "prime_silu"},  {"abs", "fabsf"},          {"step", "prime_step"},
+        {"max", "fmaxf"},        {"min", "fminf"},          {"rsqrt_grad", "prime_rsqrt_grad"},
+        {"tanh_grad", "prime_tanh_grad"}, {"erf_grad", "prime_erf_grad"},
+        {"sigmoid_grad", "prime_sigmoid_grad"}, {"gelu_grad", "prime_gelu_grad"},
+        {"silu_grad", "prime_silu_grad"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; ++i)
+        if (strcmp(map[i][0], name) == 0)
+            return map[i][1];
+    ICE("no C lowering for intrinsic '%s'", name);
+}
+
+/* Prints operand o's element index at the loop variables d0, d1, ... */
+static void print_index(Emitter *e, const PhaseSched *ph, const Operand *o, int whole)
+{
+    if (o->ndims == 0) {
+        printer_printf(&e->p, "0");
+        return;
+    }
+    for (int x = 0; x < o->ndims; ++x) {
+        long stride = 1;
+        for (int y = x + 1; y < o->ndims; ++y)
+            stride *= dim_extent(e->s, ph, o->opdims[y], whole);
+        printer_printf(&e->p, "%sd%d * %ldL", x ? " + " : "", o->opdims[x], stride);
+    }
+}
+
+static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whole)
+{
+    Printer *p = &e->p;
+    switch (x->kind) {
+    case EXPR_INT:
+        printer_printf(p, "%ld.0f", x->value);
+        break;
+    case EXPR_NAME:
+    case EXPR_INDEX: {
+        int i = operand_index(ph, x->name);
+        printer_printf(p, "in[%d][", i);
+        print_index(e, ph, &ph->in[i], whole);
+        printer_printf(p, "]");
+        break;
+    }
+    case EXPR_NEG:
+        printer_printf(p, "(-");
+        print_expr(e, ph, x->lhs, whole);
+        printer_printf(p, ")");
+        break;
+    case EXPR_BINARY:
+        printer_printf(p, "(");
+        print_expr(e, ph, x->lhs, whole);
+        printer_printf(p, " %c ", x->op);
+        print_expr(e, ph, x->rhs, whole);
+        printer_printf(p, ")");
+        break;
+    case EXPR_CALL:
+        printer_printf(p, "%s(", c_intrinsic(x->name));
+        for (int i = 0; i < x->args.count; ++i) {
+            if (i)
+                printer_printf(p, ", ");
+            print_expr(e, ph, x->args.items[i], whole);
+        }
+        printer_printf(p, ")");
+        break;
+    default:
+        ICE("cannot lower expression kind %d", x->kind);
+    }
+}
+
+/* out += a * b as one GEMM, when a and b are distinct operands and the
+ * einsum is a plain matrix product (no batch dimension, at most one M, N
+ * and K dimension). Returns 0 when it is not. */
+static int emit_gemm(Emitter *e, const PhaseSched *ph, int whole)
 {
     const Schedule *s = e->s;
-    const SchedTensor *o = &s->tensors[ph->out];
-    Printer *p = &e->p;
-    printer_printf(p, "static void %s(float *out, const float *const *in)\n{\n", fname);
-    printer_indent(p, 1);
-    int gemm = ph->nin == 2;
+    const Expr *x = ph->expr;
+    if (x->kind != EXPR_BINARY || x->op != '*' || x->lhs->kind != EXPR_INDEX ||
+        x->rhs->kind != EXPR_INDEX || x->lhs->name == x->rhs->name || ph->nin != 2)
+        return 0;
+    int ia = operand_index(ph, x->lhs->name), ib = operand_index(ph, x->rhs->name);
+    const Operand *a = &ph->in[ia], *b = &ph->in[ib], *o = &ph->out;
     int m = -1, n = -1, k = -1;
-    const SchedTensor *a = &s->tensors[ph->in[0]];
-    const SchedTensor *b = ph->nin == 2 ? &s->tensors[ph->in[1]] : NULL;
-    int ia = 0, ib = 1;
-    if (gemm) {
-        for (int d = 0; d < s->inst->op->ndims && gemm; ++d) {
-            int inA = has_dim(a, d), inB = has_dim(b, d), inO = has_dim(o, d);
-            if (inA && inB && inO)
-                gemm = 0;
-            else if (inA && inO)
-                gemm = m < 0 ? (m = d, 1) : 0;
-            else if (inB && inO)
-                gemm = n < 0 ? (n = d, 1) : 0;
-            else if (inA && inB)
-                gemm = k < 0 ? (k = d, 1) : 0;
-            else if (inA || inB)
-                gemm = 0;
+    const Instance *inst = &s->model->instances[ph->inst];
+    for (int d = 0; d < inst->op->ndims; ++d) {
+        int inA = has_dim(a, d), inB = has_dim(b, d), inO = has_dim(o, d);
+        if (inA && inB && inO)
+            return 0;
+        if (inA && inO) {
+            if (m >= 0)
+                return 0;
+            m = d;
+        } else if (inB && inO) {
+            if (n >= 0)
+                return 0;
+            n = d;
+        } else if (inA && inB) {
+            if (k >= 0)
+                return 0;
+            k = d;
+        } else if (inA || inB) {
+            return 0;
         }
     }
-    if (gemm && o->ndims == 2 && o->dims[0] == n) {
-        /* O is [N, M]: compute O = B' A' with the roles swapped. */
-        const SchedTensor *t = a;
+    if (o->ndims == 2 && o->opdims[0] == n) {
+        const Operand *t = a;
         a = b;
         b = t;
-        int x = m;
+        int ti = ia;
+        ia = ib;
+        ib = ti;
+        int tm = m;
         m = n;
-        n = x;
-        ia = 1;
-        ib = 0;
+        n = tm;
     }
-    if (gemm) {
-        int ta = a->ndims == 2 && a->dims[0] == k;
-        int tb = b->ndims == 2 && b->dims[0] == n;
-        printer_printf(p, "prime_gemm(%d, %d, %ld, %ld, %ld, 1.0f, in[%d], %ld, in[%d], %ld, 1.0f, out, %ld);\n",
-                       ta, tb, m >= 0 ? dim_extent(s, m, whole) : 1,
-                       n >= 0 ? dim_extent(s, n, whole) : 1, k >= 0 ? dim_extent(s, k, whole) : 1,
-                       ia, row_stride(s, a, whole), ib, row_stride(s, b, whole),
-                       row_stride(s, o, whole));
-    } else {
-        /* Loops over every dimension of the operator. */
-        const Op *op = s->inst->op;
-        for (int d = 0; d < op->ndims; ++d) {
-            printer_printf(p, "for (long %s = 0; %s < %ld; ++%s) {\n", op->dims[d], op->dims[d],
-                           dim_extent(s, d, whole), op->dims[d]);
+    int ta = a->ndims == 2 && a->opdims[0] == k;
+    int tb = b->ndims == 2 && b->opdims[0] == n;
+    printer_printf(&e->p, "prime_gemm(%d, %d, %ld, %ld, %ld, 1.0f, in[%d], %ld, in[%d], %ld, 1.0f, out, %ld);\n",
+                   ta, tb, m >= 0 ? dim_extent(s, ph, m, whole) : 1,
+                   n >= 0 ? dim_extent(s, ph, n, whole) : 1, k >= 0 ? dim_extent(s, ph, k, whole) : 1,
+                   ia, row_stride(s, ph, a, whole), ib, row_stride(s, ph, b, whole),
+                   row_stride(s, ph, o, whole));
+    return 1;
+}
+
+/* out[...] += expr over one tile (or, whole, over the whole tensors). */
+static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int whole)
+{
+    Printer *p = &e->p;
+    const Instance *inst = &e->s->model->instances[ph->inst];
+    printer_printf(p, "static void %s(float *out, const float *const *in)\n{\n", fname);
+    printer_indent(p, 1);
+    if (!emit_gemm(e, ph, whole)) {
+        for (int d = 0; d < inst->op->ndims; ++d) {
+            printer_printf(p, "for (long d%d = 0; d%d < %ld; ++d%d) {\n", d, d,
+                           dim_extent(e->s, ph, d, whole), d);
             printer_indent(p, 1);
         }
-        const SchedTensor *ts[IR_MAX_INPUTS + 1];
-        ts[0] = o;
-        for (int i = 0; i < ph->nin; ++i)
-            ts[i + 1] = &s->tensors[ph->in[i]];
-        for (int i = 0; i <= ph->nin; ++i) {
-            printer_printf(p, i == 0 ? "out[" : " * in[%d][", i - 1);
-            for (int x = 0; x < ts[i]->ndims; ++x) {
-                long stride = 1;
-                for (int y = x + 1; y < ts[i]->ndims; ++y)
-                    stride *= dim_extent(s, ts[i]->dims[y], whole);
-                printer_printf(p, "%s%s * %ldL", x ? " + " : "", op->dims[ts[i]->dims[x]], stride);
-            }
-            if (ts[i]->ndims == 0)
-                printer_printf(p, "0");
-            printer_printf(p, i == 0 ? "] +=" : "]");
-        }
+        printer_printf(p, "out[");
+        print_index(e, ph, &ph->out, whole);
+        printer_printf(p, "] += ");
+        print_expr(e, ph, ph->expr, whole);
         printer_printf(p, ";\n");
-        for (int d = 0; d < op->ndims; ++d) {
+        for (int d = 0; d < inst->op->ndims; ++d) {
             printer_indent(p, -1);
             printer_printf(p, "}\n");
         }
@@ -113,48 +196,58 @@ static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int
     printer_printf(p, "}\n\n");
 }
 
-static const char *phase_ident(PhaseKind k)
+static const char *act_name(int op)
 {
-    static const char *const names[] = {"init", "forward", "dyin", "backward", "gradient"};
-    return names[k];
+    switch (op) {
+    case PRIME_ACT_ALLOC: return "ALLOC";
+    case PRIME_ACT_FREE: return "FREE";
+    case PRIME_ACT_SEND: return "SEND";
+    case PRIME_ACT_RECV: return "RECV";
+    case PRIME_ACT_WAIT: return "WAIT";
+    case PRIME_ACT_KERNEL: return "KERNEL";
+    case PRIME_ACT_ADD: return "ADD";
+    case PRIME_ACT_ALLREDUCE: return "ALLREDUCE";
+    case PRIME_ACT_STEP: return "STEP";
+    case PRIME_ACT_SEND_BOX: return "SEND_BOX";
+    case PRIME_ACT_RECV_BOX: return "RECV_BOX";
+    case PRIME_ACT_COPY_BOX: return "COPY_BOX";
+    default: ICE("bad action %d", op);
+    }
 }
 
-static void emit_actions(Emitter *e, const PhaseSched *ph)
+static const char *kind_name(int kind)
+{
+    return kind == PRIME_BYTES_SHIFT        ? "PRIME_BYTES_SHIFT"
+           : kind == PRIME_BYTES_COLLECTIVE ? "PRIME_BYTES_COLLECTIVE"
+                                            : "PRIME_BYTES_REDIST";
+}
+
+static void emit_phase(Emitter *e, const PhaseSched *ph, int index)
 {
     const Schedule *s = e->s;
     Printer *p = &e->p;
-    const char *pn = phase_ident(ph->kind);
     int ndev = s->model->mesh.ndev;
     for (int r = 0; r < ndev; ++r) {
         if (ph->nactions[r] == 0)
             continue;
-        printer_printf(p, "static const PrimeAction %s_rank%d[] = {\n", pn, r);
+        printer_printf(p, "static const PrimeAction phase%d_rank%d[] = {\n", index, r);
         printer_indent(p, 1);
         for (int i = 0; i < ph->nactions[r]; ++i) {
             const PrimeAction *a = &ph->actions[r][i];
-            printer_printf(p, "{.op = PRIME_ACT_%s", a->op == PRIME_ACT_ALLOC       ? "ALLOC"
-                                                     : a->op == PRIME_ACT_FREE      ? "FREE"
-                                                     : a->op == PRIME_ACT_SEND      ? "SEND"
-                                                     : a->op == PRIME_ACT_RECV      ? "RECV"
-                                                     : a->op == PRIME_ACT_WAIT      ? "WAIT"
-                                                     : a->op == PRIME_ACT_KERNEL    ? "KERNEL"
-                                                     : a->op == PRIME_ACT_ADD       ? "ADD"
-                                                     : a->op == PRIME_ACT_ALLREDUCE ? "ALLREDUCE"
-                                                                                    : "STEP");
+            printer_printf(p, "{.op = PRIME_ACT_%s", act_name(a->op));
             if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP)
                 printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name, a->slot);
-            if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV)
+            if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
+                a->op == PRIME_ACT_RECV_BOX)
                 printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
-            if (a->op == PRIME_ACT_SEND)
-                printer_printf(p, ", .kind = %s",
-                               a->kind == PRIME_BYTES_SHIFT        ? "PRIME_BYTES_SHIFT"
-                               : a->kind == PRIME_BYTES_COLLECTIVE ? "PRIME_BYTES_COLLECTIVE"
-                                                                   : "PRIME_BYTES_REDIST");
+            if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_SEND_BOX)
+                printer_printf(p, ", .kind = %s", kind_name(a->kind));
             if (a->op == PRIME_ACT_ALLREDUCE)
-                printer_printf(p, ", .tag = %d, .arg = %d", a->tag, a->arg);
-            if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL)
+                printer_printf(p, ", .tag = %d", a->tag);
+            if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ALLREDUCE ||
+                a->op == PRIME_ACT_SEND_BOX || a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
                 printer_printf(p, ", .arg = %d", a->arg);
-            if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD) {
+            if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_COPY_BOX) {
                 printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);
                 for (int k = 0; k < a->nin; ++k)
                     printer_printf(p, "%sT_%s", k ? ", " : "", s->tensors[a->in_tensor[k]].name);
@@ -168,50 +261,72 @@ static void emit_actions(Emitter *e, const PhaseSched *ph)
         printer_indent(p, -1);
         printer_printf(p, "};\n");
     }
-}
-
-static void emit_action_index(Emitter *e, const PhaseSched *ph)
-{
-    const Schedule *s = e->s;
-    Printer *p = &e->p;
-    const char *pn = phase_ident(ph->kind);
-    int ndev = s->model->mesh.ndev;
-    printer_printf(p, "static const PrimeAction *const %s_actions[] = {\n", pn);
+    printer_printf(p, "static const PrimeAction *const phase%d_actions[] = {\n", index);
     printer_indent(p, 1);
     for (int r = 0; r < ndev; ++r) {
         if (ph->nactions[r])
-            printer_printf(p, "%s_rank%d,\n", pn, r);
+            printer_printf(p, "phase%d_rank%d,\n", index, r);
         else
             printer_printf(p, "NULL,\n");
     }
     printer_indent(p, -1);
-    printer_printf(p, "};\nstatic const int %s_nactions[] = {", pn);
+    printer_printf(p, "};\nstatic const int phase%d_nactions[] = {", index);
     for (int r = 0; r < ndev; ++r)
         printer_printf(p, "%s%d", r ? ", " : "", ph->nactions[r]);
     printer_printf(p, "};\n");
     for (int g = 0; g < ph->groups.count; ++g) {
         const Collective *c = ph->groups.items[g];
-        printer_printf(p, "static const int %s_group%d[] = {", pn, g);
+        printer_printf(p, "static const int phase%d_group%d[] = {", index, g);
         for (int i = 0; i < c->gsize; ++i)
             printer_printf(p, "%s%d", i ? ", " : "", c->group[i]);
         printer_printf(p, "};\n");
     }
     if (ph->groups.count) {
-        printer_printf(p, "static const PrimeGroup %s_groups[] = {", pn);
+        printer_printf(p, "static const PrimeGroup phase%d_groups[] = {", index);
         for (int g = 0; g < ph->groups.count; ++g) {
             const Collective *c = ph->groups.items[g];
-            printer_printf(p, "%s{%d, %s_group%d}", g ? ", " : "", c->gsize, pn, g);
+            printer_printf(p, "%s{%d, phase%d_group%d}", g ? ", " : "", c->gsize, index, g);
         }
         printer_printf(p, "};\n");
     }
-    int has_kernel = ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
-    if (has_kernel)
-        printer_printf(p, "static const PrimeKernelFn %s_kernels[] = {kernel_%s};\n", pn, pn);
-    printer_printf(p,
-                   "static const PrimePhase phase_%s = {\"%s\", %s_actions, %s_nactions, %s%s, %s%s};\n\n",
-                   pn, phase_name(ph->kind), pn, pn, has_kernel ? pn : "NULL",
-                   has_kernel ? "_kernels" : "", ph->groups.count ? pn : "NULL",
-                   ph->groups.count ? "_groups" : "");
+    if (ph->nboxes) {
+        printer_printf(p, "static const PrimeBox phase%d_boxes[] = {\n", index);
+        printer_indent(p, 1);
+        for (int i = 0; i < ph->nboxes; ++i) {
+            const PrimeBox *b = &ph->boxes[i];
+            const long *rows[] = {b->ext, b->src_tile, b->src_off, b->dst_tile, b->dst_off};
+            printer_printf(p, "{%d", b->ndims);
+            for (int r = 0; r < 5; ++r) {
+                printer_printf(p, ", {");
+                for (int x = 0; x < b->ndims; ++x)
+                    printer_printf(p, "%s%ld", x ? ", " : "", rows[r][x]);
+                if (b->ndims == 0)
+                    printer_printf(p, "0");
+                printer_printf(p, "}");
+            }
+            printer_printf(p, "},\n");
+        }
+        printer_indent(p, -1);
+        printer_printf(p, "};\n");
+    }
+    int compute = ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
+    if (compute)
+        printer_printf(p, "static const PrimeKernelFn phase%d_kernels[] = {kernel%d};\n", index, index);
+    printer_printf(p, "static const PrimePhase phase%d = {\"%s%s%s\", phase%d_actions, phase%d_nactions, ",
+                   index, phase_name(ph->kind), ph->inst >= 0 ? " " : "",
+                   ph->inst >= 0 ? s->model->instances[ph->inst].name : "", index, index);
+    if (compute)
+        printer_printf(p, "phase%d_kernels, ", index);
+    else
+        printer_printf(p, "NULL, ");
+    if (ph->groups.count)
+        printer_printf(p, "phase%d_groups, ", index);
+    else
+        printer_printf(p, "NULL, ");
+    if (ph->nboxes)
+        printer_printf(p, "phase%d_boxes};\n\n", index);
+    else
+        printer_printf(p, "NULL};\n\n");
 }
 
 static void emit_layout(Emitter *e, const char *tname, const char *what, const Layout *l)
@@ -252,31 +367,25 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
     printer_init(&e.p);
     e.s = s;
     Printer *p = &e.p;
-    const Instance *inst = s->inst;
     const Model *m = s->model;
     const char *base = strrchr(source_name, '/');
     base = base ? base + 1 : source_name;
 
-    printer_printf(p, "/*\n * Generated by primec %s from %s, model '%s'. Do not edit.\n", PRIMEC_VERSION,
+    printer_printf(p, "/*\n * Generated by primec %s from %s, model '%s'. Do not edit.\n *\n", PRIMEC_VERSION,
                    base, m->name);
-    printer_printf(p, " *\n * %s = %s(", inst->name, inst->op->name);
-    for (int i = 0; i < inst->op->ninputs; ++i)
-        printer_printf(p, "%s%s", i ? ", " : "", m->tensors[inst->args[i]].name);
-    printer_printf(p, ") under partition '%s' on %d devices (mesh", inst->partition->name, m->mesh.ndev);
+    printer_printf(p, " * %d devices (mesh", m->mesh.ndev);
     for (int a = 0; a < m->mesh.naxes; ++a)
         printer_printf(p, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
-    printer_printf(p, "), %ld step%s.\n", inst->steps, inst->steps == 1 ? "" : "s");
-    for (int d = 0; d < inst->op->ndims; ++d) {
-        const DsiAssign *dsi = inst->partition->dsi[d];
-        printer_printf(p, " *   %s: size %ld, %ld slice%s of %ld", inst->op->dims[d], inst->dim_sizes[d],
-                       s->slices.nslices[d], s->slices.nslices[d] == 1 ? "" : "s", s->slices.extent[d]);
-        printer_printf(p, "%s\n", dsi ? " (split)" : " (whole)");
+    printer_printf(p, ").\n");
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        printer_printf(p, " * %s = %s(", inst->name, inst->op->name);
+        for (int a = 0; a < inst->op->ninputs; ++a)
+            printer_printf(p, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
+        printer_printf(p, ") under partition '%s', %ld step%s\n", inst->partition->name, inst->steps,
+                       inst->steps == 1 ? "" : "s");
     }
-    for (int k = PHASE_BWD; k <= PHASE_GRAD; ++k)
-        if (s->phases[k].present)
-            printer_printf(p, " * %s sweeps the steps in %s order.\n", phase_name((PhaseKind)k),
-                           s->phases[k].reversed ? "reversed" : "forward");
-    printer_printf(p, " */\n#include <stddef.h>\n\n#include \"prime_program.h\"\n#include \"prime_rt.h\"\n#include \"prime_sched.h\"\n\n");
+    printer_printf(p, " */\n#include <math.h>\n#include <stddef.h>\n\n#include \"prime_math.h\"\n#include \"prime_program.h\"\n#include \"prime_rt.h\"\n#include \"prime_sched.h\"\n\n");
 
     printer_printf(p, "enum {\n");
     printer_indent(p, 1);
@@ -286,91 +395,82 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
     printer_indent(p, -1);
     printer_printf(p, "};\n\n");
 
-    /* Kernels: per tile, and whole for the reference. */
-    for (int k = PHASE_FWD; k < PHASE_COUNT; ++k) {
-        const PhaseSched *ph = &s->phases[k];
-        if (!ph->present || k == PHASE_DYIN)
+    /* Values (model tensors and their gradients) for the reference. */
+    printer_printf(p, "/* Whole values for the dense reference: tensor v is value 2v, its gradient 2v+1. */\n");
+    printer_printf(p, "static const long value_elems[] = {");
+    for (int t = 0; t < m->ntensors; ++t) {
+        long n = 1;
+        for (int x = 0; x < m->tensors[t].ndims; ++x)
+            n *= m->tensors[t].sizes[x];
+        printer_printf(p, "%s%ld, %ld", t ? ", " : "", n, n);
+    }
+    printer_printf(p, "};\n\n");
+
+    for (int k = 0; k < s->phases.count; ++k) {
+        const PhaseSched *ph = s->phases.items[k];
+        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
             continue;
         char name[64];
-        snprintf(name, sizeof name, "kernel_%s", phase_ident((PhaseKind)k));
+        snprintf(name, sizeof name, "kernel%d", k);
         emit_kernel(&e, name, ph, 0);
-        snprintf(name, sizeof name, "reference_%s", phase_ident((PhaseKind)k));
+        snprintf(name, sizeof name, "reference%d", k);
         emit_kernel(&e, name, ph, 1);
     }
-    printer_printf(p, "static void reference(float *const *t)\n{\n");
+    printer_printf(p, "static void reference(float *const *v)\n{\n");
     printer_indent(p, 1);
-    for (int k = PHASE_FWD; k < PHASE_COUNT; ++k) {
-        const PhaseSched *ph = &s->phases[k];
-        if (!ph->present || k == PHASE_DYIN)
+    for (int k = 0; k < s->phases.count; ++k) {
+        const PhaseSched *ph = s->phases.items[k];
+        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
             continue;
         printer_printf(p, "{\n");
         printer_indent(p, 1);
         printer_printf(p, "const float *in[] = {");
-        for (int i = 0; i < ph->nin; ++i)
-            printer_printf(p, "%st[T_%s]", i ? ", " : "", s->tensors[ph->in[i]].name);
-        printer_printf(p, "};\nreference_%s(t[T_%s], in);\n", phase_ident((PhaseKind)k),
-                       s->tensors[ph->out].name);
+        for (int i = 0; i < ph->nin; ++i) {
+            const SchedTensor *t = &s->tensors[ph->in[i].tensor];
+            printer_printf(p, "%sv[%d]", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
+        }
+        const SchedTensor *o = &s->tensors[ph->out.tensor];
+        printer_printf(p, "};\nreference%d(v[%d], in);\n", k, 2 * o->model_tensor + o->is_grad);
         printer_indent(p, -1);
         printer_printf(p, "}\n");
     }
     printer_indent(p, -1);
     printer_printf(p, "}\n\n");
 
-    /* Phases. */
-    int phase_index[PHASE_COUNT];
-    int nphases = 0;
-    for (int k = 0; k < PHASE_COUNT; ++k) {
-        const PhaseSched *ph = &s->phases[k];
-        phase_index[k] = -1;
-        if (!ph->present)
-            continue;
-        phase_index[k] = nphases++;
-        emit_actions(&e, ph);
-    }
-    for (int k = 0; k < PHASE_COUNT; ++k)
-        if (s->phases[k].present)
-            emit_action_index(&e, &s->phases[k]);
+    for (int k = 0; k < s->phases.count; ++k)
+        emit_phase(&e, s->phases.items[k], k);
     printer_printf(p, "static const PrimePhase *const phases[] = {");
-    for (int k = 0, first = 1; k < PHASE_COUNT; ++k) {
-        if (!s->phases[k].present)
-            continue;
-        printer_printf(p, "%s&phase_%s", first ? "" : ", ", phase_ident((PhaseKind)k));
-        first = 0;
-    }
+    for (int k = 0; k < s->phases.count; ++k)
+        printer_printf(p, "%s&phase%d", k ? ", " : "", k);
     printer_printf(p, "};\n\n");
 
-    /* Layouts the driver fills and checks. */
     for (int t = 0; t < s->ntensors; ++t) {
         const SchedTensor *ts = &s->tensors[t];
-        int fill = t < inst->op->ninputs || t == s->t_dout;
-        if (fill)
+        if (ts->fill_phase >= 0)
             emit_layout(&e, ts->name, "fill", &s->home[t]);
-        int check = t == s->t_out || (ts->grad_of >= 0 && t != s->t_dout);
-        if (check)
+        if (ts->check)
             emit_layout(&e, ts->name, "final", &s->final[t]);
     }
     printer_printf(p, "\nstatic const PrimeTensorDesc tensors[] = {\n");
     printer_indent(p, 1);
     for (int t = 0; t < s->ntensors; ++t) {
         const SchedTensor *ts = &s->tensors[t];
-        int fill = t < inst->op->ninputs || t == s->t_dout;
-        int check = t == s->t_out || (ts->grad_of >= 0 && t != s->t_dout);
         printer_printf(p, "{\"%s\", %d, {", ts->name, ts->ndims);
         for (int x = 0; x < ts->ndims; ++x)
-            printer_printf(p, "%s%ld", x ? ", " : "", inst->dim_sizes[ts->dims[x]]);
+            printer_printf(p, "%s%ld", x ? ", " : "", ts->shape[x]);
         printer_printf(p, "}, {");
         for (int x = 0; x < ts->ndims; ++x)
             printer_printf(p, "%s%ld", x ? ", " : "", ts->extent[x]);
         printer_printf(p, "}, {");
         for (int x = 0; x < ts->ndims; ++x)
             printer_printf(p, "%s%ld", x ? ", " : "", ts->nslices[x]);
-        printer_printf(p, "}, %d, %d, %d, ", ts->max_slots,
-                       fill ? phase_index[t == s->t_dout ? PHASE_DYIN : PHASE_INIT] : -1, check);
-        if (fill)
+        printer_printf(p, "}, %d, %d, %d, %d, ", ts->max_slots, ts->fill_phase, ts->check,
+                       2 * ts->model_tensor + ts->is_grad);
+        if (ts->fill_phase >= 0)
             printer_printf(p, "{%s_fill_count, %s_fill_tiles, %s_fill_slots}, ", ts->name, ts->name, ts->name);
         else
             printer_printf(p, "{NULL, NULL, NULL}, ");
-        if (check)
+        if (ts->check)
             printer_printf(p, "{%s_final_count, %s_final_tiles, %s_final_slots}},\n", ts->name, ts->name,
                            ts->name);
         else
@@ -393,8 +493,8 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
     for (int r = 0; r < ndev; ++r)
         printer_printf(p, "%s%ld", r ? ", " : "", s->pred_peak[r]);
     printer_printf(p, "};\n\n");
-    printer_printf(p, "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, phases, reference, predicted_bytes, predicted_peak, %g};\n\n",
-                   m->name, ndev, nphases, 1e-4);
-    printer_printf(p, "int main(int argc, char **argv) { return prime_program_main(&program, argc, argv); }\n");
+    printer_printf(p, "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g};\n\n",
+                   m->name, ndev, 2 * m->ntensors, s->phases.count, 1e-4);
+    printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, argc, argv);\n}\n");
     return printer_take(p, len);
 }

@@ -1,6 +1,7 @@
 /*
  * explain.c — text and JSON reports of a schedule (see explain.h).
  */
+#define _POSIX_C_SOURCE 200809L
 #include "explain.h"
 
 #include <stdlib.h>
@@ -20,22 +21,26 @@ int layout_replication(const Layout *l, long ntiles)
     return most;
 }
 
+/* "dx[m, k] += dy[m, n] * w[k, n]" with the model's names. */
 static const char *einsum_text(const Schedule *s, Arena *arena, const PhaseSched *ph)
 {
-    char buf[512];
+    char buf[1024];
     size_t n = 0;
-    const SchedTensor *ts[IR_MAX_INPUTS + 1];
-    ts[0] = &s->tensors[ph->out];
-    for (int i = 0; i < ph->nin; ++i)
-        ts[i + 1] = &s->tensors[ph->in[i]];
-    for (int i = 0; i <= ph->nin && n < sizeof buf - 64; ++i) {
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s[", i == 0 ? "" : i == 1 ? " += " : " * ",
-                              ts[i]->name);
-        for (int x = 0; x < ts[i]->ndims && n < sizeof buf - 32; ++x)
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", x ? ", " : "",
-                                  s->inst->op->dims[ts[i]->dims[x]]);
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "]");
+    const Instance *inst = &s->model->instances[ph->inst];
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s[", s->tensors[ph->out.tensor].name);
+    for (int x = 0; x < ph->out.ndims && n < sizeof buf - 64; ++x)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", x ? ", " : "", inst->op->dims[ph->out.opdims[x]]);
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "] += ");
+    FILE *mem = fmemopen(buf + n, sizeof buf - n, "w");
+    if (mem) {
+        ast_print_expr(ph->expr, mem);
+        fclose(mem);
     }
+    n = strlen(buf);
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "  with");
+    for (int i = 0; i < ph->nin && n < sizeof buf - 64; ++i)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s %s = %s", i ? "," : "", ph->in[i].name,
+                              s->tensors[ph->in[i].tensor].name);
     return arena_strdup(arena, buf);
 }
 
@@ -71,20 +76,6 @@ static const char *coords_text(const Schedule *s, Arena *arena, int rank)
     return arena_strdup(arena, buf);
 }
 
-static long op_step_of(const Schedule *s, const PhaseSched *ph, long step)
-{
-    return ph->reversed ? s->inst->steps - 1 - step : step;
-}
-
-static long tile_of(const Schedule *s, int tensor, int dev, long t)
-{
-    const SchedTensor *ts = &s->tensors[tensor];
-    long id = 0;
-    for (int x = 0; x < ts->ndims; ++x)
-        id = id * ts->nslices[x] + slice_at(&s->slices, ts->dims[x], dev, t);
-    return id;
-}
-
 static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layout *l, FILE *out)
 {
     for (int d = 0; d < l->ndev; ++d) {
@@ -94,82 +85,99 @@ static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layou
     }
 }
 
+static int is_compute(const PhaseSched *ph)
+{
+    return ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
+}
+
+static const char *phase_title(const Schedule *s, Arena *arena, const PhaseSched *ph)
+{
+    if (ph->inst < 0)
+        return phase_name(ph->kind);
+    return arena_printf(arena, "%s of %s", phase_name(ph->kind), s->model->instances[ph->inst].name);
+}
+
 void explain_text(const Schedule *s, Arena *arena, FILE *out)
 {
-    const Instance *inst = s->inst;
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
-    fprintf(out, "model %s: %s = %s(", m->name, inst->name, inst->op->name);
-    for (int i = 0; i < inst->op->ninputs; ++i)
-        fprintf(out, "%s%s", i ? ", " : "", m->tensors[inst->args[i]].name);
-    fprintf(out, ") under partition '%s' on %d devices (mesh", inst->partition->name, ndev);
+    fprintf(out, "model %s on %d devices (mesh", m->name, ndev);
     for (int a = 0; a < m->mesh.naxes; ++a)
         fprintf(out, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
-    fprintf(out, "), %ld step%s\n", inst->steps, inst->steps == 1 ? "" : "s");
-    for (int d = 0; d < inst->op->ndims; ++d) {
-        fprintf(out, "  %s: size %ld, %ld slice%s of %ld, ", inst->op->dims[d], inst->dim_sizes[d],
-                s->slices.nslices[d], s->slices.nslices[d] == 1 ? "" : "s", s->slices.extent[d]);
-        if (inst->partition->dsi[d]) {
-            fprintf(out, "DSI %s = ", inst->op->dims[d]);
-            ast_print_expr(inst->partition->dsi[d]->value, out);
-            fprintf(out, "\n");
-        } else {
-            fprintf(out, "whole\n");
+    fprintf(out, ")\n");
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        fprintf(out, "%s = %s(", inst->name, inst->op->name);
+        for (int a = 0; a < inst->op->ninputs; ++a)
+            fprintf(out, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
+        fprintf(out, ") under partition '%s', %ld step%s\n", inst->partition->name, inst->steps,
+                inst->steps == 1 ? "" : "s");
+        for (int d = 0; d < inst->op->ndims; ++d) {
+            fprintf(out, "  %s: size %ld, %ld slice%s of %ld, ", inst->op->dims[d], inst->dim_sizes[d],
+                    s->slices[i].nslices[d], s->slices[i].nslices[d] == 1 ? "" : "s", s->slices[i].extent[d]);
+            if (inst->partition->dsi[d]) {
+                fprintf(out, "DSI %s = ", inst->op->dims[d]);
+                ast_print_expr(inst->partition->dsi[d]->value, out);
+                fprintf(out, "\n");
+            } else {
+                fprintf(out, "whole\n");
+            }
         }
     }
-    fprintf(out, "tensors:\n");
+    fprintf(out, "stored tensors:\n");
     for (int t = 0; t < s->ntensors; ++t) {
         const SchedTensor *ts = &s->tensors[t];
-        fprintf(out, "  %-6s tile [", ts->name);
+        fprintf(out, "  %-8s tile [", ts->name);
         for (int x = 0; x < ts->ndims; ++x)
             fprintf(out, "%s%ld", x ? ", " : "", ts->extent[x]);
         fprintf(out, "], %ld tile%s of %ld bytes", ts->ntiles, ts->ntiles == 1 ? "" : "s",
                 ts->tile_elems * (long)sizeof(float));
         const Layout *l = s->home[t].ndev ? &s->home[t] : s->final[t].ndev ? &s->final[t] : NULL;
-        if (l && l->count)
-            fprintf(out, ", stored %d time%s", layout_replication(l, ts->ntiles),
-                    layout_replication(l, ts->ntiles) == 1 ? "" : "s");
+        if (l && l->count && (s->home[t].ndev || ts->check)) {
+            int rep = layout_replication(l, ts->ntiles);
+            fprintf(out, ", stored %d time%s", rep, rep == 1 ? "" : "s");
+        }
         fprintf(out, "\n");
     }
     long total[PRIME_BYTES_KIND_COUNT] = {0};
-    int ncoll = 0;
-    for (int k = PHASE_FWD; k < PHASE_COUNT; ++k) {
-        const PhaseSched *ph = &s->phases[k];
-        if (!ph->present || k == PHASE_DYIN)
+    int ncoll = 0, nredist = 0;
+    for (int k = 0; k < s->phases.count; ++k) {
+        const PhaseSched *ph = s->phases.items[k];
+        if (!is_compute(ph) && !ph->boundary.count)
             continue;
-        fprintf(out, "\nphase %s: %s (steps in %s order)\n", phase_name(ph->kind), einsum_text(s, arena, ph),
-                ph->reversed ? "reversed" : "forward");
-        fprintf(out, "  accumulation: %ld local accumulator%s, %ld accumulator move%s, %d collective%s; each output tile computed %ld time%s\n",
-                ph->nlocal_acc, ph->nlocal_acc == 1 ? "" : "s", ph->ntravel_acc,
-                ph->ntravel_acc == 1 ? "" : "s", ph->collectives.count,
-                ph->collectives.count == 1 ? "" : "s", ph->replication, ph->replication == 1 ? "" : "s");
-        for (int i = 0; i < ph->boundary.count; ++i) {
-            const Move *mv = ph->boundary.items[i];
-            if (mv->step >= 0)
-                continue;
-        }
-        for (long st = 0; st < inst->steps; ++st) {
-            long t = op_step_of(s, ph, st);
-            fprintf(out, "  step %ld (t = %ld):\n", st, t);
-            for (int d = 0; d < ndev; ++d) {
-                fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d), s->tensors[ph->out].name,
-                        sched_tile_name(arena, s, ph->out, tile_of(s, ph->out, d, t)));
-                for (int i = 0; i < ph->nin; ++i)
-                    fprintf(out, " %s %s%s", i ? "*" : "+=", s->tensors[ph->in[i]].name,
-                            sched_tile_name(arena, s, ph->in[i], tile_of(s, ph->in[i], d, t)));
-                fprintf(out, "\n");
+        fprintf(out, "\nphase %s", phase_title(s, arena, ph));
+        if (is_compute(ph)) {
+            const Instance *inst = &m->instances[ph->inst];
+            fprintf(out, ": %s (steps in %s order)\n", einsum_text(s, arena, ph), ph->reversed ? "reversed" : "forward");
+            fprintf(out, "  accumulation: %ld accumulator%s started, %ld accumulator move%s, %d collective%s; each output tile computed %ld time%s\n",
+                    ph->nlocal_acc, ph->nlocal_acc == 1 ? "" : "s", ph->ntravel_acc,
+                    ph->ntravel_acc == 1 ? "" : "s", ph->collectives.count,
+                    ph->collectives.count == 1 ? "" : "s", ph->replication, ph->replication == 1 ? "" : "s");
+            for (long st = 0; st < inst->steps; ++st) {
+                long t = sched_op_step(s, ph, st);
+                fprintf(out, "  step %ld (t = %ld):\n", st, t);
+                for (int d = 0; d < ndev; ++d) {
+                    fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d), s->tensors[ph->out.tensor].name,
+                            sched_tile_name(arena, s, ph->out.tensor, sched_operand_tile(s, ph, &ph->out, d, t)));
+                    for (int i = 0; i < ph->nin; ++i)
+                        fprintf(out, " %s %s%s", i ? "," : "<-", s->tensors[ph->in[i].tensor].name,
+                                sched_tile_name(arena, s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t)));
+                    fprintf(out, "\n");
+                }
+                for (int i = 0; i < ph->moves.count; ++i) {
+                    const Move *mv = ph->moves.items[i];
+                    if (mv->step != st)
+                        continue;
+                    fprintf(out, "    then %s %s%s", s->tensors[mv->tensor].name,
+                            mv->is_acc ? "accumulator " : "", move_kind_name(mv->kind));
+                    if (mv->kind == MOVE_SHIFT)
+                        fprintf(out, ": every receiver gets it from %s", delta_text(s, arena, mv->delta));
+                    fprintf(out, ", %d tile%s, %ld bytes (%s)\n", mv->ntransfers, mv->ntransfers == 1 ? "" : "s",
+                            mv->bytes, mv->is_acc ? "arrives during the next step's compute" : "overlapped with this step's compute");
+                }
             }
-            for (int i = 0; i < ph->moves.count; ++i) {
-                const Move *mv = ph->moves.items[i];
-                if (mv->step != st)
-                    continue;
-                fprintf(out, "    then %s %s%s", s->tensors[mv->tensor].name,
-                        mv->is_acc ? "accumulator " : "", move_kind_name(mv->kind));
-                if (mv->kind == MOVE_SHIFT)
-                    fprintf(out, ": every receiver gets it from %s", delta_text(s, arena, mv->delta));
-                fprintf(out, ", %d tile%s, %ld bytes (overlapped with step %ld)\n", mv->ntransfers,
-                        mv->ntransfers == 1 ? "" : "s", mv->bytes, st + 1);
-            }
+        } else {
+            fprintf(out, "\n");
         }
         for (int i = 0; i < ph->collectives.count; ++i) {
             const Collective *c = ph->collectives.items[i];
@@ -182,22 +190,27 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out)
         }
         for (int i = 0; i < ph->boundary.count; ++i) {
             const Move *mv = ph->boundary.items[i];
-            fprintf(out, "  redistribution of %s (%s, %d tile%s, %ld bytes): %s\n", s->tensors[mv->tensor].name,
-                    move_kind_name(mv->kind), mv->ntransfers, mv->ntransfers == 1 ? "" : "s", mv->bytes,
-                    mv->reason);
+            fprintf(out, "  redistribution of %s (%s", s->tensors[mv->tensor].name, move_kind_name(mv->kind));
+            if (mv->kind == MOVE_CONVERSION)
+                fprintf(out, " from %s", s->tensors[mv->from_tensor].name);
+            fprintf(out, ", %d transfer%s, %ld bytes): %s\n", mv->ntransfers, mv->ntransfers == 1 ? "" : "s",
+                    mv->bytes, mv->reason);
             fprintf(out, "    have: ");
-            layout_text(s, arena, mv->tensor, &mv->have, out);
+            layout_text(s, arena, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have, out);
             fprintf(out, "\n    need: ");
             layout_text(s, arena, mv->tensor, &mv->need, out);
             fprintf(out, "\n");
+            nredist++;
         }
-        if (!ph->collectives.count)
-            fprintf(out, "  no collective\n");
-        if (!ph->boundary.count)
-            fprintf(out, "  no redistribution: the layouts at both boundaries are aligned\n");
+        if (is_compute(ph)) {
+            if (!ph->collectives.count)
+                fprintf(out, "  no collective\n");
+            if (!ph->boundary.count)
+                fprintf(out, "  no redistribution\n");
+        }
         fprintf(out, "  peak memory per device:");
         for (int d = 0; d < ndev; ++d)
-            fprintf(out, " %ld", s->phase_peak[k][d]);
+            fprintf(out, " %ld", ph->peak[d]);
         fprintf(out, " bytes\n");
     }
     fprintf(out, "\nper device (bytes sent by kind, peak bytes allocated):\n");
@@ -211,8 +224,8 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out)
         fprintf(out, " %12ld\n", s->pred_peak[d]);
     }
     fprintf(out, "  %4s %12ld %12ld %12ld\n", "all", total[0], total[1], total[2]);
-    fprintf(out, "collectives: %d; shift bytes %ld; collective bytes %ld; redistribution bytes %ld\n", ncoll,
-            total[0], total[1], total[2]);
+    fprintf(out, "collectives: %d; redistributions: %d; shift bytes %ld; collective bytes %ld; redistribution bytes %ld\n",
+            ncoll, nredist, total[0], total[1], total[2]);
 }
 
 /* ------------------------------------------------------------------ */
@@ -257,30 +270,33 @@ static void json_layout(const Schedule *s, int tensor, const Layout *l, FILE *ou
 
 void explain_json(const Schedule *s, Arena *arena, FILE *out)
 {
-    (void)arena;
-    const Instance *inst = s->inst;
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
     fprintf(out, "{\"model\": ");
     json_str(out, m->name);
-    fprintf(out, ", \"instance\": ");
-    json_str(out, inst->name);
-    fprintf(out, ", \"operator\": ");
-    json_str(out, inst->op->name);
-    fprintf(out, ", \"partition\": ");
-    json_str(out, inst->partition->name);
-    fprintf(out, ", \"devices\": %d, \"steps\": %ld, \"mesh\": [", ndev, inst->steps);
+    fprintf(out, ", \"devices\": %d, \"mesh\": [", ndev);
     for (int a = 0; a < m->mesh.naxes; ++a) {
         fprintf(out, "%s{\"axis\": ", a ? ", " : "");
         json_str(out, m->mesh.names[a]);
         fprintf(out, ", \"size\": %ld}", m->mesh.sizes[a]);
     }
-    fprintf(out, "],\n \"dims\": [");
-    for (int d = 0; d < inst->op->ndims; ++d) {
-        fprintf(out, "%s{\"name\": ", d ? ", " : "");
-        json_str(out, inst->op->dims[d]);
-        fprintf(out, ", \"size\": %ld, \"slices\": %ld, \"extent\": %ld}", inst->dim_sizes[d],
-                s->slices.nslices[d], s->slices.extent[d]);
+    fprintf(out, "],\n \"instances\": [");
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        fprintf(out, "%s{\"name\": ", i ? ", " : "");
+        json_str(out, inst->name);
+        fprintf(out, ", \"operator\": ");
+        json_str(out, inst->op->name);
+        fprintf(out, ", \"partition\": ");
+        json_str(out, inst->partition->name);
+        fprintf(out, ", \"steps\": %ld, \"dims\": [", inst->steps);
+        for (int d = 0; d < inst->op->ndims; ++d) {
+            fprintf(out, "%s{\"name\": ", d ? ", " : "");
+            json_str(out, inst->op->dims[d]);
+            fprintf(out, ", \"size\": %ld, \"slices\": %ld, \"extent\": %ld}", inst->dim_sizes[d],
+                    s->slices[i].nslices[d], s->slices[i].extent[d]);
+        }
+        fprintf(out, "]}");
     }
     fprintf(out, "],\n \"tensors\": [");
     for (int t = 0; t < s->ntensors; ++t) {
@@ -288,42 +304,47 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out)
         const Layout *l = s->home[t].ndev ? &s->home[t] : &s->final[t];
         fprintf(out, "%s{\"name\": ", t ? ", " : "");
         json_str(out, ts->name);
-        fprintf(out, ", \"tile_bytes\": %ld, \"tiles\": %ld, \"stored\": %d}",
+        fprintf(out, ", \"tile_bytes\": %ld, \"tiles\": %ld, \"stored\": %d, \"checked\": %s}",
                 ts->tile_elems * (long)sizeof(float), ts->ntiles,
-                l->count ? layout_replication(l, ts->ntiles) : 0);
+                l->count ? layout_replication(l, ts->ntiles) : 0, ts->check ? "true" : "false");
     }
     fprintf(out, "],\n \"phases\": [");
-    int firstp = 1;
-    for (int k = PHASE_FWD; k < PHASE_COUNT; ++k) {
-        const PhaseSched *ph = &s->phases[k];
-        if (!ph->present || k == PHASE_DYIN)
-            continue;
-        fprintf(out, "%s\n  {\"phase\": ", firstp ? "" : ",");
-        firstp = 0;
+    for (int k = 0; k < s->phases.count; ++k) {
+        const PhaseSched *ph = s->phases.items[k];
+        fprintf(out, "%s\n  {\"phase\": ", k ? "," : "");
         json_str(out, phase_name(ph->kind));
-        fprintf(out, ", \"einsum\": ");
-        json_str(out, einsum_text(s, arena, ph));
-        fprintf(out, ", \"order\": \"%s\", \"replication\": %ld, \"local_accumulators\": %ld, \"accumulator_moves\": %ld,\n   \"steps\": [",
-                ph->reversed ? "reversed" : "forward", ph->replication, ph->nlocal_acc, ph->ntravel_acc);
-        for (long st = 0; st < inst->steps; ++st) {
-            long t = op_step_of(s, ph, st);
-            fprintf(out, "%s{\"step\": %ld, \"t\": %ld, \"devices\": [", st ? ", " : "", st, t);
-            for (int d = 0; d < ndev; ++d) {
-                fprintf(out, "%s{\"rank\": %d, \"tiles\": {", d ? ", " : "", d);
-                json_str(out, s->tensors[ph->out].name);
-                fprintf(out, ": ");
-                json_tile(s, ph->out, tile_of(s, ph->out, d, t), out);
-                for (int i = 0; i < ph->nin; ++i) {
-                    fprintf(out, ", ");
-                    json_str(out, s->tensors[ph->in[i]].name);
+        fprintf(out, ", \"instance\": ");
+        if (ph->inst >= 0)
+            json_str(out, m->instances[ph->inst].name);
+        else
+            fprintf(out, "null");
+        if (is_compute(ph)) {
+            const Instance *inst = &m->instances[ph->inst];
+            fprintf(out, ", \"einsum\": ");
+            json_str(out, einsum_text(s, arena, ph));
+            fprintf(out, ", \"order\": \"%s\", \"replication\": %ld, \"accumulators\": %ld, \"accumulator_moves\": %ld,\n   \"steps\": [",
+                    ph->reversed ? "reversed" : "forward", ph->replication, ph->nlocal_acc, ph->ntravel_acc);
+            for (long st = 0; st < inst->steps; ++st) {
+                long t = sched_op_step(s, ph, st);
+                fprintf(out, "%s{\"step\": %ld, \"t\": %ld, \"devices\": [", st ? ", " : "", st, t);
+                for (int d = 0; d < ndev; ++d) {
+                    fprintf(out, "%s{\"rank\": %d, \"tiles\": {", d ? ", " : "", d);
+                    json_str(out, s->tensors[ph->out.tensor].name);
                     fprintf(out, ": ");
-                    json_tile(s, ph->in[i], tile_of(s, ph->in[i], d, t), out);
+                    json_tile(s, ph->out.tensor, sched_operand_tile(s, ph, &ph->out, d, t), out);
+                    for (int i = 0; i < ph->nin; ++i) {
+                        fprintf(out, ", ");
+                        json_str(out, s->tensors[ph->in[i].tensor].name);
+                        fprintf(out, ": ");
+                        json_tile(s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t), out);
+                    }
+                    fprintf(out, "}}");
                 }
-                fprintf(out, "}}");
+                fprintf(out, "]}");
             }
-            fprintf(out, "]}");
+            fprintf(out, "]");
         }
-        fprintf(out, "],\n   \"moves\": [");
+        fprintf(out, ",\n   \"moves\": [");
         for (int i = 0; i < ph->moves.count; ++i) {
             const Move *mv = ph->moves.items[i];
             fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
@@ -357,14 +378,14 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out)
                     move_kind_name(mv->kind), mv->ntransfers, mv->bytes);
             json_str(out, mv->reason);
             fprintf(out, ", \"have\": ");
-            json_layout(s, mv->tensor, &mv->have, out);
+            json_layout(s, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have, out);
             fprintf(out, ", \"need\": ");
             json_layout(s, mv->tensor, &mv->need, out);
             fprintf(out, "}");
         }
         fprintf(out, "],\n   \"peak_bytes\": [");
         for (int d = 0; d < ndev; ++d)
-            fprintf(out, "%s%ld", d ? ", " : "", s->phase_peak[k][d]);
+            fprintf(out, "%s%ld", d ? ", " : "", ph->peak[d]);
         fprintf(out, "]}");
     }
     fprintf(out, "],\n \"per_device\": [");

@@ -157,14 +157,19 @@ int main(int argc, char **argv)
         for (int i = 0; i < c.schedules.count; ++i) {
             const Schedule *s = c.schedules.items[i];
             long coll = 0, bytes[PRIME_BYTES_KIND_COUNT] = {0};
-            for (int k = 0; k < PHASE_COUNT; ++k)
-                coll += s->phases[k].present ? s->phases[k].collectives.count : 0;
+            long redist = 0;
+            for (int k = 0; k < s->phases.count; ++k) {
+                const PhaseSched *ph = s->phases.items[k];
+                coll += ph->collectives.count;
+                redist += ph->boundary.count;
+            }
             for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
                 for (int d = 0; d < s->model->mesh.ndev; ++d)
                     bytes[kind] += s->pred_bytes[kind][d];
-            printf("%s: ok: %s under '%s' on %d devices; %ld collective%s, %ld shift bytes, %ld collective bytes, %ld redistribution bytes\n",
-                   s->model->name, s->inst->name, s->inst->partition->name, s->model->mesh.ndev, coll,
-                   coll == 1 ? "" : "s", bytes[0], bytes[1], bytes[2]);
+            printf("%s: ok: %d instance%s on %d devices; %ld collective%s, %ld redistribution%s; %ld shift bytes, %ld collective bytes, %ld redistribution bytes\n",
+                   s->model->name, s->model->ninstances, s->model->ninstances == 1 ? "" : "s",
+                   s->model->mesh.ndev, coll, coll == 1 ? "" : "s", redist, redist == 1 ? "" : "s",
+                   bytes[0], bytes[1], bytes[2]);
         }
         if (c.schedules.count == 0)
             printf("%s: ok (no model)\n", file);

@@ -116,24 +116,20 @@ static int check_models(Compilation *c)
             diag_error(&c->sink, m->decl->name.span, "model '%s' has no operator instance", m->name);
             continue;
         }
-        if (m->ninstances > 1) {
-            diag_error(&c->sink, m->instances[1].span,
-                       "model '%s' has %d operator instances; this version lowers models of one instance",
-                       m->name, m->ninstances);
-            continue;
-        }
-        const Instance *inst = &m->instances[0];
-        if (!inst->partition) {
-            diag_error(&c->sink, inst->span,
-                       "'%s' has no partition: add `use PARTITION` (automatic planning is not implemented yet)",
-                       inst->name);
-            continue;
-        }
-        if (!inst->op->is_contraction) {
-            diag_error(&c->sink, inst->span,
-                       "operator '%s' is not a product einsum (`Y[...] += A[...] * B[...]`); only those are lowered in this version",
-                       inst->op->name);
-            continue;
+        for (int k = 0; k < m->ninstances; ++k) {
+            const Instance *inst = &m->instances[k];
+            if (!inst->partition) {
+                diag_error(&c->sink, inst->span,
+                           "'%s' has no partition: add `use PARTITION` (automatic planning is not implemented yet)",
+                           inst->name);
+                continue;
+            }
+            if (inst->op->decl->body.count != 1) {
+                diag_error(&c->sink, inst->span,
+                           "operator '%s' has %d statements; this version lowers single-statement operators",
+                           inst->op->name, inst->op->decl->body.count);
+                diag_note(&c->sink, inst->op->decl->name.span, "'%s' is declared here", inst->op->name);
+            }
         }
     }
     if (c->model_name && !any) {
@@ -152,10 +148,12 @@ static int pass_partition(Compilation *c)
         const Model *m = c->module.models.items[i];
         if (!selected(c, m))
             continue;
-        SliceTable *st = ARENA_NEW(c->arena, SliceTable);
-        if (!partition_eval(c->arena, &c->sink, m, &m->instances[0], st))
-            ok = 0;
-        ptrvec_push(c->arena, &c->slice_tables, st);
+        for (int k = 0; k < m->ninstances; ++k) {
+            SliceTable *st = ARENA_NEW(c->arena, SliceTable);
+            if (!partition_eval(c->arena, &c->sink, m, &m->instances[k], st))
+                ok = 0;
+            ptrvec_push(c->arena, &c->slice_tables, st);
+        }
     }
     return ok;
 }
@@ -167,8 +165,9 @@ static void dump_partition(Compilation *c)
         const Model *m = c->module.models.items[i];
         if (!selected(c, m))
             continue;
+        for (int n = 0; n < m->ninstances; ++n) {
         const SliceTable *st = c->slice_tables.items[k++];
-        const Instance *inst = &m->instances[0];
+        const Instance *inst = &m->instances[n];
         fprintf(c->dump_out, "model %s instance %s partition %s devices %d steps %ld\n", m->name,
                 inst->name, inst->partition->name, st->ndev, st->steps);
         for (int d = 0; d < st->ndims; ++d)
@@ -184,6 +183,7 @@ static void dump_partition(Compilation *c)
             }
             fprintf(c->dump_out, "\n");
         }
+        }
     }
 }
 
@@ -194,7 +194,7 @@ static int pass_schedule(Compilation *c)
         const Model *m = c->module.models.items[i];
         if (!selected(c, m))
             continue;
-        Schedule *s = schedule_build(c->arena, &c->sink, m, &m->instances[0]);
+        Schedule *s = schedule_build(c->arena, &c->sink, m);
         if (!s)
             ok = 0;
         else
@@ -208,11 +208,11 @@ static void dump_schedule(Compilation *c)
     for (int i = 0; i < c->schedules.count; ++i) {
         const Schedule *s = c->schedules.items[i];
         fprintf(c->dump_out, "schedule %s\n", s->model->name);
-        for (int k = 0; k < PHASE_COUNT; ++k) {
-            const PhaseSched *ph = &s->phases[k];
-            if (!ph->present)
-                continue;
-            fprintf(c->dump_out, " phase %s%s\n", phase_name(ph->kind), ph->reversed ? " reversed" : "");
+        for (int k = 0; k < s->phases.count; ++k) {
+            const PhaseSched *ph = s->phases.items[k];
+            fprintf(c->dump_out, " phase %s%s%s%s\n", phase_name(ph->kind),
+                    ph->inst >= 0 ? " of " : "", ph->inst >= 0 ? s->model->instances[ph->inst].name : "",
+                    ph->reversed ? " reversed" : "");
             for (int r = 0; r < s->model->mesh.ndev; ++r) {
                 fprintf(c->dump_out, "  rank %d:", r);
                 for (int a = 0; a < ph->nactions[r]; ++a) {

@@ -14,7 +14,7 @@ typedef struct Resolver {
 
 static const char *const intrinsics[] = {"exp", "log", "sqrt", "rsqrt", "tanh", "erf",
                                          "sigmoid", "relu", "gelu", "silu", "max", "min",
-                                         "abs", NULL};
+                                         "abs", "step", NULL};
 
 const Op *module_find_op(const Module *module, Sym name)
 {
@@ -151,7 +151,7 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
             known |= strcmp(intrinsics[i], e->name) == 0;
         if (!known) {
             diag_error(r->sink, e->name_span, "unknown intrinsic '%s'", e->name);
-            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, gelu, silu, max, min, abs");
+            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, gelu, silu, max, min, abs, step");
             return 0;
         }
         int ok = 1;

@@ -13,6 +13,8 @@
  */
 #include "schedule.h"
 
+#include "autodiff.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +23,7 @@
 const char *phase_name(PhaseKind kind)
 {
     static const char *const names[] = {"init", "forward", "dy-in", "backward", "gradient"};
-    return kind < PHASE_COUNT ? names[kind] : "?";
+    return kind < PHASE_KIND_COUNT ? names[kind] : "?";
 }
 
 const char *move_kind_name(MoveKind kind)
@@ -73,6 +75,7 @@ typedef struct Builder {
     int failed;
     int next_tag;
     PhaseSched *ph;
+    const Instance *inst; /* of the current phase */
     /* Filled by a run: tiles a device needed that nobody held. */
     Layout need[SCHED_MAX_TENSORS];
     int track_need[SCHED_MAX_TENSORS];
@@ -236,27 +239,37 @@ const char *sched_tile_name(Arena *arena, const Schedule *s, int tensor, long ti
     size_t n = 0;
     buf[n++] = '(';
     for (int x = 0; x < t->ndims && n < sizeof buf - 40; ++x) {
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s=%ld", x ? ", " : "",
-                              s->inst->op->dims[t->dims[x]], sched_tile_coord(t, tile, x));
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s=%ld", x ? ", " : "", t->dimnames[x],
+                              sched_tile_coord(t, tile, x));
     }
     snprintf(buf + n, sizeof buf - n, ")");
     return arena_strdup(arena, buf);
 }
 
-/* Tile of tensor at device dev and operator step t (not phase step). */
-static long tile_at(const Builder *b, int tensor, int dev, long t)
+long sched_operand_tile(const Schedule *s, const PhaseSched *ph, const Operand *o, int dev, long t)
 {
-    const SchedTensor *ts = &b->s->tensors[tensor];
+    const SchedTensor *ts = &s->tensors[o->tensor];
+    const SliceTable *st = &s->slices[ph->inst];
     long id = 0;
-    for (int x = 0; x < ts->ndims; ++x)
-        id = id * ts->nslices[x] + slice_at(b->st, ts->dims[x], dev, t);
+    for (int x = 0; x < o->ndims; ++x)
+        id = id * ts->nslices[x] + slice_at(st, o->opdims[x], dev, t);
     return id;
 }
 
-/* The operator step run at phase step s. */
+long sched_op_step(const Schedule *s, const PhaseSched *ph, long step)
+{
+    return ph->reversed ? s->model->instances[ph->inst].steps - 1 - step : step;
+}
+
+/* Tile of an operand at device dev and operator step t (not phase step). */
+static long tile_at(const Builder *b, const Operand *o, int dev, long t)
+{
+    return sched_operand_tile(b->s, b->ph, o, dev, t);
+}
+
 static long op_step(const Builder *b, const PhaseSched *ph, long s)
 {
-    return ph->reversed ? b->steps - 1 - s : s;
+    return sched_op_step(b->s, ph, s);
 }
 
 static int cmp_long(const void *a, const void *b)
@@ -322,11 +335,11 @@ static void layout_add(Builder *b, Layout *l, int dev, long tile)
 
 typedef int (*CandidateFn)(Builder *b, int tensor, int src, long tile, void *ctx);
 
-static long axis_distance(const SliceTable *st, const long *delta)
+static long axis_distance(const Mesh *mesh, const long *delta)
 {
     long dist = 0;
-    for (int a = 0; a < st->naxes; ++a) {
-        long d = delta[a], back = st->axis_sizes[a] - delta[a];
+    for (int a = 0; a < mesh->naxes; ++a) {
+        long d = delta[a], back = mesh->sizes[a] - delta[a];
         dist += d < back ? d : back;
     }
     return dist;
@@ -336,8 +349,8 @@ static int shifted(const Builder *b, int dev, const long *delta)
 {
     long c[IR_MAX_AXES];
     mesh_coords(&b->s->model->mesh, dev, c);
-    for (int a = 0; a < b->st->naxes; ++a)
-        c[a] = (c[a] + delta[a]) % b->st->axis_sizes[a];
+    for (int a = 0; a < b->s->model->mesh.naxes; ++a)
+        c[a] = (c[a] + delta[a]) % b->s->model->mesh.sizes[a];
     return mesh_rank(&b->s->model->mesh, c);
 }
 
@@ -346,9 +359,9 @@ static void delta_between(const Builder *b, int dst, int src, long *delta)
     long cd[IR_MAX_AXES], cs[IR_MAX_AXES];
     mesh_coords(&b->s->model->mesh, dst, cd);
     mesh_coords(&b->s->model->mesh, src, cs);
-    for (int a = 0; a < b->st->naxes; ++a)
-        delta[a] = ((cs[a] - cd[a]) % b->st->axis_sizes[a] + b->st->axis_sizes[a]) %
-                   b->st->axis_sizes[a];
+    const Mesh *mesh = &b->s->model->mesh;
+    for (int a = 0; a < mesh->naxes; ++a)
+        delta[a] = ((cs[a] - cd[a]) % mesh->sizes[a] + mesh->sizes[a]) % mesh->sizes[a];
 }
 
 /* Picks a source for every receiver: one uniform mesh offset if one
@@ -366,7 +379,7 @@ static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst
             continue;
         long delta[IR_MAX_AXES];
         delta_between(b, dst[0], c, delta);
-        long dist = axis_distance(b->st, delta);
+        long dist = axis_distance(&b->s->model->mesh, delta);
         if (best_dist >= 0 && dist >= best_dist)
             continue;
         int ok = 1;
@@ -393,7 +406,7 @@ static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst
                 continue;
             long delta[IR_MAX_AXES];
             delta_between(b, dst[r], c, delta);
-            long dist = axis_distance(b->st, delta);
+            long dist = axis_distance(&b->s->model->mesh, delta);
             if (bd < 0 || dist < bd) {
                 bd = dist;
                 src[r] = c;
@@ -608,7 +621,7 @@ static const char *red_name(Builder *b, const AccState *as, long r)
     }
     for (int x = 0; x < as->nred_dims && n < sizeof buf - 40; ++x)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s=%ld", x ? ", " : "",
-                              b->s->inst->op->dims[as->red_dims[x]], vals[x]);
+                              b->inst->op->dims[as->red_dims[x]], vals[x]);
     return arena_strdup(b->arena, buf);
 }
 
@@ -616,7 +629,7 @@ static const char *red_name(Builder *b, const AccState *as, long r)
  * pointing at in diagnostics. */
 static Span red_span(const Builder *b, const AccState *as)
 {
-    const Partition *p = b->s->inst->partition;
+    const Partition *p = b->inst->partition;
     for (int x = 0; x < as->nred_dims; ++x)
         if (p->dsi[as->red_dims[x]])
             return p->dsi[as->red_dims[x]]->span;
@@ -625,14 +638,14 @@ static Span red_span(const Builder *b, const AccState *as)
 
 static void phase_error_note(Builder *b)
 {
-    diag_note(b->sink, b->s->inst->use_span, "partition '%s' applied to '%s' here",
-              b->s->inst->partition->name, b->s->inst->name);
+    diag_note(b->sink, b->inst->use_span, "partition '%s' applied to '%s' here",
+              b->inst->partition->name, b->inst->name);
 }
 
 /* Checks coverage of the output and all-reduces partial sums. */
 static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
 {
-    const SchedTensor *out = &b->s->tensors[ph->out];
+    const SchedTensor *out = &b->s->tensors[ph->out.tensor];
     PtrVec *by_tile = ARENA_ARRAY(b->arena, PtrVec, out->ntiles);
     for (int d = 0; d < b->ndev; ++d) {
         for (int i = 0; i < as->retired[d].count; ++i) {
@@ -642,7 +655,7 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
                     diag_error(b->sink, red_span(b, as),
                                "%s phase double counts: reduction slice (%s) is added twice into tile %s of '%s' on device %d (steps %ld and %ld)",
                                phase_name(ph->kind), red_name(b, as, a->first_dup),
-                               sched_tile_name(b->arena, b->s, ph->out, a->tile), out->name, d,
+                               sched_tile_name(b->arena, b->s, ph->out.tensor, a->tile), out->name, d,
                                a->dup_steps[0], a->dup_steps[1]);
                     phase_error_note(b);
                 }
@@ -659,9 +672,9 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
         PtrVec *accs = &by_tile[tile];
         if (accs->count == 0) {
             if (!b->dry) {
-                diag_error(b->sink, b->s->inst->partition->decl->name.span,
+                diag_error(b->sink, b->inst->partition->decl->name.span,
                            "%s phase misses tile %s of '%s': no device computes it",
-                           phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out, tile),
+                           phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out.tensor, tile),
                            out->name);
                 phase_error_note(b);
             }
@@ -685,7 +698,7 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
                 if (!b->dry) {
                     diag_error(b->sink, red_span(b, as),
                                "%s phase misses voxels: tile %s of '%s' never receives reduction slice (%s)%s",
-                               phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out, tile),
+                               phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out.tensor, tile),
                                out->name, red_name(b, as, missing),
                                counts[r] != 0 ? " as often as the others" : "");
                     phase_error_note(b);
@@ -719,7 +732,7 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
                 if (!b->dry) {
                     diag_error(b->sink, red_span(b, as),
                                "%s phase double counts: the partial sums of tile %s of '%s' cannot be split into complete sums",
-                               phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out, tile),
+                               phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out.tensor, tile),
                                out->name);
                     phase_error_note(b);
                 }
@@ -751,7 +764,7 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
                     slots[y - 1] = ts;
                 }
             Collective *col = ARENA_NEW(b->arena, Collective);
-            col->tensor = ph->out;
+            col->tensor = ph->out.tensor;
             col->tile = tile;
             col->gsize = gs;
             col->group = ARENA_ARRAY(b->arena, int, gs);
@@ -767,7 +780,7 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
             int gindex = ph->groups.count - 1;
             for (int p = 0; p < gs; ++p) {
                 PrimeAction *a = act(b, members[p], PRIME_ACT_ALLREDUCE);
-                a->tensor = ph->out;
+                a->tensor = ph->out.tensor;
                 a->slot = slots[p];
                 a->tag = tag;
                 a->arg = gindex;
@@ -775,6 +788,21 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
         }
     }
     ph->replication = replication;
+}
+
+/* An input operand that an earlier operand already brings (the same
+ * storage tensor indexed the same way, e.g. Y * Y). */
+static int operand_repeats(const PhaseSched *ph, int i)
+{
+    for (int j = 0; j < i; ++j) {
+        if (ph->in[j].tensor != ph->in[i].tensor)
+            continue;
+        if (ph->in[j].ndims == ph->in[i].ndims &&
+            memcmp(ph->in[j].opdims, ph->in[i].opdims, sizeof(int) * (size_t)ph->in[i].ndims) == 0)
+            return 1;
+        ICE("operand '%s' is used with two different index orders", ph->in[i].name);
+    }
+    return 0;
 }
 
 static void run_phase(Builder *b, PhaseSched *ph)
@@ -793,12 +821,11 @@ static void run_phase(Builder *b, PhaseSched *ph)
     as.claimed = arena_alloc(b->arena, (size_t)ndev);
     as.next_tile = ARENA_ARRAY(b->arena, long, ndev);
     /* Reduction dimensions: operator dims absent from the output. */
-    const SchedTensor *out = &b->s->tensors[ph->out];
     as.nred = 1;
     for (int d = 0; d < b->st->ndims; ++d) {
         int in_out = 0;
-        for (int x = 0; x < out->ndims; ++x)
-            in_out |= out->dims[x] == d;
+        for (int x = 0; x < ph->out.ndims; ++x)
+            in_out |= ph->out.opdims[x] == d;
         if (!in_out) {
             as.red_dims[as.nred_dims++] = d;
             as.nred *= b->st->nslices[d];
@@ -807,20 +834,25 @@ static void run_phase(Builder *b, PhaseSched *ph)
     for (int d = 0; d < ndev; ++d)
         as.sent_slot[d] = -1;
     /* Steps at which each device last needs each input tile. */
-    long *last_need[IR_MAX_INPUTS];
+    long *last_need[SCHED_MAX_OPERANDS];
     for (int i = 0; i < ph->nin; ++i) {
-        const SchedTensor *ts = &b->s->tensors[ph->in[i]];
+        const SchedTensor *ts = &b->s->tensors[ph->in[i].tensor];
         last_need[i] = ARENA_ARRAY(b->arena, long, (size_t)ndev * ts->ntiles);
         for (long x = 0; x < (long)ndev * ts->ntiles; ++x)
             last_need[i][x] = -1;
         for (long s = 0; s < T; ++s)
             for (int d = 0; d < ndev; ++d)
-                last_need[i][(long)d * ts->ntiles + tile_at(b, ph->in[i], d, op_step(b, ph, s))] = s;
+                last_need[i][(long)d * ts->ntiles + tile_at(b, &ph->in[i], d, op_step(b, ph, s))] = s;
+        for (int j = 0; j < i; ++j)
+            if (ph->in[j].tensor == ph->in[i].tensor)
+                for (long x = 0; x < (long)ndev * ts->ntiles; ++x)
+                    if (last_need[j][x] > last_need[i][x])
+                        last_need[i][x] = last_need[j][x];
     }
     int *dst = ARENA_ARRAY(b->arena, int, ndev);
     int *src = ARENA_ARRAY(b->arena, int, ndev);
     long *tiles = ARENA_ARRAY(b->arena, long, ndev);
-    int *pending_free_slot = ARENA_ARRAY(b->arena, int, ndev * IR_MAX_INPUTS);
+    int *pending_free_slot = ARENA_ARRAY(b->arena, int, ndev * SCHED_MAX_OPERANDS);
 
     for (long s = 0; s < T; ++s) {
         const long t = op_step(b, ph, s);
@@ -829,9 +861,11 @@ static void run_phase(Builder *b, PhaseSched *ph)
         /* Inputs needed now must be here (first step: from the initial
          * residency; later: they arrived or were resident). */
         for (int i = 0; i < ph->nin; ++i) {
-            int tensor = ph->in[i];
+            int tensor = ph->in[i].tensor;
+            if (operand_repeats(ph, i))
+                continue;
             for (int d = 0; d < ndev; ++d) {
-                long tile = tile_at(b, tensor, d, t);
+                long tile = tile_at(b, &ph->in[i], d, t);
                 if (store_find(store_of(b, tensor, d), tile) < 0) {
                     if (!b->dry || !b->track_need[tensor])
                         ICE("tile %s of %s missing on device %d at step %ld",
@@ -844,20 +878,24 @@ static void run_phase(Builder *b, PhaseSched *ph)
             }
         }
         /* 1. Post the moves that bring the next step's input tiles. */
-        for (int d = 0; d < ndev * IR_MAX_INPUTS; ++d)
+        for (int d = 0; d < ndev * SCHED_MAX_OPERANDS; ++d)
             pending_free_slot[d] = -1;
-        int nadd[IR_MAX_INPUTS] = {0};
-        int *add_dev[IR_MAX_INPUTS];
-        int *add_slot[IR_MAX_INPUTS];
-        long *add_tile[IR_MAX_INPUTS];
+        int nadd[SCHED_MAX_OPERANDS] = {0};
+        int *add_dev[SCHED_MAX_OPERANDS];
+        int *add_slot[SCHED_MAX_OPERANDS];
+        long *add_tile[SCHED_MAX_OPERANDS];
         if (s + 1 < T) {
             const long tn = op_step(b, ph, s + 1);
             for (int i = 0; i < ph->nin; ++i) {
-                int tensor = ph->in[i];
+                int tensor = ph->in[i].tensor;
                 const SchedTensor *ts = &b->s->tensors[tensor];
                 int n = 0;
+                add_dev[i] = add_slot[i] = NULL;
+                add_tile[i] = NULL;
+                if (operand_repeats(ph, i))
+                    continue;
                 for (int d = 0; d < ndev; ++d) {
-                    long tile = tile_at(b, tensor, d, tn);
+                    long tile = tile_at(b, &ph->in[i], d, tn);
                     if (store_find(store_of(b, tensor, d), tile) >= 0)
                         continue;
                     int any = 0;
@@ -893,7 +931,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
                               PRIME_BYTES_SHIFT);
                     /* The source gives the tile up unless it needs it again. */
                     if (last_need[i][(long)src[r] * ts->ntiles + tiles[r]] <= s)
-                        pending_free_slot[src[r] * IR_MAX_INPUTS + i] = ss->items[idx].slot;
+                        pending_free_slot[src[r] * SCHED_MAX_OPERANDS + i] = ss->items[idx].slot;
                 }
                 Move *mv = new_move(b, tensor, s, kind, delta, n, dst, src, tiles);
                 if (!b->dry)
@@ -902,7 +940,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
         }
         /* 2. Compute. */
         for (int d = 0; d < ndev; ++d) {
-            long otile = tile_at(b, ph->out, d, t);
+            long otile = tile_at(b, &ph->out, d, t);
             Acc *a = active[d];
             int into_slot;
             Acc *partial = NULL;
@@ -910,7 +948,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
                 into_slot = a->slot;
             } else if (incoming[d]) {
                 /* Compute into a fresh partial while the accumulator arrives. */
-                into_slot = emit_alloc(b, ph->out, d);
+                into_slot = emit_alloc(b, ph->out.tensor, d);
                 partial = acc_new(b, &as, d, otile, into_slot);
             } else {
                 int ri = retired_find(&as, d, otile);
@@ -918,7 +956,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
                     a = as.retired[d].items[ri];
                     as.retired[d].items[ri] = as.retired[d].items[--as.retired[d].count];
                 } else {
-                    a = acc_new(b, &as, d, otile, emit_alloc(b, ph->out, d));
+                    a = acc_new(b, &as, d, otile, emit_alloc(b, ph->out.tensor, d));
                     ph->nlocal_acc += b->dry ? 0 : 1;
                 }
                 if (active[d] && active[d] != a)
@@ -927,14 +965,14 @@ static void run_phase(Builder *b, PhaseSched *ph)
                 into_slot = a->slot;
             }
             PrimeAction *k = act(b, d, PRIME_ACT_KERNEL);
-            k->tensor = ph->out;
+            k->tensor = ph->out.tensor;
             k->slot = into_slot;
             k->arg = 0;
             k->nin = ph->nin;
             for (int i = 0; i < ph->nin; ++i) {
-                const Store *st = store_of(b, ph->in[i], d);
-                k->in_tensor[i] = ph->in[i];
-                k->in_slot[i] = st->items[store_find(st, tile_at(b, ph->in[i], d, t))].slot;
+                const Store *st = store_of(b, ph->in[i].tensor, d);
+                k->in_tensor[i] = ph->in[i].tensor;
+                k->in_slot[i] = st->items[store_find(st, tile_at(b, &ph->in[i], d, t))].slot;
             }
             acc_add(partial ? partial : active[d], red_id(b, &as, d, t), s);
             if (partial)
@@ -946,43 +984,43 @@ static void run_phase(Builder *b, PhaseSched *ph)
         for (int d = 0; d < ndev; ++d) {
             if (incoming[d]) {
                 PrimeAction *a = act(b, d, PRIME_ACT_ADD);
-                a->tensor = ph->out;
+                a->tensor = ph->out.tensor;
                 a->slot = active[d]->slot;
                 a->nin = 1;
-                a->in_tensor[0] = ph->out;
+                a->in_tensor[0] = ph->out.tensor;
                 a->in_slot[0] = as.incoming_slot[d];
                 acc_merge(active[d], incoming[d], as.nred);
-                emit_free(b, ph->out, d, as.incoming_slot[d]);
+                emit_free(b, ph->out.tensor, d, as.incoming_slot[d]);
                 incoming[d] = NULL;
             }
             if (as.sent_slot[d] >= 0) {
-                emit_free(b, ph->out, d, as.sent_slot[d]);
+                emit_free(b, ph->out.tensor, d, as.sent_slot[d]);
                 as.sent_slot[d] = -1;
             }
             for (int i = 0; i < ph->nin; ++i) {
-                int slot = pending_free_slot[d * IR_MAX_INPUTS + i];
+                int slot = pending_free_slot[d * SCHED_MAX_OPERANDS + i];
                 if (slot < 0)
                     continue;
-                Store *st = store_of(b, ph->in[i], d);
+                Store *st = store_of(b, ph->in[i].tensor, d);
                 for (int x = 0; x < st->count; ++x) {
                     if (st->items[x].slot == slot) {
                         store_remove(st, x);
                         break;
                     }
                 }
-                emit_free(b, ph->in[i], d, slot);
+                emit_free(b, ph->in[i].tensor, d, slot);
             }
         }
         for (int i = 0; i < ph->nin; ++i)
             for (int r = 0; r < nadd[i]; ++r)
-                store_add(b, store_of(b, ph->in[i], add_dev[i][r]), add_tile[i][r],
+                store_add(b, store_of(b, ph->in[i].tensor, add_dev[i][r]), add_tile[i][r],
                           add_slot[i][r]);
         /* 5. Accumulators that travel to the next step. */
         if (s + 1 < T) {
             const long tn = op_step(b, ph, s + 1);
             int n = 0;
             for (int d = 0; d < ndev; ++d) {
-                as.next_tile[d] = tile_at(b, ph->out, d, tn);
+                as.next_tile[d] = tile_at(b, &ph->out, d, tn);
                 as.claimed[d] = 0;
             }
             for (int d = 0; d < ndev; ++d) {
@@ -991,7 +1029,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
                     continue;
                 int any = 0;
                 for (int c = 0; c < ndev && !any; ++c)
-                    any = acc_available(b, ph->out, c, want, &as);
+                    any = acc_available(b, ph->out.tensor, c, want, &as);
                 if (!any)
                     continue;
                 dst[n] = d;
@@ -1001,7 +1039,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
             if (n > 0) {
                 long delta[IR_MAX_AXES] = {0};
                 MoveKind kind =
-                    choose_sources(b, ph->out, n, dst, tiles, acc_available, &as, 1, src, delta);
+                    choose_sources(b, ph->out.tensor, n, dst, tiles, acc_available, &as, 1, src, delta);
                 int tag = b->next_tag++;
                 int m = 0;
                 for (int r = 0; r < n; ++r) {
@@ -1014,19 +1052,19 @@ static void run_phase(Builder *b, PhaseSched *ph)
                     m++;
                 }
                 for (int r = 0; r < m; ++r) {
-                    int slot = emit_alloc(b, ph->out, dst[r]);
-                    emit_recv(b, ph->out, dst[r], slot, src[r], tag);
+                    int slot = emit_alloc(b, ph->out.tensor, dst[r]);
+                    emit_recv(b, ph->out.tensor, dst[r], slot, src[r], tag);
                     as.incoming_slot[dst[r]] = slot;
                 }
                 for (int r = 0; r < m; ++r) {
                     Acc *a = active[src[r]];
-                    emit_send(b, ph->out, src[r], a->slot, dst[r], tag, PRIME_BYTES_SHIFT);
+                    emit_send(b, ph->out.tensor, src[r], a->slot, dst[r], tag, PRIME_BYTES_SHIFT);
                     as.sent_slot[src[r]] = a->slot;
                     incoming[dst[r]] = a;
                     active[src[r]] = NULL;
                 }
                 if (m > 0) {
-                    Move *mv = new_move(b, ph->out, s, kind, delta, m, dst, src, tiles);
+                    Move *mv = new_move(b, ph->out.tensor, s, kind, delta, m, dst, src, tiles);
                     mv->is_acc = 1;
                     if (!b->dry) {
                         ptrvec_push(b->arena, &ph->moves, mv);
@@ -1052,7 +1090,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
     finish_accumulators(b, ph, &as);
     /* The output's tiles now sit in the accumulators' slots. */
     for (int d = 0; d < ndev; ++d) {
-        Store *st = store_of(b, ph->out, d);
+        Store *st = store_of(b, ph->out.tensor, d);
         for (int i = 0; i < as.retired[d].count; ++i) {
             const Acc *a = as.retired[d].items[i];
             store_add(b, st, a->tile, a->slot);
@@ -1105,6 +1143,30 @@ static void unhide(Builder *b, int tensor, Hidden *h)
     }
 }
 
+static void enter_phase(Builder *b, PhaseSched *ph)
+{
+    b->ph = ph;
+    if (ph->inst >= 0) {
+        b->inst = &b->s->model->instances[ph->inst];
+        b->st = &b->s->slices[ph->inst];
+        b->steps = b->inst->steps;
+    }
+}
+
+/* Input storage tensors of a phase, each once. */
+static int phase_inputs(const PhaseSched *ph, int *tensors)
+{
+    int n = 0;
+    for (int i = 0; i < ph->nin; ++i) {
+        int dup = 0;
+        for (int j = 0; j < n; ++j)
+            dup |= tensors[j] == ph->in[i].tensor;
+        if (!dup)
+            tensors[n++] = ph->in[i].tensor;
+    }
+    return n;
+}
+
 /* Learns the residency each input needs at the start of the phase: a
  * trial run from empty input stores records the tiles nobody could
  * send; a second trial from that residency confirms it. */
@@ -1113,35 +1175,37 @@ static void learn_needs(Builder *b, PhaseSched *ph)
     Machine saved;
     machine_copy(b, &saved, &b->m);
     int was_dry = b->dry, was_failed = b->failed;
+    int ins[SCHED_MAX_OPERANDS];
+    int nins = phase_inputs(ph, ins);
     b->dry = 1;
-    for (int i = 0; i < ph->nin; ++i) {
-        b->need[ph->in[i]] = layout_empty(b);
-        b->track_need[ph->in[i]] = 1;
+    for (int i = 0; i < nins; ++i) {
+        b->need[ins[i]] = layout_empty(b);
+        b->track_need[ins[i]] = 1;
     }
     for (int pass = 0; pass < 3; ++pass) {
         machine_copy(b, &b->m, &saved);
-        for (int i = 0; i < ph->nin; ++i) {
-            int tensor = ph->in[i];
+        int before = 0, after = 0;
+        for (int i = 0; i < nins; ++i) {
             for (int d = 0; d < b->ndev; ++d) {
-                store_of(b, tensor, d)->count = 0;
-                for (int x = 0; x < b->need[tensor].count[d]; ++x)
-                    store_add(b, store_of(b, tensor, d), b->need[tensor].tiles[d][x],
-                              slot_alloc(b, tensor, d));
+                store_of(b, ins[i], d)->count = 0;
+                for (int x = 0; x < b->need[ins[i]].count[d]; ++x)
+                    store_add(b, store_of(b, ins[i], d), b->need[ins[i]].tiles[d][x],
+                              slot_alloc(b, ins[i], d));
+                before += b->need[ins[i]].count[d];
             }
         }
-        int before = 0, after = 0;
-        for (int i = 0; i < ph->nin; ++i)
-            for (int d = 0; d < b->ndev; ++d)
-                before += b->need[ph->in[i]].count[d];
+        /* The output starts empty. */
+        for (int d = 0; d < b->ndev; ++d)
+            store_of(b, ph->out.tensor, d)->count = 0;
         run_phase(b, ph);
-        for (int i = 0; i < ph->nin; ++i)
+        for (int i = 0; i < nins; ++i)
             for (int d = 0; d < b->ndev; ++d)
-                after += b->need[ph->in[i]].count[d];
+                after += b->need[ins[i]].count[d];
         if (pass > 0 && after == before)
             break;
     }
-    for (int i = 0; i < ph->nin; ++i)
-        b->track_need[ph->in[i]] = 0;
+    for (int i = 0; i < nins; ++i)
+        b->track_need[ins[i]] = 0;
     machine_copy(b, &b->m, &saved);
     b->dry = was_dry;
     b->failed = was_failed;
@@ -1153,61 +1217,312 @@ static void strict_check(Builder *b, PhaseSched *ph, int first_boundary)
         return;
     for (int i = first_boundary; i < ph->boundary.count; ++i) {
         const Move *mv = ph->boundary.items[i];
-        diag_error(b->sink, b->s->inst->use_span,
-                   "strict: '%s' needs a redistribution (%s, %ld bytes): %s",
+        const Instance *inst = ph->inst >= 0 ? &b->s->model->instances[ph->inst] : NULL;
+        diag_error(b->sink, inst ? inst->span : b->s->model->decl->name.span,
+                   "strict: '%s' needs a redistribution (%s, %ld bytes) in the %s phase: %s",
                    b->s->tensors[mv->tensor].name, move_kind_name(mv->kind), mv->bytes,
-                   mv->reason);
-        diag_note(b->sink, b->s->inst->partition->decl->name.span,
-                  "the layouts come from partition '%s'; `primec explain` shows both",
-                  b->s->inst->partition->name);
+                   phase_name(ph->kind), mv->reason);
+        if (inst && inst->partition)
+            diag_note(b->sink, inst->use_span,
+                      "the layouts come from partition '%s' applied here; `primec explain` shows both",
+                      inst->partition->name);
         b->failed = 1;
     }
 }
 
-/* Runs one phase with its boundaries; returns the bytes redistributed. */
+/* Does any storage tensor of the same value hold tiles? Returns it. */
+static int value_holder(Builder *b, int tensor)
+{
+    const SchedTensor *t = &b->s->tensors[tensor];
+    for (int u = 0; u < b->s->ntensors; ++u) {
+        const SchedTensor *o = &b->s->tensors[u];
+        if (u == tensor || o->model_tensor != t->model_tensor || o->is_grad != t->is_grad)
+            continue;
+        for (int d = 0; d < b->ndev; ++d)
+            if (store_of(b, u, d)->count)
+                return u;
+    }
+    return -1;
+}
+
+static int holds_any(Builder *b, int tensor)
+{
+    for (int d = 0; d < b->ndev; ++d)
+        if (store_of(b, tensor, d)->count)
+            return 1;
+    return 0;
+}
+
+static int add_box(Builder *b, PhaseSched *ph, const PrimeBox *box)
+{
+    if (b->dry)
+        return 0;
+    for (int i = 0; i < ph->nboxes; ++i)
+        if (memcmp(&ph->boxes[i], box, sizeof *box) == 0)
+            return i;
+    if (ph->nboxes == ph->box_cap) {
+        int cap = ph->box_cap ? ph->box_cap * 2 : 8;
+        PrimeBox *nb = ARENA_ARRAY(b->arena, PrimeBox, cap);
+        if (ph->nboxes)
+            memcpy(nb, ph->boxes, sizeof(PrimeBox) * (size_t)ph->nboxes);
+        ph->boxes = nb;
+        ph->box_cap = cap;
+    }
+    ph->boxes[ph->nboxes] = *box;
+    return ph->nboxes++;
+}
+
+/* Builds every tile of `target` (in tensor `to`'s tiling) from the
+ * tiles of `from` (another tiling of the same value): each piece comes
+ * from the device itself when it holds it, else from the nearest
+ * holder, as a box. Returns the bytes moved. */
+static long convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *target,
+                    const char *reason)
+{
+    const SchedTensor *tf = &b->s->tensors[from], *tt = &b->s->tensors[to];
+    ICE_ASSERT(tf->ndims == tt->ndims);
+    int tag = b->next_tag++;
+    long bytes = 0;
+    int n = 0, cap = 16;
+    int *dsts = ARENA_ARRAY(b->arena, int, cap);
+    int *srcs = ARENA_ARRAY(b->arena, int, cap);
+    long *tiles = ARENA_ARRAY(b->arena, long, cap);
+    Layout have = layout_of(b, from);
+    for (int d = 0; d < b->ndev; ++d) {
+        for (int i = 0; i < target->count[d]; ++i) {
+            long tile = target->tiles[d][i];
+            int slot = emit_alloc(b, to, d);
+            long lo[IR_MAX_DIMS], hi[IR_MAX_DIMS];
+            for (int x = 0; x < tt->ndims; ++x) {
+                lo[x] = sched_tile_coord(tt, tile, x) * tt->extent[x];
+                hi[x] = lo[x] + tt->extent[x];
+            }
+            /* Source tiles that overlap. */
+            for (long st = 0; st < tf->ntiles; ++st) {
+                PrimeBox box;
+                memset(&box, 0, sizeof box);
+                box.ndims = tt->ndims;
+                int overlap = 1;
+                for (int x = 0; x < tt->ndims && overlap; ++x) {
+                    long slo = sched_tile_coord(tf, st, x) * tf->extent[x];
+                    long shi = slo + tf->extent[x];
+                    long a = slo > lo[x] ? slo : lo[x], z = shi < hi[x] ? shi : hi[x];
+                    overlap = a < z;
+                    box.ext[x] = z - a;
+                    box.src_tile[x] = tf->extent[x];
+                    box.src_off[x] = a - slo;
+                    box.dst_tile[x] = tt->extent[x];
+                    box.dst_off[x] = a - lo[x];
+                }
+                if (!overlap)
+                    continue;
+                long elems = 1;
+                for (int x = 0; x < tt->ndims; ++x)
+                    elems *= box.ext[x];
+                /* The holder: this device, else the nearest. */
+                int src = -1;
+                long best = -1;
+                for (int c = 0; c < b->ndev; ++c) {
+                    if (store_find(store_of(b, from, c), st) < 0)
+                        continue;
+                    long delta[IR_MAX_AXES];
+                    delta_between(b, d, c, delta);
+                    long dist = c == d ? -1 : axis_distance(&b->s->model->mesh, delta);
+                    if (src < 0 || dist < best) {
+                        src = c;
+                        best = dist;
+                    }
+                }
+                if (src < 0) {
+                    if (!b->dry)
+                        ICE("tile %ld of '%s' is held by no device", st, tf->name);
+                    b->failed = 1;
+                    return 0;
+                }
+                const Store *ss = store_of(b, from, src);
+                int sslot = ss->items[store_find(ss, st)].slot;
+                int bi = add_box(b, ph, &box);
+                if (src == d) {
+                    PrimeAction *a = act(b, d, PRIME_ACT_COPY_BOX);
+                    a->tensor = to;
+                    a->slot = slot;
+                    a->arg = bi;
+                    a->nin = 1;
+                    a->in_tensor[0] = from;
+                    a->in_slot[0] = sslot;
+                } else {
+                    PrimeAction *a = act(b, d, PRIME_ACT_RECV_BOX);
+                    a->tensor = to;
+                    a->slot = slot;
+                    a->peer = src;
+                    a->tag = tag;
+                    a->arg = bi;
+                    a = act(b, src, PRIME_ACT_SEND_BOX);
+                    a->tensor = from;
+                    a->slot = sslot;
+                    a->peer = d;
+                    a->tag = tag;
+                    a->arg = bi;
+                    a->kind = PRIME_BYTES_REDIST;
+                    bytes += elems * (long)sizeof(float);
+                    if (n == cap) {
+                        cap *= 2;
+                        int *nd = ARENA_ARRAY(b->arena, int, cap), *ns = ARENA_ARRAY(b->arena, int, cap);
+                        long *nt = ARENA_ARRAY(b->arena, long, cap);
+                        memcpy(nd, dsts, sizeof(int) * (size_t)n);
+                        memcpy(ns, srcs, sizeof(int) * (size_t)n);
+                        memcpy(nt, tiles, sizeof(long) * (size_t)n);
+                        dsts = nd;
+                        srcs = ns;
+                        tiles = nt;
+                    }
+                    dsts[n] = d;
+                    srcs[n] = src;
+                    tiles[n] = tile;
+                    n++;
+                }
+            }
+            store_add(b, store_of(b, to, d), tile, slot);
+        }
+    }
+    emit_wait_all(b);
+    Move *mv = new_move(b, to, -1, MOVE_CONVERSION, NULL, n, dsts, srcs, tiles);
+    mv->bytes = bytes;
+    mv->reason = reason;
+    mv->from_tensor = from;
+    mv->have = have;
+    mv->need = *target;
+    if (!b->dry)
+        ptrvec_push(b->arena, &ph->boundary, mv);
+    return bytes;
+}
+
+/* Frees every tile of a storage tensor. */
+static void free_all(Builder *b, int tensor)
+{
+    for (int d = 0; d < b->ndev; ++d) {
+        Store *st = store_of(b, tensor, d);
+        while (st->count) {
+            emit_free(b, tensor, d, st->items[st->count - 1].slot);
+            store_remove(st, st->count - 1);
+        }
+    }
+}
+
+/* Brings the phase's inputs into the residency it needs; returns the
+ * bytes moved. */
+static long prepare_inputs(Builder *b, PhaseSched *ph)
+{
+    long bytes = 0;
+    int ins[SCHED_MAX_OPERANDS];
+    int nins = phase_inputs(ph, ins);
+    for (int i = 0; i < nins; ++i) {
+        int tensor = ins[i];
+        const char *who = b->inst ? b->inst->name : "?";
+        if (!holds_any(b, tensor)) {
+            int from = value_holder(b, tensor);
+            if (from < 0)
+                ICE("value of '%s' is held nowhere before the %s phase of '%s'",
+                    b->s->tensors[tensor].name, phase_name(ph->kind), who);
+            const char *reason = arena_printf(b->arena, "the %s phase of '%s' tiles '%s' differently from its producer",
+                                              phase_name(ph->kind), who, b->s->tensors[from].name);
+            bytes += convert(b, ph, from, tensor, &b->need[tensor], reason);
+        } else {
+            const char *reason = arena_printf(b->arena, "the %s phase of '%s' needs '%s' in a different layout than it was left in",
+                                              phase_name(ph->kind), who, b->s->tensors[tensor].name);
+            bytes += redistribute(b, ph, tensor, &b->need[tensor], 0, reason);
+        }
+    }
+    return bytes;
+}
+
+/* Runs one phase with its input boundary; returns the bytes moved. */
 static long phase_exec(Builder *b, PhaseSched *ph)
 {
     learn_needs(b, ph);
-    long bytes = 0;
     int nb = ph->boundary.count;
-    for (int i = 0; i < ph->nin; ++i) {
-        int tensor = ph->in[i];
-        const char *reason = arena_printf(b->arena, "%s of '%s' starts from a different layout than %s",
-                                          phase_name(ph->kind), b->s->inst->name,
-                                          ph->kind == PHASE_GRAD && b->s->tensors[tensor].grad_of < 0
-                                              ? "the forward phase stashed"
-                                              : "the previous phase left");
-        bytes += redistribute(b, ph, tensor, &b->need[tensor], 0, reason);
-    }
+    long bytes = prepare_inputs(b, ph);
+    int ins[SCHED_MAX_OPERANDS];
+    int nins = phase_inputs(ph, ins);
     Hidden hidden;
     memset(&hidden, 0, sizeof hidden);
-    for (int i = 0; i < ph->nin; ++i)
-        hide_extras(b, ph->in[i], &b->need[ph->in[i]], &hidden);
-    for (int i = 0; i < ph->nin; ++i)
-        b->track_need[ph->in[i]] = b->dry;
+    for (int i = 0; i < nins; ++i)
+        hide_extras(b, ins[i], &b->need[ins[i]], &hidden);
+    for (int i = 0; i < nins; ++i)
+        b->track_need[ins[i]] = b->dry;
     run_phase(b, ph);
-    for (int i = 0; i < ph->nin; ++i) {
-        b->track_need[ph->in[i]] = 0;
-        unhide(b, ph->in[i], &hidden);
-    }
-    if (b->failed)
-        return bytes;
-    /* Gradients land in their primal's home layout. */
-    const SchedTensor *out = &b->s->tensors[ph->out];
-    if (out->grad_of >= 0 && b->s->home[out->grad_of].ndev) {
-        const char *reason = arena_printf(b->arena, "'%s' must end in the layout of '%s'", out->name,
-                                          b->s->tensors[out->grad_of].name);
-        bytes += redistribute(b, ph, ph->out, &b->s->home[out->grad_of], 1, reason);
+    for (int i = 0; i < nins; ++i) {
+        b->track_need[ins[i]] = 0;
+        unhide(b, ins[i], &hidden);
     }
     strict_check(b, ph, nb);
     return bytes;
 }
 
-/* Tries both sweep orders of a phase on copies of the machine. */
-static void choose_order(Builder *b, PhaseSched *ph)
+/* Moves tensor `tensor` to `target` (same tiling), dropping extra copies. */
+static long land(Builder *b, PhaseSched *ph, int tensor, const Layout *target, const char *reason)
+{
+    int nb = ph->boundary.count;
+    long bytes = redistribute(b, ph, tensor, target, 1, reason);
+    strict_check(b, ph, nb);
+    return bytes;
+}
+
+/* What happens after a backward or gradient phase: the gradient is added
+ * into the value's gradient so far (several consumers), a weight's
+ * gradient lands in the weight's home layout, weights go home. */
+static long phase_epilogue(Builder *b, PhaseSched *ph, int accumulate_into)
+{
+    long bytes = 0;
+    const SchedTensor *out = &b->s->tensors[ph->out.tensor];
+    if (accumulate_into >= 0) {
+        /* out holds this phase's contribution; bring it to the layout of
+         * the gradient so far and add. */
+        int acc = accumulate_into;
+        int same_tiling = memcmp(b->s->tensors[acc].nslices, out->nslices, sizeof out->nslices) == 0;
+        Layout target = layout_of(b, acc);
+        int contrib = ph->out.tensor;
+        if (same_tiling) {
+            bytes += land(b, ph, contrib, &target,
+                          arena_printf(b->arena, "the contributions to '%s' are summed where the first one is", out->name));
+        } else {
+            ICE("gradient contributions in different tilings are not supported");
+        }
+        for (int d = 0; d < b->ndev; ++d) {
+            const Store *sa = store_of(b, acc, d), *sc = store_of(b, contrib, d);
+            for (int i = 0; i < sa->count; ++i) {
+                PrimeAction *a = act(b, d, PRIME_ACT_ADD);
+                a->tensor = acc;
+                a->slot = sa->items[i].slot;
+                a->nin = 1;
+                a->in_tensor[0] = contrib;
+                a->in_slot[0] = sc->items[store_find(sc, sa->items[i].tile)].slot;
+            }
+        }
+        free_all(b, contrib);
+    }
+    return bytes;
+}
+
+static void phase_alloc(Builder *b, PhaseSched *ph, PhaseKind kind, int inst)
+{
+    ph->kind = kind;
+    ph->inst = inst;
+    ph->nactions = ARENA_ARRAY(b->arena, int, b->ndev);
+    ph->action_cap = ARENA_ARRAY(b->arena, int, b->ndev);
+    ph->actions = ARENA_ARRAY(b->arena, PrimeAction *, b->ndev);
+}
+
+/* Tries both sweep orders of a phase on copies of the machine; the one
+ * that moves fewer bytes at the boundaries wins (forward on a tie). */
+static void choose_order(Builder *b, PhaseSched *ph, long (*after)(Builder *, PhaseSched *))
 {
     long best = -1;
     int best_rev = 0;
+    if (b->steps <= 1) {
+        ph->reversed = 0;
+        return;
+    }
     for (int rev = 0; rev < 2; ++rev) {
         Machine saved;
         machine_copy(b, &saved, &b->m);
@@ -1216,11 +1531,8 @@ static void choose_order(Builder *b, PhaseSched *ph)
         b->failed = 0;
         ph->reversed = rev;
         long bytes = phase_exec(b, ph);
-        /* Weights must also be home again after backward. */
-        if (ph->kind == PHASE_BWD)
-            for (int i = 0; i < ph->nin; ++i)
-                if (b->s->tensors[ph->in[i]].is_weight)
-                    bytes += redistribute(b, ph, ph->in[i], &b->s->home[ph->in[i]], 1, "");
+        if (after)
+            bytes += after(b, ph);
         int failed = b->failed;
         machine_copy(b, &b->m, &saved);
         b->dry = was_dry;
@@ -1234,32 +1546,6 @@ static void choose_order(Builder *b, PhaseSched *ph)
     ph->reversed = best_rev;
 }
 
-/* Weights go back to their home layout (after backward, the last phase
- * that reads them) so that the optimizer step and the next forward find
- * them there. */
-static void weights_home(Builder *b, PhaseSched *ph)
-{
-    for (int i = 0; i < b->s->inst->op->ninputs; ++i) {
-        if (!b->s->tensors[i].is_weight)
-            continue;
-        b->ph = ph;
-        int nb = ph->boundary.count;
-        redistribute(b, ph, i, &b->s->home[i], 1,
-                     arena_printf(b->arena, "'%s' must be back in its home layout for the optimizer step",
-                                  b->s->tensors[i].name));
-        strict_check(b, ph, nb);
-    }
-}
-
-static void phase_setup(Builder *b, PhaseSched *ph, PhaseKind kind)
-{
-    ph->kind = kind;
-    ph->present = 1;
-    ph->nactions = ARENA_ARRAY(b->arena, int, b->ndev);
-    ph->action_cap = ARENA_ARRAY(b->arena, int, b->ndev);
-    ph->actions = ARENA_ARRAY(b->arena, PrimeAction *, b->ndev);
-}
-
 /* ------------------------------------------------------------------ */
 /* Predictions                                                         */
 
@@ -1269,15 +1555,15 @@ static void predict(Schedule *s, Arena *arena)
     for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
         s->pred_bytes[k] = ARENA_ARRAY(arena, long, ndev);
     s->pred_peak = ARENA_ARRAY(arena, long, ndev);
-    for (int p = 0; p < PHASE_COUNT; ++p)
-        s->phase_peak[p] = ARENA_ARRAY(arena, long, ndev);
+    for (int p = 0; p < s->phases.count; ++p) {
+        PhaseSched *ph = s->phases.items[p];
+        ph->peak = ARENA_ARRAY(arena, long, ndev);
+    }
     for (int d = 0; d < ndev; ++d) {
         long cur = 0, peak = 0;
-        for (int p = 0; p < PHASE_COUNT; ++p) {
-            const PhaseSched *ph = &s->phases[p];
-            if (!ph->present)
-                continue;
-            long phase_peak = cur;
+        for (int p = 0; p < s->phases.count; ++p) {
+            PhaseSched *ph = s->phases.items[p];
+            long phase_peak = cur, temps = 0;
             for (int i = 0; i < ph->nactions[d]; ++i) {
                 const PrimeAction *a = &ph->actions[d][i];
                 long tile_bytes =
@@ -1293,6 +1579,22 @@ static void predict(Schedule *s, Arena *arena)
                     break;
                 case PRIME_ACT_SEND:
                     s->pred_bytes[a->kind][d] += tile_bytes;
+                    break;
+                case PRIME_ACT_SEND_BOX:
+                case PRIME_ACT_RECV_BOX: {
+                    const PrimeBox *box = &ph->boxes[a->arg];
+                    long n = 1;
+                    for (int x = 0; x < box->ndims; ++x)
+                        n *= box->ext[x];
+                    cur += n * (long)sizeof(float);
+                    temps += n * (long)sizeof(float);
+                    if (a->op == PRIME_ACT_SEND_BOX)
+                        s->pred_bytes[a->kind][d] += n * (long)sizeof(float);
+                    break;
+                }
+                case PRIME_ACT_WAIT:
+                    cur -= temps;
+                    temps = 0;
                     break;
                 case PRIME_ACT_ALLREDUCE: {
                     const Collective *c = ph->groups.items[a->arg];
@@ -1313,7 +1615,7 @@ static void predict(Schedule *s, Arena *arena)
                 if (cur > phase_peak)
                     phase_peak = cur;
             }
-            s->phase_peak[p][d] = phase_peak;
+            ph->peak[d] = phase_peak;
             if (phase_peak > peak)
                 peak = phase_peak;
         }
@@ -1324,149 +1626,325 @@ static void predict(Schedule *s, Arena *arena)
 /* ------------------------------------------------------------------ */
 /* Driver                                                              */
 
-static void tensor_setup(Schedule *s, int id, const char *name, const OpTensor *ot, int grad_of,
-                         int is_weight)
+/* The storage tensor of a model tensor (or its gradient) in the tiling
+ * instance `inst` gives operator tensor `ot`. */
+static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor *ot, int fresh)
 {
-    SchedTensor *t = &s->tensors[id];
-    t->name = name;
-    t->ndims = ot->ndims;
-    t->grad_of = grad_of;
-    t->is_weight = is_weight;
-    t->tile_elems = 1;
-    t->ntiles = 1;
-    for (int x = 0; x < ot->ndims; ++x) {
-        t->dims[x] = ot->dims[x];
-        t->nslices[x] = s->slices.nslices[ot->dims[x]];
-        t->extent[x] = s->slices.extent[ot->dims[x]];
-        t->tile_elems *= t->extent[x];
-        t->ntiles *= t->nslices[x];
+    Schedule *s = b->s;
+    const ModelTensor *t = &s->model->tensors[mt];
+    const SliceTable *st = &s->slices[inst];
+    const Op *op = s->model->instances[inst].op;
+    long nslices[IR_MAX_DIMS] = {0};
+    for (int x = 0; x < ot->ndims; ++x)
+        nslices[x] = st->nslices[ot->dims[x]];
+    int copies = 0;
+    for (int u = 0; u < s->ntensors; ++u) {
+        SchedTensor *o = &s->tensors[u];
+        if (o->model_tensor != mt || o->is_grad != is_grad)
+            continue;
+        copies++;
+        if (!fresh && memcmp(o->nslices, nslices, sizeof nslices) == 0)
+            return u;
+    }
+    if (s->ntensors == SCHED_MAX_TENSORS) {
+        diag_error(b->sink, s->model->decl->name.span,
+                   "model '%s' needs more than %d stored tensors (tensors in each tiling, gradients included)",
+                   s->model->name, SCHED_MAX_TENSORS);
+        b->failed = 1;
+        return -1;
+    }
+    int id = s->ntensors++;
+    SchedTensor *o = &s->tensors[id];
+    memset(o, 0, sizeof *o);
+    o->name = arena_printf(b->arena, "%s%s%s", is_grad ? "d" : "", t->name,
+                           copies ? arena_printf(b->arena, "_%d", copies + 1) : "");
+    o->model_tensor = mt;
+    o->is_grad = is_grad;
+    o->ndims = t->ndims;
+    o->is_weight = t->role == TENSOR_WEIGHT;
+    o->fill_phase = -1;
+    o->tile_elems = 1;
+    o->ntiles = 1;
+    for (int x = 0; x < t->ndims; ++x) {
+        o->shape[x] = t->sizes[x];
+        o->nslices[x] = nslices[x];
+        o->extent[x] = t->sizes[x] / nslices[x];
+        o->tile_elems *= o->extent[x];
+        o->ntiles *= nslices[x];
+        o->dimnames[x] = op->dims[ot->dims[x]];
+    }
+    return id;
+}
+
+/* Adds every tensor named in e (an op tensor or dY) as an operand. */
+static void collect_operands(Builder *b, PhaseSched *ph, const Expr *e, const Instance *inst,
+                             int dy_tensor, Sym dy_name)
+{
+    if (!e)
+        return;
+    if (e->kind == EXPR_INDEX || e->kind == EXPR_NAME) {
+        for (int i = 0; i < ph->nin; ++i)
+            if (ph->in[i].name == e->name)
+                return;
+        Operand *o = &ph->in[ph->nin];
+        const OpTensor *ot = NULL;
+        int tensor = -1;
+        if (e->name == dy_name) {
+            ot = &inst->op->output;
+            tensor = dy_tensor;
+        } else {
+            for (int i = 0; i < inst->op->ninputs; ++i) {
+                if (inst->op->inputs[i].name == e->name) {
+                    ot = &inst->op->inputs[i];
+                    tensor = storage_for(b, inst->args[i], 0, (int)(inst - b->s->model->instances), ot, 0);
+                }
+            }
+            if (!ot)
+                ICE("tensor '%s' in the body of '%s' is not an input", e->name, inst->op->name);
+        }
+        if (ph->nin == SCHED_MAX_OPERANDS)
+            ICE("too many operands");
+        o->tensor = tensor;
+        o->name = e->name;
+        o->ndims = ot->ndims;
+        memcpy(o->opdims, ot->dims, sizeof(int) * (size_t)ot->ndims);
+        ph->nin++;
+        return;
+    }
+    collect_operands(b, ph, e->lhs, inst, dy_tensor, dy_name);
+    collect_operands(b, ph, e->rhs, inst, dy_tensor, dy_name);
+    for (int i = 0; i < e->args.count; ++i)
+        if (e->kind == EXPR_CALL || e->kind == EXPR_RADIX)
+            collect_operands(b, ph, e->args.items[i], inst, dy_tensor, dy_name);
+}
+
+static const Expr *body_value(const Op *op)
+{
+    const Stmt *st = op->decl->body.items[0];
+    return st->value;
+}
+
+static PhaseSched *new_phase(Builder *b, PhaseKind kind, int inst)
+{
+    PhaseSched *ph = ARENA_NEW(b->arena, PhaseSched);
+    phase_alloc(b, ph, kind, inst);
+    ptrvec_push(b->arena, &b->s->phases, ph);
+    return ph;
+}
+
+/* A value's uses after phase index p (any tiling). */
+static int used_after(Builder *b, int tensor, int p)
+{
+    const SchedTensor *t = &b->s->tensors[tensor];
+    for (int q = p + 1; q < b->s->phases.count; ++q) {
+        const PhaseSched *ph = b->s->phases.items[q];
+        for (int i = 0; i < ph->nin; ++i) {
+            const SchedTensor *u = &b->s->tensors[ph->in[i].tensor];
+            if (u->model_tensor == t->model_tensor && u->is_grad == t->is_grad)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* After phase p: frees storage tensors no later phase reads, unless they
+ * are results to check or weights. */
+static void free_dead(Builder *b, int p)
+{
+    PhaseSched *ph = b->s->phases.items[p];
+    for (int t = 0; t < b->s->ntensors; ++t) {
+        const SchedTensor *ts = &b->s->tensors[t];
+        if (ts->check || (ts->is_weight && !ts->is_grad) || !holds_any(b, t))
+            continue;
+        if (used_after(b, t, p)) {
+            /* Keep it while it is the only tiling holding the value, or
+             * a later phase reads this very storage. */
+            int direct = 0;
+            for (int q = p + 1; q < b->s->phases.count && !direct; ++q) {
+                const PhaseSched *qh = b->s->phases.items[q];
+                for (int i = 0; i < qh->nin; ++i)
+                    direct |= qh->in[i].tensor == t;
+            }
+            if (direct || value_holder(b, t) < 0)
+                continue;
+        }
+        b->ph = ph;
+        free_all(b, t);
     }
 }
 
-Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model, const Instance *inst)
+Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
 {
     Schedule *s = ARENA_NEW(arena, Schedule);
     s->model = model;
-    s->inst = inst;
-    if (!partition_eval(arena, sink, model, inst, &s->slices))
-        return NULL;
-    const Op *op = inst->op;
-    int nact = 0, nweight = 0, act_in = -1, weight_in = -1;
-    for (int i = 0; i < op->ninputs; ++i) {
-        const ModelTensor *mt = &model->tensors[inst->args[i]];
-        int is_weight = mt->role == TENSOR_WEIGHT;
-        tensor_setup(s, i, mt->name, &op->inputs[i], -1, is_weight);
-        if (is_weight) {
-            nweight++;
-            weight_in = i;
-        } else {
-            nact++;
-            act_in = i;
-        }
-    }
-    if (nact > 1 || nweight > 1) {
-        diag_error(sink, inst->span,
-                   "'%s' has %d activation and %d weight inputs; this version lowers operators with at most one of each",
-                   inst->name, nact, nweight);
-        return NULL;
-    }
-    s->t_out = op->ninputs;
-    tensor_setup(s, s->t_out, inst->name, &op->output, -1, 0);
-    s->t_dout = s->t_out + 1;
-    tensor_setup(s, s->t_dout, arena_printf(arena, "d%s", inst->name), &op->output, s->t_out, 0);
-    s->ntensors = s->t_dout + 1;
-    for (int i = 0; i < op->ninputs; ++i) {
-        s->t_grad[i] = s->ntensors++;
-        tensor_setup(s, s->t_grad[i], arena_printf(arena, "d%s", s->tensors[i].name),
-                     &op->inputs[i], i, s->tensors[i].is_weight);
-    }
+    s->slices = ARENA_ARRAY(arena, SliceTable, model->ninstances);
+    for (int i = 0; i < model->ninstances; ++i)
+        if (!partition_eval(arena, sink, model, &model->instances[i], &s->slices[i]))
+            return NULL;
 
     Builder bb, *b = &bb;
     memset(b, 0, sizeof bb);
     b->arena = arena;
     b->sink = sink;
     b->s = s;
-    b->st = &s->slices;
     b->ndev = model->mesh.ndev;
-    b->steps = inst->steps;
-    machine_init(b);
+    b->st = &s->slices[0];
+    b->steps = 1;
 
-    /* Forward: Y = X W. Its required residency is the inputs' home. */
-    PhaseSched *fwd = &s->phases[PHASE_FWD];
-    phase_setup(b, fwd, PHASE_FWD);
-    fwd->out = s->t_out;
-    fwd->nin = op->ninputs;
-    for (int i = 0; i < op->ninputs; ++i)
-        fwd->in[i] = i;
-    learn_needs(b, fwd);
-    PhaseSched *init = &s->phases[PHASE_INIT];
-    phase_setup(b, init, PHASE_INIT);
-    b->ph = init;
-    for (int i = 0; i < op->ninputs; ++i) {
-        for (int d = 0; d < b->ndev; ++d)
-            for (int x = 0; x < b->need[i].count[d]; ++x)
-                store_add(b, store_of(b, i, d), b->need[i].tiles[d][x], emit_alloc(b, i, d));
-        s->home[i] = layout_of(b, i);
+    /* Which model tensors are consumed, and by how many instances. */
+    int *consumers = ARENA_ARRAY(arena, int, model->ntensors);
+    for (int i = 0; i < model->ninstances; ++i)
+        for (int a = 0; a < model->instances[i].op->ninputs; ++a)
+            consumers[model->instances[i].args[a]]++;
+
+    /* The phase list: forward in order, dY of the outputs, then backward
+     * and gradient of every input of every instance in reverse order. */
+    PhaseSched *init = new_phase(b, PHASE_INIT, -1);
+    for (int i = 0; i < model->ninstances; ++i) {
+        const Instance *inst = &model->instances[i];
+        PhaseSched *ph = new_phase(b, PHASE_FWD, i);
+        ph->expr = body_value(inst->op);
+        ph->out.tensor = storage_for(b, inst->result, 0, i, &inst->op->output, 0);
+        ph->out.name = inst->op->output.name;
+        ph->out.ndims = inst->op->output.ndims;
+        memcpy(ph->out.opdims, inst->op->output.dims, sizeof(int) * (size_t)ph->out.ndims);
+        collect_operands(b, ph, ph->expr, inst, -1, NULL);
     }
-    b->ph = fwd;
-    phase_exec(b, fwd);
+    new_phase(b, PHASE_DYIN, -1);
+    int *grad_storage = ARENA_ARRAY(arena, int, model->ntensors);
+    for (int t = 0; t < model->ntensors; ++t)
+        grad_storage[t] = -1;
+    for (int i = model->ninstances - 1; i >= 0; --i) {
+        const Instance *inst = &model->instances[i];
+        Sym dy_name = arena_intern(arena, arena_printf(arena, "d%s", inst->op->output.name),
+                                   strlen(inst->op->output.name) + 1);
+        int dy = storage_for(b, inst->result, 1, i, &inst->op->output, 0);
+        for (int a = 0; a < inst->op->ninputs; ++a) {
+            const ModelTensor *mt = &model->tensors[inst->args[a]];
+            PhaseSched *ph = new_phase(b, mt->role == TENSOR_WEIGHT ? PHASE_GRAD : PHASE_BWD, i);
+            ph->wrt = a;
+            Expr *d = ad_derive(arena, sink, body_value(inst->op), inst->op->inputs[a].name);
+            if (!d)
+                return NULL;
+            Ident dyid = {dy_name, inst->op->output.span};
+            PtrVec dims = {0};
+            Expr *dyref = ast_new_index(arena, inst->op->output.span, dyid, dims);
+            ph->expr = ast_new_binary(arena, inst->op->output.span, '*', dyref, d);
+            /* A second contribution to a gradient gets its own storage. */
+            int first = grad_storage[inst->args[a]] < 0;
+            ph->out.tensor = storage_for(b, inst->args[a], 1, i, &inst->op->inputs[a], !first);
+            if (first)
+                grad_storage[inst->args[a]] = ph->out.tensor;
+            ph->out.name = arena_intern(arena, arena_printf(arena, "d%s", inst->op->inputs[a].name),
+                                        strlen(inst->op->inputs[a].name) + 1);
+            ph->out.ndims = inst->op->inputs[a].ndims;
+            memcpy(ph->out.opdims, inst->op->inputs[a].dims, sizeof(int) * (size_t)ph->out.ndims);
+            collect_operands(b, ph, ph->expr, inst, dy, dy_name);
+        }
+    }
     if (b->failed)
         return NULL;
+    /* Results to check: the outputs, and the gradients of inputs and weights. */
+    for (int t = 0; t < s->ntensors; ++t) {
+        SchedTensor *ts = &s->tensors[t];
+        const ModelTensor *mt = &model->tensors[ts->model_tensor];
+        if (!ts->is_grad && mt->role == TENSOR_ACTIVATION && consumers[ts->model_tensor] == 0)
+            ts->check = 1;
+        if (ts->is_grad && mt->role != TENSOR_ACTIVATION && grad_storage[ts->model_tensor] == t)
+            ts->check = 1;
+    }
+    machine_init(b);
 
-    /* dY arrives in the layout Y was produced in. */
-    PhaseSched *dyin = &s->phases[PHASE_DYIN];
-    phase_setup(b, dyin, PHASE_DYIN);
-    b->ph = dyin;
-    Layout ylayout = layout_of(b, s->t_out);
-    for (int d = 0; d < b->ndev; ++d)
-        for (int x = 0; x < ylayout.count[d]; ++x)
-            store_add(b, store_of(b, s->t_dout, d), ylayout.tiles[d][x],
-                      emit_alloc(b, s->t_dout, d));
-    s->home[s->t_dout] = layout_of(b, s->t_dout);
-
-    /* Backward: d(act) = dY * others; gradient: d(weight) = others * dY. */
-    for (int k = 0; k < 2; ++k) {
-        int target = k == 0 ? act_in : weight_in;
-        if (target < 0)
+    /* Init: inputs and weights where their first reader needs them. */
+    for (int t = 0; t < model->ntensors; ++t) {
+        if (model->tensors[t].role == TENSOR_ACTIVATION)
             continue;
-        PhaseSched *ph = &s->phases[k == 0 ? PHASE_BWD : PHASE_GRAD];
-        phase_setup(b, ph, k == 0 ? PHASE_BWD : PHASE_GRAD);
-        ph->out = s->t_grad[target];
-        ph->nin = 0;
-        for (int i = 0; i < op->ninputs; ++i)
-            ph->in[ph->nin++] = i == target ? s->t_dout : i;
-        b->ph = ph;
-        choose_order(b, ph);
-        b->ph = ph;
+        for (int p = 0; p < s->phases.count; ++p) {
+            PhaseSched *ph = s->phases.items[p];
+            int found = -1;
+            for (int i = 0; i < ph->nin && found < 0; ++i)
+                if (s->tensors[ph->in[i].tensor].model_tensor == t && !s->tensors[ph->in[i].tensor].is_grad)
+                    found = ph->in[i].tensor;
+            if (found < 0)
+                continue;
+            enter_phase(b, ph);
+            learn_needs(b, ph);
+            b->ph = init;
+            for (int d = 0; d < b->ndev; ++d)
+                for (int x = 0; x < b->need[found].count[d]; ++x)
+                    store_add(b, store_of(b, found, d), b->need[found].tiles[d][x],
+                              emit_alloc(b, found, d));
+            s->home[found] = layout_of(b, found);
+            s->tensors[found].fill_phase = 0;
+            break;
+        }
+    }
+
+    for (int p = 1; p < s->phases.count; ++p) {
+        PhaseSched *ph = s->phases.items[p];
+        if (ph->kind == PHASE_DYIN) {
+            /* dY of every output arrives in the layout the output has. */
+            b->ph = ph;
+            for (int t = 0; t < s->ntensors; ++t) {
+                const SchedTensor *ts = &s->tensors[t];
+                if (!ts->check || ts->is_grad)
+                    continue;
+                for (int u = 0; u < s->ntensors; ++u) {
+                    SchedTensor *g = &s->tensors[u];
+                    if (g->model_tensor != ts->model_tensor || !g->is_grad ||
+                        memcmp(g->nslices, ts->nslices, sizeof g->nslices) != 0)
+                        continue;
+                    Layout yl = layout_of(b, t);
+                    for (int d = 0; d < b->ndev; ++d)
+                        for (int x = 0; x < yl.count[d]; ++x)
+                            store_add(b, store_of(b, u, d), yl.tiles[d][x], emit_alloc(b, u, d));
+                    s->home[u] = layout_of(b, u);
+                    g->fill_phase = p;
+                    break;
+                }
+            }
+            free_dead(b, p);
+            continue;
+        }
+        enter_phase(b, ph);
+        if (ph->kind != PHASE_FWD)
+            choose_order(b, ph, NULL);
+        enter_phase(b, ph);
         phase_exec(b, ph);
         if (b->failed)
             return NULL;
-        if (k == 0)
-            weights_home(b, ph);
-    }
-    if (act_in < 0)
-        weights_home(b, fwd);
-    PhaseSched *last = s->phases[PHASE_GRAD].present ? &s->phases[PHASE_GRAD]
-                       : s->phases[PHASE_BWD].present ? &s->phases[PHASE_BWD]
-                                                      : fwd;
-    b->ph = last;
-    for (int i = 0; i < op->ninputs; ++i) {
-        if (s->tensors[i].is_weight)
-            continue;
-        for (int d = 0; d < b->ndev; ++d) {
-            Store *st = store_of(b, i, d);
-            while (st->count) {
-                emit_free(b, i, d, st->items[st->count - 1].slot);
-                store_remove(st, st->count - 1);
+        /* Gradients: sum with earlier contributions; weights' gradients in
+         * the weights' home layout; weights back home. */
+        if (ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD) {
+            const Instance *inst = &model->instances[ph->inst];
+            int mt = inst->args[ph->wrt];
+            int acc = grad_storage[mt] != ph->out.tensor ? grad_storage[mt] : -1;
+            phase_epilogue(b, ph, acc);
+            if (model->tensors[mt].role == TENSOR_WEIGHT) {
+                int w = storage_for(b, mt, 0, ph->inst, &inst->op->inputs[ph->wrt], 0);
+                if (s->home[w].ndev && acc < 0)
+                    land(b, ph, ph->out.tensor, &s->home[w],
+                         arena_printf(arena, "'%s' must end in the layout of '%s' for a local optimizer step",
+                                      s->tensors[ph->out.tensor].name, s->tensors[w].name));
+            }
+            /* After the last phase of this instance, its weights go home. */
+            int last_of_inst = p + 1 == s->phases.count ||
+                               ((PhaseSched *)s->phases.items[p + 1])->inst != ph->inst;
+            if (last_of_inst) {
+                for (int a = 0; a < inst->op->ninputs; ++a) {
+                    if (model->tensors[inst->args[a]].role != TENSOR_WEIGHT)
+                        continue;
+                    int w = storage_for(b, inst->args[a], 0, ph->inst, &inst->op->inputs[a], 0);
+                    if (s->home[w].ndev)
+                        land(b, ph, w, &s->home[w],
+                             arena_printf(arena, "'%s' must be back in its home layout for the optimizer step",
+                                          s->tensors[w].name));
+                }
             }
         }
-    }
-    for (int d = 0; d < b->ndev; ++d) {
-        Store *st = store_of(b, s->t_dout, d);
-        while (st->count) {
-            emit_free(b, s->t_dout, d, st->items[st->count - 1].slot);
-            store_remove(st, st->count - 1);
-        }
+        if (b->failed)
+            return NULL;
+        free_dead(b, p);
     }
     if (b->failed)
         return NULL;

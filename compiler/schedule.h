@@ -1,6 +1,6 @@
 /*
- * schedule.h — lower one partitioned operator instance into the three
- * training phases, per device and per step.
+ * schedule.h — lower a model's partitioned operator instances into the
+ * three training phases, per device and per step.
  *
  * From the forward einsum Y = sum X * W the pass derives, per input, its
  * gradient einsum (backward: activation inputs; gradient: weights). All
@@ -33,22 +33,30 @@
 #include "partition.h"
 #include "prime_sched.h"
 
-typedef enum PhaseKind { PHASE_INIT, PHASE_FWD, PHASE_DYIN, PHASE_BWD, PHASE_GRAD, PHASE_COUNT } PhaseKind;
+typedef enum PhaseKind { PHASE_INIT, PHASE_FWD, PHASE_DYIN, PHASE_BWD, PHASE_GRAD, PHASE_KIND_COUNT } PhaseKind;
 const char *phase_name(PhaseKind kind);
 
-#define SCHED_MAX_TENSORS (2 * (IR_MAX_INPUTS + 1))
+#define SCHED_MAX_TENSORS PRIME_MAX_TENSORS
+#define SCHED_MAX_OPERANDS (IR_MAX_INPUTS + 2)
 
+/* A storage tensor: one model tensor (or its gradient) in one tiling.
+ * A tensor that two instances tile differently has two storage tensors;
+ * the schedule converts between them where needed. */
 typedef struct SchedTensor {
-    const char *name; /* "x", "w", "y"; gradients "dx", "dw", "dy" */
+    const char *name;  /* "x", "dw"; "y.1" for a second tiling of y */
+    int model_tensor;  /* index into Model.tensors */
+    int is_grad;
     int ndims;
-    int dims[IR_MAX_DIMS]; /* operator dimension indices */
+    long shape[IR_MAX_DIMS];
     long nslices[IR_MAX_DIMS];
     long extent[IR_MAX_DIMS];
     long tile_elems;
     long ntiles;
-    int grad_of;   /* primal tensor id for gradients, else -1 */
-    int is_weight; /* a weight or the gradient of one */
-    int max_slots; /* slots any device uses at once, over the whole run */
+    int is_weight;     /* a weight or the gradient of one */
+    int max_slots;     /* slots any device uses at once, over the whole run */
+    int fill_phase;    /* index of the phase after which the driver fills it, or -1 */
+    int check;         /* compared with the dense reference at the end */
+    Sym dimnames[IR_MAX_DIMS]; /* operator dimension names, for reports */
 } SchedTensor;
 
 /* Which tiles of a tensor every device holds. */
@@ -59,7 +67,7 @@ typedef struct Layout {
     int **slots;  /* per device, the slot holding each tile */
 } Layout;
 
-typedef enum MoveKind { MOVE_SHIFT, MOVE_PERMUTATION, MOVE_EXCHANGE, MOVE_KIND_COUNT } MoveKind;
+typedef enum MoveKind { MOVE_SHIFT, MOVE_PERMUTATION, MOVE_EXCHANGE, MOVE_CONVERSION, MOVE_KIND_COUNT } MoveKind;
 const char *move_kind_name(MoveKind kind);
 
 typedef struct Transfer {
@@ -77,6 +85,7 @@ typedef struct Move {
     Transfer *transfers;
     long bytes;     /* over all devices */
     const char *reason; /* boundaries: why the layouts differ */
+    int from_tensor;    /* MOVE_CONVERSION: the storage tensor converted from */
     Layout have, need;  /* boundaries: both layouts */
 } Move;
 
@@ -89,58 +98,65 @@ typedef struct Collective {
     long bytes; /* over all members */
 } Collective;
 
+/* One operand of a phase: a storage tensor and, per dimension of it, the
+ * operator dimension it is indexed by. */
+typedef struct Operand {
+    int tensor;
+    Sym name; /* the name the phase's expression uses for it */
+    int ndims;
+    int opdims[IR_MAX_DIMS];
+} Operand;
+
 typedef struct PhaseSched {
     PhaseKind kind;
-    int present;
+    int inst;       /* instance index; -1 for init and dy-in */
+    int wrt;        /* backward/gradient: the operator input differentiated */
     int reversed;
-    int out;
+    Operand out;
     int nin;
-    int in[IR_MAX_INPUTS];
+    Operand in[SCHED_MAX_OPERANDS];
+    const Expr *expr; /* out[...] += expr over the instance's dimensions */
     long replication; /* how many complete copies of each output tile */
     PtrVec moves;       /* Move*: between steps */
     PtrVec boundary;    /* Move*: redistributions at the start/end */
     PtrVec collectives; /* Collective* */
-    long nlocal_acc;    /* tiles that only accumulated locally */
+    long nlocal_acc;    /* accumulators started */
     long ntravel_acc;   /* accumulator moves */
     /* Per rank action lists. */
     int *nactions;
     PrimeAction **actions;
     int *action_cap;
-    int ngroups;
     PtrVec groups; /* Collective* in group index order */
+    int nboxes;
+    PrimeBox *boxes;
+    int box_cap;
+    long *peak;    /* predicted per rank, over this phase */
 } PhaseSched;
-
-typedef struct Prediction {
-    long bytes[PRIME_BYTES_KIND_COUNT]; /* per rank, filled per device below */
-} Prediction;
 
 typedef struct Schedule {
     const Model *model;
-    const Instance *inst;
-    SliceTable slices;
+    SliceTable *slices; /* per instance */
     int ntensors;
     SchedTensor tensors[SCHED_MAX_TENSORS];
-    int t_out;               /* forward output */
-    int t_dout;              /* its gradient (input of backward) */
-    int t_grad[IR_MAX_INPUTS]; /* gradient tensor of input i */
-    PhaseSched phases[PHASE_COUNT];
-    /* Layouts the check harness uses: inputs at start, dY as handed in,
-     * results at the end. */
-    Layout home[SCHED_MAX_TENSORS];  /* inputs and weights at init; dY at dyin */
-    Layout final[SCHED_MAX_TENSORS]; /* after the last phase */
+    PtrVec phases; /* PhaseSched*, in execution order */
+    Layout home[SCHED_MAX_TENSORS];  /* where the driver fills a tensor */
+    Layout final[SCHED_MAX_TENSORS]; /* where a checked tensor ends */
     /* Predictions, per rank. */
     long *pred_bytes[PRIME_BYTES_KIND_COUNT];
     long *pred_peak;
-    long *phase_peak[PHASE_COUNT];
 } Schedule;
 
-/* Builds the schedule of one instance. Returns NULL after reporting
+/* Builds the schedule of a model. Returns NULL after reporting
  * diagnostics. */
-Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model, const Instance *inst);
+Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model);
 
-/* Slice index of tensor tensor_id's dimension x in a tile id. */
+/* Slice index of a tensor's dimension x in a tile id. */
 long sched_tile_coord(const SchedTensor *t, long tile, int x);
-/* A tile id written as e.g. "(m=1, k=0)". */
+/* A tile id written as e.g. "(m=1, k=0)" (with the op dims of operand). */
 const char *sched_tile_name(Arena *arena, const Schedule *s, int tensor, long tile);
+/* The tile of an operand at a device and operator step. */
+long sched_operand_tile(const Schedule *s, const PhaseSched *ph, const Operand *o, int dev, long t);
+/* The operator step a phase runs at its step `step`. */
+long sched_op_step(const Schedule *s, const PhaseSched *ph, long step);
 
 #endif

@@ -1,25 +1,37 @@
 /*
  * prime_program.c — the driver of an emitted program (see
- * prime_program.h): options, inputs, the run on thread-devices, the
- * check against the dense reference, and the counter report.
+ * prime_program.h): options, inputs, the run on the devices, the check
+ * against the dense reference, and the counter report.
+ *
+ * The driver is the same for both runtime backends. Every process fills
+ * the whole inputs and computes the reference (they are deterministic),
+ * but with MPI a process runs only its own device, so whatever the
+ * devices write for the report lives in arrays laid out per rank (status,
+ * err, seen) that prime_world_share completes on every process. Every
+ * process then reaches the same verdict; only the root prints it and
+ * writes the --json and --trace files, and the exit code is agreed on,
+ * so every process exits with the same one.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "prime_program.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct Run {
     const PrimeProgram *prog;
-    float **whole;       /* per tensor: the whole array (inputs filled) */
-    float **ref;         /* per tensor: the dense reference (with check) */
+    float **whole;       /* per value: the whole array (inputs filled) */
+    float **ref;         /* per value: the dense reference (with check) */
     int check;
     PrimeStore *stores;  /* per rank */
     PrimeStatus *status; /* per rank */
     double *err;         /* [rank * ntensors + tensor]: worst relative error */
-    unsigned char **seen; /* [rank * ntensors + tensor]: tiles held at the end */
+    unsigned char *seen; /* [rank * seen_stride + seen_off[tensor] + tile]: held at the end */
+    size_t seen_stride;  /* bytes per rank: the tile counts of all tensors */
+    size_t *seen_off;    /* per tensor: its first tile in a rank's block */
 } Run;
 
 static long elems_of(const long *shape, int ndims)
@@ -49,7 +61,7 @@ static void fill_tiles(PrimeDev *dev, const Run *run, int tensor)
         long off[PRIME_MAX_DIMS];
         tile_offset(t, t->fill_layout.tiles[rank][i], off);
         float *slot = st->slots[tensor][t->fill_layout.slots[rank][i]];
-        prime_copy_box(t->ndims, t->tile, run->whole[tensor], t->shape, off, slot, t->tile, zero);
+        prime_copy_box(t->ndims, t->tile, run->whole[t->value], t->shape, off, slot, t->tile, zero);
     }
 }
 
@@ -73,6 +85,14 @@ static void rank_main(PrimeDev *dev, void *arg)
     run->status[rank] = st;
 }
 
+static void stores_release(Run *run)
+{
+    /* Stores of devices that ran are empty already; with MPI the others
+     * never held a tile, so no device is needed to count their release. */
+    for (int r = 0; r < run->prog->ndev; ++r)
+        prime_store_release(NULL, &run->stores[r]);
+}
+
 static int stores_init(Run *run)
 {
     const PrimeProgram *prog = run->prog;
@@ -83,9 +103,47 @@ static int stores_init(Run *run)
         max_slots[t] = prog->tensors[t].max_slots;
     }
     for (int r = 0; r < prog->ndev; ++r)
-        if (prime_store_init(&run->stores[r], prog->ntensors, tile_elems, max_slots) != PRIME_OK)
+        if (prime_store_init(&run->stores[r], prog->ntensors, tile_elems, max_slots) != PRIME_OK) {
+            /* A failed init frees its own arrays; forget them. */
+            memset(&run->stores[r], 0, sizeof run->stores[r]);
             return 0;
+        }
     return 1;
+}
+
+/* The largest of every process's `value` (with threads: `value`). Each
+ * block of the shared array starts as this process's value, and the share
+ * keeps the block of this process's rank, whichever that is. A failed
+ * share counts as `fail`. */
+static int agree_max(PrimeWorld *world, int ndev, int value, int fail)
+{
+    int *all = malloc(sizeof(int) * (size_t)ndev);
+    if (!all)
+        return value > fail ? value : fail;
+    for (int r = 0; r < ndev; ++r)
+        all[r] = value;
+    if (prime_world_share(world, all, sizeof(int)) != PRIME_OK)
+        all[0] = value > fail ? value : fail;
+    int most = all[0];
+    for (int r = 1; r < ndev; ++r)
+        if (all[r] > most)
+            most = all[r];
+    free(all);
+    return most;
+}
+
+/* printf on the root only (`out` is NULL elsewhere). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void say(FILE *out, const char *fmt, ...)
+{
+    if (!out)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(out, fmt, ap);
+    va_end(ap);
 }
 
 static long ntiles_of(const PrimeTensorDesc *t)
@@ -109,11 +167,12 @@ static void check_rank(PrimeDev *dev, Run *run)
         long tile_n = elems_of(t->tile, t->ndims);
         long n = elems_of(t->shape, t->ndims);
         double scale = 1e-30, worst = 0;
+        const float *ref = run->ref[t->value];
         for (long i = 0; i < n; ++i)
-            if (fabs(run->ref[tensor][i]) > scale)
-                scale = fabs(run->ref[tensor][i]);
+            if (fabs(ref[i]) > scale)
+                scale = fabs(ref[i]);
         float *want = malloc(sizeof(float) * (size_t)tile_n);
-        unsigned char *seen = run->seen[rank * prog->ntensors + tensor];
+        unsigned char *seen = run->seen + (size_t)rank * run->seen_stride + run->seen_off[tensor];
         if (!want) {
             run->err[rank * prog->ntensors + tensor] = INFINITY;
             continue;
@@ -126,7 +185,7 @@ static void check_rank(PrimeDev *dev, Run *run)
             if (!slot)
                 continue;
             seen[id] = 1;
-            prime_copy_box(t->ndims, t->tile, run->ref[tensor], t->shape, off, want, t->tile, zero);
+            prime_copy_box(t->ndims, t->tile, ref, t->shape, off, want, t->tile, zero);
             for (long e = 0; e < tile_n; ++e) {
                 double d = fabs((double)slot[e] - (double)want[e]) / scale;
                 if (isnan(d))
@@ -177,49 +236,53 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
     Run run;
     memset(&run, 0, sizeof run);
     run.prog = prog;
-    run.whole = calloc((size_t)prog->ntensors, sizeof(float *));
-    float **ref = calloc((size_t)prog->ntensors, sizeof(float *));
+    run.whole = calloc((size_t)prog->nvalues, sizeof(float *));
+    float **ref = calloc((size_t)prog->nvalues, sizeof(float *));
     run.ref = ref;
     run.stores = calloc((size_t)prog->ndev, sizeof(PrimeStore));
     run.status = calloc((size_t)prog->ndev, sizeof(PrimeStatus));
     size_t nrt = (size_t)prog->ndev * (size_t)prog->ntensors;
     run.err = calloc(nrt, sizeof(double));
-    run.seen = calloc(nrt, sizeof(unsigned char *));
+    run.seen_off = calloc((size_t)prog->ntensors + 1, sizeof(size_t));
     int rc = 0;
-    if (!run.whole || !ref || !run.stores || !run.status || !run.err || !run.seen) {
+    if (!run.whole || !ref || !run.stores || !run.status || !run.err || !run.seen_off) {
         fprintf(stderr, "%s: out of memory\n", prog->name);
         return 3;
     }
-    for (int t = 0; t < prog->ntensors; ++t) {
-        const PrimeTensorDesc *d = &prog->tensors[t];
-        size_t n = (size_t)elems_of(d->shape, d->ndims);
-        run.whole[t] = calloc(n, sizeof(float));
-        ref[t] = calloc(n, sizeof(float));
-        if (!run.whole[t] || !ref[t]) {
+    for (int v = 0; v < prog->nvalues; ++v) {
+        size_t n = (size_t)prog->value_elems[v];
+        run.whole[v] = calloc(n ? n : 1, sizeof(float));
+        ref[v] = calloc(n ? n : 1, sizeof(float));
+        if (!run.whole[v] || !ref[v]) {
             fprintf(stderr, "%s: out of memory\n", prog->name);
             return 3;
         }
-        if (d->fill_after >= 0) {
-            prime_fill_random(run.whole[t], n, seed * 1000003ull + (unsigned long long)t);
-            memcpy(ref[t], run.whole[t], n * sizeof(float));
+        int filled = 0;
+        for (int t = 0; t < prog->ntensors; ++t)
+            filled |= prog->tensors[t].value == v && prog->tensors[t].fill_after >= 0;
+        if (filled) {
+            prime_fill_random(run.whole[v], n, seed * 1000003ull + (unsigned long long)v);
+            memcpy(ref[v], run.whole[v], n * sizeof(float));
         }
     }
     if (check)
         prog->reference(ref);
-    for (int r = 0; r < prog->ndev; ++r)
-        for (int t = 0; t < prog->ntensors; ++t) {
-            run.seen[r * prog->ntensors + t] = calloc((size_t)ntiles_of(&prog->tensors[t]), 1);
-            if (!run.seen[r * prog->ntensors + t]) {
-                fprintf(stderr, "%s: out of memory\n", prog->name);
-                return 3;
-            }
-        }
+    for (int t = 0; t < prog->ntensors; ++t)
+        run.seen_off[t + 1] = run.seen_off[t] + (size_t)ntiles_of(&prog->tensors[t]);
+    run.seen_stride = run.seen_off[prog->ntensors];
+    run.seen = calloc((size_t)prog->ndev, run.seen_stride ? run.seen_stride : 1);
+    if (!run.seen) {
+        fprintf(stderr, "%s: out of memory\n", prog->name);
+        return 3;
+    }
 
     PrimeWorld *world = NULL;
     if (prime_world_create(prog->ndev, &world) != PRIME_OK) {
         fprintf(stderr, "%s: cannot create %d devices\n", prog->name, prog->ndev);
         return 3;
     }
+    const int root = prime_world_is_root(world);
+    FILE *out = root ? stdout : NULL;
     for (int it = 0; it < repeat && rc == 0; ++it) {
         int last = it == repeat - 1;
         if (last) {
@@ -227,22 +290,34 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
             prime_world_enable_trace(world, trace != NULL);
             run.check = check;
         }
-        if (!stores_init(&run)) {
+        /* With MPI, no device may start unless every process can. */
+        if (agree_max(world, prog->ndev, !stores_init(&run), 1)) {
             fprintf(stderr, "%s: out of memory\n", prog->name);
+            stores_release(&run);
             rc = 3;
             break;
         }
         PrimeStatus st = prime_world_run(world, rank_main, &run);
+        stores_release(&run);
+        if (prime_world_share(world, run.status, sizeof *run.status) != PRIME_OK && st == PRIME_OK)
+            st = PRIME_ERR_TRANSPORT;
         for (int r = 0; r < prog->ndev && st == PRIME_OK; ++r)
             st = run.status[r];
         if (st != PRIME_OK) {
-            fprintf(stderr, "%s: run failed: %s\n", prog->name, prime_status_name(st));
+            if (root)
+                fprintf(stderr, "%s: run failed: %s\n", prog->name, prime_status_name(st));
             rc = 3;
         }
     }
+    if (rc == 0 && check &&
+        (prime_world_share(world, run.err, sizeof(double) * (size_t)prog->ntensors) != PRIME_OK ||
+         prime_world_share(world, run.seen, run.seen_stride) != PRIME_OK)) {
+        fprintf(stderr, "%s: cannot gather the check results\n", prog->name);
+        rc = 3;
+    }
 
     FILE *js = NULL;
-    if (json) {
+    if (json && root) {
         js = fopen(json, "w");
         if (!js) {
             fprintf(stderr, "%s: cannot write '%s'\n", prog->name, json);
@@ -250,9 +325,9 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
         }
     }
     if (rc == 0) {
-        printf("%s: %d devices\n", prog->name, prog->ndev);
-        printf("%6s %14s %14s %14s %14s\n", "rank", "shift bytes", "collective", "redist",
-               "peak bytes");
+        say(out, "%s: %d devices\n", prog->name, prog->ndev);
+        say(out, "%6s %14s %14s %14s %14s\n", "rank", "shift bytes", "collective", "redist",
+            "peak bytes");
         int counters_ok = 1;
         if (js)
             fprintf(js, "{\"program\": \"%s\", \"devices\": %d, \"ranks\": [", prog->name, prog->ndev);
@@ -266,14 +341,14 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
             unsigned long long peak = (unsigned long long)prime_world_peak_bytes(world, r);
             if ((long)peak != prog->predicted_peak[r])
                 counters_ok = 0;
-            printf("%6d %14llu %14llu %14llu %14llu\n", r, b[0], b[1], b[2], peak);
+            say(out, "%6d %14llu %14llu %14llu %14llu\n", r, b[0], b[1], b[2], peak);
             if (js)
                 fprintf(js, "%s{\"rank\": %d, \"shift\": %llu, \"collective\": %llu, \"redist\": %llu, \"peak\": %llu}",
                         r ? ", " : "", r, b[0], b[1], b[2], peak);
         }
         if (js)
             fprintf(js, "], \"counters_match_prediction\": %s", counters_ok ? "true" : "false");
-        printf("counters %s the compiler's prediction\n", counters_ok ? "equal" : "DIFFER FROM");
+        say(out, "counters %s the compiler's prediction\n", counters_ok ? "equal" : "DIFFER FROM");
         if (check) {
             if (!counters_ok)
                 rc = 1;
@@ -288,15 +363,16 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
                 for (long id = 0; id < ntiles; ++id) {
                     int any = 0;
                     for (int r = 0; r < prog->ndev; ++r)
-                        any |= run.seen[r * prog->ntensors + t][id];
+                        any |= run.seen[(size_t)r * run.seen_stride + run.seen_off[t] + (size_t)id];
                     missing += !any;
                 }
                 for (int r = 0; r < prog->ndev; ++r)
                     if (run.err[r * prog->ntensors + t] > err)
                         err = run.err[r * prog->ntensors + t];
                 int ok = err <= prog->tolerance && missing == 0;
-                printf("check %-8s max rel error %.3e (bound %.1e)%s %s\n", prog->tensors[t].name,
-                       err, prog->tolerance, missing ? " MISSING TILES" : "", ok ? "ok" : "FAIL");
+                say(out, "check %-8s max rel error %.3e (bound %.1e)%s %s\n",
+                    prog->tensors[t].name, err, prog->tolerance, missing ? " MISSING TILES" : "",
+                    ok ? "ok" : "FAIL");
                 if (js)
                     fprintf(js, "%s\"%s\": %.6e", first ? "" : ", ", prog->tensors[t].name, err);
                 first = 0;
@@ -305,25 +381,25 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
             }
             if (js)
                 fprintf(js, "}");
-            printf("%s\n", rc == 0 ? "check passed" : "check FAILED");
+            say(out, "%s\n", rc == 0 ? "check passed" : "check FAILED");
         }
         if (js)
             fprintf(js, "}\n");
-        if (trace && prime_world_write_trace(world, trace) != PRIME_OK) {
+        if (trace && root && prime_world_write_trace(world, trace) != PRIME_OK) {
             fprintf(stderr, "%s: cannot write trace '%s'\n", prog->name, trace);
             rc = 2;
         }
     }
     if (js)
         fclose(js);
+    rc = agree_max(world, prog->ndev, rc, 3);
     prime_world_destroy(world);
-    for (size_t i = 0; i < nrt; ++i)
-        free(run.seen[i]);
     free(run.seen);
+    free(run.seen_off);
     free(run.err);
-    for (int t = 0; t < prog->ntensors; ++t) {
-        free(run.whole[t]);
-        free(ref[t]);
+    for (int v = 0; v < prog->nvalues; ++v) {
+        free(run.whole[v]);
+        free(ref[v]);
     }
     free(run.whole);
     free(ref);

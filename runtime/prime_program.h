@@ -44,19 +44,23 @@ typedef struct PrimeTensorDesc {
     int max_slots;
     int fill_after; /* phase index after which the driver fills it, or -1 */
     int check;      /* compared with the reference at the end */
+    int value;      /* the whole value it is a tiling of (reference index) */
     PrimeLayout fill_layout;
     PrimeLayout final_layout;
 } PrimeTensorDesc;
 
-/* Computes every checked tensor from the filled ones, whole, on one
- * device: tensors[i] points at tensor i's whole array. */
-typedef void (*PrimeReferenceFn)(float *const *tensors);
+/* Computes every checked value from the filled ones, whole, on one
+ * device: values[v] points at value v's whole array. A tensor of the
+ * program is one tiling of a value; several tensors may share one. */
+typedef void (*PrimeReferenceFn)(float *const *values);
 
 typedef struct PrimeProgram {
     const char *name;
     int ndev;
     int ntensors;
     const PrimeTensorDesc *tensors;
+    int nvalues;
+    const long *value_elems; /* per value */
     int nphases;
     const PrimePhase *const *phases;
     PrimeReferenceFn reference;

@@ -8,8 +8,26 @@
 #include "prime_sched.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-#define MAX_PENDING 256
+#define MAX_PENDING 1024
+
+/* A posted transfer and, for box transfers, its packed buffer. */
+typedef struct Pending {
+    PrimeReq req;
+    float *temp;      /* SEND_BOX/RECV_BOX: the packed buffer */
+    size_t temp_n;
+    float *unpack_to; /* RECV_BOX: the destination tile */
+    const PrimeBox *box;
+} Pending;
+
+static long box_elems(const PrimeBox *b)
+{
+    long n = 1;
+    for (int x = 0; x < b->ndims; ++x)
+        n *= b->ext[x];
+    return n;
+}
 
 const char *prime_action_name(int op)
 {
@@ -70,14 +88,20 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
     const int rank = prime_dev_rank(dev);
     const PrimeAction *acts = phase->actions[rank];
     const int n = phase->nactions[rank];
-    PrimeReq pending[MAX_PENDING];
+    Pending pending[MAX_PENDING];
     int npending = 0;
+    static const long zero[8] = {0};
     int in_step = 0;
     PrimeStatus st = PRIME_OK;
 
     for (int i = 0; i < n && st == PRIME_OK; ++i) {
         const PrimeAction *a = &acts[i];
         float **ref = NULL;
+        if (npending == MAX_PENDING && (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV ||
+                                        a->op == PRIME_ACT_SEND_BOX || a->op == PRIME_ACT_RECV_BOX)) {
+            st = PRIME_ERR_ARG;
+            break;
+        }
         if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP) {
             ref = slot_ref(store, a->tensor, a->slot);
             if (!ref) {
@@ -108,23 +132,72 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
             break;
         case PRIME_ACT_SEND:
         case PRIME_ACT_RECV:
-            if (!*ref || npending == MAX_PENDING) {
+            if (!*ref) {
                 st = PRIME_ERR_ARG;
                 break;
             }
+            memset(&pending[npending], 0, sizeof pending[npending]);
             if (a->op == PRIME_ACT_SEND)
                 st = prime_isend(dev, a->peer, a->tag, *ref, elems, (PrimeByteKind)a->kind,
-                                 &pending[npending]);
+                                 &pending[npending].req);
             else
-                st = prime_irecv(dev, a->peer, a->tag, *ref, elems, &pending[npending]);
+                st = prime_irecv(dev, a->peer, a->tag, *ref, elems, &pending[npending].req);
             if (st == PRIME_OK)
                 ++npending;
             break;
+        case PRIME_ACT_SEND_BOX:
+        case PRIME_ACT_RECV_BOX: {
+            const PrimeBox *b = phase->boxes ? &phase->boxes[a->arg] : NULL;
+            if (!*ref || !b) {
+                st = PRIME_ERR_ARG;
+                break;
+            }
+            Pending *pd = &pending[npending];
+            memset(pd, 0, sizeof *pd);
+            pd->temp_n = (size_t)box_elems(b);
+            pd->temp = prime_alloc(dev, pd->temp_n);
+            if (!pd->temp) {
+                st = PRIME_ERR_NOMEM;
+                break;
+            }
+            pd->box = b;
+            if (a->op == PRIME_ACT_SEND_BOX) {
+                prime_copy_box(b->ndims, b->ext, *ref, b->src_tile, b->src_off, pd->temp, b->ext,
+                               zero);
+                st = prime_isend(dev, a->peer, a->tag, pd->temp, pd->temp_n,
+                                 (PrimeByteKind)a->kind, &pd->req);
+            } else {
+                pd->unpack_to = *ref;
+                st = prime_irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);
+            }
+            if (st == PRIME_OK)
+                ++npending;
+            else
+                prime_free(dev, pd->temp, pd->temp_n);
+            break;
+        }
+        case PRIME_ACT_COPY_BOX: {
+            const PrimeBox *b = phase->boxes ? &phase->boxes[a->arg] : NULL;
+            float **src = slot_ref(store, a->in_tensor[0], a->in_slot[0]);
+            if (!*ref || !b || !src || !*src) {
+                st = PRIME_ERR_ARG;
+                break;
+            }
+            prime_copy_box(b->ndims, b->ext, *src, b->src_tile, b->src_off, *ref, b->dst_tile,
+                           b->dst_off);
+            break;
+        }
         case PRIME_ACT_WAIT:
             for (int r = 0; r < npending; ++r) {
-                PrimeStatus w = prime_wait(dev, &pending[r]);
+                Pending *pd = &pending[r];
+                PrimeStatus w = prime_wait(dev, &pd->req);
                 if (st == PRIME_OK)
                     st = w;
+                if (pd->unpack_to && w == PRIME_OK)
+                    prime_copy_box(pd->box->ndims, pd->box->ext, pd->temp, pd->box->ext, zero,
+                                   pd->unpack_to, pd->box->dst_tile, pd->box->dst_off);
+                if (pd->temp)
+                    prime_free(dev, pd->temp, pd->temp_n);
             }
             npending = 0;
             break;
@@ -180,8 +253,11 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
             break;
         }
     }
-    for (int r = 0; r < npending; ++r)
-        (void)prime_wait(dev, &pending[r]);
+    for (int r = 0; r < npending; ++r) {
+        (void)prime_wait(dev, &pending[r].req);
+        if (pending[r].temp)
+            prime_free(dev, pending[r].temp, pending[r].temp_n);
+    }
     if (in_step)
         prime_trace_end(dev);
     return st;

@@ -33,7 +33,10 @@ extern "C" {
     X(PRIME_ACT_KERNEL, "kernel")       /* kernels[arg](slot, in slots) accumulates */ \
     X(PRIME_ACT_ADD, "add")             /* slot += in_slot[0] (same tensor) */         \
     X(PRIME_ACT_ALLREDUCE, "allreduce") /* groups[arg] sums slot, tag */               \
-    X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */
+    X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */              \
+    X(PRIME_ACT_SEND_BOX, "send_box")   /* boxes[arg] of slot, packed, to peer */      \
+    X(PRIME_ACT_RECV_BOX, "recv_box")   /* into boxes[arg] of slot, at the wait */     \
+    X(PRIME_ACT_COPY_BOX, "copy_box")   /* boxes[arg]: in_slot[0] box -> slot box */
 
 typedef enum PrimeActOp {
 #define PRIME_X(op, name) op,
@@ -60,6 +63,19 @@ typedef struct PrimeAction {
 /* A compute kernel: out += f(in...) over one tile each. */
 typedef void (*PrimeKernelFn)(float *out, const float *const *in);
 
+/* A box inside two tiles: ext elements per dimension, at src_off in a
+ * tile of shape src_tile and at dst_off in a tile of shape dst_tile.
+ * SEND_BOX packs the source part into a counted temporary buffer (freed
+ * at the wait); RECV_BOX receives into one and unpacks it at the wait. */
+typedef struct PrimeBox {
+    int ndims;
+    long ext[8];
+    long src_tile[8];
+    long src_off[8];
+    long dst_tile[8];
+    long dst_off[8];
+} PrimeBox;
+
 typedef struct PrimeGroup {
     int size;
     const int *ranks;
@@ -71,6 +87,7 @@ typedef struct PrimePhase {
     const int *nactions;               /* per rank */
     const PrimeKernelFn *kernels;
     const PrimeGroup *groups;
+    const PrimeBox *boxes;
 } PrimePhase;
 
 #define PRIME_MAX_TENSORS 16

@@ -1,0 +1,147 @@
+/*
+ * autodiff.c — symbolic derivatives (see autodiff.h).
+ */
+#include "autodiff.h"
+
+#include <string.h>
+
+int ad_is_zero(const Expr *e) { return e && e->kind == EXPR_INT && e->value == 0; }
+static int is_one(const Expr *e) { return e && e->kind == EXPR_INT && e->value == 1; }
+
+static Expr *num(Arena *a, Span sp, long v) { return ast_new_int(a, sp, v); }
+
+static Expr *mul(Arena *a, Expr *x, Expr *y)
+{
+    if (ad_is_zero(x) || ad_is_zero(y))
+        return num(a, x->span, 0);
+    if (is_one(x))
+        return y;
+    if (is_one(y))
+        return x;
+    return ast_new_binary(a, span_join(x->span, y->span), '*', x, y);
+}
+
+static Expr *add(Arena *a, Expr *x, Expr *y)
+{
+    if (ad_is_zero(x))
+        return y;
+    if (ad_is_zero(y))
+        return x;
+    return ast_new_binary(a, span_join(x->span, y->span), '+', x, y);
+}
+
+static Expr *sub(Arena *a, Expr *x, Expr *y)
+{
+    if (ad_is_zero(y))
+        return x;
+    if (ad_is_zero(x))
+        return ast_new_neg(a, y->span, y);
+    return ast_new_binary(a, span_join(x->span, y->span), '-', x, y);
+}
+
+static Expr *call1(Arena *a, Span sp, const char *name, Expr *arg)
+{
+    Ident id = {arena_intern(a, name, strlen(name)), sp};
+    PtrVec args = {0};
+    ptrvec_push(a, &args, arg);
+    return ast_new_call(a, sp, id, args);
+}
+
+/* The derivative of intrinsic f at u, times du. */
+static Expr *chain(Arena *arena, DiagSink *sink, const Expr *call, Expr *u, Expr *du)
+{
+    const char *f = call->name;
+    Span sp = call->span;
+    if (ad_is_zero(du))
+        return du;
+    if (call->args.count != 1) {
+        diag_error(sink, call->name_span, "no derivative rule for '%s' with %d arguments", f,
+                   call->args.count);
+        return NULL;
+    }
+    Expr *d;
+    if (!strcmp(f, "exp"))
+        d = call1(arena, sp, "exp", u);
+    else if (!strcmp(f, "log"))
+        d = ast_new_binary(arena, sp, '/', num(arena, sp, 1), u);
+    else if (!strcmp(f, "sqrt"))
+        d = ast_new_binary(arena, sp, '/', num(arena, sp, 1),
+                           mul(arena, num(arena, sp, 2), call1(arena, sp, "sqrt", u)));
+    else if (!strcmp(f, "rsqrt"))
+        d = call1(arena, sp, "rsqrt_grad", u);
+    else if (!strcmp(f, "tanh"))
+        d = call1(arena, sp, "tanh_grad", u);
+    else if (!strcmp(f, "erf"))
+        d = call1(arena, sp, "erf_grad", u);
+    else if (!strcmp(f, "sigmoid"))
+        d = call1(arena, sp, "sigmoid_grad", u);
+    else if (!strcmp(f, "relu"))
+        d = call1(arena, sp, "step", u);
+    else if (!strcmp(f, "gelu"))
+        d = call1(arena, sp, "gelu_grad", u);
+    else if (!strcmp(f, "silu"))
+        d = call1(arena, sp, "silu_grad", u);
+    else if (!strcmp(f, "abs"))
+        d = sub(arena, mul(arena, num(arena, sp, 2), call1(arena, sp, "step", u)), num(arena, sp, 1));
+    else {
+        diag_error(sink, call->name_span, "no derivative rule for intrinsic '%s'", f);
+        return NULL;
+    }
+    return mul(arena, d, du);
+}
+
+Expr *ad_derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt)
+{
+    Expr *dl, *dr;
+    switch (e->kind) {
+    case EXPR_INT:
+        return num(arena, e->span, 0);
+    case EXPR_NAME:
+    case EXPR_INDEX:
+        return num(arena, e->span, e->name == wrt ? 1 : 0);
+    case EXPR_NEG:
+        dl = ad_derive(arena, sink, e->lhs, wrt);
+        if (!dl)
+            return NULL;
+        return ad_is_zero(dl) ? dl : ast_new_neg(arena, e->span, dl);
+    case EXPR_BINARY:
+        dl = ad_derive(arena, sink, e->lhs, wrt);
+        dr = ad_derive(arena, sink, e->rhs, wrt);
+        if (!dl || !dr)
+            return NULL;
+        switch (e->op) {
+        case '+':
+            return add(arena, dl, dr);
+        case '-':
+            return sub(arena, dl, dr);
+        case '*':
+            return add(arena, mul(arena, dl, e->rhs), mul(arena, e->lhs, dr));
+        case '/': {
+            /* (l/r)' = l'/r - l r' / r^2 */
+            Expr *t1 = ad_is_zero(dl) ? dl : ast_new_binary(arena, e->span, '/', dl, e->rhs);
+            Expr *t2 = ad_is_zero(dr) ? dr
+                                      : ast_new_binary(arena, e->span, '/', mul(arena, e->lhs, dr),
+                                                       mul(arena, e->rhs, e->rhs));
+            return sub(arena, t1, t2);
+        }
+        default:
+            diag_error(sink, e->span, "no derivative of operator '%c'", e->op);
+            return NULL;
+        }
+    case EXPR_CALL: {
+        if (e->args.count != 1) {
+            diag_error(sink, e->name_span, "no derivative rule for '%s' with %d arguments", e->name,
+                       e->args.count);
+            return NULL;
+        }
+        Expr *u = e->args.items[0];
+        Expr *du = ad_derive(arena, sink, u, wrt);
+        if (!du)
+            return NULL;
+        return chain(arena, sink, e, u, du);
+    }
+    default:
+        diag_error(sink, e->span, "cannot differentiate this expression");
+        return NULL;
+    }
+}
