@@ -1,6 +1,8 @@
-# Writes OUT, a C file holding every file of FILES as a string, so that
+# Writes OUT, a C file holding every .prime file of DIR as a string, so that
 # the standard library is parsed from memory under its own name
 # ("<stdlib>/name.prime") and diagnostics inside it point at real lines.
+file(GLOB FILES ${DIR}/*.prime)
+list(SORT FILES)
 set(body "/* Generated from the stdlib .prime files by cmake/embed_stdlib.cmake. Do not edit. */\n#include \"stdlib_embed.h\"\n\n")
 set(table "const StdlibFile stdlib_files[] = {\n")
 set(i 0)

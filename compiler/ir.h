@@ -113,6 +113,8 @@ typedef struct Module {
 } Module;
 
 const Op *module_find_op(const Module *module, Sym name);
-const Partition *module_find_partition(const Module *module, Sym name);
+/* The partition `name` of operator op; with op NULL, any partition of
+ * that name. */
+const Partition *module_find_partition(const Module *module, Sym name, const Op *op);
 
 #endif

@@ -26,14 +26,17 @@ const Op *module_find_op(const Module *module, Sym name)
     return NULL;
 }
 
-const Partition *module_find_partition(const Module *module, Sym name)
+const Partition *module_find_partition(const Module *module, Sym name, const Op *op)
 {
+    const Partition *any = NULL;
     for (int i = 0; i < module->partitions.count; ++i) {
         const Partition *p = module->partitions.items[i];
-        if (p->name == name)
+        if (p->name == name && (!op || p->op == op))
             return p;
+        if (p->name == name && !any)
+            any = p;
     }
-    return NULL;
+    return op ? NULL : any;
 }
 
 static const Model *find_model(const Module *module, Sym name)
@@ -495,7 +498,9 @@ static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, 
 
 static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use)
 {
-    const Partition *p = module_find_partition(r->module, use->partition.name);
+    const Partition *p = module_find_partition(r->module, use->partition.name, inst->op);
+    if (!p)
+        p = module_find_partition(r->module, use->partition.name, NULL);
     if (!p) {
         diag_error(r->sink, use->partition.span, "unknown partition '%s'", use->partition.name);
         return 0;
@@ -841,17 +846,24 @@ int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int
                 Sym name = kind == DECL_OP          ? d->op->name.name
                            : kind == DECL_PARTITION ? d->partition->name.name
                                                     : d->model->name.name;
-                const void *prev = kind == DECL_OP          ? (const void *)module_find_op(module, name)
-                                   : kind == DECL_PARTITION ? (const void *)module_find_partition(module, name)
-                                                            : (const void *)find_model(module, name);
+                const void *prev = kind == DECL_OP ? (const void *)module_find_op(module, name)
+                                   : kind == DECL_PARTITION
+                                       ? (const void *)module_find_partition(
+                                             module, name, module_find_op(module, d->partition->of_op.name))
+                                       : (const void *)find_model(module, name);
+                if (kind == DECL_PARTITION && !module_find_op(module, d->partition->of_op.name))
+                    prev = NULL;
                 if (prev) {
                     Span prev_span = kind == DECL_OP ? ((const Op *)prev)->decl->name.span
                                      : kind == DECL_PARTITION
                                          ? ((const Partition *)prev)->decl->name.span
                                          : ((const Model *)prev)->decl->name.span;
-                    diag_error(sink, decl_name_span(d), "%s '%s' is defined twice",
-                               kind == DECL_OP ? "operator" : kind == DECL_PARTITION ? "partition" : "model",
-                               name);
+                    if (kind == DECL_PARTITION)
+                        diag_error(sink, decl_name_span(d), "partition '%s' of '%s' is defined twice",
+                                   name, d->partition->of_op.name);
+                    else
+                        diag_error(sink, decl_name_span(d), "%s '%s' is defined twice",
+                                   kind == DECL_OP ? "operator" : "model", name);
                     diag_note(sink, prev_span, "previous definition");
                     continue;
                 }
