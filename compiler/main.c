@@ -36,7 +36,7 @@ static void usage(FILE *out)
             "options:\n"
             "  --model NAME           only this model (default: every model in FILE)\n"
             "  --json                 explain: write JSON instead of text\n"
-            "  --target cpu           build: the backend (cpu: one thread per device)\n"
+            "  --target cpu|mpi       build: the backend (cpu: a thread per device; mpi: an MPI process each)\n"
             "  -o DIR                 build: output directory (default: .)\n"
             "  --emit-only            build: write the C file but do not compile it\n"
             "  --cc CC                build: the C compiler (default: %s)\n"
@@ -58,16 +58,37 @@ static int write_file(const char *path, const char *text, size_t len)
     return ok;
 }
 
-static int run_cc(const char *cc, const char *src, const char *exe)
+/* What `build --target` compiles with and links against: the same
+ * emitted C for every target. mpi uses the MPI compiler wrapper, which
+ * adds MPI's own flags, and exists only when primec was built with MPI. */
+typedef struct BuildTarget {
+    const char *name, *cc, *lib, *link;
+} BuildTarget;
+
+static const BuildTarget build_targets[] = {
+    {"cpu", PRIMEC_CC, PRIMEC_RUNTIME_LIB, PRIMEC_RUNTIME_LINK},
+#ifdef PRIMEC_RUNTIME_MPI_LIB
+    {"mpi", PRIMEC_MPICC, PRIMEC_RUNTIME_MPI_LIB, PRIMEC_RUNTIME_MPI_LINK},
+#endif
+};
+
+static const BuildTarget *build_target(const char *name)
+{
+    for (size_t i = 0; i < sizeof build_targets / sizeof build_targets[0]; ++i)
+        if (strcmp(build_targets[i].name, name) == 0)
+            return &build_targets[i];
+    return NULL;
+}
+
+static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *exe)
 {
     size_t n = strlen(cc) + strlen(src) + strlen(exe) + strlen(PRIMEC_RUNTIME_INCLUDE) +
-               strlen(PRIMEC_RUNTIME_LIB) + strlen(PRIMEC_RUNTIME_LINK) + 256;
+               strlen(t->lib) + strlen(t->link) + strlen(PRIMEC_RUNTIME_CFLAGS) + 256;
     char *cmd = malloc(n);
     if (!cmd)
         return 0;
     snprintf(cmd, n, "%s -std=c11 -O2 -Wall -Wextra -Werror %s -I'%s' '%s' -o '%s' '%s' %s", cc,
-             PRIMEC_RUNTIME_CFLAGS, PRIMEC_RUNTIME_INCLUDE, src, exe, PRIMEC_RUNTIME_LIB,
-             PRIMEC_RUNTIME_LINK);
+             PRIMEC_RUNTIME_CFLAGS, PRIMEC_RUNTIME_INCLUDE, src, exe, t->lib, t->link);
     int status = system(cmd);
     free(cmd);
     return status == 0;
@@ -131,10 +152,16 @@ int main(int argc, char **argv)
                 pipeline_pass_list());
         return EXIT_USAGE;
     }
-    if (strcmp(command, "build") == 0 && strcmp(target, "cpu") != 0) {
-        fprintf(stderr, "primec: error: unknown target '%s' (this version has: cpu)\n", target);
+    const BuildTarget *tgt = build_target(target);
+    if (strcmp(command, "build") == 0 && !tgt) {
+        if (strcmp(target, "mpi") == 0)
+            fprintf(stderr, "primec: error: target 'mpi' needs a primec built with MPI\n");
+        else
+            fprintf(stderr, "primec: error: unknown target '%s' (targets: cpu, mpi)\n", target);
         return EXIT_USAGE;
     }
+    if (tgt && strcmp(cc, PRIMEC_CC) == 0)
+        cc = tgt->cc; /* no --cc: the target's own compiler */
 
     Compilation c;
     compilation_init(&c, file, stderr);
@@ -202,7 +229,7 @@ int main(int argc, char **argv)
             if (!write_file(src, formatted, len)) {
                 fprintf(stderr, "primec: error: cannot write '%s': %s\n", src, strerror(errno));
                 rc = EXIT_USAGE;
-            } else if (!emit_only && !run_cc(cc, src, exe)) {
+            } else if (!emit_only && !run_cc(tgt, cc, src, exe)) {
                 fprintf(stderr, "primec: internal error: the C compiler rejected '%s'\n", src);
                 rc = EXIT_INTERNAL;
             } else {

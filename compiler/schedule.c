@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SLOTS 4096
+#define MAX_SLOTS 1024
 
 const char *phase_name(PhaseKind kind)
 {
@@ -112,14 +112,15 @@ static void store_remove(Store *st, int index)
     st->count--;
 }
 
+/* Gives the machine stores for every storage tensor defined so far. */
 static void machine_init(Builder *b)
 {
-    b->m.ntensors = b->s->ntensors;
     b->m.ndev = b->ndev;
-    for (int t = 0; t < b->s->ntensors; ++t) {
+    for (int t = b->m.ntensors; t < b->s->ntensors; ++t) {
         b->m.stores[t] = ARENA_ARRAY(b->arena, Store, b->ndev);
         b->m.slot_used[t] = arena_alloc(b->arena, (size_t)b->ndev * MAX_SLOTS);
     }
+    b->m.ntensors = b->s->ntensors;
 }
 
 static void machine_copy(Builder *b, Machine *dst, const Machine *src)
@@ -1468,6 +1469,28 @@ static long land(Builder *b, PhaseSched *ph, int tensor, const Layout *target, c
     return bytes;
 }
 
+/* A fresh storage tensor with the tiling of `like`. */
+static int storage_like(Builder *b, int like)
+{
+    Schedule *s = b->s;
+    if (s->ntensors == SCHED_MAX_TENSORS) {
+        if (!b->failed)
+            diag_error(b->sink, s->model->decl->name.span,
+                       "model '%s' needs more than %d stored tensors (tensors in each tiling, gradients included)",
+                       s->model->name, SCHED_MAX_TENSORS);
+        b->failed = 1;
+        return -1;
+    }
+    int id = s->ntensors++;
+    s->tensors[id] = s->tensors[like];
+    s->tensors[id].name = arena_printf(b->arena, "%s_sum", s->tensors[like].name);
+    s->tensors[id].check = 0;
+    s->tensors[id].fill_phase = -1;
+    s->tensors[id].max_slots = 0;
+    machine_init(b);
+    return id;
+}
+
 /* What happens after a backward or gradient phase: the gradient is added
  * into the value's gradient so far (several consumers), a weight's
  * gradient lands in the weight's home layout, weights go home. */
@@ -1482,11 +1505,17 @@ static long phase_epilogue(Builder *b, PhaseSched *ph, int accumulate_into)
         int same_tiling = memcmp(b->s->tensors[acc].nslices, out->nslices, sizeof out->nslices) == 0;
         Layout target = layout_of(b, acc);
         int contrib = ph->out.tensor;
+        const char *reason = arena_printf(b->arena, "the contributions to '%s' are summed where the first one is",
+                                          b->s->tensors[acc].name);
         if (same_tiling) {
-            bytes += land(b, ph, contrib, &target,
-                          arena_printf(b->arena, "the contributions to '%s' are summed where the first one is", out->name));
+            bytes += land(b, ph, contrib, &target, reason);
         } else {
-            ICE("gradient contributions in different tilings are not supported");
+            int tmp = storage_like(b, acc);
+            if (tmp < 0)
+                return bytes;
+            bytes += convert(b, ph, contrib, tmp, &target, reason);
+            free_all(b, contrib);
+            contrib = tmp;
         }
         for (int d = 0; d < b->ndev; ++d) {
             const Store *sa = store_of(b, acc, d), *sc = store_of(b, contrib, d);
@@ -1647,9 +1676,10 @@ static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor
             return u;
     }
     if (s->ntensors == SCHED_MAX_TENSORS) {
-        diag_error(b->sink, s->model->decl->name.span,
-                   "model '%s' needs more than %d stored tensors (tensors in each tiling, gradients included)",
-                   s->model->name, SCHED_MAX_TENSORS);
+        if (!b->failed)
+            diag_error(b->sink, s->model->decl->name.span,
+                       "model '%s' needs more than %d stored tensors (tensors in each tiling, gradients included)",
+                       s->model->name, SCHED_MAX_TENSORS);
         b->failed = 1;
         return -1;
     }

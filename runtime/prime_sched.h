@@ -90,7 +90,7 @@ typedef struct PrimePhase {
     const PrimeBox *boxes;
 } PrimePhase;
 
-#define PRIME_MAX_TENSORS 16
+#define PRIME_MAX_TENSORS 64
 
 typedef struct PrimeStore {
     int ntensors;
