@@ -189,6 +189,15 @@ ModelItem *ast_new_strict_item(Arena *a, Span span) {
     return new_item(a, MITEM_STRICT, span);
 }
 
+ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat, PtrVec items) {
+    ModelItem *it = new_item(a, MITEM_LAYER, span);
+    it->layer_in = in;
+    it->layer_out = out;
+    it->repeat = repeat;
+    it->items = items;
+    return it;
+}
+
 UseClause *ast_new_use(Arena *a, Span span, Ident partition, PtrVec bindings) {
     UseClause *u = ARENA_NEW(a, UseClause);
     u->partition = partition;
@@ -424,6 +433,16 @@ static void dump_item(const ModelItem *it, FILE *out) {
         return;
     case MITEM_STRICT:
         fputs("(strict)", out);
+        return;
+    case MITEM_LAYER:
+        fprintf(out, "(layer %s -> %s (repeat ", it->layer_in.name, it->layer_out.name);
+        ast_dump_expr(it->repeat, out);
+        fputc(')', out);
+        for (int i = 0; i < it->items.count; i++) {
+            fputc(' ', out);
+            dump_item(it->items.items[i], out);
+        }
+        fputc(')', out);
         return;
     }
     fputs("<bad item>", out);

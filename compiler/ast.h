@@ -113,7 +113,8 @@ typedef enum ModelItemKind {
     MITEM_INPUT,    /* input x[m, k]; */
     MITEM_WEIGHT,   /* weight w[k, n]; */
     MITEM_INSTANCE, /* y = matmul(x, w) use square(i: i, j: j); */
-    MITEM_STRICT    /* strict; */
+    MITEM_STRICT,   /* strict; */
+    MITEM_LAYER     /* layer(x -> y) repeat L { items }: the items, L times */
 } ModelItemKind;
 
 /* A dimension of a model tensor: a param name or an integer literal. */
@@ -144,6 +145,10 @@ typedef struct ModelItem {
     Ident op;          /* MITEM_INSTANCE */
     PtrVec args;       /* MITEM_INSTANCE: Ident* */
     UseClause *use;    /* MITEM_INSTANCE: NULL when the planner chooses */
+    Ident layer_in;    /* MITEM_LAYER: the block's input name */
+    Ident layer_out;   /* MITEM_LAYER: the block's output name */
+    Expr *repeat;      /* MITEM_LAYER: how many times */
+    PtrVec items;      /* MITEM_LAYER: ModelItem* */
 } ModelItem;
 
 typedef struct ModelDecl {
@@ -203,6 +208,7 @@ ModelItem *ast_new_tensor_item(Arena *a, Span span, ModelItemKind kind, Ident na
 ModelItem *ast_new_instance_item(Arena *a, Span span, Ident result, Ident op, PtrVec args,
                                  UseClause *use);
 ModelItem *ast_new_strict_item(Arena *a, Span span);
+ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat, PtrVec items);
 UseClause *ast_new_use(Arena *a, Span span, Ident partition, PtrVec bindings);
 AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_axis);
 ModelDecl *ast_new_model(Arena *a, Span span, Ident name, PtrVec items);

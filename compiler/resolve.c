@@ -588,75 +588,156 @@ static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause
     return 1;
 }
 
-static void resolve_model(Resolver *r, const ModelDecl *decl)
-{
-    Model *m = ARENA_NEW(r->arena, Model);
-    m->name = decl->name.name;
-    m->span = decl->span;
-    m->decl = decl;
-    int nitems = decl->items.count;
-    ParamVal *params = ARENA_ARRAY(r->arena, ParamVal, nitems + 1);
-    int nparams = 0;
-    m->tensors = ARENA_ARRAY(r->arena, ModelTensor, nitems + 1);
-    m->instances = ARENA_ARRAY(r->arena, Instance, nitems + 1);
-    int have_mesh = 0, ok = 1;
-    const ModelItem *mesh_item = NULL;
+/* The state of one model while its items are resolved. */
+typedef struct ModelCtx {
+    Model *m;
+    ParamVal *params;
+    int nparams, param_cap;
+    int tensor_cap, instance_cap;
+    int have_mesh, ok;
+    const ModelItem *mesh_item;
+} ModelCtx;
 
-    for (int i = 0; i < nitems; ++i) {
-        const ModelItem *it = decl->items.items[i];
+/* Names inside one copy of a repeated layer: names the block defines get
+ * the suffix _l (the last layer's output keeps its name), and the block's
+ * input is the previous layer's output. */
+typedef struct Rename {
+    const ModelItem *layer;
+    long index, count;
+    PtrVec locals; /* Sym: names the block defines */
+} Rename;
+
+static Sym suffixed(Resolver *r, Sym name, long l)
+{
+    const char *s = arena_printf(r->arena, "%s_%ld", name, l);
+    return arena_intern(r->arena, s, strlen(s));
+}
+
+static int is_local(const Rename *rn, Sym name)
+{
+    for (int i = 0; i < rn->locals.count; ++i)
+        if (rn->locals.items[i] == name)
+            return 1;
+    return 0;
+}
+
+static Sym map_def(Resolver *r, const Rename *rn, Sym name)
+{
+    if (!rn)
+        return name;
+    if (name == rn->layer->layer_out.name && rn->index == rn->count - 1)
+        return name;
+    return suffixed(r, name, rn->index);
+}
+
+static Sym map_use(Resolver *r, const Rename *rn, Sym name)
+{
+    if (!rn)
+        return name;
+    if (name == rn->layer->layer_in.name && !is_local(rn, name))
+        return rn->index == 0 ? name : suffixed(r, rn->layer->layer_out.name, rn->index - 1);
+    if (is_local(rn, name))
+        return suffixed(r, name, rn->index);
+    return name;
+}
+
+static ModelTensor *model_new_tensor(Resolver *r, ModelCtx *mc)
+{
+    Model *m = mc->m;
+    if (m->ntensors == mc->tensor_cap) {
+        int cap = mc->tensor_cap ? mc->tensor_cap * 2 : 16;
+        ModelTensor *t = ARENA_ARRAY(r->arena, ModelTensor, cap);
+        if (m->ntensors)
+            memcpy(t, m->tensors, sizeof(ModelTensor) * (size_t)m->ntensors);
+        m->tensors = t;
+        mc->tensor_cap = cap;
+    }
+    memset(&m->tensors[m->ntensors], 0, sizeof(ModelTensor));
+    return &m->tensors[m->ntensors];
+}
+
+static Instance *model_new_instance(Resolver *r, ModelCtx *mc)
+{
+    Model *m = mc->m;
+    if (m->ninstances == mc->instance_cap) {
+        int cap = mc->instance_cap ? mc->instance_cap * 2 : 16;
+        Instance *t = ARENA_ARRAY(r->arena, Instance, cap);
+        if (m->ninstances)
+            memcpy(t, m->instances, sizeof(Instance) * (size_t)m->ninstances);
+        m->instances = t;
+        mc->instance_cap = cap;
+    }
+    memset(&m->instances[m->ninstances], 0, sizeof(Instance));
+    return &m->instances[m->ninstances];
+}
+
+static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Rename *rn);
+static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it);
+
+static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn)
+{
+    Model *m = mc->m;
+    if (rn && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STRICT ||
+               it->kind == MITEM_LAYER || it->kind == MITEM_INPUT)) {
+        if (rn->index == 0)
+            diag_error(r->sink, it->span, "only weights and operator instances may appear inside a layer");
+        mc->ok = 0;
+        return;
+    }
+    {
         switch (it->kind) {
         case MITEM_PARAM: {
-            for (int j = 0; j < nparams; ++j) {
-                if (params[j].name == it->name.name) {
+            for (int j = 0; j < mc->nparams; ++j) {
+                if (mc->params[j].name == it->name.name) {
                     diag_error(r->sink, it->name.span, "parameter '%s' defined twice", it->name.name);
-                    diag_note(r->sink, params[j].span, "previous definition");
-                    ok = 0;
+                    diag_note(r->sink, mc->params[j].span, "previous definition");
+                    mc->ok = 0;
                 }
             }
             long v;
-            if (!eval_param_expr(r, it->value, params, nparams, &v)) {
-                ok = 0;
+            if (!eval_param_expr(r, it->value, mc->params, mc->nparams, &v)) {
+                mc->ok = 0;
                 break;
             }
-            params[nparams].name = it->name.name;
-            params[nparams].value = v;
-            params[nparams].span = it->name.span;
-            nparams++;
+            mc->params[mc->nparams].name = it->name.name;
+            mc->params[mc->nparams].value = v;
+            mc->params[mc->nparams].span = it->name.span;
+            mc->nparams++;
             break;
         }
         case MITEM_MESH:
-            if (have_mesh) {
+            if (mc->have_mesh) {
                 diag_error(r->sink, it->span, "model '%s' declares a second mesh", m->name);
-                diag_note(r->sink, mesh_item->span, "first mesh");
-                ok = 0;
+                diag_note(r->sink, mc->mesh_item->span, "first mesh");
+                mc->ok = 0;
                 break;
             }
-            have_mesh = 1;
-            mesh_item = it;
+            mc->have_mesh = 1;
+            mc->mesh_item = it;
             m->mesh.span = it->span;
             m->mesh.ndev = 1;
             if (it->axes.count > IR_MAX_AXES) {
                 diag_error(r->sink, it->span, "a mesh has at most %d axes", IR_MAX_AXES);
-                ok = 0;
+                mc->ok = 0;
                 break;
             }
             for (int a = 0; a < it->axes.count; ++a) {
                 const AxisDecl *ax = it->axes.items[a];
                 long v;
-                if (!eval_param_expr(r, ax->size, params, nparams, &v)) {
-                    ok = 0;
+                if (!eval_param_expr(r, ax->size, mc->params, mc->nparams, &v)) {
+                    mc->ok = 0;
                     continue;
                 }
                 if (!is_pow2(v)) {
                     diag_error(r->sink, ax->size->span, "mesh axis '%s' has size %ld; mesh axes have power-of-two sizes",
                                ax->name.name, v);
-                    ok = 0;
+                    mc->ok = 0;
                     continue;
                 }
                 for (int b = 0; b < m->mesh.naxes; ++b) {
                     if (m->mesh.names[b] == ax->name.name) {
                         diag_error(r->sink, ax->name.span, "mesh axis '%s' declared twice", ax->name.name);
-                        ok = 0;
+                        mc->ok = 0;
                     }
                 }
                 m->mesh.names[m->mesh.naxes] = ax->name.name;
@@ -668,31 +749,32 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
             if (m->mesh.ndev > 4096) {
                 diag_error(r->sink, it->span, "a mesh of %d devices is larger than the supported 4096",
                            m->mesh.ndev);
-                ok = 0;
+                mc->ok = 0;
             }
             break;
         case MITEM_INPUT:
         case MITEM_WEIGHT: {
-            if (find_tensor(m, it->name.name) >= 0) {
-                diag_error(r->sink, it->name.span, "tensor '%s' defined twice", it->name.name);
-                diag_note(r->sink, m->tensors[find_tensor(m, it->name.name)].span, "previous definition");
-                ok = 0;
+            Sym defname = map_def(r, rn, it->name.name);
+            if (find_tensor(m, defname) >= 0) {
+                diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
+                diag_note(r->sink, m->tensors[find_tensor(m, defname)].span, "previous definition");
+                mc->ok = 0;
                 break;
             }
-            ModelTensor *t = &m->tensors[m->ntensors];
-            t->name = it->name.name;
+            ModelTensor *t = model_new_tensor(r, mc);
+            t->name = defname;
             t->span = it->name.span;
             t->role = it->kind == MITEM_INPUT ? TENSOR_INPUT : TENSOR_WEIGHT;
             t->producer = -1;
             if (it->dims.count > IR_MAX_DIMS) {
                 diag_error(r->sink, it->span, "at most %d dimensions", IR_MAX_DIMS);
-                ok = 0;
+                mc->ok = 0;
                 break;
             }
             int tok = 1;
             for (int x = 0; x < it->dims.count; ++x) {
                 long v;
-                if (!eval_param_expr(r, it->dims.items[x], params, nparams, &v)) {
+                if (!eval_param_expr(r, it->dims.items[x], mc->params, mc->nparams, &v)) {
                     tok = 0;
                     continue;
                 }
@@ -705,7 +787,7 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
                 t->sizes[t->ndims++] = v;
             }
             if (!tok) {
-                ok = 0;
+                mc->ok = 0;
                 break;
             }
             m->ntensors++;
@@ -715,25 +797,25 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
             const Op *op = module_find_op(r->module, it->op.name);
             if (!op) {
                 diag_error(r->sink, it->op.span, "unknown operator '%s'", it->op.name);
-                ok = 0;
+                mc->ok = 0;
                 break;
             }
-            if (find_tensor(m, it->name.name) >= 0) {
-                diag_error(r->sink, it->name.span, "tensor '%s' defined twice", it->name.name);
-                diag_note(r->sink, m->tensors[find_tensor(m, it->name.name)].span, "previous definition");
-                ok = 0;
+            Sym defname = map_def(r, rn, it->name.name);
+            if (find_tensor(m, defname) >= 0) {
+                diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
+                diag_note(r->sink, m->tensors[find_tensor(m, defname)].span, "previous definition");
+                mc->ok = 0;
                 break;
             }
             if (it->args.count != op->ninputs) {
                 diag_error(r->sink, it->span, "operator '%s' takes %d inputs, %d given", op->name,
                            op->ninputs, it->args.count);
                 diag_note(r->sink, op->decl->name.span, "'%s' is declared here", op->name);
-                ok = 0;
+                mc->ok = 0;
                 break;
             }
-            Instance *inst = &m->instances[m->ninstances];
-            memset(inst, 0, sizeof *inst);
-            inst->name = it->name.name;
+            Instance *inst = model_new_instance(r, mc);
+            inst->name = defname;
             inst->span = it->span;
             inst->op = op;
             int iok = 1;
@@ -744,7 +826,7 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
             }
             for (int a = 0; a < it->args.count && iok; ++a) {
                 const Ident *arg = it->args.items[a];
-                int ti = find_tensor(m, arg->name);
+                int ti = find_tensor(m, map_use(r, rn, arg->name));
                 if (ti < 0) {
                     diag_error(r->sink, arg->span, "unknown tensor '%s'", arg->name);
                     iok = 0;
@@ -779,11 +861,11 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
                 }
             }
             if (!iok) {
-                ok = 0;
+                mc->ok = 0;
                 break;
             }
-            ModelTensor *t = &m->tensors[m->ntensors];
-            t->name = it->name.name;
+            ModelTensor *t = model_new_tensor(r, mc);
+            t->name = defname;
             t->span = it->name.span;
             t->role = TENSOR_ACTIVATION;
             t->producer = m->ninstances;
@@ -792,13 +874,13 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
                 t->sizes[x] = inst->dim_sizes[op->output.dims[x]];
             inst->result = m->ntensors;
             if (it->use) {
-                if (!have_mesh) {
+                if (!mc->have_mesh) {
                     diag_error(r->sink, it->use->span, "'use' needs the model's mesh declared before it");
-                    ok = 0;
+                    mc->ok = 0;
                     break;
                 }
                 if (!bind_partition(r, m, inst, it->use)) {
-                    ok = 0;
+                    mc->ok = 0;
                     break;
                 }
             }
@@ -809,8 +891,67 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
         case MITEM_STRICT:
             m->strict = 1;
             break;
+        case MITEM_LAYER:
+            model_layer(r, mc, it);
+            break;
         }
     }
+}
+
+static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Rename *rn)
+{
+    for (int i = 0; i < items->count; ++i)
+        model_item(r, mc, items->items[i], rn);
+}
+
+static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it)
+{
+    long count;
+    if (!eval_param_expr(r, it->repeat, mc->params, mc->nparams, &count)) {
+        mc->ok = 0;
+        return;
+    }
+    if (count < 1 || count > 1024) {
+        diag_error(r->sink, it->repeat->span, "a layer repeats 1 to 1024 times, not %ld", count);
+        mc->ok = 0;
+        return;
+    }
+    Rename rn;
+    memset(&rn, 0, sizeof rn);
+    rn.layer = it;
+    rn.count = count;
+    int defines_out = 0;
+    for (int i = 0; i < it->items.count; ++i) {
+        const ModelItem *sub = it->items.items[i];
+        if (sub->kind == MITEM_WEIGHT || sub->kind == MITEM_INSTANCE) {
+            ptrvec_push(r->arena, &rn.locals, (void *)sub->name.name);
+            defines_out |= sub->name.name == it->layer_out.name;
+        }
+    }
+    if (!defines_out) {
+        diag_error(r->sink, it->layer_out.span, "the layer never defines its output '%s'", it->layer_out.name);
+        mc->ok = 0;
+        return;
+    }
+    for (long l = 0; l < count && mc->ok; ++l) {
+        rn.index = l;
+        model_items(r, mc, &it->items, &rn);
+    }
+}
+
+static void resolve_model(Resolver *r, const ModelDecl *decl)
+{
+    Model *m = ARENA_NEW(r->arena, Model);
+    m->name = decl->name.name;
+    m->span = decl->span;
+    m->decl = decl;
+    ModelCtx ctx, *mc = &ctx;
+    memset(mc, 0, sizeof ctx);
+    mc->m = m;
+    mc->ok = 1;
+    mc->params = ARENA_ARRAY(r->arena, ParamVal, decl->items.count + 1);
+    model_items(r, mc, &decl->items, NULL);
+    int ok = mc->ok, have_mesh = mc->have_mesh;
     if (!have_mesh && ok) {
         diag_error(r->sink, decl->name.span, "model '%s' declares no mesh", m->name);
         ok = 0;

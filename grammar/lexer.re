@@ -196,6 +196,8 @@ int yylex(YYSTYPE *lval, Span *lloc, ParseCtx *ctx) {
             "weight"            { return token(ctx, lloc, tok, TOK_WEIGHT); }
             "use"               { return token(ctx, lloc, tok, TOK_USE); }
             "strict"            { return token(ctx, lloc, tok, TOK_STRICT); }
+            "layer"             { return token(ctx, lloc, tok, TOK_LAYER); }
+            "repeat"            { return token(ctx, lloc, tok, TOK_REPEAT); }
             "import"            { return token(ctx, lloc, tok, TOK_IMPORT); }
 
             ident {

@@ -127,6 +127,8 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %token WEIGHT "'weight'"
 %token USE "'use'"
 %token STRICT "'strict'"
+%token LAYER "'layer'"
+%token REPEAT "'repeat'"
 %token IMPORT "'import'"
 %token PLUS_EQ "'+='"
 %token ARROW "'->'"
@@ -329,6 +331,8 @@ mitem
     | name '=' name '(' args ')' use ';'
                             { $$ = ast_new_instance_item(ctx->arena, @$, $1, $3, $5, $7); }
     | STRICT ';'            { $$ = ast_new_strict_item(ctx->arena, @$); }
+    | LAYER '(' name ARROW name ')' REPEAT expr model_body
+                            { $$ = ast_new_layer_item(ctx->arena, @$, $3, $5, $8, $9); }
     | error ';'             { $$ = NULL; }
     ;
 
@@ -398,7 +402,7 @@ static void yyerror(Span *loc, ParseCtx *ctx, const char *msg) {
 typedef struct TokenGroup {
     const char *phrase;
     int nmembers;
-    yysymbol_kind_t members[6];
+    yysymbol_kind_t members[8];
 } TokenGroup;
 
 static int kind_in(yysymbol_kind_t kind, const yysymbol_kind_t *set, int n) {
@@ -459,9 +463,9 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, ParseCtx *ctx) {
           YYTRANSLATE('%'), YYTRANSLATE('^')}},
         {"a declaration", 5,
          {YYSYMBOL_OP, YYSYMBOL_PARTITION, YYSYMBOL_MODEL, YYSYMBOL_IMPORT, YYSYMBOL_YYEOF}},
-        {"a model item", 6,
+        {"a model item", 7,
          {YYSYMBOL_PARAM, YYSYMBOL_MESH, YYSYMBOL_INPUT, YYSYMBOL_WEIGHT, YYSYMBOL_STRICT,
-          YYSYMBOL_IDENT}},
+          YYSYMBOL_LAYER, YYSYMBOL_IDENT}},
     };
     enum { NGROUPS = sizeof groups / sizeof groups[0] };
     int group_on[NGROUPS];
