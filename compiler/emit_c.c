@@ -47,7 +47,8 @@ static const char *c_intrinsic(const char *name)
         {"rsqrt", "prime_rsqrt"}, {"tanh", "tanhf"},        {"erf", "erff"},
         {"sigmoid", "prime_sigmoid"}, {"relu", "prime_relu"}, {"gelu", "prime_gelu"},
         {"silu", "prime_silu"},  {"abs", "fabsf"},          {"step", "prime_step"},
-        {"max", "fmaxf"},        {"min", "fminf"},          {"rsqrt_grad", "prime_rsqrt_grad"},
+        {"max", "fmaxf"},        {"min", "fminf"},          {"cos", "cosf"},
+        {"sin", "sinf"},         {"pow", "powf"},          {"rsqrt_grad", "prime_rsqrt_grad"},
         {"tanh_grad", "prime_tanh_grad"}, {"erf_grad", "prime_erf_grad"},
         {"sigmoid_grad", "prime_sigmoid_grad"}, {"gelu_grad", "prime_gelu_grad"},
         {"silu_grad", "prime_silu_grad"},
@@ -82,6 +83,16 @@ static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whol
         break;
     case EXPR_NAME:
     case EXPR_INDEX: {
+        const Instance *inst = &e->s->model->instances[ph->inst];
+        if (x->kind == EXPR_NAME) {
+            /* A dimension used as a value: its global index. */
+            for (int d = 0; d < inst->op->ndims; ++d) {
+                if (inst->op->dims[d] == x->name) {
+                    printer_printf(p, "(float)(d%d + off[%d])", d, d);
+                    return;
+                }
+            }
+        }
         int i = operand_index(ph, x->name);
         printer_printf(p, "in[%d][", i);
         print_index(e, ph, &ph->in[i], whole);
@@ -101,6 +112,15 @@ static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whol
         printer_printf(p, ")");
         break;
     case EXPR_CALL:
+        if (strcmp(x->name, "size") == 0) {
+            /* The whole dimension, whatever the tile. */
+            const Instance *inst = &e->s->model->instances[ph->inst];
+            const Expr *dim = x->args.items[0];
+            for (int d = 0; d < inst->op->ndims; ++d)
+                if (inst->op->dims[d] == dim->name)
+                    printer_printf(p, "%ld.0f", inst->dim_sizes[d]);
+            break;
+        }
         printer_printf(p, "%s(", c_intrinsic(x->name));
         for (int i = 0; i < x->args.count; ++i) {
             if (i)
@@ -169,13 +189,31 @@ static int emit_gemm(Emitter *e, const PhaseSched *ph, int whole)
     return 1;
 }
 
+static int uses_dim_index(const Op *op, const Expr *x)
+{
+    if (!x)
+        return 0;
+    if (x->kind == EXPR_NAME)
+        for (int d = 0; d < op->ndims; ++d)
+            if (op->dims[d] == x->name)
+                return 1;
+    if (x->kind == EXPR_CALL && strcmp(x->name, "size") == 0)
+        return 0;
+    int u = uses_dim_index(op, x->lhs) || uses_dim_index(op, x->rhs);
+    for (int i = 0; i < x->args.count && (x->kind == EXPR_CALL || x->kind == EXPR_RADIX); ++i)
+        u |= uses_dim_index(op, x->args.items[i]);
+    return u;
+}
+
 /* out[...] += expr over one tile (or, whole, over the whole tensors). */
 static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int whole)
 {
     Printer *p = &e->p;
     const Instance *inst = &e->s->model->instances[ph->inst];
-    printer_printf(p, "static void %s(float *out, const float *const *in)\n{\n", fname);
+    printer_printf(p, "static void %s(float *out, const float *const *in, const long *off)\n{\n", fname);
     printer_indent(p, 1);
+    if (!uses_dim_index(inst->op, ph->expr))
+        printer_printf(p, "(void)off;\n");
     if (!emit_gemm(e, ph, whole)) {
         for (int d = 0; d < inst->op->ndims; ++d) {
             printer_printf(p, "for (long d%d = 0; d%d < %ld; ++d%d) {\n", d, d,
@@ -309,6 +347,18 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index)
         printer_indent(p, -1);
         printer_printf(p, "};\n");
     }
+    if (ph->noffsets) {
+        printer_printf(p, "static const long phase%d_offsets[][8] = {\n", index);
+        printer_indent(p, 1);
+        for (int i = 0; i < ph->noffsets; ++i) {
+            printer_printf(p, "{");
+            for (int x = 0; x < 8; ++x)
+                printer_printf(p, "%s%ld", x ? ", " : "", ph->offsets[i][x]);
+            printer_printf(p, "},\n");
+        }
+        printer_indent(p, -1);
+        printer_printf(p, "};\n");
+    }
     int compute = ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
     if (compute)
         printer_printf(p, "static const PrimeKernelFn phase%d_kernels[] = {kernel%d};\n", index, index);
@@ -324,7 +374,11 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index)
     else
         printer_printf(p, "NULL, ");
     if (ph->nboxes)
-        printer_printf(p, "phase%d_boxes};\n\n", index);
+        printer_printf(p, "phase%d_boxes, ", index);
+    else
+        printer_printf(p, "NULL, ");
+    if (ph->noffsets)
+        printer_printf(p, "phase%d_offsets};\n\n", index);
     else
         printer_printf(p, "NULL};\n\n");
 }
@@ -418,6 +472,7 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
     }
     printer_printf(p, "static void reference(float *const *v)\n{\n");
     printer_indent(p, 1);
+    printer_printf(p, "static const long zero[8] = {0};\n");
     for (int k = 0; k < s->phases.count; ++k) {
         const PhaseSched *ph = s->phases.items[k];
         if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
@@ -430,7 +485,7 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
             printer_printf(p, "%sv[%d]", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
         }
         const SchedTensor *o = &s->tensors[ph->out.tensor];
-        printer_printf(p, "};\nreference%d(v[%d], in);\n", k, 2 * o->model_tensor + o->is_grad);
+        printer_printf(p, "};\nreference%d(v[%d], in, zero);\n", k, 2 * o->model_tensor + o->is_grad);
         printer_indent(p, -1);
         printer_printf(p, "}\n");
     }

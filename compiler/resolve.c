@@ -14,7 +14,7 @@ typedef struct Resolver {
 
 static const char *const intrinsics[] = {"exp", "log", "sqrt", "rsqrt", "tanh", "erf",
                                          "sigmoid", "relu", "gelu", "silu", "max", "min",
-                                         "abs", "step", NULL};
+                                         "abs", "step", "cos", "sin", "pow", NULL};
 
 const Op *module_find_op(const Module *module, Sym name)
 {
@@ -116,6 +116,8 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
     case EXPR_NAME:
     case EXPR_INDEX: {
         const OpTensor *t = op_tensor(op, e->name);
+        if (!t && e->kind == EXPR_NAME && op_dim_index(op, e->name) >= 0)
+            return 1; /* a dimension's global index, as a value */
         if (!t) {
             diag_error(r->sink, e->name_span, "unknown tensor '%s' in operator '%s'", e->name,
                        op->name);
@@ -149,12 +151,20 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
     case EXPR_NEG:
         return check_body_expr(r, op, e->lhs);
     case EXPR_CALL: {
+        if (strcmp(e->name, "size") == 0) {
+            const Expr *arg = e->args.count == 1 ? e->args.items[0] : NULL;
+            if (!arg || arg->kind != EXPR_NAME || op_dim_index(op, arg->name) < 0) {
+                diag_error(r->sink, e->span, "size() takes one dimension of operator '%s'", op->name);
+                return 0;
+            }
+            return 1;
+        }
         int known = 0;
         for (int i = 0; intrinsics[i]; ++i)
             known |= strcmp(intrinsics[i], e->name) == 0;
         if (!known) {
             diag_error(r->sink, e->name_span, "unknown intrinsic '%s'", e->name);
-            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, gelu, silu, max, min, abs, step");
+            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, gelu, silu, max, min, abs, step, cos, sin, pow, size(dim)");
             return 0;
         }
         int ok = 1;

@@ -791,6 +791,30 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
     ph->replication = replication;
 }
 
+/* The index of the offsets row (global origin of every operator
+ * dimension's slice) of the sub-operator at (dev, t). */
+static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t)
+{
+    if (b->dry)
+        return 0;
+    long row[8] = {0};
+    for (int d = 0; d < b->st->ndims && d < 8; ++d)
+        row[d] = slice_at(b->st, d, dev, t) * b->st->extent[d];
+    for (int i = 0; i < ph->noffsets; ++i)
+        if (memcmp(ph->offsets[i], row, sizeof row) == 0)
+            return i;
+    if (ph->noffsets == ph->offset_cap) {
+        int cap = ph->offset_cap ? ph->offset_cap * 2 : 8;
+        long(*n)[8] = arena_alloc(b->arena, sizeof(long[8]) * (size_t)cap);
+        if (ph->noffsets)
+            memcpy(n, ph->offsets, sizeof(long[8]) * (size_t)ph->noffsets);
+        ph->offsets = n;
+        ph->offset_cap = cap;
+    }
+    memcpy(ph->offsets[ph->noffsets], row, sizeof row);
+    return ph->noffsets++;
+}
+
 /* An input operand that an earlier operand already brings (the same
  * storage tensor indexed the same way, e.g. Y * Y). */
 static int operand_repeats(const PhaseSched *ph, int i)
@@ -968,7 +992,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
             PrimeAction *k = act(b, d, PRIME_ACT_KERNEL);
             k->tensor = ph->out.tensor;
             k->slot = into_slot;
-            k->arg = 0;
+            k->arg = kernel_offsets(b, ph, d, t);
             k->nin = ph->nin;
             for (int i = 0; i < ph->nin; ++i) {
                 const Store *st = store_of(b, ph->in[i].tensor, d);
@@ -1710,8 +1734,15 @@ static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor
 static void collect_operands(Builder *b, PhaseSched *ph, const Expr *e, const Instance *inst,
                              int dy_tensor, Sym dy_name)
 {
-    if (!e)
+    if (!e || (e->kind == EXPR_CALL && strcmp(e->name, "size") == 0))
         return;
+    if (e->kind == EXPR_NAME && e->name != dy_name) {
+        int tensor_named = 0;
+        for (int i = 0; i < inst->op->ninputs; ++i)
+            tensor_named |= inst->op->inputs[i].name == e->name;
+        if (!tensor_named)
+            return; /* a dimension index */
+    }
     if (e->kind == EXPR_INDEX || e->kind == EXPR_NAME) {
         for (int i = 0; i < ph->nin; ++i)
             if (ph->in[i].name == e->name)

@@ -130,6 +130,9 @@ typedef struct PhaseSched {
     int nboxes;
     PrimeBox *boxes;
     int box_cap;
+    int noffsets; /* distinct kernel offset rows (global tile origins) */
+    long (*offsets)[8];
+    int offset_cap;
     long *peak;    /* predicted per rank, over this phase */
 } PhaseSched;
 

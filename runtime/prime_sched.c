@@ -218,7 +218,8 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
             if (st != PRIME_OK)
                 break;
             prime_trace_begin(dev, phase->name);
-            phase->kernels[a->arg](*ref, in);
+            static const long no_offsets[8] = {0};
+            phase->kernels[0](*ref, in, phase->offsets ? phase->offsets[a->arg] : no_offsets);
             prime_trace_end(dev);
             break;
         }

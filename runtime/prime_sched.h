@@ -30,7 +30,7 @@ extern "C" {
     X(PRIME_ACT_SEND, "send")           /* slot to peer, tag, byte kind */             \
     X(PRIME_ACT_RECV, "recv")           /* into slot from peer, tag */                 \
     X(PRIME_ACT_WAIT, "wait")           /* complete every posted send and receive */   \
-    X(PRIME_ACT_KERNEL, "kernel")       /* kernels[arg](slot, in slots) accumulates */ \
+    X(PRIME_ACT_KERNEL, "kernel")       /* kernel(slot, in slots, offsets[arg]) */      \
     X(PRIME_ACT_ADD, "add")             /* slot += in_slot[0] (same tensor) */         \
     X(PRIME_ACT_ALLREDUCE, "allreduce") /* groups[arg] sums slot, tag */               \
     X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */              \
@@ -60,8 +60,10 @@ typedef struct PrimeAction {
     int in_slot[PRIME_MAX_KERNEL_INPUTS];
 } PrimeAction;
 
-/* A compute kernel: out += f(in...) over one tile each. */
-typedef void (*PrimeKernelFn)(float *out, const float *const *in);
+/* A compute kernel: out += f(in...) over one tile each; off gives, per
+ * operator dimension, the global index of the tile's first element
+ * (for bodies that use dimension indices, e.g. a causal mask). */
+typedef void (*PrimeKernelFn)(float *out, const float *const *in, const long *off);
 
 /* A box inside two tiles: ext elements per dimension, at src_off in a
  * tile of shape src_tile and at dst_off in a tile of shape dst_tile.
@@ -85,9 +87,10 @@ typedef struct PrimePhase {
     const char *name;
     const PrimeAction *const *actions; /* per rank */
     const int *nactions;               /* per rank */
-    const PrimeKernelFn *kernels;
+    const PrimeKernelFn *kernels; /* one per phase: kernels[0] */
     const PrimeGroup *groups;
     const PrimeBox *boxes;
+    const long (*offsets)[8]; /* KERNEL: offsets[arg], per operator dimension */
 } PrimePhase;
 
 #define PRIME_MAX_TENSORS 64
