@@ -606,6 +606,7 @@ typedef struct ModelCtx {
     int tensor_cap, instance_cap;
     int have_mesh, ok;
     const ModelItem *mesh_item;
+    PtrVec failed; /* Sym: results of instances that had errors (no cascades) */
 } ModelCtx;
 
 /* Names inside one copy of a repeated layer: names the block defines get
@@ -682,6 +683,25 @@ static Instance *model_new_instance(Resolver *r, ModelCtx *mc)
 }
 
 static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Rename *rn);
+
+/* An item after `it` (in the model, or in the layer being expanded) that
+ * defines `name`: using it now would make the graph cyclic. */
+static const ModelItem *defined_later(const ModelCtx *mc, const Rename *rn, const ModelItem *it, Sym name)
+{
+    const PtrVec *items = rn ? &rn->layer->items : &mc->m->decl->items;
+    int seen = 0;
+    for (int i = 0; i < items->count; ++i) {
+        const ModelItem *x = items->items[i];
+        if (x == it) {
+            seen = 1;
+            continue;
+        }
+        if (seen && (x->kind == MITEM_INSTANCE || x->kind == MITEM_WEIGHT || x->kind == MITEM_INPUT) &&
+            x->name.name == name)
+            return x;
+    }
+    return NULL;
+}
 static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it);
 
 static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn)
@@ -838,7 +858,20 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 const Ident *arg = it->args.items[a];
                 int ti = find_tensor(m, map_use(r, rn, arg->name));
                 if (ti < 0) {
-                    diag_error(r->sink, arg->span, "unknown tensor '%s'", arg->name);
+                    const ModelItem *later = defined_later(mc, rn, it, arg->name);
+                    int failed_before = 0;
+                    for (int f = 0; f < mc->failed.count; ++f)
+                        failed_before |= mc->failed.items[f] == (void *)map_use(r, rn, arg->name);
+                    if (failed_before) {
+                        /* Already reported where it was defined. */
+                    } else if (later) {
+                        diag_error(r->sink, arg->span,
+                                   "'%s' is used before it is defined: a model is an acyclic graph in definition order",
+                                   arg->name);
+                        diag_note(r->sink, later->name.span, "'%s' is defined here", arg->name);
+                    } else {
+                        diag_error(r->sink, arg->span, "unknown tensor '%s'", arg->name);
+                    }
                     iok = 0;
                     break;
                 }
@@ -872,6 +905,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             }
             if (!iok) {
                 mc->ok = 0;
+                ptrvec_push(r->arena, &mc->failed, (void *)defname);
                 break;
             }
             ModelTensor *t = model_new_tensor(r, mc);
