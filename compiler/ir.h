@@ -96,6 +96,7 @@ typedef struct Instance {
 typedef struct Model {
     Sym name;
     Span span;
+    Span name_span;
     const ModelDecl *decl;
     Mesh mesh;
     int strict;

@@ -187,9 +187,108 @@ static void dump_partition(Compilation *c)
     }
 }
 
-static int pass_schedule(Compilation *c)
+/* A model that applies partition p to its operator on a mesh of p's
+ * axes with every size parameter = size, on dimensions of `dim` elements:
+ * how `check` proves a partition that no model uses. */
+static Model *synthetic_model(Compilation *c, const Partition *p, long size, long dim)
+{
+    Model *m = ARENA_NEW(c->arena, Model);
+    const Op *op = p->op;
+    m->name = p->name;
+    m->span = p->decl->span;
+    m->decl = NULL;
+    m->name_span = p->decl->name.span;
+    m->mesh.ndev = 1;
+    m->mesh.span = p->decl->name.span;
+    for (int a = 0; a < p->naxes; ++a) {
+        long v = p->axes[a]->size->kind == EXPR_INT ? p->axes[a]->size->value : size;
+        m->mesh.names[a] = p->axes[a]->name.name;
+        m->mesh.sizes[a] = v;
+        m->mesh.spans[a] = p->axes[a]->span;
+        m->mesh.ndev *= (int)v;
+        m->mesh.naxes++;
+    }
+    m->ntensors = op->ninputs + 1;
+    m->tensors = ARENA_ARRAY(c->arena, ModelTensor, m->ntensors);
+    for (int i = 0; i <= op->ninputs; ++i) {
+        const OpTensor *ot = i < op->ninputs ? &op->inputs[i] : &op->output;
+        ModelTensor *t = &m->tensors[i];
+        t->name = ot->name;
+        t->span = ot->span;
+        t->role = i == op->ninputs ? TENSOR_ACTIVATION : i == 0 ? TENSOR_INPUT : TENSOR_WEIGHT;
+        t->producer = i == op->ninputs ? 0 : -1;
+        t->ndims = ot->ndims;
+        for (int x = 0; x < ot->ndims; ++x)
+            t->sizes[x] = dim;
+    }
+    m->ninstances = 1;
+    m->instances = ARENA_ARRAY(c->arena, Instance, 1);
+    Instance *inst = &m->instances[0];
+    inst->name = m->tensors[op->ninputs].name;
+    inst->span = p->decl->name.span;
+    inst->op = op;
+    for (int i = 0; i < op->ninputs; ++i)
+        inst->args[i] = i;
+    inst->result = op->ninputs;
+    for (int d = 0; d < op->ndims; ++d)
+        inst->dim_sizes[d] = dim;
+    inst->partition = p;
+    inst->use_span = p->decl->name.span;
+    for (int a = 0; a < p->naxes; ++a) {
+        inst->axis_map[a] = a;
+        const Expr *sz = p->axes[a]->size;
+        int known = 0;
+        for (int k = 0; k < inst->nsize_params; ++k)
+            known |= inst->size_param_names[k] == sz->name;
+        if (sz->kind == EXPR_NAME && !known) {
+            inst->size_param_names[inst->nsize_params] = sz->name;
+            inst->size_param_values[inst->nsize_params++] = size;
+        }
+    }
+    inst->steps = 1;
+    if (p->steps)
+        inst->steps = p->steps->size->kind == EXPR_INT ? p->steps->size->value : size;
+    return m;
+}
+
+/* Proves every partition of the user's files that no model applies, on
+ * meshes with size parameters 2 and 4. */
+static int check_unused_partitions(Compilation *c)
 {
     int ok = 1;
+    for (int i = 0; i < c->module.partitions.count; ++i) {
+        const Partition *p = c->module.partitions.items[i];
+        const SourceFile *f = source_get(&c->sources, p->decl->span.file);
+        if (strncmp(f->name, "<stdlib>/", 9) == 0)
+            continue;
+        int used = 0;
+        for (int k = 0; k < c->module.models.count && !used; ++k) {
+            const Model *m = c->module.models.items[k];
+            for (int n = 0; n < m->ninstances; ++n)
+                used |= m->instances[n].partition == p;
+        }
+        if (used)
+            continue;
+        for (long size = 2; size <= 4 && ok; size *= 2) {
+            long ndev = 1;
+            for (int a = 0; a < p->naxes; ++a)
+                ndev *= p->axes[a]->size->kind == EXPR_INT ? p->axes[a]->size->value : size;
+            if (ndev > 256)
+                continue;
+            Model *m = synthetic_model(c, p, size, 16 * size * size);
+            if (!schedule_build(c->arena, &c->sink, m)) {
+                diag_note_plain(&c->sink, "found while checking partition '%s' of '%s' alone with its size parameters = %ld and every dimension of size %ld",
+                                p->name, p->op->name, size, 16 * size * size);
+                ok = 0;
+            }
+        }
+    }
+    return ok;
+}
+
+static int pass_schedule(Compilation *c)
+{
+    int ok = check_unused_partitions(c);
     for (int i = 0; i < c->module.models.count; ++i) {
         const Model *m = c->module.models.items[i];
         if (!selected(c, m))

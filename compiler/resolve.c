@@ -988,6 +988,7 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
     Model *m = ARENA_NEW(r->arena, Model);
     m->name = decl->name.name;
     m->span = decl->span;
+    m->name_span = decl->name.span;
     m->decl = decl;
     ModelCtx ctx, *mc = &ctx;
     memset(mc, 0, sizeof ctx);

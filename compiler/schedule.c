@@ -1243,7 +1243,7 @@ static void strict_check(Builder *b, PhaseSched *ph, int first_boundary)
     for (int i = first_boundary; i < ph->boundary.count; ++i) {
         const Move *mv = ph->boundary.items[i];
         const Instance *inst = ph->inst >= 0 ? &b->s->model->instances[ph->inst] : NULL;
-        diag_error(b->sink, inst ? inst->span : b->s->model->decl->name.span,
+        diag_error(b->sink, inst ? inst->span : b->s->model->name_span,
                    "strict: '%s' needs a redistribution (%s, %ld bytes) in the %s phase: %s",
                    b->s->tensors[mv->tensor].name, move_kind_name(mv->kind), mv->bytes,
                    phase_name(ph->kind), mv->reason);
@@ -1499,7 +1499,7 @@ static int storage_like(Builder *b, int like)
     Schedule *s = b->s;
     if (s->ntensors == SCHED_MAX_TENSORS) {
         if (!b->failed)
-            diag_error(b->sink, s->model->decl->name.span,
+            diag_error(b->sink, s->model->name_span,
                        "model '%s' needs more than %d stored tensors (tensors in each tiling, gradients included)",
                        s->model->name, SCHED_MAX_TENSORS);
         b->failed = 1;
@@ -1701,7 +1701,7 @@ static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor
     }
     if (s->ntensors == SCHED_MAX_TENSORS) {
         if (!b->failed)
-            diag_error(b->sink, s->model->decl->name.span,
+            diag_error(b->sink, s->model->name_span,
                        "model '%s' needs more than %d stored tensors (tensors in each tiling, gradients included)",
                        s->model->name, SCHED_MAX_TENSORS);
         b->failed = 1;
