@@ -104,6 +104,11 @@ typedef struct Model {
     ModelTensor *tensors;
     int ninstances;
     Instance *instances;
+    /* The repeated layer block, if exactly one: instances
+     * [layer_first, layer_first + layer_size * layer_count) are
+     * layer_count identical copies. layer_count = 0 otherwise. */
+    int layer_first, layer_size, layer_count;
+    int nlayer_blocks;
 } Model;
 
 /* Everything resolve found. */

@@ -977,10 +977,18 @@ static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it)
         mc->ok = 0;
         return;
     }
+    int first = mc->m->ninstances;
     for (long l = 0; l < count && mc->ok; ++l) {
         rn.index = l;
         model_items(r, mc, &it->items, &rn);
     }
+    Model *m = mc->m;
+    m->nlayer_blocks++;
+    m->layer_first = first;
+    m->layer_count = (int)count;
+    m->layer_size = (m->ninstances - first) / (int)count;
+    if (m->nlayer_blocks > 1 || m->layer_size * (int)count != m->ninstances - first)
+        m->layer_count = 0;
 }
 
 static void resolve_model(Resolver *r, const ModelDecl *decl)

@@ -2014,3 +2014,45 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
     predict(s, arena);
     return s;
 }
+
+long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const SchedTensor *tt,
+                            const Layout *need, long *max_per_device)
+{
+    long total = 0, worst = 0;
+    for (int d = 0; d < need->ndev; ++d) {
+        long mine = 0;
+        for (int i = 0; i < need->count[d]; ++i) {
+            long tile = need->tiles[d][i];
+            for (long st = 0; st < tf->ntiles; ++st) {
+                long elems = 1;
+                for (int x = 0; x < tt->ndims && elems; ++x) {
+                    long lo = sched_tile_coord(tt, tile, x) * tt->extent[x], hi = lo + tt->extent[x];
+                    long slo = sched_tile_coord(tf, st, x) * tf->extent[x], shi = slo + tf->extent[x];
+                    long a = slo > lo ? slo : lo, z = shi < hi ? shi : hi;
+                    elems = a < z ? elems * (z - a) : 0;
+                }
+                if (!elems)
+                    continue;
+                int local = 0, anywhere = 0;
+                for (int c = 0; c < have->ndev; ++c) {
+                    for (int k = 0; k < have->count[c]; ++k) {
+                        if (have->tiles[c][k] == st) {
+                            anywhere = 1;
+                            local |= c == d;
+                        }
+                    }
+                }
+                if (!anywhere)
+                    return -1;
+                if (!local)
+                    mine += elems * (long)sizeof(float);
+            }
+        }
+        total += mine;
+        if (mine > worst)
+            worst = mine;
+    }
+    if (max_per_device)
+        *max_per_device = worst;
+    return total;
+}

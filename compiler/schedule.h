@@ -153,6 +153,13 @@ typedef struct Schedule {
  * diagnostics. */
 Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model);
 
+/* Bytes that must move to build layout `need` of tiling `tt` from layout
+ * `have` of tiling `tf` (same value, same device count): every piece a
+ * device lacks locally. -1 when some piece is held nowhere. The largest
+ * amount one device receives goes to *max_per_device. */
+long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const SchedTensor *tt,
+                            const Layout *need, long *max_per_device);
+
 /* Slice index of a tensor's dimension x in a tile id. */
 long sched_tile_coord(const SchedTensor *t, long tile, int x);
 /* A tile id written as e.g. "(m=1, k=0)" (with the op dims of operand). */

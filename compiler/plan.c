@@ -1,0 +1,655 @@
+/*
+ * plan.c — the planner (see plan.h).
+ */
+#include "plan.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Edge {
+    int from, to, arg;   /* producer instance, consumer instance, consumer argument */
+    double *time;        /* [ci * ncand(to) + cj] */
+    long *bytes;         /* busiest device, forward + backward */
+} Edge;
+
+typedef struct Planner {
+    Arena *arena;
+    DiagSink *sink;
+    const Module *module;
+    const Model *model;
+    const PlanOptions *opt;
+    Plan *plan;
+    int n;
+    int *last_use;   /* per instance: the last consumer of its result, or -1 */
+    PtrVec edges;    /* Edge* */
+    PtrVec *in_edges; /* per consumer instance: Edge* */
+    double lambda;   /* memory penalty per byte of persistent memory */
+} Planner;
+
+static int ncand(const Planner *p, int i) { return p->plan->cands[i].count; }
+static PlanCandidate *cand(const Planner *p, int i, int c) { return p->plan->cands[i].items[c]; }
+
+static double own_time(const Planner *p, int i, int c)
+{
+    const PlanCandidate *pc = cand(p, i, c);
+    return pc->cost.time + p->lambda * (double)pc->cost.persistent;
+}
+
+/* ------------------------------------------------------------------ */
+/* Candidates                                                          */
+
+/* Binds partition sizes to the mesh without diagnostics. */
+static int bind_silently(Instance *ci, const Partition *part, const Mesh *mesh)
+{
+    ci->nsize_params = 0;
+    for (int a = 0; a < part->naxes; ++a) {
+        long v = mesh->sizes[ci->axis_map[a]];
+        const Expr *size = part->axes[a]->size;
+        if (size->kind == EXPR_INT) {
+            if (size->value != v)
+                return 0;
+            continue;
+        }
+        int found = 0;
+        for (int k = 0; k < ci->nsize_params; ++k) {
+            if (ci->size_param_names[k] == size->name) {
+                found = 1;
+                if (ci->size_param_values[k] != v)
+                    return 0;
+            }
+        }
+        if (!found) {
+            ci->size_param_names[ci->nsize_params] = size->name;
+            ci->size_param_values[ci->nsize_params++] = v;
+        }
+    }
+    ci->steps = 1;
+    if (part->steps) {
+        const Expr *size = part->steps->size;
+        if (size->kind == EXPR_INT) {
+            ci->steps = size->value;
+        } else {
+            int found = 0;
+            for (int k = 0; k < ci->nsize_params; ++k)
+                if (ci->size_param_names[k] == size->name) {
+                    ci->steps = ci->size_param_values[k];
+                    found = 1;
+                }
+            if (!found)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static void try_candidate(Planner *p, int i, const Partition *part, const int *axis_map)
+{
+    const Model *m = p->model;
+    const Instance *inst = &m->instances[i];
+    PlanCandidate *pc = ARENA_NEW(p->arena, PlanCandidate);
+    pc->partition = part;
+    memcpy(pc->axis_map, axis_map, sizeof pc->axis_map);
+    pc->inst = *inst;
+    pc->inst.partition = part;
+    memcpy(pc->inst.axis_map, axis_map, sizeof pc->inst.axis_map);
+    if (!bind_silently(&pc->inst, part, &p->opt->mesh))
+        return;
+    /* A model of this instance alone: activations become inputs. */
+    Model *sm = ARENA_NEW(p->arena, Model);
+    sm->name = m->name;
+    sm->span = m->span;
+    sm->name_span = m->name_span;
+    sm->mesh = p->opt->mesh;
+    sm->tensors = ARENA_ARRAY(p->arena, ModelTensor, inst->op->ninputs + 1);
+    int local_of[IR_MAX_INPUTS];
+    for (int a = 0; a < inst->op->ninputs; ++a) {
+        local_of[a] = -1;
+        for (int b = 0; b < a; ++b)
+            if (inst->args[b] == inst->args[a])
+                local_of[a] = local_of[b];
+        if (local_of[a] >= 0)
+            continue;
+        ModelTensor *t = &sm->tensors[sm->ntensors];
+        *t = m->tensors[inst->args[a]];
+        if (t->role != TENSOR_WEIGHT)
+            t->role = TENSOR_INPUT;
+        t->producer = -1;
+        local_of[a] = sm->ntensors++;
+    }
+    ModelTensor *res = &sm->tensors[sm->ntensors];
+    *res = m->tensors[inst->result];
+    res->producer = 0;
+    int result = sm->ntensors++;
+    for (int a = 0; a < inst->op->ninputs; ++a)
+        pc->inst.args[a] = local_of[a];
+    pc->inst.result = result;
+    sm->ninstances = 1;
+    sm->instances = &pc->inst;
+    DiagSink mute;
+    diag_init(&mute, p->sink->sources, p->arena, NULL);
+    Schedule *s = schedule_build(p->arena, &mute, sm);
+    if (!s)
+        return;
+    pc->sched = s;
+    pc->out_tensor = pc->dout_tensor = -1;
+    for (int a = 0; a < inst->op->ninputs; ++a)
+        pc->in_tensor[a] = pc->din_tensor[a] = -1;
+    for (int t = 0; t < s->ntensors; ++t) {
+        const SchedTensor *ts = &s->tensors[t];
+        for (int a = 0; a < inst->op->ninputs; ++a) {
+            if (ts->model_tensor != local_of[a])
+                continue;
+            if (!ts->is_grad && ts->fill_phase >= 0)
+                pc->in_tensor[a] = t;
+            if (ts->is_grad && ts->check)
+                pc->din_tensor[a] = t;
+        }
+        if (ts->model_tensor == result && !ts->is_grad && ts->check)
+            pc->out_tensor = t;
+        if (ts->model_tensor == result && ts->is_grad && ts->fill_phase >= 0)
+            pc->dout_tensor = t;
+    }
+    pc->cost = p->opt->cost(s, p->opt->ctx);
+    /* Persistent: weights and their gradients, and stashed inputs. */
+    long persistent = 0;
+    for (int d = 0; d < sm->mesh.ndev; ++d) {
+        long mine = 0;
+        for (int a = 0; a < inst->op->ninputs; ++a) {
+            int t = pc->in_tensor[a];
+            if (t < 0)
+                continue;
+            long bytes = (long)s->home[t].count[d] * s->tensors[t].tile_elems * (long)sizeof(float);
+            mine += s->tensors[t].is_weight ? 2 * bytes : bytes;
+        }
+        if (mine > persistent)
+            persistent = mine;
+    }
+    pc->cost.persistent = persistent;
+    if (p->opt->memory_limit && pc->cost.peak > p->opt->memory_limit)
+        return;
+    ptrvec_push(p->arena, &p->plan->cands[i], pc);
+}
+
+static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, int a, unsigned used)
+{
+    if (a == part->naxes) {
+        try_candidate(p, i, part, axis_map);
+        return;
+    }
+    for (int x = 0; x < p->opt->mesh.naxes; ++x) {
+        if (used & (1u << x))
+            continue;
+        axis_map[a] = x;
+        bind_axes(p, i, part, axis_map, a + 1, used | (1u << x));
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Edges                                                               */
+
+static void build_edges(Planner *p)
+{
+    const Model *m = p->model;
+    for (int j = 0; j < p->n; ++j) {
+        const Instance *inst = &m->instances[j];
+        for (int a = 0; a < inst->op->ninputs; ++a) {
+            int i = m->tensors[inst->args[a]].producer;
+            if (i < 0)
+                continue;
+            Edge *e = ARENA_NEW(p->arena, Edge);
+            e->from = i;
+            e->to = j;
+            e->arg = a;
+            e->time = ARENA_ARRAY(p->arena, double, ncand(p, i) * ncand(p, j));
+            e->bytes = ARENA_ARRAY(p->arena, long, ncand(p, i) * ncand(p, j));
+            for (int ci = 0; ci < ncand(p, i); ++ci) {
+                const PlanCandidate *A = cand(p, i, ci);
+                for (int cj = 0; cj < ncand(p, j); ++cj) {
+                    const PlanCandidate *B = cand(p, j, cj);
+                    long fmax = 0, bmax = 0;
+                    double t = 0;
+                    long fb = sched_conversion_bytes(&A->sched->tensors[A->out_tensor], &A->sched->final[A->out_tensor],
+                                                     &B->sched->tensors[B->in_tensor[a]],
+                                                     &B->sched->home[B->in_tensor[a]], &fmax);
+                    long bb = 0;
+                    if (B->din_tensor[a] >= 0 && A->dout_tensor >= 0)
+                        bb = sched_conversion_bytes(&B->sched->tensors[B->din_tensor[a]],
+                                                    &B->sched->final[B->din_tensor[a]],
+                                                    &A->sched->tensors[A->dout_tensor],
+                                                    &A->sched->home[A->dout_tensor], &bmax);
+                    if (fb < 0 || bb < 0) {
+                        t = INFINITY;
+                    } else {
+                        if (fmax > 0)
+                            t += p->opt->move(fmax, p->opt->ctx);
+                        if (bmax > 0)
+                            t += p->opt->move(bmax, p->opt->ctx);
+                    }
+                    e->time[ci * ncand(p, j) + cj] = t;
+                    e->bytes[ci * ncand(p, j) + cj] = fmax + bmax;
+                }
+            }
+            ptrvec_push(p->arena, &p->edges, e);
+            ptrvec_push(p->arena, &p->in_edges[j], e);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* The dynamic program                                                 */
+
+/* Producers awaited at position j (before instance j runs), in order. */
+static int live_at(const Planner *p, int j, int *live)
+{
+    int n = 0;
+    for (int i = 0; i < j; ++i)
+        if (p->last_use[i] >= j)
+            live[n++] = i;
+    return n;
+}
+
+typedef struct State {
+    int *assign; /* candidate per live producer */
+    double cost;
+    int prev;    /* index in the previous step's states */
+    int chosen;  /* candidate chosen for the instance of this step */
+} State;
+
+typedef struct Layer {
+    int nlive;
+    int live[64];
+    State *states;
+    int count, cap;
+} Layer;
+
+static int state_find(const Layer *L, const int *assign)
+{
+    for (int s = 0; s < L->count; ++s)
+        if (memcmp(L->states[s].assign, assign, sizeof(int) * (size_t)L->nlive) == 0)
+            return s;
+    return -1;
+}
+
+static void state_offer(Planner *p, Layer *L, const int *assign, double cost, int prev, int chosen)
+{
+    int s = state_find(L, assign);
+    if (s >= 0) {
+        if (cost < L->states[s].cost) {
+            L->states[s].cost = cost;
+            L->states[s].prev = prev;
+            L->states[s].chosen = chosen;
+        }
+        return;
+    }
+    if (L->count == L->cap) {
+        int cap = L->cap ? L->cap * 2 : 16;
+        State *n = ARENA_ARRAY(p->arena, State, cap);
+        if (L->count)
+            memcpy(n, L->states, sizeof(State) * (size_t)L->count);
+        L->states = n;
+        L->cap = cap;
+    }
+    State *st = &L->states[L->count++];
+    st->assign = ARENA_ARRAY(p->arena, int, L->nlive + 1);
+    memcpy(st->assign, assign, sizeof(int) * (size_t)L->nlive);
+    st->cost = cost;
+    st->prev = prev;
+    st->chosen = chosen;
+}
+
+/* One step: from the states before instance j to those after it. */
+static void dp_step(Planner *p, int j, const Layer *in, Layer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->nlive = live_at(p, j + 1, out->live);
+    int assign[64];
+    for (int s = 0; s < in->count; ++s) {
+        const State *st = &in->states[s];
+        for (int c = 0; c < ncand(p, j); ++c) {
+            double cost = st->cost + own_time(p, j, c);
+            for (int e = 0; e < p->in_edges[j].count; ++e) {
+                const Edge *ed = p->in_edges[j].items[e];
+                int ci = -1;
+                for (int x = 0; x < in->nlive; ++x)
+                    if (in->live[x] == ed->from)
+                        ci = st->assign[x];
+                ICE_ASSERT(ci >= 0);
+                cost += ed->time[ci * ncand(p, j) + c];
+            }
+            if (isinf(cost))
+                continue;
+            for (int x = 0; x < out->nlive; ++x) {
+                int who = out->live[x];
+                if (who == j) {
+                    assign[x] = c;
+                } else {
+                    assign[x] = -1;
+                    for (int y = 0; y < in->nlive; ++y)
+                        if (in->live[y] == who)
+                            assign[x] = st->assign[y];
+                }
+            }
+            state_offer(p, out, assign, cost, s, c);
+        }
+    }
+}
+
+/* Runs instances [lo, hi) from `start`; fills steps[lo+1..hi] (steps[k]
+ * is the layer before instance k). */
+static void dp_range(Planner *p, int lo, int hi, Layer *steps)
+{
+    for (int j = lo; j < hi; ++j)
+        dp_step(p, j, &steps[j], &steps[j + 1]);
+}
+
+/* (min, +) product C = A B of k x k matrices. */
+static void minplus(const double *A, const double *B, double *C, int k)
+{
+    for (int a = 0; a < k; ++a)
+        for (int b = 0; b < k; ++b) {
+            double best = INFINITY;
+            for (int x = 0; x < k; ++x) {
+                double v = A[a * k + x] + B[x * k + b];
+                if (v < best)
+                    best = v;
+            }
+            C[a * k + b] = best;
+        }
+}
+
+/* The optimum through the layer power: prefix (up to the end of the
+ * first layer), the transfer matrix of one interior layer raised to
+ * L - 1, then the suffix. Returns -1 when the structure does not allow it. */
+static double power_optimum(Planner *p)
+{
+    const Model *m = p->model;
+    int first = m->layer_first, size = m->layer_size, L = m->layer_count;
+    if (L < 3 || size < 1)
+        return -1;
+    /* At each layer boundary only the previous layer's last instance may be awaited. */
+    for (int l = 1; l <= L; ++l) {
+        int live[64];
+        int at = first + l * size;
+        int n = live_at(p, at, live);
+        if (n != 1 || live[0] != at - 1)
+            return -1;
+    }
+    int b0 = first + size - 1; /* last instance of layer 0 */
+    int k = ncand(p, b0);
+    for (int l = 1; l < L; ++l)
+        if (ncand(p, first + l * size + size - 1) != k)
+            return -1;
+    Layer *steps = ARENA_ARRAY(p->arena, Layer, p->n + 1);
+    /* Prefix: from nothing to the end of layer 0. */
+    steps[0].nlive = 0;
+    state_offer(p, &steps[0], NULL, 0, -1, -1);
+    dp_range(p, 0, first + size, steps);
+    double *P = ARENA_ARRAY(p->arena, double, k);
+    for (int a = 0; a < k; ++a)
+        P[a] = INFINITY;
+    const Layer *pre = &steps[first + size];
+    for (int s = 0; s < pre->count; ++s)
+        P[pre->states[s].assign[0]] = pre->states[s].cost;
+    /* Transfer matrix of layer 1. */
+    double *M = ARENA_ARRAY(p->arena, double, k * k);
+    int lo = first + size, hi = first + 2 * size;
+    for (int a = 0; a < k; ++a) {
+        Layer *tmp = ARENA_ARRAY(p->arena, Layer, p->n + 1);
+        tmp[lo].nlive = live_at(p, lo, tmp[lo].live);
+        int assign[1] = {a};
+        state_offer(p, &tmp[lo], assign, 0, -1, -1);
+        dp_range(p, lo, hi, tmp);
+        for (int b = 0; b < k; ++b)
+            M[a * k + b] = INFINITY;
+        for (int s = 0; s < tmp[hi].count; ++s)
+            M[a * k + tmp[hi].states[s].assign[0]] = tmp[hi].states[s].cost;
+    }
+    /* R = M^(L-1) by squaring. */
+    double *R = ARENA_ARRAY(p->arena, double, k * k), *T = ARENA_ARRAY(p->arena, double, k * k);
+    double *B = ARENA_ARRAY(p->arena, double, k * k);
+    for (int a = 0; a < k; ++a)
+        for (int b = 0; b < k; ++b)
+            R[a * k + b] = a == b ? 0 : INFINITY;
+    memcpy(B, M, sizeof(double) * (size_t)(k * k));
+    for (int e = L - 1; e > 0; e >>= 1) {
+        if (e & 1) {
+            minplus(R, B, T, k);
+            memcpy(R, T, sizeof(double) * (size_t)(k * k));
+        }
+        minplus(B, B, T, k);
+        memcpy(B, T, sizeof(double) * (size_t)(k * k));
+    }
+    /* Suffix from each boundary candidate. */
+    int end = first + L * size;
+    double best = INFINITY;
+    for (int b = 0; b < k; ++b) {
+        double mid = INFINITY;
+        for (int a = 0; a < k; ++a)
+            if (P[a] + R[a * k + b] < mid)
+                mid = P[a] + R[a * k + b];
+        if (isinf(mid))
+            continue;
+        Layer *tmp = ARENA_ARRAY(p->arena, Layer, p->n + 1);
+        tmp[end].nlive = live_at(p, end, tmp[end].live);
+        int assign[1] = {b};
+        state_offer(p, &tmp[end], assign, 0, -1, -1);
+        dp_range(p, end, p->n, tmp);
+        for (int s = 0; s < tmp[p->n].count; ++s)
+            if (mid + tmp[p->n].states[s].cost < best)
+                best = mid + tmp[p->n].states[s].cost;
+    }
+    return best;
+}
+
+/* The linear dynamic program over all instances; fills plan->choice. */
+static double solve(Planner *p)
+{
+    Layer *steps = ARENA_ARRAY(p->arena, Layer, p->n + 1);
+    steps[0].nlive = 0;
+    state_offer(p, &steps[0], NULL, 0, -1, -1);
+    dp_range(p, 0, p->n, steps);
+    if (steps[p->n].count == 0)
+        return INFINITY;
+    ICE_ASSERT(steps[p->n].count == 1 && steps[p->n].nlive == 0);
+    int s = 0;
+    for (int j = p->n; j > 0; --j) {
+        const State *st = &steps[j].states[s];
+        p->plan->choice[j - 1] = st->chosen;
+        s = st->prev;
+    }
+    return steps[p->n].states[0].cost;
+}
+
+/* ------------------------------------------------------------------ */
+
+static void summarise(Planner *p)
+{
+    Plan *plan = p->plan;
+    plan->time = 0;
+    plan->edge_time = 0;
+    plan->coll_bytes = plan->p2p_bytes = 0;
+    long persistent = 0, transient = 0;
+    for (int i = 0; i < p->n; ++i) {
+        const PlanCandidate *pc = cand(p, i, plan->choice[i]);
+        plan->time += pc->cost.time;
+        plan->coll_bytes += pc->cost.coll_bytes;
+        plan->p2p_bytes += pc->cost.p2p_bytes;
+        persistent += pc->cost.persistent;
+        if (pc->cost.peak - pc->cost.persistent > transient)
+            transient = pc->cost.peak - pc->cost.persistent;
+    }
+    for (int e = 0; e < p->edges.count; ++e) {
+        const Edge *ed = p->edges.items[e];
+        int k = plan->choice[ed->from] * ncand(p, ed->to) + plan->choice[ed->to];
+        plan->edge_time += ed->time[k];
+        plan->p2p_bytes += ed->bytes[k];
+    }
+    plan->time += plan->edge_time;
+    plan->memory = persistent + transient;
+}
+
+/* Objective of an assignment under the planner's edges. */
+static double objective(const Planner *p, const int *choice)
+{
+    double t = 0;
+    for (int i = 0; i < p->n; ++i)
+        t += own_time(p, i, choice[i]);
+    for (int e = 0; e < p->edges.count; ++e) {
+        const Edge *ed = p->edges.items[e];
+        t += ed->time[choice[ed->from] * ncand(p, ed->to) + choice[ed->to]];
+    }
+    return t;
+}
+
+static Planner *last_planner; /* for plan_exhaustive, set by plan_model */
+
+double plan_assignment_time(const Plan *plan, const int *choice)
+{
+    ICE_ASSERT(last_planner && last_planner->plan == plan);
+    return objective(last_planner, choice);
+}
+
+double plan_exhaustive(const Plan *plan, long limit, int *best_choice)
+{
+    Planner *p = last_planner;
+    ICE_ASSERT(p && p->plan == plan);
+    long total = 1;
+    for (int i = 0; i < p->n; ++i) {
+        total *= ncand(p, i);
+        if (total > limit)
+            return -1;
+    }
+    int *choice = calloc((size_t)p->n + 1, sizeof(int));
+    double best = INFINITY;
+    for (long k = 0; k < total; ++k) {
+        long rest = k;
+        for (int i = p->n - 1; i >= 0; --i) {
+            choice[i] = (int)(rest % ncand(p, i));
+            rest /= ncand(p, i);
+        }
+        double t = objective(p, choice);
+        if (t < best) {
+            best = t;
+            if (best_choice)
+                memcpy(best_choice, choice, sizeof(int) * (size_t)p->n);
+        }
+    }
+    free(choice);
+    return best;
+}
+
+const char *plan_use_text(Arena *arena, const Plan *plan, int inst)
+{
+    const PlanCandidate *pc = plan->cands[inst].items[plan->choice[inst]];
+    const Mesh *mesh = &pc->sched->model->mesh;
+    char buf[256];
+    size_t n = (size_t)snprintf(buf, sizeof buf, "%s(", pc->partition->name);
+    for (int a = 0; a < pc->partition->naxes && n < sizeof buf - 40; ++a)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s: %s", a ? ", " : "",
+                              pc->partition->axes[a]->name.name, mesh->names[pc->axis_map[a]]);
+    snprintf(buf + n, sizeof buf - n, ")");
+    return arena_strdup(arena, buf);
+}
+
+int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *model,
+               const PlanOptions *opt, Plan *out)
+{
+    static Planner planner;
+    Planner *p = &planner;
+    memset(p, 0, sizeof *p);
+    memset(out, 0, sizeof *out);
+    p->arena = arena;
+    p->sink = sink;
+    p->module = module;
+    p->model = model;
+    p->opt = opt;
+    p->plan = out;
+    p->n = model->ninstances;
+    last_planner = p;
+    out->model = model;
+    out->ninst = p->n;
+    out->cands = ARENA_ARRAY(arena, PtrVec, p->n);
+    out->choice = ARENA_ARRAY(arena, int, p->n);
+    p->in_edges = ARENA_ARRAY(arena, PtrVec, p->n);
+    p->last_use = ARENA_ARRAY(arena, int, p->n);
+    for (int i = 0; i < p->n; ++i)
+        p->last_use[i] = -1;
+    for (int j = 0; j < p->n; ++j)
+        for (int a = 0; a < model->instances[j].op->ninputs; ++a) {
+            int i = model->tensors[model->instances[j].args[a]].producer;
+            if (i >= 0 && j > p->last_use[i])
+                p->last_use[i] = j;
+        }
+    /* Candidates; identical instances of repeated layers share them. */
+    for (int i = 0; i < p->n; ++i) {
+        const Instance *inst = &model->instances[i];
+        int twin = -1;
+        if (model->layer_count > 1 && i >= model->layer_first + model->layer_size &&
+            i < model->layer_first + model->layer_size * model->layer_count)
+            twin = i - model->layer_size;
+        if (twin >= 0) {
+            out->cands[i] = out->cands[twin];
+            continue;
+        }
+        for (int k = 0; k < module->partitions.count; ++k) {
+            const Partition *part = module->partitions.items[k];
+            if (part->op != inst->op || part->naxes > opt->mesh.naxes)
+                continue;
+            int axis_map[IR_MAX_AXES] = {0};
+            bind_axes(p, i, part, axis_map, 0, 0);
+        }
+        out->candidates += out->cands[i].count;
+        if (out->cands[i].count == 0) {
+            diag_error(sink, inst->span,
+                       "no partition of '%s' applies to '%s' on this mesh%s", inst->op->name, inst->name,
+                       opt->memory_limit ? " within the memory limit" : "");
+            return 0;
+        }
+    }
+    build_edges(p);
+    double best = solve(p);
+    if (isinf(best)) {
+        diag_error(sink, model->name_span, "no plan for '%s' connects its instances", model->name);
+        return 0;
+    }
+    summarise(p);
+    if (opt->memory_limit && out->memory > opt->memory_limit) {
+        /* Penalise persistent memory until the plan fits. */
+        double scale = out->time / (double)(out->memory > 0 ? out->memory : 1);
+        long smallest = out->memory;
+        for (int k = 0; k < 40 && out->memory > opt->memory_limit; ++k) {
+            p->lambda = scale * ldexp(1.0, k - 4);
+            solve(p);
+            summarise(p);
+            if (out->memory < smallest)
+                smallest = out->memory;
+        }
+        p->lambda = 0;
+        if (out->memory > opt->memory_limit) {
+            int worst = 0;
+            for (int i = 0; i < p->n; ++i)
+                if (cand(p, i, out->choice[i])->cost.persistent >
+                    cand(p, worst, out->choice[worst])->cost.persistent)
+                    worst = i;
+            diag_error(sink, model->name_span,
+                       "no plan of '%s' fits in %ld bytes per device: the smallest found needs %ld",
+                       model->name, opt->memory_limit, smallest);
+            diag_note(sink, model->instances[worst].span,
+                      "the largest part is '%s' (%ld bytes of weights, gradients and stashed inputs per device)",
+                      model->instances[worst].name, cand(p, worst, out->choice[worst])->cost.persistent);
+            return 0;
+        }
+        out->penalised = 1;
+        best = out->time;
+    }
+    double pw = power_optimum(p);
+    if (pw >= 0) {
+        out->used_power = 1;
+        out->power_time = pw;
+        if (!out->penalised && fabs(pw - best) > 1e-9 * (fabs(best) + 1e-30))
+            ICE("layer power optimum %.17g differs from the linear optimum %.17g", pw, best);
+    }
+    return 1;
+}

@@ -1,0 +1,90 @@
+/*
+ * plan.h — choose a partition for every operator instance of a model.
+ *
+ * Candidates per instance: every partition of its operator, over every
+ * way to bind the partition's axes to the mesh's axes. Each candidate is
+ * scheduled alone (a one-instance model: its own phases, collectives,
+ * shifts, memory) and costed; consecutive instances add the cost of
+ * converting the producer's output layout into the consumer's input
+ * layout (forward) and the consumer's input gradient into the producer's
+ * output-gradient layout (backward). The total is the sum of instance
+ * costs and edge costs, and the search is exact under it: a dynamic
+ * program over the instances in order whose state is the candidate of
+ * every producer still awaited by a later consumer (residual connections
+ * keep their producer in the state until the add that ends the segment).
+ * For a model whose layers repeat, the per-layer boundary-to-boundary
+ * cost matrix is composed L times as a (min, +) matrix power in
+ * log2(L) squarings. The memory limit is applied by dropping candidates
+ * that alone exceed it and, when the cheapest plan does not fit, by a
+ * Lagrangian penalty on persistent memory (not exact; reported).
+ */
+#ifndef PRIMEC_PLAN_H
+#define PRIMEC_PLAN_H
+
+#include "diag.h"
+#include "ir.h"
+#include "schedule.h"
+
+typedef struct PlanCost {
+    double time;      /* seconds per training step */
+    long coll_bytes;  /* collective bytes, the busiest device */
+    long p2p_bytes;   /* shift + redistribution bytes, the busiest device */
+    long peak;        /* peak bytes of the schedule, the busiest device */
+    long persistent;  /* weights, their gradients and stashed inputs, per device */
+} PlanCost;
+
+/* How a schedule and a conversion are priced (the cost model). */
+typedef PlanCost (*PlanCostFn)(const Schedule *s, void *ctx);
+typedef double (*PlanMoveFn)(long bytes_per_device, void *ctx);
+
+typedef struct PlanOptions {
+    Mesh mesh;          /* the mesh to plan on */
+    long memory_limit;  /* bytes per device; 0: none */
+    PlanCostFn cost;
+    PlanMoveFn move;
+    void *ctx;
+} PlanOptions;
+
+typedef struct PlanCandidate {
+    const Partition *partition;
+    int axis_map[IR_MAX_AXES];
+    Instance inst; /* bound to the mesh */
+    PlanCost cost;
+    Schedule *sched;
+    int in_tensor[IR_MAX_INPUTS];  /* storage tensor of each argument */
+    int din_tensor[IR_MAX_INPUTS]; /* its gradient (-1 for a weight... or none) */
+    int out_tensor;
+    int dout_tensor;
+} PlanCandidate;
+
+typedef struct Plan {
+    const Model *model;
+    int ninst;
+    PtrVec *cands; /* per instance: PlanCandidate* */
+    int *choice;   /* per instance: index into cands */
+    double time;   /* objective: instance costs + edge costs */
+    double edge_time;
+    long coll_bytes, p2p_bytes; /* summed over instances and edges, busiest device each */
+    long memory;   /* sum of persistent + the largest transient peak */
+    double power_time; /* the layer-power evaluation of the optimum (must equal time) */
+    int used_power;
+    int penalised; /* the memory limit needed the Lagrangian penalty */
+    long candidates;
+} Plan;
+
+/* Plans the model; returns 0 after a diagnostic (no candidate for an
+ * instance, no plan within the memory limit). */
+int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *model,
+               const PlanOptions *opt, Plan *out);
+
+/* The objective of an arbitrary assignment (for exhaustive checks). */
+double plan_assignment_time(const Plan *plan, const int *choice);
+
+/* Enumerates every assignment (when there are at most `limit`); returns
+ * the best objective, or -1 if there are more. */
+double plan_exhaustive(const Plan *plan, long limit, int *best_choice);
+
+/* The instance's candidate as `use` text: "square(i: i, j: j)". */
+const char *plan_use_text(Arena *arena, const Plan *plan, int inst);
+
+#endif
