@@ -1,28 +1,35 @@
 /*
- * internal.h — private structures shared by the runtime's modules.
+ * internal.h — private structures shared by the runtime's modules and by
+ * both of its backends.
  *
  * Nothing here is part of the public interface; emitted programs include
- * only prime_rt.h. Every field says which thread may touch it and which
- * lock guards it:
+ * only prime_rt.h. The runtime is built twice from one set of common
+ * objects (device.c, collective.c, trace.c, kernels.c, prime_sched.c,
+ * prime_program.c) and one backend each:
  *
- *   - "device thread": the compute thread running the rank function of
- *     that device during prime_world_run, and the caller of the world's
- *     functions between runs (thread creation and joining order the two).
- *   - "mbox_mu", "comm_mu", "done_mu": the per-device mutexes below.
+ *   prime_rt      threads: world_threads.c, transport_threads.c
+ *                 (private structures in threads_internal.h)
+ *   prime_rt_mpi  MPI: world_mpi.c
  *
- * Requests (PrimeReqImpl) are heap objects owned by the device that posted
- * them. They sit on that device's `live` list from posting until
- * prime_wait frees them, so prime_world_destroy can free requests a
- * program never waited for. While unmatched a request also sits in the
- * destination's mailbox; once matched, the send sits in its source's
- * communication queue until the communication thread has copied it.
+ * The common objects touch only the fields declared here and reach the
+ * transport only through prime_rt_post_send / prime_rt_post_recv /
+ * prime_wait, so they are backend-neutral. A backend keeps its own state
+ * behind the `be` pointers and implements the functions listed at the end
+ * of this file, together with the public world, run, barrier, wait, root
+ * and share functions of prime_rt.h.
+ *
+ * A world always holds one PrimeDev per rank. With threads every one of
+ * them is a running device. With MPI only the process's own rank runs;
+ * the others are mirrors whose counters (and, on the root, whose trace
+ * events) the backend copies in at the end of every prime_world_run, so
+ * the counter getters and the trace writer below are the same code for
+ * both backends.
  */
 #ifndef PRIME_RT_INTERNAL_H
 #define PRIME_RT_INTERNAL_H
 
 #include "prime_rt.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,40 +40,14 @@
 
 /* Matching namespaces: collectives never match user point-to-point
  * messages, whatever tags either side uses. */
-typedef enum PrimeChannel { PRIME_RT_CHAN_P2P = 0, PRIME_RT_CHAN_COLLECTIVE } PrimeChannel;
+typedef enum PrimeChannel {
+    PRIME_RT_CHAN_P2P = 0,
+    PRIME_RT_CHAN_COLLECTIVE,
+    PRIME_RT_CHAN_COUNT
+} PrimeChannel;
 
-typedef enum PrimeReqKind { PRIME_RT_REQ_SEND = 0, PRIME_RT_REQ_RECV } PrimeReqKind;
-
-typedef struct PrimeReqImpl PrimeReqImpl;
-struct PrimeReqImpl {
-    /* Fixed when posted. */
-    PrimeReqKind kind;
-    int owner;   /* rank that posted the request */
-    int src;     /* sending rank */
-    int dst;     /* receiving rank */
-    int tag;
-    PrimeChannel channel;
-    const float *sbuf; /* send: data to copy */
-    float *rbuf;       /* receive: destination */
-    size_t n;
-
-    /* Unmatched: link in the destination's mailbox list (mbox_mu of dst). */
-    PrimeReqImpl *mbox_next;
-    /* Matched send: its receive, and its link in the source's communication
-     * queue (comm_mu of src). Written under mbox_mu of dst before the send
-     * is queued; read by the communication thread after dequeuing. */
-    PrimeReqImpl *partner;
-    PrimeReqImpl *work_next;
-
-    /* Completion, guarded by done_mu of the owner. */
-    int done;
-    PrimeStatus result;
-
-    /* The owner's list of requests not yet waited for (device thread). */
-    PrimeReqImpl *live_prev;
-    PrimeReqImpl *live_next;
-};
-
+/* Plain data (no pointers), so the MPI backend can move events between
+ * processes as bytes. */
 typedef struct PrimeTraceEvent {
     char name[PRIME_RT_TRACE_NAME_MAX + 1];
     uint64_t begin_ns; /* since world creation */
@@ -85,68 +66,34 @@ typedef struct PrimeTrace {
     size_t open_cap;
 } PrimeTrace;
 
+/* Backend state, defined by each backend. */
+typedef struct PrimeDevBackend PrimeDevBackend;
+typedef struct PrimeWorldBackend PrimeWorldBackend;
+
 struct PrimeDev {
     PrimeWorld *world;
     int rank;
 
-    /* Device thread only. */
+    /* Written by the device's own thread during a run and read by the
+     * world's owner after it (the backend orders the two). */
     PrimeStatus status; /* first error, sticky */
     uint64_t bytes_sent[PRIME_BYTES_KIND_COUNT];
     uint64_t cur_bytes;
     uint64_t peak_bytes;
-    PrimeReqImpl *live; /* requests posted and not yet waited for */
     PrimeTrace trace;
-    pthread_t thread; /* compute thread of the current run */
 
-    /* Mailbox, guarded by mbox_mu: sends addressed to this device and
-     * receives posted by it that have not met their partner yet, each
-     * list in posting order. For one (src, tag, channel) at most one of
-     * the two lists holds entries. */
-    pthread_mutex_t mbox_mu;
-    PrimeReqImpl *sends_head;
-    PrimeReqImpl *sends_tail;
-    PrimeReqImpl *recvs_head;
-    PrimeReqImpl *recvs_tail;
-
-    /* Communication thread, guarded by comm_mu: matched sends from this
-     * device, in matching order, waiting to be copied. */
-    pthread_mutex_t comm_mu;
-    pthread_cond_t comm_cv;
-    PrimeReqImpl *work_head;
-    PrimeReqImpl *work_tail;
-    int comm_stop;
-    pthread_t comm_thread;
-    int comm_running; /* set and read by the world's owner only */
-
-    /* Completion of this device's requests: done_mu guards their `done`
-     * and `result`; done_cv is signalled whenever one completes. */
-    pthread_mutex_t done_mu;
-    pthread_cond_t done_cv;
-    int sync_ready; /* all mutexes and condition variables initialised */
+    PrimeDevBackend *be; /* NULL for an MPI mirror */
 };
 
 struct PrimeWorld {
     int ndev;
-    PrimeDev *devs;
+    PrimeDev *devs; /* one per rank */
     uint64_t t0_ns; /* monotonic clock at creation */
     int trace_on;   /* set between runs only */
-
-    /* prime_barrier: generation counting barrier over all devices. */
-    pthread_mutex_t bar_mu;
-    pthread_cond_t bar_cv;
-    int bar_count;
-    unsigned long bar_gen;
-
-    /* prime_world_run: the start gate keeps every compute thread from
-     * running the rank function until all of them exist, so a failed
-     * thread creation never leaves the others blocked on a missing peer. */
-    pthread_mutex_t run_mu;
-    pthread_cond_t run_cv;
-    int running;   /* a run is in progress */
-    int run_gate;  /* 0 closed, 1 go, 2 abandon */
-    PrimeRankFn run_fn;
-    void *run_arg;
+    PrimeWorldBackend *be;
 };
+
+/* Common helpers (device.c). */
 
 /* Records `status` as the device's error unless it already has one;
  * returns `status` so callers can `return prime_rt_fail(dev, ...)`. */
@@ -155,23 +102,24 @@ PrimeStatus prime_rt_fail(PrimeDev *dev, PrimeStatus status);
 /* Monotonic clock in nanoseconds. */
 uint64_t prime_rt_now_ns(void);
 
-/* Transport (transport_threads.c). */
-/* Starts one communication thread per device; PRIME_ERR_TRANSPORT if one
- * cannot be created (those already started are stopped again). */
-PrimeStatus prime_rt_transport_start(PrimeWorld *world);
-/* Stops and joins every running communication thread. */
-void prime_rt_transport_stop(PrimeWorld *world);
-/* Frees every request the device posted and never waited for. Only after
- * prime_rt_transport_stop. */
-void prime_rt_transport_free_requests(PrimeDev *dev);
+/* A zeroed world of `ndev` devices with `world` and `rank` set and no
+ * backend; NULL when out of memory. */
+PrimeWorld *prime_rt_world_new(int ndev);
+/* Frees every device's trace, the devices and the world; the backend
+ * state must be gone already. */
+void prime_rt_world_delete(PrimeWorld *world);
+
+/* Trace (trace.c): frees a device's recorded events. */
+void prime_rt_trace_free(PrimeTrace *trace);
+
+/* Transport, implemented by each backend. */
+
 /* Posts a send or receive in the given matching namespace. A send counts
- * n floats under `kind`; receives ignore `kind`. */
+ * n floats under `kind` when posted; receives ignore `kind`. A failure to
+ * post leaves req->impl NULL and is recorded on the device. */
 PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel channel,
                                const float *buf, size_t n, PrimeByteKind kind, PrimeReq *req);
 PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel channel, float *buf,
                                size_t n, PrimeReq *req);
-
-/* Trace (trace.c): frees a device's recorded events. */
-void prime_rt_trace_free(PrimeTrace *trace);
 
 #endif /* PRIME_RT_INTERNAL_H */

@@ -2,11 +2,25 @@
  * prime_rt.h — the public interface of the primec runtime.
  *
  * Programs emitted by primec include only this header. The runtime runs
- * one SPMD program on N devices; on the embedded `cpu` backend every device
- * is a thread of one process and messages move through a threads
- * transport in which a communication thread per device performs the copy
- * of each posted send, so a transfer overlaps with the compute that the
- * device's own thread does meanwhile.
+ * one SPMD program on N devices and comes as two libraries with this one
+ * interface, so the same program source links against either:
+ *
+ *   prime_rt      (`--target cpu`) every device is a thread of one process
+ *                 and messages move through a threads transport in which a
+ *                 communication thread per device performs the copy of each
+ *                 posted send, so a transfer overlaps with the compute that
+ *                 the device's own thread does meanwhile.
+ *   prime_rt_mpi  (`--target mpi`) every device is an MPI process
+ *                 (`mpirun -np N`); messages are MPI_Isend / MPI_Irecv. Each
+ *                 process holds its own device only; after every run the
+ *                 counters of all devices are copied to every process, so
+ *                 the counter getters below answer for any rank anywhere.
+ *                 Call the world functions from the main thread.
+ *
+ * Code that runs outside prime_world_run (a driver's report) sees, with
+ * MPI, only what its own process computed: prime_world_share completes a
+ * per-rank array on every process, and prime_world_is_root picks the one
+ * process that prints.
  *
  * Ownership and errors: everything here has a create/destroy pair and
  * returns a PrimeStatus; the runtime never calls exit() and never prints
@@ -48,17 +62,35 @@ const char *prime_byte_kind_name(PrimeByteKind kind);
 typedef struct PrimeWorld PrimeWorld; /* all devices of one run */
 typedef struct PrimeDev PrimeDev;     /* one device, seen from its thread */
 
-/* Creates a world of `ndev` thread-devices. */
+/* Creates a world of `ndev` devices. Threads: ndev thread-devices. MPI:
+ * initialises MPI unless the program did, and needs exactly ndev
+ * processes; otherwise rank 0 prints why on stderr and the call returns
+ * PRIME_ERR_ARG on every process. */
 PrimeStatus prime_world_create(int ndev, PrimeWorld **out);
-/* Frees the world; every device must have returned from prime_world_run. */
+/* Frees the world; every device must have returned from prime_world_run.
+ * MPI: finalises MPI if prime_world_create initialised it and this was
+ * the last world. */
 void prime_world_destroy(PrimeWorld *world);
 
 typedef void (*PrimeRankFn)(PrimeDev *dev, void *arg);
-/* Runs fn(dev, arg) on every device, one thread each, and joins them.
+/* Runs fn(dev, arg) on every device, one thread each, and joins them
+ * (MPI: on this process's device, on the calling thread, then exchanges
+ * the counters; every process must call it). Returns the first error of
+ * the lowest-ranked device that has one, the same on every process.
  * Counters are not reset between runs (see prime_world_reset_counters). */
 PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg);
 void prime_world_reset_counters(PrimeWorld *world);
 int prime_world_size(const PrimeWorld *world);
+
+/* 1 on the one process that reports for the world (threads: always;
+ * MPI: rank 0), 0 elsewhere and for NULL. */
+int prime_world_is_root(const PrimeWorld *world);
+/* Between runs: `buf` holds prime_world_size(world) blocks of
+ * `bytes_per_rank` bytes, block r written by (the process of) rank r;
+ * afterwards every process holds every block. Threads: nothing to do, the
+ * memory is shared. MPI: an in-place MPI_Allgather, so every process must
+ * call it, and each contributes the block of its own rank only. */
+PrimeStatus prime_world_share(PrimeWorld *world, void *buf, size_t bytes_per_rank);
 
 int prime_dev_rank(const PrimeDev *dev);
 int prime_dev_count(const PrimeDev *dev);
@@ -141,7 +173,9 @@ double prime_max_rel_error(const float *a, const float *b, size_t n);
 
 /* Chrome trace-event timeline: a device records named intervals; the
  * world writes them as JSON ("X" events, pid 0, tid = rank, microseconds
- * since world creation). Recording is off unless enabled. */
+ * since world creation). Recording is off unless enabled. MPI: events
+ * reach the root at the end of each run, so write the trace there; on
+ * another process it holds that process's device only. */
 void prime_world_enable_trace(PrimeWorld *world, int on);
 void prime_trace_begin(PrimeDev *dev, const char *name);
 void prime_trace_end(PrimeDev *dev);

@@ -12,6 +12,9 @@
  *
  * Recording is switched between runs only: devices read the flag without
  * a lock, ordered by thread creation.
+ *
+ * The writer reads every device of the world. With MPI, the other ranks'
+ * timelines are the copies world_mpi.c gathers to the root after each run.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -23,7 +23,7 @@
 
 #include "prime_rt.h"
 
-#include "internal.h"
+#include "threads_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +65,7 @@ static void mbox_append(PrimeReqImpl **head, PrimeReqImpl **tail, PrimeReqImpl *
 /* Hands a matched send to its source's communication thread. */
 static void comm_enqueue(PrimeWorld *w, PrimeReqImpl *send)
 {
-    PrimeDev *src = &w->devs[send->src];
+    PrimeDevBackend *src = w->devs[send->src].be;
     pthread_mutex_lock(&src->comm_mu);
     send->work_next = NULL;
     if (src->work_tail)
@@ -81,7 +81,7 @@ static void comm_enqueue(PrimeWorld *w, PrimeReqImpl *send)
  * released, so the caller must not touch it afterwards. */
 static void complete(PrimeWorld *w, PrimeReqImpl *r, PrimeStatus result)
 {
-    PrimeDev *owner = &w->devs[r->owner];
+    PrimeDevBackend *owner = w->devs[r->owner].be;
     pthread_mutex_lock(&owner->done_mu);
     r->result = result;
     r->done = 1;
@@ -91,8 +91,9 @@ static void complete(PrimeWorld *w, PrimeReqImpl *r, PrimeStatus result)
 
 static void *comm_main(void *p)
 {
-    PrimeDev *dev = p;
-    PrimeWorld *w = dev->world;
+    PrimeDev *d = p;
+    PrimeWorld *w = d->world;
+    PrimeDevBackend *dev = d->be;
     for (;;) {
         pthread_mutex_lock(&dev->comm_mu);
         while (!dev->work_head && !dev->comm_stop)
@@ -121,9 +122,9 @@ static void *comm_main(void *p)
 PrimeStatus prime_rt_transport_start(PrimeWorld *world)
 {
     for (int i = 0; i < world->ndev; i++) {
-        PrimeDev *dev = &world->devs[i];
+        PrimeDevBackend *dev = world->devs[i].be;
         dev->comm_stop = 0;
-        if (pthread_create(&dev->comm_thread, NULL, comm_main, dev) != 0) {
+        if (pthread_create(&dev->comm_thread, NULL, comm_main, &world->devs[i]) != 0) {
             prime_rt_transport_stop(world);
             return PRIME_ERR_TRANSPORT;
         }
@@ -135,7 +136,7 @@ PrimeStatus prime_rt_transport_start(PrimeWorld *world)
 void prime_rt_transport_stop(PrimeWorld *world)
 {
     for (int i = 0; i < world->ndev; i++) {
-        PrimeDev *dev = &world->devs[i];
+        PrimeDevBackend *dev = world->devs[i].be;
         if (!dev->comm_running)
             continue;
         pthread_mutex_lock(&dev->comm_mu);
@@ -147,7 +148,7 @@ void prime_rt_transport_stop(PrimeWorld *world)
     }
 }
 
-void prime_rt_transport_free_requests(PrimeDev *dev)
+void prime_rt_transport_free_requests(PrimeDevBackend *dev)
 {
     PrimeReqImpl *r = dev->live;
     while (r) {
@@ -158,7 +159,7 @@ void prime_rt_transport_free_requests(PrimeDev *dev)
     dev->live = NULL;
 }
 
-static void live_push(PrimeDev *dev, PrimeReqImpl *r)
+static void live_push(PrimeDevBackend *dev, PrimeReqImpl *r)
 {
     r->live_prev = NULL;
     r->live_next = dev->live;
@@ -167,7 +168,7 @@ static void live_push(PrimeDev *dev, PrimeReqImpl *r)
     dev->live = r;
 }
 
-static void live_remove(PrimeDev *dev, PrimeReqImpl *r)
+static void live_remove(PrimeDevBackend *dev, PrimeReqImpl *r)
 {
     if (r->live_prev)
         r->live_prev->live_next = r->live_next;
@@ -192,7 +193,7 @@ static PrimeReqImpl *req_new(PrimeDev *dev, PrimeReqKind kind, int src, int dst,
     r->channel = channel;
     r->n = n;
     r->result = PRIME_OK;
-    live_push(dev, r);
+    live_push(dev->be, r);
     return r;
 }
 
@@ -214,7 +215,7 @@ PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel cha
     dev->bytes_sent[kind] += (uint64_t)n * sizeof(float);
     req->impl = s;
 
-    PrimeDev *to = &w->devs[dst];
+    PrimeDevBackend *to = w->devs[dst].be;
     pthread_mutex_lock(&to->mbox_mu);
     PrimeReqImpl *r = mbox_take(&to->recvs_head, &to->recvs_tail, s);
     if (r)
@@ -243,27 +244,17 @@ PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel cha
     r->rbuf = buf;
     req->impl = r;
 
-    pthread_mutex_lock(&dev->mbox_mu);
-    PrimeReqImpl *s = mbox_take(&dev->sends_head, &dev->sends_tail, r);
+    PrimeDevBackend *me = dev->be;
+    pthread_mutex_lock(&me->mbox_mu);
+    PrimeReqImpl *s = mbox_take(&me->sends_head, &me->sends_tail, r);
     if (s)
         s->partner = r;
     else
-        mbox_append(&dev->recvs_head, &dev->recvs_tail, r);
-    pthread_mutex_unlock(&dev->mbox_mu);
+        mbox_append(&me->recvs_head, &me->recvs_tail, r);
+    pthread_mutex_unlock(&me->mbox_mu);
     if (s)
         comm_enqueue(w, s);
     return PRIME_OK;
-}
-
-PrimeStatus prime_isend(PrimeDev *dev, int dst, int tag, const float *buf, size_t n,
-                        PrimeByteKind kind, PrimeReq *req)
-{
-    return prime_rt_post_send(dev, dst, tag, PRIME_RT_CHAN_P2P, buf, n, kind, req);
-}
-
-PrimeStatus prime_irecv(PrimeDev *dev, int src, int tag, float *buf, size_t n, PrimeReq *req)
-{
-    return prime_rt_post_recv(dev, src, tag, PRIME_RT_CHAN_P2P, buf, n, req);
 }
 
 /* Waiting for a request that failed to post (impl NULL), was already
@@ -277,12 +268,13 @@ PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req)
     PrimeReqImpl *r = req->impl;
     if (r->owner != dev->rank)
         return prime_rt_fail(dev, PRIME_ERR_ARG);
-    pthread_mutex_lock(&dev->done_mu);
+    PrimeDevBackend *me = dev->be;
+    pthread_mutex_lock(&me->done_mu);
     while (!r->done)
-        pthread_cond_wait(&dev->done_cv, &dev->done_mu);
+        pthread_cond_wait(&me->done_cv, &me->done_mu);
     PrimeStatus result = r->result;
-    pthread_mutex_unlock(&dev->done_mu);
-    live_remove(dev, r);
+    pthread_mutex_unlock(&me->done_mu);
+    live_remove(me, r);
     free(r);
     req->impl = NULL;
     return prime_rt_fail(dev, result);

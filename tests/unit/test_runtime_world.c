@@ -2,7 +2,8 @@
  * test_runtime_world.c — worlds and runs: creation arguments, ranks,
  * repeated runs, the barrier, counted allocation (current, peak, reset),
  * sticky statuses and what prime_world_run returns, names of statuses and
- * byte kinds, and the Chrome trace writer.
+ * byte kinds, the root and prime_world_share (trivial with threads), and
+ * the Chrome trace writer.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -53,6 +54,25 @@ static void test_create_arguments(void **state)
     assert_int_equal(prime_world_peak_bytes(w, -1), 0);
     prime_world_destroy(w);
     prime_world_destroy(NULL);
+}
+
+/* Threads: one process reports, and its memory already holds every
+ * rank's block, so sharing moves nothing. */
+static void test_root_and_share(void **state)
+{
+    (void)state;
+    assert_int_equal(prime_world_is_root(NULL), 0);
+    PrimeWorld *w = make_world(3);
+    assert_int_equal(prime_world_is_root(w), 1);
+    int blocks[3] = {10, 11, 12};
+    assert_int_equal(prime_world_share(w, blocks, sizeof blocks[0]), PRIME_OK);
+    assert_int_equal(blocks[0], 10);
+    assert_int_equal(blocks[1], 11);
+    assert_int_equal(blocks[2], 12);
+    assert_int_equal(prime_world_share(w, NULL, 0), PRIME_OK);
+    assert_int_equal(prime_world_share(w, NULL, 4), PRIME_ERR_ARG);
+    assert_int_equal(prime_world_share(NULL, blocks, 4), PRIME_ERR_ARG);
+    prime_world_destroy(w);
 }
 
 static void test_names(void **state)
@@ -320,6 +340,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_arguments),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_root_and_share),
         cmocka_unit_test(test_every_rank_runs_once),
         cmocka_unit_test(test_barrier),
         cmocka_unit_test(test_counted_allocation),

@@ -1,0 +1,121 @@
+/*
+ * threads_internal.h — private structures of the threads backend
+ * (world_threads.c, transport_threads.c): every device is a thread of one
+ * process. Every field says which thread may touch it and which lock
+ * guards it:
+ *
+ *   - "device thread": the compute thread running the rank function of
+ *     that device during prime_world_run, and the caller of the world's
+ *     functions between runs (thread creation and joining order the two).
+ *   - "mbox_mu", "comm_mu", "done_mu": the per-device mutexes below.
+ *
+ * Requests (PrimeReqImpl) are heap objects owned by the device that posted
+ * them. They sit on that device's `live` list from posting until
+ * prime_wait frees them, so prime_world_destroy can free requests a
+ * program never waited for. While unmatched a request also sits in the
+ * destination's mailbox; once matched, the send sits in its source's
+ * communication queue until the communication thread has copied it.
+ */
+#ifndef PRIME_RT_THREADS_INTERNAL_H
+#define PRIME_RT_THREADS_INTERNAL_H
+
+#include "internal.h"
+
+#include <pthread.h>
+
+typedef enum PrimeReqKind { PRIME_RT_REQ_SEND = 0, PRIME_RT_REQ_RECV } PrimeReqKind;
+
+typedef struct PrimeReqImpl PrimeReqImpl;
+struct PrimeReqImpl {
+    /* Fixed when posted. */
+    PrimeReqKind kind;
+    int owner;   /* rank that posted the request */
+    int src;     /* sending rank */
+    int dst;     /* receiving rank */
+    int tag;
+    PrimeChannel channel;
+    const float *sbuf; /* send: data to copy */
+    float *rbuf;       /* receive: destination */
+    size_t n;
+
+    /* Unmatched: link in the destination's mailbox list (mbox_mu of dst). */
+    PrimeReqImpl *mbox_next;
+    /* Matched send: its receive, and its link in the source's communication
+     * queue (comm_mu of src). Written under mbox_mu of dst before the send
+     * is queued; read by the communication thread after dequeuing. */
+    PrimeReqImpl *partner;
+    PrimeReqImpl *work_next;
+
+    /* Completion, guarded by done_mu of the owner. */
+    int done;
+    PrimeStatus result;
+
+    /* The owner's list of requests not yet waited for (device thread). */
+    PrimeReqImpl *live_prev;
+    PrimeReqImpl *live_next;
+};
+
+/* One per device; PrimeDev.be points at it. */
+struct PrimeDevBackend {
+    /* Device thread only. */
+    PrimeReqImpl *live; /* requests posted and not yet waited for */
+    pthread_t thread;   /* compute thread of the current run */
+
+    /* Mailbox, guarded by mbox_mu: sends addressed to this device and
+     * receives posted by it that have not met their partner yet, each
+     * list in posting order. For one (src, tag, channel) at most one of
+     * the two lists holds entries. */
+    pthread_mutex_t mbox_mu;
+    PrimeReqImpl *sends_head;
+    PrimeReqImpl *sends_tail;
+    PrimeReqImpl *recvs_head;
+    PrimeReqImpl *recvs_tail;
+
+    /* Communication thread, guarded by comm_mu: matched sends from this
+     * device, in matching order, waiting to be copied. */
+    pthread_mutex_t comm_mu;
+    pthread_cond_t comm_cv;
+    PrimeReqImpl *work_head;
+    PrimeReqImpl *work_tail;
+    int comm_stop;
+    pthread_t comm_thread;
+    int comm_running; /* set and read by the world's owner only */
+
+    /* Completion of this device's requests: done_mu guards their `done`
+     * and `result`; done_cv is signalled whenever one completes. */
+    pthread_mutex_t done_mu;
+    pthread_cond_t done_cv;
+    int sync_ready; /* all mutexes and condition variables initialised */
+};
+
+struct PrimeWorldBackend {
+    PrimeDevBackend *devs; /* one per rank */
+
+    /* prime_barrier: generation counting barrier over all devices. */
+    pthread_mutex_t bar_mu;
+    pthread_cond_t bar_cv;
+    int bar_count;
+    unsigned long bar_gen;
+
+    /* prime_world_run: the start gate keeps every compute thread from
+     * running the rank function until all of them exist, so a failed
+     * thread creation never leaves the others blocked on a missing peer. */
+    pthread_mutex_t run_mu;
+    pthread_cond_t run_cv;
+    int running;  /* a run is in progress */
+    int run_gate; /* 0 closed, 1 go, 2 abandon */
+    PrimeRankFn run_fn;
+    void *run_arg;
+};
+
+/* Transport (transport_threads.c). */
+/* Starts one communication thread per device; PRIME_ERR_TRANSPORT if one
+ * cannot be created (those already started are stopped again). */
+PrimeStatus prime_rt_transport_start(PrimeWorld *world);
+/* Stops and joins every running communication thread. */
+void prime_rt_transport_stop(PrimeWorld *world);
+/* Frees every request the device posted and never waited for. Only after
+ * prime_rt_transport_stop. */
+void prime_rt_transport_free_requests(PrimeDevBackend *dev);
+
+#endif /* PRIME_RT_THREADS_INTERNAL_H */
