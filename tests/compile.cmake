@@ -1,0 +1,31 @@
+# Compile tests (label "compile"): the C that primec emits is
+# deterministic (two emissions are byte-identical), formatted (clang-format
+# with compiler/format.c's style changes nothing), and compiles: `primec
+# build` runs the C compiler with -std=c11 -Wall -Wextra -Werror, so every
+# example in examples/ must build.
+
+set(PRIMEC_COMPILE_DIR ${CMAKE_CURRENT_BINARY_DIR}/compile)
+set(PRIMEC_COMPILE_SH ${CMAKE_CURRENT_SOURCE_DIR}/run/compile_check.sh)
+# primec build -o creates only the last component of its output directory.
+file(MAKE_DIRECTORY ${PRIMEC_COMPILE_DIR}/build)
+
+file(GLOB PRIMEC_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/examples/*.prime)
+list(SORT PRIMEC_EXAMPLES)
+foreach(example ${PRIMEC_EXAMPLES})
+  get_filename_component(name ${example} NAME_WE)
+
+  add_test(NAME compile/build/${name}
+           COMMAND $<TARGET_FILE:primec> build ${example} -o ${PRIMEC_COMPILE_DIR}/build/${name})
+  set_tests_properties(compile/build/${name} PROPERTIES LABELS compile TIMEOUT 120)
+
+  add_test(NAME compile/determinism/${name}
+           COMMAND sh ${PRIMEC_COMPILE_SH} determinism $<TARGET_FILE:primec>
+                   ${PRIMEC_COMPILE_DIR}/determinism/${name} ${example})
+  set_tests_properties(compile/determinism/${name} PROPERTIES LABELS compile TIMEOUT 60)
+
+  add_test(NAME compile/format/${name}
+           COMMAND sh ${PRIMEC_COMPILE_SH} format $<TARGET_FILE:primec>
+                   ${PRIMEC_COMPILE_DIR}/format/${name} ${example}
+                   ${CLANG_FORMAT_EXECUTABLE} ${CMAKE_SOURCE_DIR}/compiler/format.c)
+  set_tests_properties(compile/format/${name} PROPERTIES LABELS compile TIMEOUT 60)
+endforeach()

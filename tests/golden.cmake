@@ -1,0 +1,34 @@
+# Golden tests (label "golden"): tests/golden/<stage>/<case>.prime next to
+# one expected file (.err, .explain, .c, .dump; cli cases are <case>.args
+# next to <case>.out). golden/golden.sh runs one case and prints a unified
+# diff on a mismatch; `cmake --build BUILD --target update-golden`
+# rewrites every expected file for review with `git diff`.
+
+set(PRIMEC_GOLDEN_DIR ${CMAKE_CURRENT_SOURCE_DIR}/golden)
+set(PRIMEC_GOLDEN_WORK ${CMAKE_CURRENT_BINARY_DIR}/golden)
+set(PRIMEC_GOLDEN_SH ${PRIMEC_GOLDEN_DIR}/golden.sh)
+
+foreach(stage check cli explain dump emit)
+  if(stage STREQUAL "cli")
+    set(pattern ${PRIMEC_GOLDEN_DIR}/${stage}/*.args)
+  else()
+    set(pattern ${PRIMEC_GOLDEN_DIR}/${stage}/*.prime)
+  endif()
+  # CONFIGURE_DEPENDS: a new case file registers its test on the next build.
+  file(GLOB cases CONFIGURE_DEPENDS ${pattern})
+  list(SORT cases)
+  foreach(input ${cases})
+    get_filename_component(name ${input} NAME_WLE)
+    add_test(NAME golden/${stage}/${name}
+             COMMAND sh ${PRIMEC_GOLDEN_SH} check $<TARGET_FILE:primec> ${PRIMEC_GOLDEN_DIR}
+                     ${PRIMEC_GOLDEN_WORK} ${stage} ${name})
+    set_tests_properties(golden/${stage}/${name} PROPERTIES LABELS golden TIMEOUT 60)
+  endforeach()
+endforeach()
+
+add_custom_target(update-golden
+  COMMAND sh ${PRIMEC_GOLDEN_SH} update-all $<TARGET_FILE:primec> ${PRIMEC_GOLDEN_DIR}
+          ${PRIMEC_GOLDEN_WORK}
+  DEPENDS primec
+  COMMENT "rewriting tests/golden expected files (review them with git diff)"
+  VERBATIM)
