@@ -160,7 +160,7 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out)
                     fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d), s->tensors[ph->out.tensor].name,
                             sched_tile_name(arena, s, ph->out.tensor, sched_operand_tile(s, ph, &ph->out, d, t)));
                     for (int i = 0; i < ph->nin; ++i)
-                        fprintf(out, " %s %s%s", i ? "," : "<-", s->tensors[ph->in[i].tensor].name,
+                        fprintf(out, "%s%s%s", i ? ", " : " <- ", s->tensors[ph->in[i].tensor].name,
                                 sched_tile_name(arena, s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t)));
                     fprintf(out, "\n");
                 }

@@ -48,6 +48,26 @@ static void usage(FILE *out)
             PRIMEC_CC, pipeline_pass_list());
 }
 
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return 0;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; ++i) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return 0;
+            buf[i] = c;
+        }
+    }
+    return 1;
+}
+
 static int write_file(const char *path, const char *text, size_t len)
 {
     FILE *f = fopen(path, "wb");
@@ -208,7 +228,7 @@ int main(int argc, char **argv)
                 explain_text(c.schedules.items[i], c.arena, stdout);
         }
     } else {
-        if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+        if (!make_dirs(outdir)) {
             fprintf(stderr, "primec: error: cannot create '%s': %s\n", outdir, strerror(errno));
             compilation_free(&c);
             return EXIT_USAGE;

@@ -524,8 +524,8 @@ static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause
     inst->partition = p;
     inst->use_span = use->span;
     if (p->naxes > m->mesh.naxes) {
-        diag_error(r->sink, use->span, "partition '%s' needs %d mesh axes; the mesh of '%s' has %d",
-                   p->name, p->naxes, m->name, m->mesh.naxes);
+        diag_error(r->sink, use->span, "partition '%s' needs %d mesh ax%s; the mesh of '%s' has %d",
+                   p->name, p->naxes, p->naxes == 1 ? "is" : "es", m->name, m->mesh.naxes);
         diag_note(r->sink, m->mesh.span, "mesh declared here");
         return 0;
     }
@@ -607,6 +607,7 @@ typedef struct ModelCtx {
     int have_mesh, ok;
     const ModelItem *mesh_item;
     PtrVec failed; /* Sym: results of instances that had errors (no cascades) */
+    int mesh_bad;  /* the mesh had an error: partitions are not bound to it */
 } ModelCtx;
 
 /* Names inside one copy of a repeated layer: names the block defines get
@@ -761,6 +762,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 if (!is_pow2(v)) {
                     diag_error(r->sink, ax->size->span, "mesh axis '%s' has size %ld; mesh axes have power-of-two sizes",
                                ax->name.name, v);
+                    mc->mesh_bad = 1;
                     mc->ok = 0;
                     continue;
                 }
@@ -917,6 +919,10 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             for (int x = 0; x < op->output.ndims; ++x)
                 t->sizes[x] = inst->dim_sizes[op->output.dims[x]];
             inst->result = m->ntensors;
+            if (it->use && mc->mesh_bad) {
+                mc->ok = 0; /* reported at the mesh */
+                break;
+            }
             if (it->use) {
                 if (!mc->have_mesh) {
                     diag_error(r->sink, it->use->span, "'use' needs the model's mesh declared before it");

@@ -334,7 +334,7 @@ static void layout_add(Builder *b, Layout *l, int dev, long tile)
 /* ------------------------------------------------------------------ */
 /* Choosing where a tile comes from                                    */
 
-typedef int (*CandidateFn)(Builder *b, int tensor, int src, long tile, void *ctx);
+typedef int (*CandidateFn)(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
 
 static long axis_distance(const Mesh *mesh, const long *delta)
 {
@@ -376,7 +376,7 @@ static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst
     long best_delta[IR_MAX_AXES];
     long best_dist = -1;
     for (int c = 0; c < b->ndev; ++c) {
-        if (!cand(b, tensor, c, tile[0], ctx))
+        if (!cand(b, tensor, c, dst[0], tile[0], ctx))
             continue;
         long delta[IR_MAX_AXES];
         delta_between(b, dst[0], c, delta);
@@ -385,7 +385,7 @@ static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst
             continue;
         int ok = 1;
         for (int r = 1; r < nrecv && ok; ++r)
-            ok = cand(b, tensor, shifted(b, dst[r], delta), tile[r], ctx);
+            ok = cand(b, tensor, shifted(b, dst[r], delta), dst[r], tile[r], ctx);
         if (ok) {
             best_dist = dist;
             memcpy(best_delta, delta, sizeof delta);
@@ -403,7 +403,7 @@ static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst
         long bd = -1;
         src[r] = -1;
         for (int c = 0; c < b->ndev; ++c) {
-            if ((exclusive && taken[c]) || !cand(b, tensor, c, tile[r], ctx))
+            if ((exclusive && taken[c]) || !cand(b, tensor, c, dst[r], tile[r], ctx))
                 continue;
             long delta[IR_MAX_AXES];
             delta_between(b, dst[r], c, delta);
@@ -422,9 +422,10 @@ static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst
     return distinct ? MOVE_PERMUTATION : MOVE_EXCHANGE;
 }
 
-static int holds_tile(Builder *b, int tensor, int src, long tile, void *ctx)
+static int holds_tile(Builder *b, int tensor, int src, int dst, long tile, void *ctx)
 {
     (void)ctx;
+    (void)dst;
     return store_find(store_of(b, tensor, src), tile) >= 0;
 }
 
@@ -536,6 +537,7 @@ typedef struct AccState {
     int nred_dims;
     unsigned char *claimed; /* per device, while choosing travel sources */
     long *next_tile;        /* per device */
+    long step;              /* the phase step being simulated */
 } AccState;
 
 static long red_id(const Builder *b, const AccState *as, int dev, long t)
@@ -592,13 +594,18 @@ static void acc_merge(Acc *into, const Acc *from, long nred)
     }
 }
 
-static int acc_available(Builder *b, int tensor, int src, long tile, void *ctx)
+/* Can the accumulator of src travel to dst for the next step? Only if
+ * src moves off the tile and dst's next contribution is a reduction
+ * slice the accumulator lacks (else it would be counted twice: dst keeps
+ * its own accumulator, a replica). */
+static int acc_available(Builder *b, int tensor, int src, int dst, long tile, void *ctx)
 {
     (void)tensor;
     AccState *as = ctx;
-    (void)b;
     const Acc *a = as->active[src];
-    return a && a->tile == tile && as->next_tile[src] != tile && !as->claimed[src];
+    if (!a || a->tile != tile || as->next_tile[src] == tile || as->claimed[src])
+        return 0;
+    return !a->red[red_id(b, as, dst, op_step(b, b->ph, as->step + 1))];
 }
 
 static int retired_find(const AccState *as, int dev, long tile)
@@ -881,6 +888,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
 
     for (long s = 0; s < T; ++s) {
         const long t = op_step(b, ph, s);
+        as.step = s;
         for (int d = 0; d < ndev; ++d)
             act(b, d, PRIME_ACT_STEP)->arg = (int)s;
         /* Inputs needed now must be here (first step: from the initial
@@ -1054,7 +1062,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
                     continue;
                 int any = 0;
                 for (int c = 0; c < ndev && !any; ++c)
-                    any = acc_available(b, ph->out.tensor, c, want, &as);
+                    any = acc_available(b, ph->out.tensor, c, d, want, &as);
                 if (!any)
                     continue;
                 dst[n] = d;
@@ -1568,7 +1576,9 @@ static void phase_alloc(Builder *b, PhaseSched *ph, PhaseKind kind, int inst)
 
 /* Tries both sweep orders of a phase on copies of the machine; the one
  * that moves fewer bytes at the boundaries wins (forward on a tie). */
-static void choose_order(Builder *b, PhaseSched *ph, long (*after)(Builder *, PhaseSched *))
+static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage);
+
+static void choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_storage)
 {
     long best = -1;
     int best_rev = 0;
@@ -1584,8 +1594,7 @@ static void choose_order(Builder *b, PhaseSched *ph, long (*after)(Builder *, Ph
         b->failed = 0;
         ph->reversed = rev;
         long bytes = phase_exec(b, ph);
-        if (after)
-            bytes += after(b, ph);
+        bytes += phase_finish(b, ph, p, grad_storage);
         int failed = b->failed;
         machine_copy(b, &b->m, &saved);
         b->dry = was_dry;
@@ -1834,6 +1843,49 @@ static void free_dead(Builder *b, int p)
     }
 }
 
+/* After a backward or gradient phase: its gradient is summed with
+ * earlier contributions; a weight's gradient lands in the weight's home
+ * layout; after the instance's last phase its weights go home. Returns
+ * the bytes moved (phase order trials compare them). */
+static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage)
+{
+    Schedule *s = b->s;
+    const Model *model = s->model;
+    Arena *arena = b->arena;
+    const Instance *inst = &model->instances[ph->inst];
+    long bytes = 0;
+    if (ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD) {
+        int mt = inst->args[ph->wrt];
+        int acc = grad_storage[mt] != ph->out.tensor ? grad_storage[mt] : -1;
+        bytes += phase_epilogue(b, ph, acc);
+        if (model->tensors[mt].role == TENSOR_WEIGHT) {
+            int w = storage_for(b, mt, 0, ph->inst, &inst->op->inputs[ph->wrt], 0);
+            if (s->home[w].ndev && acc < 0)
+                bytes += land(b, ph, ph->out.tensor, &s->home[w],
+                              arena_printf(arena, "'%s' must end in the layout of '%s' for a local optimizer step",
+                                           s->tensors[ph->out.tensor].name, s->tensors[w].name));
+        }
+    }
+    /* A weight no later phase reads goes home for the optimizer step. */
+    for (int i = 0; i < ph->nin; ++i) {
+        int w = ph->in[i].tensor;
+        const SchedTensor *ts = &s->tensors[w];
+        if (!ts->is_weight || ts->is_grad || !s->home[w].ndev)
+            continue;
+        int read_later = 0;
+        for (int q = p + 1; q < s->phases.count && !read_later; ++q) {
+            const PhaseSched *qh = s->phases.items[q];
+            for (int k = 0; k < qh->nin; ++k)
+                read_later |= qh->in[k].tensor == w;
+        }
+        if (!read_later)
+            bytes += land(b, ph, w, &s->home[w],
+                          arena_printf(arena, "'%s' must be back in its home layout for the optimizer step",
+                                       ts->name));
+    }
+    return bytes;
+}
+
 Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
 {
     Schedule *s = ARENA_NEW(arena, Schedule);
@@ -1889,6 +1941,12 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
                 return NULL;
             Ident dyid = {dy_name, inst->op->output.span};
             PtrVec dims = {0};
+            for (int x = 0; x < inst->op->output.ndims; ++x) {
+                Ident *dim = ARENA_NEW(arena, Ident);
+                dim->name = inst->op->dims[inst->op->output.dims[x]];
+                dim->span = inst->op->output.span;
+                ptrvec_push(arena, &dims, dim);
+            }
             Expr *dyref = ast_new_index(arena, inst->op->output.span, dyid, dims);
             ph->expr = ast_new_binary(arena, inst->op->output.span, '*', dyref, d);
             /* A second contribution to a gradient gets its own storage. */
@@ -1969,40 +2027,12 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
         }
         enter_phase(b, ph);
         if (ph->kind != PHASE_FWD)
-            choose_order(b, ph, NULL);
+            choose_order(b, ph, p, grad_storage);
         enter_phase(b, ph);
         phase_exec(b, ph);
         if (b->failed)
             return NULL;
-        /* Gradients: sum with earlier contributions; weights' gradients in
-         * the weights' home layout; weights back home. */
-        if (ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD) {
-            const Instance *inst = &model->instances[ph->inst];
-            int mt = inst->args[ph->wrt];
-            int acc = grad_storage[mt] != ph->out.tensor ? grad_storage[mt] : -1;
-            phase_epilogue(b, ph, acc);
-            if (model->tensors[mt].role == TENSOR_WEIGHT) {
-                int w = storage_for(b, mt, 0, ph->inst, &inst->op->inputs[ph->wrt], 0);
-                if (s->home[w].ndev && acc < 0)
-                    land(b, ph, ph->out.tensor, &s->home[w],
-                         arena_printf(arena, "'%s' must end in the layout of '%s' for a local optimizer step",
-                                      s->tensors[ph->out.tensor].name, s->tensors[w].name));
-            }
-            /* After the last phase of this instance, its weights go home. */
-            int last_of_inst = p + 1 == s->phases.count ||
-                               ((PhaseSched *)s->phases.items[p + 1])->inst != ph->inst;
-            if (last_of_inst) {
-                for (int a = 0; a < inst->op->ninputs; ++a) {
-                    if (model->tensors[inst->args[a]].role != TENSOR_WEIGHT)
-                        continue;
-                    int w = storage_for(b, inst->args[a], 0, ph->inst, &inst->op->inputs[a], 0);
-                    if (s->home[w].ndev)
-                        land(b, ph, w, &s->home[w],
-                             arena_printf(arena, "'%s' must be back in its home layout for the optimizer step",
-                                          s->tensors[w].name));
-                }
-            }
-        }
+        phase_finish(b, ph, p, grad_storage);
         if (b->failed)
             return NULL;
         free_dead(b, p);

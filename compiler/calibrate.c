@@ -1,0 +1,737 @@
+/*
+ * calibrate.c — `primec calibrate` and `primec cost` (calibrate.h).
+ *
+ * The sweeps run inside prime_world_run, one thread per device. Every
+ * repetition starts at a barrier and each device times itself; the time
+ * of a repetition is the slowest device's, and a point's time is the
+ * median over repetitions (one warm-up repetition is dropped). All
+ * buffers are allocated before the first barrier, so that a failed
+ * allocation stops every device at the same place instead of leaving
+ * the others in a collective.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "calibrate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cost.h"
+#include "pipeline.h"
+#include "prime_rt.h"
+
+void calibrate_options_default(CalibrateOptions *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->nworlds = 2;
+    opt->worlds[0] = 2;
+    opt->worlds[1] = 4;
+    opt->min_bytes = 1L << 10;
+    opt->max_bytes = 16L << 20;
+    opt->reps = 7;
+    opt->gemm_min = 16;
+    opt->gemm_max = 512;
+    opt->mem_floats = 4L << 20;
+}
+
+void calibrate_options_quick(CalibrateOptions *opt)
+{
+    calibrate_options_default(opt);
+    opt->nworlds = 1;
+    opt->worlds[0] = 2;
+    opt->max_bytes = 64L << 10;
+    opt->reps = 3;
+    opt->gemm_max = 64;
+    opt->mem_floats = 256L << 10;
+}
+
+/* ------------------------------------------------------------------ */
+/* Fits                                                                */
+
+/* Weighted least squares over the basis functions selected by `use`
+ * (bit j: x_j); solves the normal equations by Gaussian elimination.
+ * Returns 0 when they are singular. */
+static int wls(int nb, const double (*xs)[3], const double *y, int n, unsigned use, double *coef)
+{
+    double A[3][4] = {{0}};
+    int idx[3], m = 0;
+    for (int j = 0; j < nb; ++j)
+        if (use & (1u << j))
+            idx[m++] = j;
+    for (int i = 0; i < n; ++i) {
+        double w = 1 / (y[i] * y[i]);
+        for (int a = 0; a < m; ++a) {
+            for (int b = 0; b < m; ++b)
+                A[a][b] += w * xs[i][idx[a]] * xs[i][idx[b]];
+            A[a][m] += w * xs[i][idx[a]] * y[i];
+        }
+    }
+    for (int c = 0; c < m; ++c) {
+        int piv = c;
+        for (int r = c + 1; r < m; ++r)
+            if (fabs(A[r][c]) > fabs(A[piv][c]))
+                piv = r;
+        if (fabs(A[piv][c]) < 1e-300)
+            return 0;
+        for (int k = 0; k <= m; ++k) {
+            double t = A[c][k];
+            A[c][k] = A[piv][k];
+            A[piv][k] = t;
+        }
+        for (int r = 0; r < m; ++r) {
+            if (r == c)
+                continue;
+            double f = A[r][c] / A[c][c];
+            for (int k = c; k <= m; ++k)
+                A[r][k] -= f * A[c][k];
+        }
+    }
+    for (int j = 0; j < nb; ++j)
+        coef[j] = 0;
+    for (int a = 0; a < m; ++a) {
+        coef[idx[a]] = A[a][m] / A[a][a];
+        if (!isfinite(coef[idx[a]]))
+            return 0;
+    }
+    return 1;
+}
+
+int calibrate_fit_alpha_beta(const double *x, const double *us, int n, double *alpha_us, double *beta_GBps)
+{
+    if (n < 2 || n > CALIBRATE_MAX_SAMPLES)
+        return 0;
+    double (*xs)[3] = malloc(sizeof(double[3]) * (size_t)n);
+    if (!xs)
+        return 0;
+    for (int i = 0; i < n; ++i) {
+        if (!(us[i] > 0)) {
+            free(xs);
+            return 0;
+        }
+        xs[i][0] = 1;
+        xs[i][1] = x[i];
+        xs[i][2] = 0;
+    }
+    double c[3];
+    int ok = wls(2, (const double(*)[3])xs, us, n, 3u, c);
+    if (ok && c[0] < 0)
+        ok = wls(2, (const double(*)[3])xs, us, n, 2u, c);
+    free(xs);
+    if (!ok || !(c[1] > 0))
+        return 0;
+    *alpha_us = c[0];
+    *beta_GBps = 1 / (c[1] * 1e3);
+    return 1;
+}
+
+int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overhead_us, double *peak_tflops,
+                       double *half_dim)
+{
+    if (n < 2 || n > CALIBRATE_MAX_GEMMS)
+        return 0;
+    double xs[CALIBRATE_MAX_GEMMS][3];
+    for (int i = 0; i < n; ++i) {
+        if (!(us[i] > 0) || !(dim[i] > 0))
+            return 0;
+        xs[i][0] = 1;
+        xs[i][1] = dim[i] * dim[i] * dim[i];
+        xs[i][2] = dim[i] * dim[i];
+    }
+    /* Full model first; then without the terms that came out negative. */
+    static const unsigned tries[] = {7u, 3u, 6u, 2u};
+    double c[3] = {0, 0, 0};
+    int ok = 0;
+    for (size_t t = 0; t < sizeof tries / sizeof tries[0] && !ok; ++t) {
+        int nb = (int)(tries[t] & 1u) + (int)(tries[t] >> 1 & 1u) + (int)(tries[t] >> 2 & 1u);
+        if (n < nb)
+            continue;
+        ok = wls(3, (const double(*)[3])xs, us, n, tries[t], c) && c[0] >= 0 && c[1] > 0 && c[2] >= 0;
+    }
+    if (!ok)
+        return 0;
+    *overhead_us = c[0];
+    *peak_tflops = 2 / c[1] * 1e-6;
+    *half_dim = c[2] / c[1];
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sweeps                                                              */
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+#define VEC_FLOATS 1024
+#define VEC_ITERS 2000
+
+typedef struct Sweep {
+    const CalibrateOptions *opt;
+    int ndev;
+    int nsizes;
+    long sizes[CALIBRATE_MAX_SIZES];
+    int compute; /* run the GEMM and memory sweeps too */
+    int ngemm;
+    int dims[CALIBRATE_MAX_GEMMS];
+    double *comm;  /* [kind][size][rep][rank] µs */
+    double *gemm;  /* [gemm][rep][rank] µs per GEMM */
+    double *mem;   /* [rep][rank] µs per add of mem_floats */
+    double *vec;   /* [rep][rank] µs per add of VEC_FLOATS */
+    int *alloc_failed; /* per rank */
+    PrimeStatus *status; /* per rank: first runtime error */
+} Sweep;
+
+static double *slot_comm(Sweep *w, int k, int s, int rep, int rank)
+{
+    return &w->comm[(((size_t)k * (size_t)w->nsizes + (size_t)s) * (size_t)w->opt->reps + (size_t)rep) *
+                        (size_t)w->ndev +
+                    (size_t)rank];
+}
+
+static PrimeStatus comm_op(PrimeDev *dev, int kind, const int *group, int g, float *a, float *b, size_t n,
+                           int tag)
+{
+    int r = prime_dev_rank(dev);
+    switch (kind) {
+    case COMM_P2P: {
+        PrimeReq rq, sq;
+        PrimeStatus st = prime_irecv(dev, (r + g - 1) % g, tag, b, n, &rq);
+        if (st == PRIME_OK)
+            st = prime_isend(dev, (r + 1) % g, tag, a, n, PRIME_BYTES_SHIFT, &sq);
+        else
+            return st;
+        PrimeStatus w1 = prime_wait(dev, &rq);
+        PrimeStatus w2 = st == PRIME_OK ? prime_wait(dev, &sq) : st;
+        return w1 != PRIME_OK ? w1 : w2;
+    }
+    case COMM_ALLREDUCE:
+        return prime_allreduce_sum(dev, group, g, a, n, tag);
+    case COMM_REDUCE_SCATTER:
+        return prime_reduce_scatter_sum(dev, group, g, a, n, tag);
+    default:
+        return prime_allgather(dev, group, g, a, n, tag);
+    }
+}
+
+static void sweep_rank(PrimeDev *dev, void *arg)
+{
+    Sweep *w = arg;
+    const CalibrateOptions *opt = w->opt;
+    const int r = prime_dev_rank(dev), g = w->ndev;
+    int group[64];
+    for (int i = 0; i < g && i < 64; ++i)
+        group[i] = i;
+    size_t nmax = (size_t)(opt->max_bytes / 4);
+    size_t gmax = (size_t)opt->gemm_max * (size_t)opt->gemm_max;
+    size_t mem_n = w->compute ? (size_t)opt->mem_floats : 0;
+    float *a = prime_alloc(dev, nmax), *b = prime_alloc(dev, nmax);
+    float *ga = NULL, *gb = NULL, *gc = NULL, *ma = NULL, *mb = NULL;
+    if (w->compute) {
+        ga = prime_alloc(dev, gmax);
+        gb = prime_alloc(dev, gmax);
+        gc = prime_alloc(dev, gmax);
+        ma = prime_alloc(dev, mem_n);
+        mb = prime_alloc(dev, mem_n);
+    }
+    w->alloc_failed[r] = !a || !b || (w->compute && (!ga || !gb || !gc || !ma || !mb));
+    prime_barrier(dev);
+    int failed = 0;
+    for (int i = 0; i < g; ++i)
+        failed |= w->alloc_failed[i];
+    PrimeStatus st = PRIME_OK;
+    if (failed)
+        goto out;
+
+    for (int k = 0; k < COMM_KIND_COUNT && st == PRIME_OK; ++k) {
+        for (int s = 0; s < w->nsizes && st == PRIME_OK; ++s) {
+            size_t n = (size_t)(w->sizes[s] / 4);
+            for (int rep = -1; rep < opt->reps && st == PRIME_OK; ++rep) {
+                prime_barrier(dev);
+                double t0 = now_us();
+                st = comm_op(dev, k, group, g, a, b, n, 100 + k * CALIBRATE_MAX_SIZES + s);
+                double t1 = now_us();
+                if (rep >= 0)
+                    *slot_comm(w, k, s, rep, r) = t1 - t0;
+            }
+        }
+    }
+    if (w->compute && st == PRIME_OK) {
+        prime_fill_random(ga, gmax, 11 + (uint64_t)r);
+        prime_fill_random(gb, gmax, 23 + (uint64_t)r);
+        for (int x = 0; x < w->ngemm; ++x) {
+            int d = w->dims[x];
+            double flops = 2.0 * d * d * d;
+            long iters = (long)(2e7 / flops);
+            if (iters < 1)
+                iters = 1;
+            for (int rep = -1; rep < opt->reps; ++rep) {
+                prime_barrier(dev);
+                double t0 = now_us();
+                for (long it = 0; it < iters; ++it)
+                    prime_gemm(0, 0, d, d, d, 1.0f, ga, d, gb, d, 0.0f, gc, d);
+                double t1 = now_us();
+                if (rep >= 0)
+                    w->gemm[((size_t)x * (size_t)opt->reps + (size_t)rep) * (size_t)g + (size_t)r] =
+                        (t1 - t0) / (double)iters;
+            }
+        }
+        for (int rep = -1; rep < opt->reps; ++rep) {
+            prime_barrier(dev);
+            double t0 = now_us();
+            prime_add(ma, mb, mem_n);
+            double t1 = now_us();
+            if (rep >= 0)
+                w->mem[(size_t)rep * (size_t)g + (size_t)r] = t1 - t0;
+        }
+        for (int rep = -1; rep < opt->reps; ++rep) {
+            prime_barrier(dev);
+            double t0 = now_us();
+            for (int it = 0; it < VEC_ITERS; ++it)
+                prime_add(ma, mb, VEC_FLOATS);
+            double t1 = now_us();
+            if (rep >= 0)
+                w->vec[(size_t)rep * (size_t)g + (size_t)r] = (t1 - t0) / VEC_ITERS;
+        }
+    }
+out:
+    w->status[r] = st;
+    prime_free(dev, a, nmax);
+    prime_free(dev, b, nmax);
+    if (w->compute) {
+        prime_free(dev, ga, gmax);
+        prime_free(dev, gb, gmax);
+        prime_free(dev, gc, gmax);
+        prime_free(dev, ma, mem_n);
+        prime_free(dev, mb, mem_n);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median over repetitions of the slowest device: v[rep * ndev + rank]. */
+static double median_of_max(const double *v, int reps, int ndev)
+{
+    double m[256];
+    int n = reps < 256 ? reps : 256;
+    for (int rep = 0; rep < n; ++rep) {
+        m[rep] = 0;
+        for (int r = 0; r < ndev; ++r)
+            if (v[rep * ndev + r] > m[rep])
+                m[rep] = v[rep * ndev + r];
+    }
+    qsort(m, (size_t)n, sizeof m[0], cmp_double);
+    return n % 2 ? m[n / 2] : (m[n / 2 - 1] + m[n / 2]) / 2;
+}
+
+static double physical_memory_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    double kb = 0;
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemTotal: %lf kB", &kb) == 1)
+                break;
+        fclose(f);
+    }
+    return kb > 0 ? kb * 1024 : 1e9;
+}
+
+/* Volume one device sends in a collective on a buffer of `bytes`. */
+static double volume_of(CommKind kind, double bytes, int g)
+{
+    switch (kind) {
+    case COMM_P2P:
+        return bytes;
+    case COMM_ALLREDUCE:
+        return 2.0 * (g - 1) / g * bytes;
+    default:
+        return (double)(g - 1) / g * bytes;
+    }
+}
+
+int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    double t_start = now_us();
+    if (opt->nworlds < 1 || opt->nworlds > CALIBRATE_MAX_WORLDS || opt->reps < 1 || opt->reps > 255 ||
+        opt->min_bytes < 4 || opt->max_bytes < opt->min_bytes || opt->gemm_min < 1 ||
+        opt->gemm_max < opt->gemm_min || opt->mem_floats < VEC_FLOATS) {
+        snprintf(err, errlen, "bad calibration options");
+        return 0;
+    }
+    Sweep sw;
+    memset(&sw, 0, sizeof sw);
+    sw.opt = opt;
+    for (long s = opt->min_bytes; s <= opt->max_bytes && sw.nsizes < CALIBRATE_MAX_SIZES; s *= 4)
+        sw.sizes[sw.nsizes++] = s;
+    for (int d = opt->gemm_min; d <= opt->gemm_max && sw.ngemm < CALIBRATE_MAX_GEMMS; d *= 2)
+        sw.dims[sw.ngemm++] = d;
+    int largest = 0;
+    for (int i = 1; i < opt->nworlds; ++i)
+        if (opt->worlds[i] > opt->worlds[largest])
+            largest = i;
+
+    double vec_us = 0, mem_us = 0;
+    int ok = 1;
+    for (int wi = 0; wi < opt->nworlds && ok; ++wi) {
+        int g = opt->worlds[wi];
+        if (g < 2 || g > 64) {
+            snprintf(err, errlen, "a calibration world needs 2 to 64 devices, not %d", g);
+            return 0;
+        }
+        sw.ndev = g;
+        sw.compute = wi == largest;
+        size_t reps = (size_t)opt->reps, ng = (size_t)g;
+        sw.comm = calloc((size_t)COMM_KIND_COUNT * (size_t)sw.nsizes * reps * ng, sizeof(double));
+        sw.gemm = calloc((size_t)sw.ngemm * reps * ng, sizeof(double));
+        sw.mem = calloc(reps * ng, sizeof(double));
+        sw.vec = calloc(reps * ng, sizeof(double));
+        sw.alloc_failed = calloc(ng, sizeof(int));
+        sw.status = calloc(ng, sizeof(PrimeStatus));
+        PrimeWorld *world = NULL;
+        PrimeStatus st = PRIME_ERR_NOMEM;
+        if (sw.comm && sw.gemm && sw.mem && sw.vec && sw.alloc_failed && sw.status) {
+            st = prime_world_create(g, &world);
+            if (st == PRIME_OK)
+                st = prime_world_run(world, sweep_rank, &sw);
+            for (int r = 0; r < g && st == PRIME_OK; ++r) {
+                if (sw.alloc_failed[r])
+                    st = PRIME_ERR_NOMEM;
+                else if (sw.status[r] != PRIME_OK)
+                    st = sw.status[r];
+            }
+            prime_world_destroy(world);
+        }
+        if (st != PRIME_OK) {
+            snprintf(err, errlen, "the runtime failed on %d thread-devices: %s", g, prime_status_name(st));
+            ok = 0;
+        }
+        for (int k = 0; k < COMM_KIND_COUNT && ok; ++k) {
+            for (int s = 0; s < sw.nsizes; ++s) {
+                CalibrateSample *cs = &out->samples[out->nsamples++];
+                cs->kind = (CommKind)k;
+                cs->gsize = g;
+                cs->bytes = (double)(sw.sizes[s] / 4 * 4);
+                cs->volume = volume_of((CommKind)k, cs->bytes, g);
+                cs->us = median_of_max(slot_comm(&sw, k, s, 0, 0), opt->reps, g);
+            }
+        }
+        if (ok && sw.compute) {
+            for (int x = 0; x < sw.ngemm; ++x) {
+                out->gemm_dim[out->ngemm] = sw.dims[x];
+                out->gemm_us[out->ngemm++] = median_of_max(sw.gemm + (size_t)x * reps * ng, opt->reps, g);
+            }
+            mem_us = median_of_max(sw.mem, opt->reps, g);
+            vec_us = median_of_max(sw.vec, opt->reps, g);
+        }
+        free(sw.comm);
+        free(sw.gemm);
+        free(sw.mem);
+        free(sw.vec);
+        free(sw.alloc_failed);
+        free(sw.status);
+    }
+    if (!ok)
+        return 0;
+
+    /* Fits. */
+    Profile *p = &out->profile;
+    char host[64] = "this machine";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "this machine");
+    host[sizeof host - 1] = '\0';
+    snprintf(p->name, sizeof p->name, "cpu-threads");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(p->description, sizeof p->description,
+             "measured by primec calibrate --backend cpu on %s (%ld cores): thread-devices of one process", host,
+             cores);
+    p->devices_per_node = 1024;
+    for (int k = 0; k < COMM_KIND_COUNT; ++k) {
+        double x[CALIBRATE_MAX_SAMPLES], y[CALIBRATE_MAX_SAMPLES];
+        int n = 0;
+        for (int i = 0; i < out->nsamples; ++i)
+            if (out->samples[i].kind == (CommKind)k) {
+                x[n] = out->samples[i].volume;
+                y[n++] = out->samples[i].us;
+            }
+        LinkCost lc;
+        if (!calibrate_fit_alpha_beta(x, y, n, &lc.alpha_us, &lc.beta_GBps)) {
+            snprintf(err, errlen, "the %s timings give no positive bandwidth (too few or too noisy points)",
+                     comm_kind_name((CommKind)k));
+            return 0;
+        }
+        double ss = 0;
+        for (int i = 0; i < n; ++i) {
+            double pred = lc.alpha_us + x[i] / (lc.beta_GBps * 1e3);
+            ss += (pred - y[i]) * (pred - y[i]) / (y[i] * y[i]);
+        }
+        out->fit_rel_rms[k] = sqrt(ss / n);
+        p->link[k][LINK_INTRA] = lc;
+        p->link[k][LINK_INTER] = lc;
+    }
+    double o, peak, half;
+    if (!calibrate_fit_gemm(out->gemm_dim, out->gemm_us, out->ngemm, &o, &peak, &half)) {
+        snprintf(err, errlen, "the GEMM timings give no positive peak");
+        return 0;
+    }
+    p->kernel_overhead_us = o;
+    p->peak_tflops = peak;
+    p->gemm_half_dim = half;
+    p->gemm_eff_max = 1;
+    double ss = 0;
+    for (int i = 0; i < out->ngemm; ++i) {
+        double d = out->gemm_dim[i];
+        double pred = o + 2 * d * d * d / (peak * 1e6 * profile_gemm_efficiency(p, d));
+        ss += (pred - out->gemm_us[i]) * (pred - out->gemm_us[i]) / (out->gemm_us[i] * out->gemm_us[i]);
+    }
+    out->gemm_rel_rms = sqrt(ss / out->ngemm);
+    p->mem_bandwidth_GBps = mem_us > 0 ? 12.0 * (double)opt->mem_floats / mem_us / 1e3 : 1;
+    p->vector_tflops = vec_us > 0 ? VEC_FLOATS / vec_us / 1e6 : 1e-3;
+    p->mem_capacity_GB = physical_memory_bytes() / opt->worlds[largest] / 1e9;
+    out->seconds = (now_us() - t_start) / 1e6;
+    return 1;
+}
+
+void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions *opt, FILE *out)
+{
+    char comment[8192];
+    size_t used = 0;
+#define ADD(...)                                                                                        \
+    do {                                                                                                \
+        if (used < sizeof comment) {                                                                   \
+            int w_ = snprintf(comment + used, sizeof comment - used, __VA_ARGS__);                      \
+            used += w_ > 0 ? (size_t)w_ : 0;                                                            \
+        }                                                                                               \
+    } while (0)
+    ADD("Measured by `primec calibrate --backend cpu` (compiler/calibrate.c) in %.1f s.\n", res->seconds);
+    ADD("Devices are threads of one process (runtime prime_rt): every link is the\n");
+    ADD("threads transport, so the inter rows repeat the intra rows and\n");
+    ADD("devices_per_node only says that all devices share one node.\n");
+    ADD("Communication: ring shifts (p2p), all-reduce, reduce-scatter, all-gather on\n");
+    ADD("worlds of");
+    for (int i = 0; i < opt->nworlds; ++i)
+        ADD(" %d", opt->worlds[i]);
+    ADD(" devices, %ld .. %ld bytes (x4 steps), median of %d repetitions of the\n", opt->min_bytes,
+        opt->max_bytes, opt->reps);
+    ADD("slowest device; fit time = alpha + volume / beta weighted by 1/time^2, volume =\n");
+    ADD("bytes (p2p), 2(g-1)/g bytes (allreduce), (g-1)/g bytes (reduce_scatter, allgather).\n");
+    ADD("Relative rms residuals:");
+    for (int k = 0; k < COMM_KIND_COUNT; ++k)
+        ADD(" %s %.1f%%", comm_kind_name((CommKind)k), 100 * res->fit_rel_rms[k]);
+    ADD(".\n");
+    ADD("Compute: square sgemm (OpenBLAS, one thread per device) %d .. %d with every device\n", opt->gemm_min,
+        opt->gemm_max);
+    ADD("of the largest world computing at once; fit time = overhead + 2d^3 / (peak eff(d)),\n");
+    ADD("eff(d) = d / (d + half_dim), relative rms residual %.1f%%. Memory bandwidth: a\n",
+        100 * res->gemm_rel_rms);
+    ADD("%ld-float add (12 bytes per element); vector rate: the same add on %d floats in cache.\n",
+        opt->mem_floats, VEC_FLOATS);
+    ADD("mem_capacity_GB: physical memory divided among the devices of the largest world.\n");
+    ADD("\nsamples (kind devices bytes us):\n");
+    for (int i = 0; i < res->nsamples; ++i)
+        ADD("  %-14s %2d %10.0f %12.2f\n", comm_kind_name(res->samples[i].kind), res->samples[i].gsize,
+            res->samples[i].bytes, res->samples[i].us);
+    ADD("gemm samples (d us):\n");
+    for (int i = 0; i < res->ngemm; ++i)
+        ADD("  %4.0f %12.2f\n", res->gemm_dim[i], res->gemm_us[i]);
+#undef ADD
+    if (used >= sizeof comment)
+        comment[sizeof comment - 1] = '\0';
+    /* Drop a trailing newline: profile_write adds one per line. */
+    size_t len = strlen(comment);
+    if (len && comment[len - 1] == '\n')
+        comment[len - 1] = '\0';
+    profile_write(&res->profile, comment, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* Commands                                                            */
+
+static void calibrate_usage(FILE *out)
+{
+    fprintf(out, "usage: primec calibrate [--backend cpu|mpi] [-o FILE] [--quick]\n"
+                 "  measure this machine with the runtime and write a profile for the cost model\n"
+                 "  --backend cpu   thread-devices of one process (the default)\n"
+                 "  --backend mpi   not supported yet\n"
+                 "  -o FILE         write the profile to FILE (default: standard output)\n"
+                 "  --quick         a smaller sweep (less accurate, well under a second)\n");
+}
+
+int calibrate_main(int argc, char **argv)
+{
+    const char *backend = "cpu", *path = NULL;
+    int quick = 0;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            calibrate_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--quick") == 0) {
+            quick = 1;
+        } else if ((strcmp(a, "--backend") == 0 || strcmp(a, "-o") == 0) && i + 1 < argc) {
+            if (strcmp(a, "-o") == 0)
+                path = argv[++i];
+            else
+                backend = argv[++i];
+        } else {
+            fprintf(stderr, "primec: error: calibrate: unexpected argument '%s'\n", a);
+            calibrate_usage(stderr);
+            return 2;
+        }
+    }
+    if (strcmp(backend, "mpi") == 0) {
+        fprintf(stderr, "primec: error: calibrate --backend mpi is not supported yet: run the cpu "
+                        "calibration (primec calibrate --backend cpu)\n");
+        return 2;
+    }
+    if (strcmp(backend, "cpu") != 0) {
+        fprintf(stderr, "primec: error: calibrate: unknown backend '%s' (backends: cpu, mpi)\n", backend);
+        return 2;
+    }
+    CalibrateOptions opt;
+    if (quick)
+        calibrate_options_quick(&opt);
+    else
+        calibrate_options_default(&opt);
+    CalibrateResult *res = malloc(sizeof *res);
+    if (!res) {
+        fprintf(stderr, "primec: error: calibrate: out of memory\n");
+        return 3;
+    }
+    char err[512];
+    if (!calibrate_run(&opt, res, err, sizeof err)) {
+        fprintf(stderr, "primec: error: calibrate: %s\n", err);
+        free(res);
+        return 3;
+    }
+    FILE *out = stdout;
+    if (path && !(out = fopen(path, "w"))) {
+        fprintf(stderr, "primec: error: cannot write '%s': %s\n", path, strerror(errno));
+        free(res);
+        return 2;
+    }
+    calibrate_write_profile(res, &opt, out);
+    int bad = ferror(out);
+    if (path)
+        bad |= fclose(out) != 0;
+    else
+        bad |= fflush(out) != 0;
+    if (bad) {
+        fprintf(stderr, "primec: error: cannot write '%s'\n", path ? path : "standard output");
+        free(res);
+        return 2;
+    }
+    const Profile *p = &res->profile;
+    fprintf(stderr, "calibrated in %.1f s%s%s\n", res->seconds, path ? ", profile written to " : "",
+            path ? path : "");
+    fprintf(stderr, "  %-15s %10s %10s %8s\n", "kind", "alpha_us", "beta_GBps", "rms");
+    for (int k = 0; k < COMM_KIND_COUNT; ++k)
+        fprintf(stderr, "  %-15s %10.2f %10.3f %7.1f%%\n", comm_kind_name((CommKind)k), p->link[k][LINK_INTRA].alpha_us,
+                p->link[k][LINK_INTRA].beta_GBps, 100 * res->fit_rel_rms[k]);
+    fprintf(stderr, "  gemm: peak %.1f GFLOP/s per device, half efficiency at d = %.0f, overhead %.2f us (rms %.1f%%)\n",
+            p->peak_tflops * 1e3, p->gemm_half_dim, p->kernel_overhead_us, 100 * res->gemm_rel_rms);
+    fprintf(stderr, "  memory %.2f GB/s per device, vector %.2f GFLOP/s per device\n", p->mem_bandwidth_GBps,
+            p->vector_tflops * 1e3);
+    free(res);
+    return 0;
+}
+
+static void cost_usage(FILE *out)
+{
+    fprintf(out, "usage: primec cost FILE [--model NAME] [--profile NAME|PATH] [--elem-bytes N]\n"
+                 "                  [--devices-per-node N] [--json]\n"
+                 "  predicted time per phase and step, communication, memory (default profile: v100)\n");
+}
+
+int cost_command_main(int argc, char **argv)
+{
+    const char *file = NULL, *model = NULL, *profile = "v100";
+    int json = 0;
+    CostOptions opt;
+    cost_options_default(&opt);
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            cost_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if ((strcmp(a, "--model") == 0 || strcmp(a, "--profile") == 0 || strcmp(a, "--elem-bytes") == 0 ||
+                    strcmp(a, "--devices-per-node") == 0) &&
+                   i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(a, "--model") == 0) {
+                model = v;
+            } else if (strcmp(a, "--profile") == 0) {
+                profile = v;
+            } else {
+                char *end;
+                long n = strtol(v, &end, 10);
+                if (*end || n < 1 || n > 1 << 20 || (a[2] == 'e' && n != 2 && n != 4)) {
+                    fprintf(stderr, "primec: error: bad value '%s' for %s%s\n", v, a,
+                            a[2] == 'e' ? " (2 or 4)" : "");
+                    return 2;
+                }
+                if (a[2] == 'e')
+                    opt.elem_bytes = (int)n;
+                else
+                    opt.devices_per_node = (int)n;
+            }
+        } else if (a[0] != '-' && !file) {
+            file = a;
+        } else {
+            fprintf(stderr, "primec: error: cost: unexpected argument '%s'\n", a);
+            cost_usage(stderr);
+            return 2;
+        }
+    }
+    if (!file) {
+        cost_usage(stderr);
+        return 2;
+    }
+    Profile prof;
+    char err[512];
+    if (!profile_load(profile, &prof, err, sizeof err)) {
+        fprintf(stderr, "primec: error: %s\n", err);
+        return 2;
+    }
+    Compilation c;
+    compilation_init(&c, file, stderr);
+    c.model_name = model;
+    if (!pipeline_run(&c, "schedule")) {
+        diag_finish(&c.sink);
+        int rc = c.io_error ? 2 : 1;
+        compilation_free(&c);
+        return rc;
+    }
+    if (json && c.schedules.count != 1)
+        printf("[");
+    for (int i = 0; i < c.schedules.count; ++i) {
+        CostReport r;
+        cost_schedule(c.schedules.items[i], &prof, &opt, c.arena, &r);
+        if (json) {
+            if (i)
+                printf(", ");
+            cost_print_json(&r, stdout);
+        } else {
+            if (i)
+                printf("\n");
+            cost_print(&r, stdout);
+        }
+    }
+    if (json && c.schedules.count != 1)
+        printf("]\n");
+    compilation_free(&c);
+    return 0;
+}
