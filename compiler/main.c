@@ -20,6 +20,8 @@
 #include "explain.h"
 #include "format.h"
 #include "pipeline.h"
+#include "plan_cli.h"
+#include "calibrate.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
@@ -32,6 +34,8 @@ static void usage(FILE *out)
             "  check FILE             check a .prime file; print diagnostics only\n"
             "  explain FILE           per phase and step: tiles, shifts, collectives, bytes, memory\n"
             "  build FILE             emit a program and compile it\n"
+            "  plan FILE              choose partitions for --devices N on --profile P (see docs/planner.md)\n"
+            "  calibrate              measure this machine and write a profile (see docs/cost-model.md)\n"
             "\n"
             "options:\n"
             "  --model NAME           only this model (default: every model in FILE)\n"
@@ -120,6 +124,10 @@ int main(int argc, char **argv)
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
     int json = 0, emit_only = 0;
 
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return plan_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "calibrate") == 0)
+        return calibrate_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

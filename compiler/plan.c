@@ -26,6 +26,8 @@ typedef struct Planner {
     PtrVec edges;    /* Edge* */
     PtrVec *in_edges; /* per consumer instance: Edge* */
     double lambda;   /* memory penalty per byte of persistent memory */
+    long *min_peak;  /* per instance: the smallest candidate peak, kept or dropped */
+    const char **min_peak_use; /* per instance: which partition gives it */
 } Planner;
 
 static int ncand(const Planner *p, int i) { return p->plan->cands[i].count; }
@@ -93,6 +95,29 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     memcpy(pc->axis_map, axis_map, sizeof pc->axis_map);
     pc->inst = *inst;
     pc->inst.partition = part;
+    /* Data parallelism: every operator dimension that indexes the first
+     * dimension of a non-weight operand and has the token size holds
+     * 1/dp of the tokens. */
+    unsigned token_dims = 0;
+    if (p->opt->dp > 1) {
+        const Op *op = inst->op;
+        for (int a = 0; a <= op->ninputs; ++a) {
+            const OpTensor *ot = a < op->ninputs ? &op->inputs[a] : &op->output;
+            const ModelTensor *mt = &m->tensors[a < op->ninputs ? inst->args[a] : inst->result];
+            if (mt->role == TENSOR_WEIGHT || ot->ndims == 0)
+                continue;
+            int d = ot->dims[0];
+            if (inst->dim_sizes[d] == p->opt->token_size)
+                token_dims |= 1u << d;
+        }
+        for (int d = 0; d < op->ndims; ++d) {
+            if (!(token_dims & (1u << d)))
+                continue;
+            if (inst->dim_sizes[d] % p->opt->dp)
+                return;
+            pc->inst.dim_sizes[d] = inst->dim_sizes[d] / p->opt->dp;
+        }
+    }
     memcpy(pc->inst.axis_map, axis_map, sizeof pc->inst.axis_map);
     if (!bind_silently(&pc->inst, part, &p->opt->mesh))
         return;
@@ -113,6 +138,8 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
             continue;
         ModelTensor *t = &sm->tensors[sm->ntensors];
         *t = m->tensors[inst->args[a]];
+        for (int x = 0; x < inst->op->inputs[a].ndims; ++x)
+            t->sizes[x] = pc->inst.dim_sizes[inst->op->inputs[a].dims[x]];
         if (t->role != TENSOR_WEIGHT)
             t->role = TENSOR_INPUT;
         t->producer = -1;
@@ -120,6 +147,8 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     }
     ModelTensor *res = &sm->tensors[sm->ntensors];
     *res = m->tensors[inst->result];
+    for (int x = 0; x < inst->op->output.ndims; ++x)
+        res->sizes[x] = pc->inst.dim_sizes[inst->op->output.dims[x]];
     res->producer = 0;
     int result = sm->ntensors++;
     for (int a = 0; a < inst->op->ninputs; ++a)
@@ -167,6 +196,25 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
             persistent = mine;
     }
     pc->cost.persistent = persistent;
+    if (p->opt->dp > 1 && p->opt->dp_cost) {
+        long wbytes = 0;
+        for (int d = 0; d < sm->mesh.ndev; ++d) {
+            long mine = 0;
+            for (int a = 0; a < inst->op->ninputs; ++a) {
+                int t = pc->in_tensor[a];
+                if (t >= 0 && s->tensors[t].is_weight)
+                    mine += (long)s->home[t].count[d] * s->tensors[t].tile_elems * (long)sizeof(float);
+            }
+            if (mine > wbytes)
+                wbytes = mine;
+        }
+        pc->cost.time += p->opt->dp_cost(wbytes, p->opt->dp, p->opt->ctx);
+        pc->cost.coll_bytes += wbytes * 2 * (p->opt->dp - 1) / p->opt->dp;
+    }
+    if (p->min_peak[i] < 0 || pc->cost.peak < p->min_peak[i]) {
+        p->min_peak[i] = pc->cost.peak;
+        p->min_peak_use[i] = part->name;
+    }
     if (p->opt->memory_limit && pc->cost.peak > p->opt->memory_limit)
         return;
     ptrvec_push(p->arena, &p->plan->cands[i], pc);
@@ -574,6 +622,10 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     out->choice = ARENA_ARRAY(arena, int, p->n);
     p->in_edges = ARENA_ARRAY(arena, PtrVec, p->n);
     p->last_use = ARENA_ARRAY(arena, int, p->n);
+    p->min_peak = ARENA_ARRAY(arena, long, p->n);
+    p->min_peak_use = ARENA_ARRAY(arena, const char *, p->n);
+    for (int i = 0; i < p->n; ++i)
+        p->min_peak[i] = -1;
     for (int i = 0; i < p->n; ++i)
         p->last_use[i] = -1;
     for (int j = 0; j < p->n; ++j)
@@ -601,10 +653,17 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
             bind_axes(p, i, part, axis_map, 0, 0);
         }
         out->candidates += out->cands[i].count;
+        if (out->cands[i].count == 0 && p->min_peak[i] >= 0) {
+            diag_error(sink, model->name_span,
+                       "no plan of '%s' fits in %ld bytes per device: the smallest found needs %ld",
+                       model->name, opt->memory_limit, p->min_peak[i]);
+            diag_note(sink, inst->span, "'%s' alone needs at least %ld bytes per device (partition '%s')",
+                      inst->name, p->min_peak[i], p->min_peak_use[i]);
+            return 0;
+        }
         if (out->cands[i].count == 0) {
-            diag_error(sink, inst->span,
-                       "no partition of '%s' applies to '%s' on this mesh%s", inst->op->name, inst->name,
-                       opt->memory_limit ? " within the memory limit" : "");
+            diag_error(sink, inst->span, "no partition of '%s' applies to '%s' on this mesh", inst->op->name,
+                       inst->name);
             return 0;
         }
     }

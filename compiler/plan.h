@@ -37,11 +37,19 @@ typedef struct PlanCost {
 typedef PlanCost (*PlanCostFn)(const Schedule *s, void *ctx);
 typedef double (*PlanMoveFn)(long bytes_per_device, void *ctx);
 
+/* Data parallelism around the planned mesh: dp replicas of it, each on
+ * 1/dp of the tokens; weight gradients are all-reduced over the dp
+ * replicas (priced by dp_cost from the bytes of weight a device holds). */
+typedef double (*PlanDpFn)(long weight_bytes_per_device, int dp, void *ctx);
+
 typedef struct PlanOptions {
-    Mesh mesh;          /* the mesh to plan on */
+    Mesh mesh;          /* the mesh to plan on (one data-parallel replica) */
+    int dp;             /* data-parallel replicas; 1: none */
+    long token_size;    /* the token dimension's size (first dim of the first input) */
     long memory_limit;  /* bytes per device; 0: none */
     PlanCostFn cost;
     PlanMoveFn move;
+    PlanDpFn dp_cost;
     void *ctx;
 } PlanOptions;
 

@@ -1,0 +1,378 @@
+/*
+ * plan_cli.c — `primec plan FILE --model M [--devices N] [--profile P]
+ * [--memory-limit BYTES] [--elem-bytes B] [--json] [-o OUT.prime]`.
+ *
+ * Meshes tried for N devices: for every data-parallel degree dp (a power
+ * of two, N / dp at most --tp-max), the tensor-parallel mesh (t) and, when
+ * t is a square, (i: s, j: s). The best plan over all of them is printed,
+ * with the model's own pinned plan on its own mesh priced the same way
+ * (when every instance pins a partition).
+ */
+#define _XOPEN_SOURCE 700
+#include "plan_cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cost.h"
+#include "pipeline.h"
+#include "plan.h"
+#include "profile.h"
+
+typedef struct CostCtx {
+    const Profile *profile;
+    CostOptions opt;
+    Arena *arena;
+} CostCtx;
+
+static PlanCost price_schedule(const Schedule *s, void *ctx)
+{
+    CostCtx *c = ctx;
+    CostReport r;
+    cost_schedule(s, c->profile, &c->opt, c->arena, &r);
+    PlanCost pc;
+    memset(&pc, 0, sizeof pc);
+    pc.time = r.step_us * 1e-6;
+    long coll = 0, p2p = 0;
+    for (int d = 0; d < s->model->mesh.ndev; ++d) {
+        if (s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] > coll)
+            coll = s->pred_bytes[PRIME_BYTES_COLLECTIVE][d];
+        long q = s->pred_bytes[PRIME_BYTES_SHIFT][d] + s->pred_bytes[PRIME_BYTES_REDIST][d];
+        if (q > p2p)
+            p2p = q;
+    }
+    /* The schedule counts 4-byte elements; report at the element size. */
+    pc.coll_bytes = coll / 4 * c->opt.elem_bytes;
+    pc.p2p_bytes = p2p / 4 * c->opt.elem_bytes;
+    pc.peak = r.max_peak_bytes;
+    return pc;
+}
+
+static double price_move(long bytes, void *ctx)
+{
+    CostCtx *c = ctx;
+    return cost_p2p_us(c->profile, LINK_INTRA, (double)bytes / 4 * c->opt.elem_bytes) * 1e-6;
+}
+
+static double price_dp(long weight_bytes, int dp, void *ctx)
+{
+    CostCtx *c = ctx;
+    return cost_collective_us(c->profile, COMM_ALLREDUCE, LINK_INTER,
+                              (double)weight_bytes / 4 * c->opt.elem_bytes, dp) * 1e-6;
+}
+
+static long parse_bytes(const char *s, int *ok)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (!strcmp(end, "K") || !strcmp(end, "KiB")) mul = 1024.0;
+    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mul = 1024.0 * 1024;
+    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mul = 1024.0 * 1024 * 1024;
+    else if (!strcmp(end, "GB")) mul = 1e9;
+    else if (*end) { *ok = 0; return 0; }
+    *ok = v > 0;
+    return (long)(v * mul);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct Result {
+    Plan plan;
+    Mesh mesh;
+    int dp;
+} Result;
+
+static void mesh_1d(Mesh *m, long n)
+{
+    memset(m, 0, sizeof *m);
+    m->naxes = 1;
+    m->names[0] = "d";
+    m->sizes[0] = n;
+    m->ndev = (int)n;
+}
+
+static void mesh_2d(Mesh *m, long a)
+{
+    memset(m, 0, sizeof *m);
+    m->naxes = 2;
+    m->names[0] = "i";
+    m->names[1] = "j";
+    m->sizes[0] = m->sizes[1] = a;
+    m->ndev = (int)(a * a);
+}
+
+static void write_plan_prime(FILE *f, const Model *m, const Result *r, const char *source, Arena *arena)
+{
+    fprintf(f, "// Plan chosen by `primec plan` for model '%s': %d devices as %d data-parallel\n"
+               "// replica%s of the mesh below. Check it with `primec check`.\n",
+            m->name, r->mesh.ndev * r->dp, r->dp, r->dp == 1 ? "" : "s");
+    fprintf(f, "import \"%s\";\n\nmodel %s_planned {\n    mesh(", source, m->name);
+    for (int a = 0; a < r->mesh.naxes; ++a)
+        fprintf(f, "%s%s: %ld", a ? ", " : "", r->mesh.names[a], r->mesh.sizes[a]);
+    fprintf(f, ");\n");
+    for (int t = 0; t < m->ntensors; ++t) {
+        const ModelTensor *mt = &m->tensors[t];
+        if (mt->role == TENSOR_ACTIVATION)
+            continue;
+        fprintf(f, "    %s %s[", mt->role == TENSOR_INPUT ? "input" : "weight", mt->name);
+        for (int x = 0; x < mt->ndims; ++x)
+            fprintf(f, "%s%ld", x ? ", " : "", mt->sizes[x]);
+        fprintf(f, "];\n");
+    }
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        fprintf(f, "    %s = %s(", inst->name, inst->op->name);
+        for (int a = 0; a < inst->op->ninputs; ++a)
+            fprintf(f, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
+        fprintf(f, ") use %s;\n", plan_use_text(arena, &r->plan, i));
+    }
+    fprintf(f, "}\n");
+}
+
+static void print_plan(const Model *m, const Result *r, const Profile *prof, Arena *arena, FILE *out)
+{
+    fprintf(out, "plan for %s on %d devices (profile %s): mesh (", m->name, r->mesh.ndev * r->dp, prof->name);
+    for (int a = 0; a < r->mesh.naxes; ++a)
+        fprintf(out, "%s%s: %ld", a ? ", " : "", r->mesh.names[a], r->mesh.sizes[a]);
+    fprintf(out, ") x %d data-parallel replica%s\n", r->dp, r->dp == 1 ? "" : "s");
+    fprintf(out, "  %-14s %-28s %12s %14s %14s\n", "instance", "partition", "time (us)", "coll B/dev", "p2p B/dev");
+    for (int i = 0; i < m->ninstances; ++i) {
+        const PlanCandidate *pc = r->plan.cands[i].items[r->plan.choice[i]];
+        fprintf(out, "  %-14s %-28s %12.1f %14ld %14ld\n", m->instances[i].name, plan_use_text(arena, &r->plan, i),
+                pc->cost.time * 1e6, pc->cost.coll_bytes, pc->cost.p2p_bytes);
+    }
+    fprintf(out, "  redistribution between instances: %.1f us\n", r->plan.edge_time * 1e6);
+}
+
+int plan_main(int argc, char **argv)
+{
+    const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
+    long devices = 0, memory_limit = 0, tp_max = 64;
+    int json = 0, elem_bytes = 4;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--model") && has) {
+            model_name = argv[++i];
+        } else if (!strcmp(a, "--devices") && has) {
+            devices = atol(argv[++i]);
+        } else if (!strcmp(a, "--profile") && has) {
+            profile_name = argv[++i];
+        } else if (!strcmp(a, "--tp-max") && has) {
+            tp_max = atol(argv[++i]);
+        } else if (!strcmp(a, "--elem-bytes") && has) {
+            elem_bytes = atoi(argv[++i]);
+        } else if (!strcmp(a, "-o") && has) {
+            out_path = argv[++i];
+        } else if (!strcmp(a, "--memory-limit") && has) {
+            int ok;
+            memory_limit = parse_bytes(argv[++i], &ok);
+            if (!ok) {
+                fprintf(stderr, "primec: error: bad --memory-limit '%s' (e.g. 16G, 512M, 1000000)\n", argv[i]);
+                return 2;
+            }
+        } else if (a[0] == '-') {
+            fprintf(stderr, "primec: error: unknown plan option '%s'\n", a);
+            return 2;
+        } else if (!file) {
+            file = a;
+        } else {
+            fprintf(stderr, "primec: error: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!file) {
+        fprintf(stderr, "usage: primec plan FILE [--model M] [--devices N] [--profile P] [--memory-limit BYTES] [--elem-bytes 2|4] [--json] [-o OUT.prime]\n");
+        return 2;
+    }
+    if (devices < 0 || (devices & (devices - 1)) || elem_bytes < 1 || tp_max < 1) {
+        fprintf(stderr, "primec: error: --devices must be a power of two and --elem-bytes positive\n");
+        return 2;
+    }
+    Profile prof;
+    char err[512];
+    if (!profile_load(profile_name, &prof, err, sizeof err)) {
+        fprintf(stderr, "primec: error: %s\n", err);
+        return 2;
+    }
+    Compilation c;
+    compilation_init(&c, file, stderr);
+    c.model_name = model_name;
+    if (!pipeline_run(&c, "resolve")) {
+        diag_finish(&c.sink);
+        int rc = c.io_error ? 2 : 1;
+        compilation_free(&c);
+        return rc;
+    }
+    CostCtx ctx;
+    ctx.profile = &prof;
+    cost_options_default(&ctx.opt);
+    ctx.opt.elem_bytes = elem_bytes;
+    ctx.arena = c.arena;
+    int rc = 0, any = 0;
+    for (int k = 0; k < c.module.models.count && rc == 0; ++k) {
+        const Model *m = c.module.models.items[k];
+        if (model_name && strcmp(model_name, m->name))
+            continue;
+        any = 1;
+        long n = devices ? devices : m->mesh.ndev;
+        long token = 0;
+        for (int t = 0; t < m->ntensors && !token; ++t)
+            if (m->tensors[t].role == TENSOR_INPUT && m->tensors[t].ndims)
+                token = m->tensors[t].sizes[0];
+        double t0 = now_ms();
+        Result best;
+        int have = 0;
+        long plans = 0;
+        PlanOptions failed_opt;
+        int have_failed = 0;
+        for (long dp = 1; dp <= n; dp *= 2) {
+            long t = n / dp;
+            if (t > tp_max)
+                continue;
+            for (int shape = 0; shape < 2; ++shape) {
+                Result r;
+                memset(&r, 0, sizeof r);
+                if (shape == 0) {
+                    mesh_1d(&r.mesh, t);
+                } else {
+                    long s = (long)llround(sqrt((double)t));
+                    if (s * s != t || s < 2)
+                        continue;
+                    mesh_2d(&r.mesh, s);
+                }
+                r.dp = (int)dp;
+                PlanOptions opt;
+                memset(&opt, 0, sizeof opt);
+                opt.mesh = r.mesh;
+                opt.dp = (int)dp;
+                opt.token_size = token;
+                opt.memory_limit = memory_limit;
+                opt.cost = price_schedule;
+                opt.move = price_move;
+                opt.dp_cost = price_dp;
+                opt.ctx = &ctx;
+                DiagSink mute;
+                diag_init(&mute, &c.sources, c.arena, NULL);
+                if (!plan_model(c.arena, &mute, &c.module, m, &opt, &r.plan)) {
+                    if (!have_failed) {
+                        failed_opt = opt;
+                        have_failed = 1;
+                    }
+                    continue;
+                }
+                plans++;
+                if (!have || r.plan.time < best.plan.time) {
+                    best = r;
+                    have = 1;
+                }
+            }
+        }
+        double ms = now_ms() - t0;
+        if (!have) {
+            /* Say why on the first mesh tried. */
+            Plan dummy;
+            if (!have_failed || plan_model(c.arena, &c.sink, &c.module, m, &failed_opt, &dummy))
+                diag_error(&c.sink, m->name_span, "no plan for '%s' on %ld devices", m->name, n);
+            rc = 1;
+            break;
+        }
+        /* The model's own pinned plan, priced the same way. */
+        int pinned = m->ninstances > 0;
+        for (int i = 0; i < m->ninstances; ++i)
+            pinned &= m->instances[i].partition != NULL;
+        double pinned_time = -1;
+        long pinned_coll = 0, pinned_p2p = 0, pinned_mem = 0;
+        if (pinned) {
+            PlanOptions opt;
+            memset(&opt, 0, sizeof opt);
+            opt.mesh = m->mesh;
+            opt.dp = 1;
+            opt.cost = price_schedule;
+            opt.move = price_move;
+            opt.ctx = &ctx;
+            Plan own;
+            DiagSink mute;
+            diag_init(&mute, &c.sources, c.arena, NULL);
+            if (plan_model(c.arena, &mute, &c.module, m, &opt, &own)) {
+                int *choice = ARENA_ARRAY(c.arena, int, m->ninstances);
+                int found = 1;
+                for (int i = 0; i < m->ninstances && found; ++i) {
+                    found = 0;
+                    for (int q = 0; q < own.cands[i].count; ++q) {
+                        const PlanCandidate *pc = own.cands[i].items[q];
+                        if (pc->partition == m->instances[i].partition &&
+                            !memcmp(pc->axis_map, m->instances[i].axis_map, sizeof pc->axis_map)) {
+                            choice[i] = q;
+                            found = 1;
+                        }
+                    }
+                }
+                if (found) {
+                    memcpy(own.choice, choice, sizeof(int) * (size_t)m->ninstances);
+                    pinned_time = plan_assignment_time(&own, choice);
+                    for (int i = 0; i < m->ninstances; ++i) {
+                        const PlanCandidate *pc = own.cands[i].items[choice[i]];
+                        pinned_coll += pc->cost.coll_bytes;
+                        pinned_p2p += pc->cost.p2p_bytes;
+                        pinned_mem += pc->cost.persistent;
+                    }
+                }
+            }
+        }
+        if (json) {
+            printf("{\"model\": \"%s\", \"devices\": %ld, \"profile\": \"%s\", \"dp\": %d, \"mesh\": [", m->name, n,
+                   prof.name, best.dp);
+            for (int a = 0; a < best.mesh.naxes; ++a)
+                printf("%s{\"axis\": \"%s\", \"size\": %ld}", a ? ", " : "", best.mesh.names[a], best.mesh.sizes[a]);
+            printf("], \"instances\": [");
+            for (int i = 0; i < m->ninstances; ++i)
+                printf("%s{\"name\": \"%s\", \"use\": \"%s\"}", i ? ", " : "", m->instances[i].name,
+                       plan_use_text(c.arena, &best.plan, i));
+            printf("], \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, \"memory_bytes\": %ld, "
+                   "\"pinned_time_s\": %.9g, \"pinned_collective_bytes\": %ld, \"pinned_p2p_bytes\": %ld, "
+                   "\"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s}\n",
+                   best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory, pinned_time,
+                   pinned_coll, pinned_p2p, best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
+        } else {
+            print_plan(m, &best, &prof, c.arena, stdout);
+            printf("predicted step time %.1f us; collective %ld B/device, point-to-point %ld B/device, memory %ld B/device\n",
+                   best.plan.time * 1e6, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory);
+            if (pinned_time >= 0)
+                printf("pinned plan (the model's `use` clauses, mesh of %d): %.1f us, collective %ld B/device, point-to-point %ld B/device; speedup %.2fx\n",
+                       m->mesh.ndev, pinned_time * 1e6, pinned_coll, pinned_p2p, pinned_time / best.plan.time);
+            printf("searched %ld candidates in %ld mesh shapes in %.1f ms%s\n", best.plan.candidates, plans, ms,
+                   best.plan.used_power ? " (layers composed as a (min,+) matrix power)" : "");
+        }
+        if (out_path) {
+            FILE *f = fopen(out_path, "w");
+            if (!f) {
+                fprintf(stderr, "primec: error: cannot write '%s'\n", out_path);
+                rc = 2;
+                break;
+            }
+            char *real = realpath(file, NULL);
+            write_plan_prime(f, m, &best, real ? real : file, c.arena);
+            free(real);
+            fclose(f);
+        }
+    }
+    if (!any && rc == 0) {
+        diag_error_plain(&c.sink, model_name ? "no model named '%s'" : "no model in '%s'", model_name ? model_name : file);
+        rc = 1;
+    }
+    diag_finish(&c.sink);
+    compilation_free(&c);
+    return rc;
+}

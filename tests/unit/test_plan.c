@@ -1,0 +1,187 @@
+/*
+ * test_plan.c — the planner is exact under its cost model: on every
+ * model small enough to enumerate, the dynamic program's optimum equals
+ * the best of all assignments; the layer matrix power gives the same
+ * optimum as the linear program; a memory limit no plan meets is an
+ * error naming the smallest peak.
+ *
+ * The cost used here is a deterministic function of the schedule's
+ * predicted bytes and peak (no hardware profile), so the test checks
+ * the search, not the prices.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline.h"
+#include "plan.h"
+
+static PlanCost bytes_cost(const Schedule *s, void *ctx)
+{
+    (void)ctx;
+    PlanCost c;
+    memset(&c, 0, sizeof c);
+    long worst = 0, peak = 0;
+    for (int d = 0; d < s->model->mesh.ndev; ++d) {
+        long b = 0;
+        for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
+            b += s->pred_bytes[k][d];
+        if (b > worst)
+            worst = b;
+        if (s->pred_peak[d] > peak)
+            peak = s->pred_peak[d];
+    }
+    /* Compute shrinks with the devices that share the work: model it by
+     * the peak (smaller tiles, smaller peak). */
+    c.time = 1e-6 * (double)worst + 1e-7 * (double)peak;
+    c.coll_bytes = worst;
+    c.peak = peak;
+    return c;
+}
+
+static double bytes_move(long bytes, void *ctx)
+{
+    (void)ctx;
+    return 1e-6 * (double)bytes + 1e-6;
+}
+
+static char path[128];
+
+static void write_file(const char *text)
+{
+    strcpy(path, "/tmp/primec-test-plan-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void plan_and_compare(const char *text, long mesh_n, int square, long limit, int expect_ok)
+{
+    write_file(text);
+    Compilation c;
+    compilation_init(&c, path, NULL);
+    c.sink.out = NULL;
+    assert_int_equal(pipeline_run(&c, "resolve"), 1);
+    const Model *m = c.module.models.items[0];
+    PlanOptions opt;
+    memset(&opt, 0, sizeof opt);
+    opt.mesh.naxes = square ? 2 : 1;
+    opt.mesh.names[0] = square ? "i" : "d";
+    opt.mesh.names[1] = "j";
+    opt.mesh.sizes[0] = mesh_n;
+    opt.mesh.sizes[1] = mesh_n;
+    opt.mesh.ndev = (int)(square ? mesh_n * mesh_n : mesh_n);
+    opt.dp = 1;
+    opt.memory_limit = limit;
+    opt.cost = bytes_cost;
+    opt.move = bytes_move;
+    Plan plan;
+    int ok = plan_model(c.arena, &c.sink, &c.module, m, &opt, &plan);
+    assert_int_equal(ok, expect_ok);
+    if (ok) {
+        int *best = calloc((size_t)m->ninstances, sizeof(int));
+        double ex = plan_exhaustive(&plan, 2000000, best);
+        assert_true(ex >= 0);
+        assert_true(fabs(ex - plan.time) <= 1e-12 * fabs(ex) + 1e-15);
+        assert_true(fabs(plan_assignment_time(&plan, plan.choice) - plan.time) <= 1e-12 * plan.time + 1e-15);
+        if (plan.used_power)
+            assert_true(fabs(plan.power_time - plan.time) <= 1e-12 * plan.time + 1e-15);
+        free(best);
+    } else {
+        int found = 0;
+        for (int i = 0; i < c.sink.count; ++i)
+            found |= strstr(c.sink.items[i].message, "smallest found needs") != NULL;
+        assert_true(found);
+    }
+    compilation_free(&c);
+    unlink(path);
+}
+
+static const char *mlp =
+    "model mlp {\n"
+    "    param t = 32, h = 16, f = 64;\n"
+    "    mesh(d: 4);\n"
+    "    input x[t, h];\n"
+    "    weight w1[h, f];\n"
+    "    weight w2[f, h];\n"
+    "    a = matmul(x, w1) use column;\n"
+    "    g = gelu(a) use cols;\n"
+    "    y = matmul(g, w2) use row;\n"
+    "}\n";
+
+static const char *residual =
+    "model res {\n"
+    "    param t = 32, h = 16;\n"
+    "    mesh(d: 4);\n"
+    "    input x[t, h];\n"
+    "    weight w1[h, h];\n"
+    "    a = matmul(x, w1) use column;\n"
+    "    g = relu(a) use cols;\n"
+    "    y = add(g, x) use cols;\n"
+    "}\n";
+
+static const char *layers =
+    "model deep {\n"
+    "    param t = 16, h = 16;\n"
+    "    mesh(d: 2);\n"
+    "    input x[t, h];\n"
+    "    layer(x -> y) repeat 4 {\n"
+    "        weight w[h, h];\n"
+    "        a = matmul(x, w) use column;\n"
+    "        y = add(a, x) use cols;\n"
+    "    }\n"
+    "}\n";
+
+static void test_mlp_1d(void **state)
+{
+    (void)state;
+    plan_and_compare(mlp, 4, 0, 0, 1);
+}
+
+static void test_mlp_square(void **state)
+{
+    (void)state;
+    plan_and_compare(mlp, 2, 1, 0, 1);
+}
+
+static void test_residual_keeps_state(void **state)
+{
+    (void)state;
+    plan_and_compare(residual, 4, 0, 0, 1);
+}
+
+static void test_layer_power(void **state)
+{
+    (void)state;
+    plan_and_compare(layers, 2, 0, 0, 1);
+}
+
+static void test_memory_limit_unmet(void **state)
+{
+    (void)state;
+    /* Every candidate needs more than 64 bytes. */
+    plan_and_compare(mlp, 4, 0, 64, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp_1d),
+        cmocka_unit_test(test_mlp_square),
+        cmocka_unit_test(test_residual_keeps_state),
+        cmocka_unit_test(test_layer_power),
+        cmocka_unit_test(test_memory_limit_unmet),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
