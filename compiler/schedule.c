@@ -19,6 +19,7 @@
 #include <string.h>
 
 #define MAX_SLOTS 1024
+#define SLOT_WORDS (MAX_SLOTS / 64)
 
 const char *phase_name(PhaseKind kind)
 {
@@ -60,7 +61,7 @@ typedef struct Machine {
     int ntensors;
     int ndev;
     Store *stores[SCHED_MAX_TENSORS];          /* [dev] */
-    unsigned char *slot_used[SCHED_MAX_TENSORS]; /* [dev * MAX_SLOTS + slot] */
+    uint64_t *slot_used[SCHED_MAX_TENSORS]; /* bitmap: [dev * SLOT_WORDS + slot / 64] */
 } Machine;
 
 typedef struct Builder {
@@ -118,7 +119,7 @@ static void machine_init(Builder *b)
     b->m.ndev = b->ndev;
     for (int t = b->m.ntensors; t < b->s->ntensors; ++t) {
         b->m.stores[t] = ARENA_ARRAY(b->arena, Store, b->ndev);
-        b->m.slot_used[t] = arena_alloc(b->arena, (size_t)b->ndev * MAX_SLOTS);
+        b->m.slot_used[t] = arena_alloc(b->arena, sizeof(uint64_t) * (size_t)b->ndev * SLOT_WORDS);
     }
     b->m.ntensors = b->s->ntensors;
 }
@@ -136,8 +137,9 @@ static void machine_copy(Builder *b, Machine *dst, const Machine *src)
             if (s->count)
                 memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
         }
-        dst->slot_used[t] = arena_alloc(b->arena, (size_t)src->ndev * MAX_SLOTS);
-        memcpy(dst->slot_used[t], src->slot_used[t], (size_t)src->ndev * MAX_SLOTS);
+        size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS;
+        dst->slot_used[t] = arena_alloc(b->arena, words);
+        memcpy(dst->slot_used[t], src->slot_used[t], words);
     }
 }
 
@@ -168,14 +170,18 @@ static PrimeAction *act(Builder *b, int dev, int op)
 
 static int slot_alloc(Builder *b, int tensor, int dev)
 {
-    unsigned char *used = b->m.slot_used[tensor] + (size_t)dev * MAX_SLOTS;
-    for (int s = 0; s < MAX_SLOTS; ++s) {
-        if (!used[s]) {
-            used[s] = 1;
-            if (!b->dry && s + 1 > b->s->tensors[tensor].max_slots)
-                b->s->tensors[tensor].max_slots = s + 1;
-            return s;
-        }
+    uint64_t *used = b->m.slot_used[tensor] + (size_t)dev * SLOT_WORDS;
+    for (int w = 0; w < SLOT_WORDS; ++w) {
+        if (used[w] == ~(uint64_t)0)
+            continue;
+        int bit = 0;
+        while (used[w] & ((uint64_t)1 << bit))
+            bit++;
+        used[w] |= (uint64_t)1 << bit;
+        int s = w * 64 + bit;
+        if (!b->dry && s + 1 > b->s->tensors[tensor].max_slots)
+            b->s->tensors[tensor].max_slots = s + 1;
+        return s;
     }
     ICE("more than %d live tiles of one tensor on one device", MAX_SLOTS);
 }
@@ -192,7 +198,7 @@ static int emit_alloc(Builder *b, int tensor, int dev)
 
 static void emit_free(Builder *b, int tensor, int dev, int slot)
 {
-    b->m.slot_used[tensor][(size_t)dev * MAX_SLOTS + slot] = 0;
+    b->m.slot_used[tensor][(size_t)dev * SLOT_WORDS + slot / 64] &= ~((uint64_t)1 << (slot % 64));
     PrimeAction *a = act(b, dev, PRIME_ACT_FREE);
     a->tensor = tensor;
     a->slot = slot;

@@ -93,7 +93,7 @@ typedef struct PrimePhase {
     const long (*offsets)[8]; /* KERNEL: offsets[arg], per operator dimension */
 } PrimePhase;
 
-#define PRIME_MAX_TENSORS 64
+#define PRIME_MAX_TENSORS 512
 
 typedef struct PrimeStore {
     int ntensors;
