@@ -86,6 +86,21 @@ static int bind_silently(Instance *ci, const Partition *part, const Mesh *mesh)
     return 1;
 }
 
+static Layout layout_copy(Arena *arena, const Layout *l)
+{
+    Layout c;
+    c.ndev = l->ndev;
+    c.count = ARENA_ARRAY(arena, int, l->ndev);
+    c.tiles = ARENA_ARRAY(arena, long *, l->ndev);
+    c.slots = NULL;
+    for (int d = 0; d < l->ndev; ++d) {
+        c.count[d] = l->count[d];
+        c.tiles[d] = ARENA_ARRAY(arena, long, l->count[d] + 1);
+        memcpy(c.tiles[d], l->tiles[d], sizeof(long) * (size_t)l->count[d]);
+    }
+    return c;
+}
+
 static void try_candidate(Planner *p, int i, const Partition *part, const int *axis_map)
 {
     const Model *m = p->model;
@@ -95,30 +110,34 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     memcpy(pc->axis_map, axis_map, sizeof pc->axis_map);
     pc->inst = *inst;
     pc->inst.partition = part;
-    /* Data parallelism: every operator dimension that indexes the first
-     * dimension of a non-weight operand and has the token size holds
-     * 1/dp of the tokens. */
-    unsigned token_dims = 0;
+    /* Data parallelism: every operator dimension of the token size that
+     * indexes an activation holds 1/dp of it (the same rule in every
+     * instance, so producers and consumers agree on shapes). */
     if (p->opt->dp > 1) {
         const Op *op = inst->op;
-        for (int a = 0; a <= op->ninputs; ++a) {
-            const OpTensor *ot = a < op->ninputs ? &op->inputs[a] : &op->output;
-            const ModelTensor *mt = &m->tensors[a < op->ninputs ? inst->args[a] : inst->result];
-            if (mt->role == TENSOR_WEIGHT || ot->ndims == 0)
-                continue;
-            int d = ot->dims[0];
-            if (inst->dim_sizes[d] == p->opt->token_size)
-                token_dims |= 1u << d;
-        }
         for (int d = 0; d < op->ndims; ++d) {
-            if (!(token_dims & (1u << d)))
+            if (inst->dim_sizes[d] != p->opt->token_size)
+                continue;
+            int activation = 0, weight = 0;
+            for (int a = 0; a <= op->ninputs; ++a) {
+                const OpTensor *ot = a < op->ninputs ? &op->inputs[a] : &op->output;
+                const ModelTensor *mt = &m->tensors[a < op->ninputs ? inst->args[a] : inst->result];
+                for (int x = 0; x < ot->ndims; ++x) {
+                    if (ot->dims[x] != d)
+                        continue;
+                    if (mt->role == TENSOR_WEIGHT)
+                        weight = 1;
+                    else
+                        activation = 1;
+                }
+            }
+            if (!activation || weight)
                 continue;
             if (inst->dim_sizes[d] % p->opt->dp)
                 return;
             pc->inst.dim_sizes[d] = inst->dim_sizes[d] / p->opt->dp;
         }
     }
-    memcpy(pc->inst.axis_map, axis_map, sizeof pc->inst.axis_map);
     if (!bind_silently(&pc->inst, part, &p->opt->mesh))
         return;
     /* A model of this instance alone: activations become inputs. */
@@ -156,61 +175,76 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     pc->inst.result = result;
     sm->ninstances = 1;
     sm->instances = &pc->inst;
+    Arena *scratch = arena_create();
     DiagSink mute;
-    diag_init(&mute, p->sink->sources, p->arena, NULL);
-    Schedule *s = schedule_build(p->arena, &mute, sm);
-    if (!s)
+    diag_init(&mute, p->sink->sources, scratch, NULL);
+    Schedule *s = schedule_build(scratch, &mute, sm);
+    if (!s) {
+        arena_destroy(scratch);
         return;
-    pc->sched = s;
-    pc->out_tensor = pc->dout_tensor = -1;
+    }
+    int in_tensor[IR_MAX_INPUTS], din_tensor[IR_MAX_INPUTS], out_tensor = -1, dout_tensor = -1;
     for (int a = 0; a < inst->op->ninputs; ++a)
-        pc->in_tensor[a] = pc->din_tensor[a] = -1;
+        in_tensor[a] = din_tensor[a] = -1;
     for (int t = 0; t < s->ntensors; ++t) {
         const SchedTensor *ts = &s->tensors[t];
         for (int a = 0; a < inst->op->ninputs; ++a) {
             if (ts->model_tensor != local_of[a])
                 continue;
             if (!ts->is_grad && ts->fill_phase >= 0)
-                pc->in_tensor[a] = t;
+                in_tensor[a] = t;
             if (ts->is_grad && ts->check)
-                pc->din_tensor[a] = t;
+                din_tensor[a] = t;
         }
         if (ts->model_tensor == result && !ts->is_grad && ts->check)
-            pc->out_tensor = t;
+            out_tensor = t;
         if (ts->model_tensor == result && ts->is_grad && ts->fill_phase >= 0)
-            pc->dout_tensor = t;
+            dout_tensor = t;
     }
-    pc->cost = p->opt->cost(s, p->opt->ctx);
-    /* Persistent: weights and their gradients, and stashed inputs. */
-    long persistent = 0;
+    pc->cost = p->opt->cost(s, scratch, p->opt->ctx);
+    /* Persistent: weights and their gradients, and stashed inputs;
+     * data-parallel gradient all-reduce of the weights a device holds. */
+    long persistent = 0, wbytes = 0;
     for (int d = 0; d < sm->mesh.ndev; ++d) {
-        long mine = 0;
+        long mine = 0, w = 0;
         for (int a = 0; a < inst->op->ninputs; ++a) {
-            int t = pc->in_tensor[a];
+            int t = in_tensor[a];
             if (t < 0)
                 continue;
             long bytes = (long)s->home[t].count[d] * s->tensors[t].tile_elems * (long)sizeof(float);
             mine += s->tensors[t].is_weight ? 2 * bytes : bytes;
+            w += s->tensors[t].is_weight ? bytes : 0;
         }
         if (mine > persistent)
             persistent = mine;
+        if (w > wbytes)
+            wbytes = w;
     }
     pc->cost.persistent = persistent;
     if (p->opt->dp > 1 && p->opt->dp_cost) {
-        long wbytes = 0;
-        for (int d = 0; d < sm->mesh.ndev; ++d) {
-            long mine = 0;
-            for (int a = 0; a < inst->op->ninputs; ++a) {
-                int t = pc->in_tensor[a];
-                if (t >= 0 && s->tensors[t].is_weight)
-                    mine += (long)s->home[t].count[d] * s->tensors[t].tile_elems * (long)sizeof(float);
-            }
-            if (mine > wbytes)
-                wbytes = mine;
-        }
         pc->cost.time += p->opt->dp_cost(wbytes, p->opt->dp, p->opt->ctx);
         pc->cost.coll_bytes += wbytes * 2 * (p->opt->dp - 1) / p->opt->dp;
     }
+    /* Keep what the edges need; the schedule goes with the scratch arena. */
+    for (int a = 0; a < inst->op->ninputs; ++a) {
+        ICE_ASSERT(in_tensor[a] >= 0);
+        pc->in_t[a] = s->tensors[in_tensor[a]];
+        pc->in_l[a] = layout_copy(p->arena, &s->home[in_tensor[a]]);
+        pc->has_din[a] = din_tensor[a] >= 0;
+        if (pc->has_din[a]) {
+            pc->din_t[a] = s->tensors[din_tensor[a]];
+            pc->din_l[a] = layout_copy(p->arena, &s->final[din_tensor[a]]);
+        }
+    }
+    ICE_ASSERT(out_tensor >= 0);
+    pc->out_t = s->tensors[out_tensor];
+    pc->out_l = layout_copy(p->arena, &s->final[out_tensor]);
+    pc->has_dout = dout_tensor >= 0;
+    if (pc->has_dout) {
+        pc->dout_t = s->tensors[dout_tensor];
+        pc->dout_l = layout_copy(p->arena, &s->home[dout_tensor]);
+    }
+    arena_destroy(scratch);
     if (p->min_peak[i] < 0 || pc->cost.peak < p->min_peak[i]) {
         p->min_peak[i] = pc->cost.peak;
         p->min_peak_use[i] = part->name;
@@ -258,15 +292,10 @@ static void build_edges(Planner *p)
                     const PlanCandidate *B = cand(p, j, cj);
                     long fmax = 0, bmax = 0;
                     double t = 0;
-                    long fb = sched_conversion_bytes(&A->sched->tensors[A->out_tensor], &A->sched->final[A->out_tensor],
-                                                     &B->sched->tensors[B->in_tensor[a]],
-                                                     &B->sched->home[B->in_tensor[a]], &fmax);
+                    long fb = sched_conversion_bytes(&A->out_t, &A->out_l, &B->in_t[a], &B->in_l[a], &fmax);
                     long bb = 0;
-                    if (B->din_tensor[a] >= 0 && A->dout_tensor >= 0)
-                        bb = sched_conversion_bytes(&B->sched->tensors[B->din_tensor[a]],
-                                                    &B->sched->final[B->din_tensor[a]],
-                                                    &A->sched->tensors[A->dout_tensor],
-                                                    &A->sched->home[A->dout_tensor], &bmax);
+                    if (B->has_din[a] && A->has_dout)
+                        bb = sched_conversion_bytes(&B->din_t[a], &B->din_l[a], &A->dout_t, &A->dout_l, &bmax);
                     if (fb < 0 || bb < 0) {
                         t = INFINITY;
                     } else {
@@ -310,14 +339,45 @@ typedef struct Layer {
     int live[64];
     State *states;
     int count, cap;
+    int *hash; /* open addressing: state index or -1 */
+    int hash_cap;
 } Layer;
+
+static unsigned long assign_hash(const int *assign, int n)
+{
+    unsigned long h = 1469598103934665603ul;
+    for (int i = 0; i < n; ++i)
+        h = (h ^ (unsigned long)(unsigned)assign[i]) * 1099511628211ul;
+    return h;
+}
 
 static int state_find(const Layer *L, const int *assign)
 {
-    for (int s = 0; s < L->count; ++s)
-        if (memcmp(L->states[s].assign, assign, sizeof(int) * (size_t)L->nlive) == 0)
-            return s;
+    if (!L->hash_cap)
+        return -1;
+    int k = (int)(assign_hash(assign, L->nlive) % (unsigned long)L->hash_cap);
+    while (L->hash[k] >= 0) {
+        if (L->nlive == 0 || memcmp(L->states[L->hash[k]].assign, assign, sizeof(int) * (size_t)L->nlive) == 0)
+            return L->hash[k];
+        k = (k + 1) % L->hash_cap;
+    }
     return -1;
+}
+
+static void state_index(Planner *p, Layer *L, int s)
+{
+    if (2 * (s + 1) > L->hash_cap) {
+        L->hash_cap = L->hash_cap ? L->hash_cap * 2 : 64;
+        L->hash = ARENA_ARRAY(p->arena, int, L->hash_cap);
+        for (int i = 0; i < L->hash_cap; ++i)
+            L->hash[i] = -1;
+        for (int i = 0; i < s; ++i)
+            state_index(p, L, i);
+    }
+    int k = (int)(assign_hash(L->states[s].assign, L->nlive) % (unsigned long)L->hash_cap);
+    while (L->hash[k] >= 0)
+        k = (k + 1) % L->hash_cap;
+    L->hash[k] = s;
 }
 
 static void state_offer(Planner *p, Layer *L, const int *assign, double cost, int prev, int chosen)
@@ -341,10 +401,12 @@ static void state_offer(Planner *p, Layer *L, const int *assign, double cost, in
     }
     State *st = &L->states[L->count++];
     st->assign = ARENA_ARRAY(p->arena, int, L->nlive + 1);
-    memcpy(st->assign, assign, sizeof(int) * (size_t)L->nlive);
+    if (L->nlive)
+        memcpy(st->assign, assign, sizeof(int) * (size_t)L->nlive);
     st->cost = cost;
     st->prev = prev;
     st->chosen = chosen;
+    state_index(p, L, L->count - 1);
 }
 
 /* One step: from the states before instance j to those after it. */
@@ -432,7 +494,8 @@ static double power_optimum(Planner *p)
     Layer *steps = ARENA_ARRAY(p->arena, Layer, p->n + 1);
     /* Prefix: from nothing to the end of layer 0. */
     steps[0].nlive = 0;
-    state_offer(p, &steps[0], NULL, 0, -1, -1);
+    int none[1] = {0};
+    state_offer(p, &steps[0], none, 0, -1, -1);
     dp_range(p, 0, first + size, steps);
     double *P = ARENA_ARRAY(p->arena, double, k);
     for (int a = 0; a < k; ++a)
@@ -496,7 +559,8 @@ static double solve(Planner *p)
 {
     Layer *steps = ARENA_ARRAY(p->arena, Layer, p->n + 1);
     steps[0].nlive = 0;
-    state_offer(p, &steps[0], NULL, 0, -1, -1);
+    int none[1] = {0};
+    state_offer(p, &steps[0], none, 0, -1, -1);
     dp_range(p, 0, p->n, steps);
     if (steps[p->n].count == 0)
         return INFINITY;
@@ -591,7 +655,7 @@ double plan_exhaustive(const Plan *plan, long limit, int *best_choice)
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst)
 {
     const PlanCandidate *pc = plan->cands[inst].items[plan->choice[inst]];
-    const Mesh *mesh = &pc->sched->model->mesh;
+    const Mesh *mesh = &plan->mesh;
     char buf[256];
     size_t n = (size_t)snprintf(buf, sizeof buf, "%s(", pc->partition->name);
     for (int a = 0; a < pc->partition->naxes && n < sizeof buf - 40; ++a)
@@ -617,6 +681,7 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     p->n = model->ninstances;
     last_planner = p;
     out->model = model;
+    out->mesh = opt->mesh;
     out->ninst = p->n;
     out->cands = ARENA_ARRAY(arena, PtrVec, p->n);
     out->choice = ARENA_ARRAY(arena, int, p->n);

@@ -33,8 +33,9 @@ typedef struct PlanCost {
     long persistent;  /* weights, their gradients and stashed inputs, per device */
 } PlanCost;
 
-/* How a schedule and a conversion are priced (the cost model). */
-typedef PlanCost (*PlanCostFn)(const Schedule *s, void *ctx);
+/* How a schedule and a conversion are priced (the cost model). The
+ * schedule lives in `scratch`, which is freed after the call. */
+typedef PlanCost (*PlanCostFn)(const Schedule *s, Arena *scratch, void *ctx);
 typedef double (*PlanMoveFn)(long bytes_per_device, void *ctx);
 
 /* Data parallelism around the planned mesh: dp replicas of it, each on
@@ -58,15 +59,18 @@ typedef struct PlanCandidate {
     int axis_map[IR_MAX_AXES];
     Instance inst; /* bound to the mesh */
     PlanCost cost;
-    Schedule *sched;
-    int in_tensor[IR_MAX_INPUTS];  /* storage tensor of each argument */
-    int din_tensor[IR_MAX_INPUTS]; /* its gradient (-1 for a weight... or none) */
-    int out_tensor;
-    int dout_tensor;
+    /* What the edges need of the candidate's schedule (kept after the
+     * schedule itself is freed): each argument's input layout and its
+     * gradient's final layout, the result's layout and its gradient's. */
+    SchedTensor in_t[IR_MAX_INPUTS], din_t[IR_MAX_INPUTS], out_t, dout_t;
+    Layout in_l[IR_MAX_INPUTS], din_l[IR_MAX_INPUTS], out_l, dout_l;
+    int has_din[IR_MAX_INPUTS];
+    int has_dout;
 } PlanCandidate;
 
 typedef struct Plan {
     const Model *model;
+    Mesh mesh;
     int ninst;
     PtrVec *cands; /* per instance: PlanCandidate* */
     int *choice;   /* per instance: index into cands */

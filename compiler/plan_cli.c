@@ -28,11 +28,11 @@ typedef struct CostCtx {
     Arena *arena;
 } CostCtx;
 
-static PlanCost price_schedule(const Schedule *s, void *ctx)
+static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx)
 {
     CostCtx *c = ctx;
     CostReport r;
-    cost_schedule(s, c->profile, &c->opt, c->arena, &r);
+    cost_schedule(s, c->profile, &c->opt, scratch, &r);
     PlanCost pc;
     memset(&pc, 0, sizeof pc);
     pc.time = r.step_us * 1e-6;

@@ -813,18 +813,39 @@ static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t)
     long row[8] = {0};
     for (int d = 0; d < b->st->ndims && d < 8; ++d)
         row[d] = slice_at(b->st, d, dev, t) * b->st->extent[d];
-    for (int i = 0; i < ph->noffsets; ++i)
-        if (memcmp(ph->offsets[i], row, sizeof row) == 0)
-            return i;
-    if (ph->noffsets == ph->offset_cap) {
-        int cap = ph->offset_cap ? ph->offset_cap * 2 : 8;
+    unsigned long h = 1469598103934665603ul;
+    for (int x = 0; x < 8; ++x)
+        h = (h ^ (unsigned long)row[x]) * 1099511628211ul;
+    if (ph->noffsets * 2 >= ph->offset_hash_cap) {
+        /* Grow the rows and rebuild the hash (open addressing). */
+        int cap = ph->offset_cap ? ph->offset_cap * 2 : 16;
         long(*n)[8] = arena_alloc(b->arena, sizeof(long[8]) * (size_t)cap);
         if (ph->noffsets)
             memcpy(n, ph->offsets, sizeof(long[8]) * (size_t)ph->noffsets);
         ph->offsets = n;
         ph->offset_cap = cap;
+        ph->offset_hash_cap = cap * 2;
+        ph->offset_hash = ARENA_ARRAY(b->arena, int, ph->offset_hash_cap);
+        for (int i = 0; i < ph->offset_hash_cap; ++i)
+            ph->offset_hash[i] = -1;
+        for (int i = 0; i < ph->noffsets; ++i) {
+            unsigned long g = 1469598103934665603ul;
+            for (int x = 0; x < 8; ++x)
+                g = (g ^ (unsigned long)ph->offsets[i][x]) * 1099511628211ul;
+            int k = (int)(g % (unsigned long)ph->offset_hash_cap);
+            while (ph->offset_hash[k] >= 0)
+                k = (k + 1) % ph->offset_hash_cap;
+            ph->offset_hash[k] = i;
+        }
+    }
+    int k = (int)(h % (unsigned long)ph->offset_hash_cap);
+    while (ph->offset_hash[k] >= 0) {
+        if (memcmp(ph->offsets[ph->offset_hash[k]], row, sizeof row) == 0)
+            return ph->offset_hash[k];
+        k = (k + 1) % ph->offset_hash_cap;
     }
     memcpy(ph->offsets[ph->noffsets], row, sizeof row);
+    ph->offset_hash[k] = ph->noffsets;
     return ph->noffsets++;
 }
 
@@ -1240,7 +1261,8 @@ static void learn_needs(Builder *b, PhaseSched *ph)
         for (int i = 0; i < nins; ++i)
             for (int d = 0; d < b->ndev; ++d)
                 after += b->need[ins[i]].count[d];
-        if (pass > 0 && after == before)
+        /* One step: nothing moves, so the first trial is exact. */
+        if ((pass > 0 && after == before) || b->steps == 1)
             break;
     }
     for (int i = 0; i < nins; ++i)
@@ -2054,41 +2076,66 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
 long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const SchedTensor *tt,
                             const Layout *need, long *max_per_device)
 {
+    const int ndev = need->ndev;
+    /* held[d * ntiles + st]: does device d hold source tile st? */
+    unsigned char *held = calloc((size_t)ndev * (size_t)tf->ntiles + 1, 1);
+    unsigned char *anywhere = calloc((size_t)tf->ntiles + 1, 1);
+    if (!held || !anywhere)
+        ICE("out of memory");
+    for (int c = 0; c < have->ndev && c < ndev; ++c)
+        for (int k = 0; k < have->count[c]; ++k) {
+            held[(size_t)c * (size_t)tf->ntiles + (size_t)have->tiles[c][k]] = 1;
+            anywhere[have->tiles[c][k]] = 1;
+        }
     long total = 0, worst = 0;
-    for (int d = 0; d < need->ndev; ++d) {
+    for (int d = 0; d < ndev && total >= 0; ++d) {
         long mine = 0;
-        for (int i = 0; i < need->count[d]; ++i) {
+        for (int i = 0; i < need->count[d] && total >= 0; ++i) {
             long tile = need->tiles[d][i];
-            for (long st = 0; st < tf->ntiles; ++st) {
-                long elems = 1;
-                for (int x = 0; x < tt->ndims && elems; ++x) {
-                    long lo = sched_tile_coord(tt, tile, x) * tt->extent[x], hi = lo + tt->extent[x];
-                    long slo = sched_tile_coord(tf, st, x) * tf->extent[x], shi = slo + tf->extent[x];
-                    long a = slo > lo ? slo : lo, z = shi < hi ? shi : hi;
-                    elems = a < z ? elems * (z - a) : 0;
+            /* The source tiles overlapping this tile: per dimension, a range. */
+            long lo_s[IR_MAX_DIMS], hi_s[IR_MAX_DIMS], lo[IR_MAX_DIMS], hi[IR_MAX_DIMS];
+            for (int x = 0; x < tt->ndims; ++x) {
+                lo[x] = sched_tile_coord(tt, tile, x) * tt->extent[x];
+                hi[x] = lo[x] + tt->extent[x];
+                lo_s[x] = lo[x] / tf->extent[x];
+                hi_s[x] = (hi[x] - 1) / tf->extent[x];
+            }
+            long idx[IR_MAX_DIMS];
+            for (int x = 0; x < tt->ndims; ++x)
+                idx[x] = lo_s[x];
+            for (;;) {
+                long st = 0, elems = 1;
+                for (int x = 0; x < tt->ndims; ++x) {
+                    st = st * tf->nslices[x] + idx[x];
+                    long slo = idx[x] * tf->extent[x], shi = slo + tf->extent[x];
+                    long a = slo > lo[x] ? slo : lo[x], z = shi < hi[x] ? shi : hi[x];
+                    elems *= z - a;
                 }
-                if (!elems)
-                    continue;
-                int local = 0, anywhere = 0;
-                for (int c = 0; c < have->ndev; ++c) {
-                    for (int k = 0; k < have->count[c]; ++k) {
-                        if (have->tiles[c][k] == st) {
-                            anywhere = 1;
-                            local |= c == d;
-                        }
-                    }
+                if (!anywhere[st]) {
+                    total = -1;
+                    break;
                 }
-                if (!anywhere)
-                    return -1;
-                if (!local)
+                if (!held[(size_t)d * (size_t)tf->ntiles + (size_t)st])
                     mine += elems * (long)sizeof(float);
+                int x = tt->ndims - 1;
+                while (x >= 0 && idx[x] == hi_s[x]) {
+                    idx[x] = lo_s[x];
+                    --x;
+                }
+                if (x < 0)
+                    break;
+                idx[x]++;
             }
         }
+        if (total < 0)
+            break;
         total += mine;
         if (mine > worst)
             worst = mine;
     }
+    free(held);
+    free(anywhere);
     if (max_per_device)
-        *max_per_device = worst;
+        *max_per_device = total < 0 ? 0 : worst;
     return total;
 }

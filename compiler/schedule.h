@@ -133,6 +133,8 @@ typedef struct PhaseSched {
     int noffsets; /* distinct kernel offset rows (global tile origins) */
     long (*offsets)[8];
     int offset_cap;
+    int *offset_hash; /* open addressing over offsets */
+    int offset_hash_cap;
     long *peak;    /* predicted per rank, over this phase */
 } PhaseSched;
 

@@ -25,9 +25,10 @@
 #include "pipeline.h"
 #include "plan.h"
 
-static PlanCost bytes_cost(const Schedule *s, void *ctx)
+static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx)
 {
     (void)ctx;
+    (void)scratch;
     PlanCost c;
     memset(&c, 0, sizeof c);
     long worst = 0, peak = 0;
