@@ -189,7 +189,8 @@ ModelItem *ast_new_strict_item(Arena *a, Span span) {
     return new_item(a, MITEM_STRICT, span);
 }
 
-ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat, PtrVec items) {
+ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat,
+                              PtrVec items) {
     ModelItem *it = new_item(a, MITEM_LAYER, span);
     it->layer_in = in;
     it->layer_out = out;
@@ -488,10 +489,13 @@ enum { PREC_XOR = 1, PREC_ADD = 2, PREC_MUL = 3, PREC_UNARY = 4, PREC_PRIMARY = 
 
 static int binary_prec(char op) {
     switch (op) {
-    case '^': return PREC_XOR;
+    case '^':
+        return PREC_XOR;
     case '+':
-    case '-': return PREC_ADD;
-    default: return PREC_MUL; /* * / % */
+    case '-':
+        return PREC_ADD;
+    default:
+        return PREC_MUL; /* * / % */
     }
 }
 

@@ -46,13 +46,13 @@ typedef struct Expr Expr;
 struct Expr {
     ExprKind kind;
     Span span;
-    long value;    /* EXPR_INT */
-    Sym name;      /* EXPR_NAME, EXPR_INDEX, EXPR_CALL */
+    long value; /* EXPR_INT */
+    Sym name;   /* EXPR_NAME, EXPR_INDEX, EXPR_CALL */
     Span name_span;
-    char op;       /* EXPR_BINARY: '+', '-', '*', '/', '%', '^' */
-    Expr *lhs;     /* EXPR_BINARY; EXPR_NEG operand */
-    Expr *rhs;     /* EXPR_BINARY */
-    PtrVec args;   /* EXPR_CALL, EXPR_RADIX: Expr*; EXPR_INDEX: Ident* (dimension names) */
+    char op;     /* EXPR_BINARY: '+', '-', '*', '/', '%', '^' */
+    Expr *lhs;   /* EXPR_BINARY; EXPR_NEG operand */
+    Expr *rhs;   /* EXPR_BINARY */
+    PtrVec args; /* EXPR_CALL, EXPR_RADIX: Expr*; EXPR_INDEX: Ident* (dimension names) */
 };
 
 /* X[m, k] in an op signature. */
@@ -63,8 +63,8 @@ typedef struct TensorParam {
 } TensorParam;
 
 typedef enum StmtKind {
-    STMT_ACCUM,  /* Y[m, n] += expr;  sums over dimensions absent from Y */
-    STMT_ASSIGN  /* Y = expr;  or  Y[m, n] = expr;  elementwise */
+    STMT_ACCUM, /* Y[m, n] += expr;  sums over dimensions absent from Y */
+    STMT_ASSIGN /* Y = expr;  or  Y[m, n] = expr;  elementwise */
 } StmtKind;
 
 typedef struct Stmt {
@@ -79,9 +79,9 @@ typedef struct Stmt {
 typedef struct OpDecl {
     Ident name;
     Span span;
-    PtrVec params;     /* TensorParam*: inputs */
+    PtrVec params; /* TensorParam*: inputs */
     TensorParam *result;
-    PtrVec body;       /* Stmt* */
+    PtrVec body; /* Stmt* */
 } OpDecl;
 
 /* `i: P` in mesh(...) or steps(...). size is EXPR_INT or EXPR_NAME. */
@@ -101,10 +101,10 @@ typedef struct DsiAssign {
 typedef struct PartitionDecl {
     Ident name;
     Span span;
-    Ident of_op;       /* the operator whose dimensions it splits */
-    PtrVec mesh;       /* AxisDecl* */
-    AxisDecl *steps;   /* NULL when the partition is purely spatial */
-    PtrVec dsis;       /* DsiAssign* */
+    Ident of_op;     /* the operator whose dimensions it splits */
+    PtrVec mesh;     /* AxisDecl* */
+    AxisDecl *steps; /* NULL when the partition is purely spatial */
+    PtrVec dsis;     /* DsiAssign* */
 } PartitionDecl;
 
 typedef enum ModelItemKind {
@@ -130,25 +130,25 @@ typedef struct UseClause {
 } UseClause;
 
 typedef struct AxisBinding {
-    Ident part_axis;  /* the partition's axis */
-    Ident mesh_axis;  /* the model mesh's axis */
+    Ident part_axis; /* the partition's axis */
+    Ident mesh_axis; /* the model mesh's axis */
     Span span;
 } AxisBinding;
 
 typedef struct ModelItem {
     ModelItemKind kind;
     Span span;
-    Ident name;        /* param, tensor, or instance result name */
-    Expr *value;       /* MITEM_PARAM */
-    PtrVec axes;       /* MITEM_MESH: AxisDecl* */
-    PtrVec dims;       /* MITEM_INPUT/WEIGHT: Expr* (EXPR_NAME or EXPR_INT) */
-    Ident op;          /* MITEM_INSTANCE */
-    PtrVec args;       /* MITEM_INSTANCE: Ident* */
-    UseClause *use;    /* MITEM_INSTANCE: NULL when the planner chooses */
-    Ident layer_in;    /* MITEM_LAYER: the block's input name */
-    Ident layer_out;   /* MITEM_LAYER: the block's output name */
-    Expr *repeat;      /* MITEM_LAYER: how many times */
-    PtrVec items;      /* MITEM_LAYER: ModelItem* */
+    Ident name;      /* param, tensor, or instance result name */
+    Expr *value;     /* MITEM_PARAM */
+    PtrVec axes;     /* MITEM_MESH: AxisDecl* */
+    PtrVec dims;     /* MITEM_INPUT/WEIGHT: Expr* (EXPR_NAME or EXPR_INT) */
+    Ident op;        /* MITEM_INSTANCE */
+    PtrVec args;     /* MITEM_INSTANCE: Ident* */
+    UseClause *use;  /* MITEM_INSTANCE: NULL when the planner chooses */
+    Ident layer_in;  /* MITEM_LAYER: the block's input name */
+    Ident layer_out; /* MITEM_LAYER: the block's output name */
+    Expr *repeat;    /* MITEM_LAYER: how many times */
+    PtrVec items;    /* MITEM_LAYER: ModelItem* */
 } ModelItem;
 
 typedef struct ModelDecl {

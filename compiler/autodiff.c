@@ -5,13 +5,18 @@
 
 #include <string.h>
 
-int ad_is_zero(const Expr *e) { return e && e->kind == EXPR_INT && e->value == 0; }
-static int is_one(const Expr *e) { return e && e->kind == EXPR_INT && e->value == 1; }
+int ad_is_zero(const Expr *e) {
+    return e && e->kind == EXPR_INT && e->value == 0;
+}
+static int is_one(const Expr *e) {
+    return e && e->kind == EXPR_INT && e->value == 1;
+}
 
-static Expr *num(Arena *a, Span sp, long v) { return ast_new_int(a, sp, v); }
+static Expr *num(Arena *a, Span sp, long v) {
+    return ast_new_int(a, sp, v);
+}
 
-static Expr *mul(Arena *a, Expr *x, Expr *y)
-{
+static Expr *mul(Arena *a, Expr *x, Expr *y) {
     if (ad_is_zero(x) || ad_is_zero(y))
         return num(a, x->span, 0);
     if (is_one(x))
@@ -21,8 +26,7 @@ static Expr *mul(Arena *a, Expr *x, Expr *y)
     return ast_new_binary(a, span_join(x->span, y->span), '*', x, y);
 }
 
-static Expr *add(Arena *a, Expr *x, Expr *y)
-{
+static Expr *add(Arena *a, Expr *x, Expr *y) {
     if (ad_is_zero(x))
         return y;
     if (ad_is_zero(y))
@@ -30,8 +34,7 @@ static Expr *add(Arena *a, Expr *x, Expr *y)
     return ast_new_binary(a, span_join(x->span, y->span), '+', x, y);
 }
 
-static Expr *sub(Arena *a, Expr *x, Expr *y)
-{
+static Expr *sub(Arena *a, Expr *x, Expr *y) {
     if (ad_is_zero(y))
         return x;
     if (ad_is_zero(x))
@@ -39,8 +42,7 @@ static Expr *sub(Arena *a, Expr *x, Expr *y)
     return ast_new_binary(a, span_join(x->span, y->span), '-', x, y);
 }
 
-static Expr *call1(Arena *a, Span sp, const char *name, Expr *arg)
-{
+static Expr *call1(Arena *a, Span sp, const char *name, Expr *arg) {
     Ident id = {arena_intern(a, name, strlen(name)), sp};
     PtrVec args = {0};
     ptrvec_push(a, &args, arg);
@@ -48,8 +50,7 @@ static Expr *call1(Arena *a, Span sp, const char *name, Expr *arg)
 }
 
 /* The derivative of intrinsic f at u, times du. */
-static Expr *chain(Arena *arena, DiagSink *sink, const Expr *call, Expr *u, Expr *du)
-{
+static Expr *chain(Arena *arena, DiagSink *sink, const Expr *call, Expr *u, Expr *du) {
     const char *f = call->name;
     Span sp = call->span;
     if (ad_is_zero(du))
@@ -86,7 +87,8 @@ static Expr *chain(Arena *arena, DiagSink *sink, const Expr *call, Expr *u, Expr
     else if (!strcmp(f, "sin"))
         d = call1(arena, sp, "cos", u);
     else if (!strcmp(f, "abs"))
-        d = sub(arena, mul(arena, num(arena, sp, 2), call1(arena, sp, "step", u)), num(arena, sp, 1));
+        d = sub(arena, mul(arena, num(arena, sp, 2), call1(arena, sp, "step", u)),
+                num(arena, sp, 1));
     else {
         diag_error(sink, call->name_span, "no derivative rule for intrinsic '%s'", f);
         return NULL;
@@ -94,8 +96,7 @@ static Expr *chain(Arena *arena, DiagSink *sink, const Expr *call, Expr *u, Expr
     return mul(arena, d, du);
 }
 
-Expr *ad_derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt)
-{
+Expr *ad_derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt) {
     Expr *dl, *dr;
     switch (e->kind) {
     case EXPR_INT:

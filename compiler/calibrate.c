@@ -31,7 +31,7 @@ void calibrate_options_default(CalibrateOptions *opt)
     opt->worlds[1] = 4;
     opt->min_bytes = 1L << 10;
     opt->max_bytes = 16L << 20;
-    opt->reps = 7;
+    opt->reps = 15;
     opt->gemm_min = 16;
     opt->gemm_max = 512;
     opt->mem_floats = 4L << 20;
@@ -42,7 +42,7 @@ void calibrate_options_quick(CalibrateOptions *opt)
     calibrate_options_default(opt);
     opt->nworlds = 1;
     opt->worlds[0] = 2;
-    opt->max_bytes = 64L << 10;
+    opt->max_bytes = 1L << 20;
     opt->reps = 3;
     opt->gemm_max = 64;
     opt->mem_floats = 256L << 10;
@@ -54,7 +54,7 @@ void calibrate_options_quick(CalibrateOptions *opt)
 /* Weighted least squares over the basis functions selected by `use`
  * (bit j: x_j); solves the normal equations by Gaussian elimination.
  * Returns 0 when they are singular. */
-static int wls(int nb, const double (*xs)[3], const double *y, int n, unsigned use, double *coef)
+static int wls(int nb, const double (*xs)[3], const double *y, int n, unsigned use, int weighted, double *coef)
 {
     double A[3][4] = {{0}};
     int idx[3], m = 0;
@@ -62,7 +62,7 @@ static int wls(int nb, const double (*xs)[3], const double *y, int n, unsigned u
         if (use & (1u << j))
             idx[m++] = j;
     for (int i = 0; i < n; ++i) {
-        double w = 1 / (y[i] * y[i]);
+        double w = weighted ? 1 / (y[i] * y[i]) : 1;
         for (int a = 0; a < m; ++a) {
             for (int b = 0; b < m; ++b)
                 A[a][b] += w * xs[i][idx[a]] * xs[i][idx[b]];
@@ -115,10 +115,16 @@ int calibrate_fit_alpha_beta(const double *x, const double *us, int n, double *a
         xs[i][1] = x[i];
         xs[i][2] = 0;
     }
-    double c[3];
-    int ok = wls(2, (const double(*)[3])xs, us, n, 3u, c);
-    if (ok && c[0] < 0)
-        ok = wls(2, (const double(*)[3])xs, us, n, 2u, c);
+    /* Relative weights first; noisy small messages can tilt that fit's
+     * slope below zero, and then plain least squares (which the large
+     * messages dominate) decides the bandwidth. */
+    double c[3] = {0, 0, 0};
+    int ok = 0;
+    for (int weighted = 1; weighted >= 0 && !(ok && c[1] > 0); --weighted) {
+        ok = wls(2, (const double(*)[3])xs, us, n, 3u, weighted, c);
+        if (ok && c[0] < 0)
+            ok = wls(2, (const double(*)[3])xs, us, n, 2u, weighted, c);
+    }
     free(xs);
     if (!ok || !(c[1] > 0))
         return 0;
@@ -148,7 +154,7 @@ int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overh
         int nb = (int)(tries[t] & 1u) + (int)(tries[t] >> 1 & 1u) + (int)(tries[t] >> 2 & 1u);
         if (n < nb)
             continue;
-        ok = wls(3, (const double(*)[3])xs, us, n, tries[t], c) && c[0] >= 0 && c[1] > 0 && c[2] >= 0;
+        ok = wls(3, (const double(*)[3])xs, us, n, tries[t], 1, c) && c[0] >= 0 && c[1] > 0 && c[2] >= 0;
     }
     if (!ok)
         return 0;
@@ -179,19 +185,31 @@ typedef struct Sweep {
     int compute; /* run the GEMM and memory sweeps too */
     int ngemm;
     int dims[CALIBRATE_MAX_GEMMS];
-    double *comm;  /* [kind][size][rep][rank] µs */
-    double *gemm;  /* [gemm][rep][rank] µs per GEMM */
-    double *mem;   /* [rep][rank] µs per add of mem_floats */
-    double *vec;   /* [rep][rank] µs per add of VEC_FLOATS */
+    /* Start and end times (µs) of every repetition on every device:
+     * [...][rep][rank][2]. */
+    double *comm;  /* [kind][size][rep][rank][2] */
+    double *gemm;  /* [gemm][rep][rank][2], iters GEMMs */
+    long giters[CALIBRATE_MAX_GEMMS];
+    double *mem;   /* [rep][rank][2], one memcpy of mem_floats */
+    double *vec;   /* [rep][rank][2], VEC_ITERS adds of VEC_FLOATS */
     int *alloc_failed; /* per rank */
     PrimeStatus *status; /* per rank: first runtime error */
 } Sweep;
 
 static double *slot_comm(Sweep *w, int k, int s, int rep, int rank)
 {
-    return &w->comm[(((size_t)k * (size_t)w->nsizes + (size_t)s) * (size_t)w->opt->reps + (size_t)rep) *
-                        (size_t)w->ndev +
-                    (size_t)rank];
+    return &w->comm[((((size_t)k * (size_t)w->nsizes + (size_t)s) * (size_t)w->opt->reps + (size_t)rep) *
+                         (size_t)w->ndev +
+                     (size_t)rank) *
+                    2];
+}
+
+static void record(double *at, int rep, int ndev, int rank, double t0, double t1)
+{
+    if (rep < 0)
+        return;
+    at[((size_t)rep * (size_t)ndev + (size_t)rank) * 2] = t0;
+    at[((size_t)rep * (size_t)ndev + (size_t)rank) * 2 + 1] = t1;
 }
 
 static PrimeStatus comm_op(PrimeDev *dev, int kind, const int *group, int g, float *a, float *b, size_t n,
@@ -256,8 +274,7 @@ static void sweep_rank(PrimeDev *dev, void *arg)
                 double t0 = now_us();
                 st = comm_op(dev, k, group, g, a, b, n, 100 + k * CALIBRATE_MAX_SIZES + s);
                 double t1 = now_us();
-                if (rep >= 0)
-                    *slot_comm(w, k, s, rep, r) = t1 - t0;
+                record(slot_comm(w, k, s, 0, 0), rep, g, r, t0, t1);
             }
         }
     }
@@ -266,28 +283,22 @@ static void sweep_rank(PrimeDev *dev, void *arg)
         prime_fill_random(gb, gmax, 23 + (uint64_t)r);
         for (int x = 0; x < w->ngemm; ++x) {
             int d = w->dims[x];
-            double flops = 2.0 * d * d * d;
-            long iters = (long)(2e7 / flops);
-            if (iters < 1)
-                iters = 1;
+            long iters = w->giters[x];
             for (int rep = -1; rep < opt->reps; ++rep) {
                 prime_barrier(dev);
                 double t0 = now_us();
                 for (long it = 0; it < iters; ++it)
                     prime_gemm(0, 0, d, d, d, 1.0f, ga, d, gb, d, 0.0f, gc, d);
                 double t1 = now_us();
-                if (rep >= 0)
-                    w->gemm[((size_t)x * (size_t)opt->reps + (size_t)rep) * (size_t)g + (size_t)r] =
-                        (t1 - t0) / (double)iters;
+                record(w->gemm + (size_t)x * (size_t)opt->reps * (size_t)g * 2, rep, g, r, t0, t1);
             }
         }
         for (int rep = -1; rep < opt->reps; ++rep) {
             prime_barrier(dev);
             double t0 = now_us();
-            prime_add(ma, mb, mem_n);
+            memcpy(ma, mb, mem_n * sizeof(float));
             double t1 = now_us();
-            if (rep >= 0)
-                w->mem[(size_t)rep * (size_t)g + (size_t)r] = t1 - t0;
+            record(w->mem, rep, g, r, t0, t1);
         }
         for (int rep = -1; rep < opt->reps; ++rep) {
             prime_barrier(dev);
@@ -295,8 +306,7 @@ static void sweep_rank(PrimeDev *dev, void *arg)
             for (int it = 0; it < VEC_ITERS; ++it)
                 prime_add(ma, mb, VEC_FLOATS);
             double t1 = now_us();
-            if (rep >= 0)
-                w->vec[(size_t)rep * (size_t)g + (size_t)r] = (t1 - t0) / VEC_ITERS;
+            record(w->vec, rep, g, r, t0, t1);
         }
     }
 out:
@@ -318,16 +328,24 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median over repetitions of the slowest device: v[rep * ndev + rank]. */
-static double median_of_max(const double *v, int reps, int ndev)
+/* Median over repetitions of the span from the first device's start to
+ * the last device's end: v[(rep * ndev + rank) * 2 + {0, 1}]. Devices
+ * that share cores run one after another, and a device timing itself
+ * would not see the time it waited for a core. */
+static double median_span(const double *v, int reps, int ndev)
 {
     double m[256];
     int n = reps < 256 ? reps : 256;
     for (int rep = 0; rep < n; ++rep) {
-        m[rep] = 0;
-        for (int r = 0; r < ndev; ++r)
-            if (v[rep * ndev + r] > m[rep])
-                m[rep] = v[rep * ndev + r];
+        const double *x = v + (size_t)rep * (size_t)ndev * 2;
+        double lo = x[0], hi = x[1];
+        for (int r = 1; r < ndev; ++r) {
+            if (x[2 * r] < lo)
+                lo = x[2 * r];
+            if (x[2 * r + 1] > hi)
+                hi = x[2 * r + 1];
+        }
+        m[rep] = hi - lo;
     }
     qsort(m, (size_t)n, sizeof m[0], cmp_double);
     return n % 2 ? m[n / 2] : (m[n / 2 - 1] + m[n / 2]) / 2;
@@ -375,8 +393,12 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
     sw.opt = opt;
     for (long s = opt->min_bytes; s <= opt->max_bytes && sw.nsizes < CALIBRATE_MAX_SIZES; s *= 4)
         sw.sizes[sw.nsizes++] = s;
-    for (int d = opt->gemm_min; d <= opt->gemm_max && sw.ngemm < CALIBRATE_MAX_GEMMS; d *= 2)
+    for (int d = opt->gemm_min; d <= opt->gemm_max && sw.ngemm < CALIBRATE_MAX_GEMMS; d *= 2) {
+        /* Enough GEMMs per repetition to take about a millisecond. */
+        double flops = 2.0 * d * d * d;
+        sw.giters[sw.ngemm] = flops < 2e7 ? (long)(2e7 / flops) : 1;
         sw.dims[sw.ngemm++] = d;
+    }
     int largest = 0;
     for (int i = 1; i < opt->nworlds; ++i)
         if (opt->worlds[i] > opt->worlds[largest])
@@ -393,10 +415,10 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
         sw.ndev = g;
         sw.compute = wi == largest;
         size_t reps = (size_t)opt->reps, ng = (size_t)g;
-        sw.comm = calloc((size_t)COMM_KIND_COUNT * (size_t)sw.nsizes * reps * ng, sizeof(double));
-        sw.gemm = calloc((size_t)sw.ngemm * reps * ng, sizeof(double));
-        sw.mem = calloc(reps * ng, sizeof(double));
-        sw.vec = calloc(reps * ng, sizeof(double));
+        sw.comm = calloc((size_t)COMM_KIND_COUNT * (size_t)sw.nsizes * reps * ng * 2, sizeof(double));
+        sw.gemm = calloc((size_t)sw.ngemm * reps * ng * 2, sizeof(double));
+        sw.mem = calloc(reps * ng * 2, sizeof(double));
+        sw.vec = calloc(reps * ng * 2, sizeof(double));
         sw.alloc_failed = calloc(ng, sizeof(int));
         sw.status = calloc(ng, sizeof(PrimeStatus));
         PrimeWorld *world = NULL;
@@ -424,16 +446,17 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
                 cs->gsize = g;
                 cs->bytes = (double)(sw.sizes[s] / 4 * 4);
                 cs->volume = volume_of((CommKind)k, cs->bytes, g);
-                cs->us = median_of_max(slot_comm(&sw, k, s, 0, 0), opt->reps, g);
+                cs->us = median_span(slot_comm(&sw, k, s, 0, 0), opt->reps, g);
             }
         }
         if (ok && sw.compute) {
             for (int x = 0; x < sw.ngemm; ++x) {
                 out->gemm_dim[out->ngemm] = sw.dims[x];
-                out->gemm_us[out->ngemm++] = median_of_max(sw.gemm + (size_t)x * reps * ng, opt->reps, g);
+                out->gemm_us[out->ngemm++] =
+                    median_span(sw.gemm + (size_t)x * reps * ng * 2, opt->reps, g) / (double)sw.giters[x];
             }
-            mem_us = median_of_max(sw.mem, opt->reps, g);
-            vec_us = median_of_max(sw.vec, opt->reps, g);
+            mem_us = median_span(sw.mem, opt->reps, g);
+            vec_us = median_span(sw.vec, opt->reps, g) / VEC_ITERS;
         }
         free(sw.comm);
         free(sw.gemm);
@@ -457,6 +480,20 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
              "measured by primec calibrate --backend cpu on %s (%ld cores): thread-devices of one process", host,
              cores);
     p->devices_per_node = 1024;
+    for (int wi = 0; wi < opt->nworlds; ++wi) {
+        for (int k = 0; k < COMM_KIND_COUNT; ++k) {
+            double x[CALIBRATE_MAX_SAMPLES], y[CALIBRATE_MAX_SAMPLES];
+            int n = 0;
+            for (int i = 0; i < out->nsamples; ++i)
+                if (out->samples[i].kind == (CommKind)k && out->samples[i].gsize == opt->worlds[wi]) {
+                    x[n] = out->samples[i].volume;
+                    y[n++] = out->samples[i].us;
+                }
+            LinkCost *lc = &out->world_fit[wi][k];
+            if (!calibrate_fit_alpha_beta(x, y, n, &lc->alpha_us, &lc->beta_GBps))
+                lc->alpha_us = lc->beta_GBps = 0;
+        }
+    }
     for (int k = 0; k < COMM_KIND_COUNT; ++k) {
         double x[CALIBRATE_MAX_SAMPLES], y[CALIBRATE_MAX_SAMPLES];
         int n = 0;
@@ -496,7 +533,7 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
         ss += (pred - out->gemm_us[i]) * (pred - out->gemm_us[i]) / (out->gemm_us[i] * out->gemm_us[i]);
     }
     out->gemm_rel_rms = sqrt(ss / out->ngemm);
-    p->mem_bandwidth_GBps = mem_us > 0 ? 12.0 * (double)opt->mem_floats / mem_us / 1e3 : 1;
+    p->mem_bandwidth_GBps = mem_us > 0 ? 8.0 * (double)opt->mem_floats / mem_us / 1e3 : 1;
     p->vector_tflops = vec_us > 0 ? VEC_FLOATS / vec_us / 1e6 : 1e-3;
     p->mem_capacity_GB = physical_memory_bytes() / opt->worlds[largest] / 1e9;
     out->seconds = (now_us() - t_start) / 1e6;
@@ -530,13 +567,24 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
     for (int k = 0; k < COMM_KIND_COUNT; ++k)
         ADD(" %s %.1f%%", comm_kind_name((CommKind)k), 100 * res->fit_rel_rms[k]);
     ADD(".\n");
+    if (opt->nworlds > 1) {
+        ADD("Each world alone (alpha_us/beta_GBps):");
+        for (int k = 0; k < COMM_KIND_COUNT; ++k) {
+            ADD("\n  %-14s", comm_kind_name((CommKind)k));
+            for (int i = 0; i < opt->nworlds; ++i)
+                ADD("  %d devices %.1f/%.3g", opt->worlds[i], res->world_fit[i][k].alpha_us,
+                    res->world_fit[i][k].beta_GBps);
+        }
+        ADD("\n");
+    }
     ADD("Compute: square sgemm (OpenBLAS, one thread per device) %d .. %d with every device\n", opt->gemm_min,
         opt->gemm_max);
     ADD("of the largest world computing at once; fit time = overhead + 2d^3 / (peak eff(d)),\n");
     ADD("eff(d) = d / (d + half_dim), relative rms residual %.1f%%. Memory bandwidth: a\n",
         100 * res->gemm_rel_rms);
-    ADD("%ld-float add (12 bytes per element); vector rate: the same add on %d floats in cache.\n",
-        opt->mem_floats, VEC_FLOATS);
+    ADD("memcpy of %ld floats (8 bytes per element); vector rate: prime_add (1 flop per\n",
+        opt->mem_floats);
+    ADD("element, what an accumulator merge runs) on %d floats in cache.\n", VEC_FLOATS);
     ADD("mem_capacity_GB: physical memory divided among the devices of the largest world.\n");
     ADD("\nsamples (kind devices bytes us):\n");
     for (int i = 0; i < res->nsamples; ++i)
@@ -560,17 +608,19 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
 
 static void calibrate_usage(FILE *out)
 {
-    fprintf(out, "usage: primec calibrate [--backend cpu|mpi] [-o FILE] [--quick]\n"
+    fprintf(out, "usage: primec calibrate [--backend cpu|mpi] [-o FILE] [--worlds N,N...] [--quick]\n"
                  "  measure this machine with the runtime and write a profile for the cost model\n"
                  "  --backend cpu   thread-devices of one process (the default)\n"
                  "  --backend mpi   not supported yet\n"
                  "  -o FILE         write the profile to FILE (default: standard output)\n"
+                 "  --worlds LIST   device counts to measure and fit together (default 2,4);\n"
+                 "                  compute is measured on the largest\n"
                  "  --quick         a smaller sweep (less accurate, well under a second)\n");
 }
 
 int calibrate_main(int argc, char **argv)
 {
-    const char *backend = "cpu", *path = NULL;
+    const char *backend = "cpu", *path = NULL, *worlds = NULL;
     int quick = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
@@ -579,9 +629,12 @@ int calibrate_main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--quick") == 0) {
             quick = 1;
-        } else if ((strcmp(a, "--backend") == 0 || strcmp(a, "-o") == 0) && i + 1 < argc) {
+        } else if ((strcmp(a, "--backend") == 0 || strcmp(a, "-o") == 0 || strcmp(a, "--worlds") == 0) &&
+                   i + 1 < argc) {
             if (strcmp(a, "-o") == 0)
                 path = argv[++i];
+            else if (strcmp(a, "--worlds") == 0)
+                worlds = argv[++i];
             else
                 backend = argv[++i];
         } else {
@@ -604,6 +657,24 @@ int calibrate_main(int argc, char **argv)
         calibrate_options_quick(&opt);
     else
         calibrate_options_default(&opt);
+    if (worlds) {
+        opt.nworlds = 0;
+        const char *s = worlds;
+        for (;;) {
+            char *end;
+            long n = strtol(s, &end, 10);
+            if (end == s || n < 2 || n > 64 || opt.nworlds == CALIBRATE_MAX_WORLDS || (*end && *end != ',')) {
+                fprintf(stderr, "primec: error: calibrate: --worlds wants up to %d device counts of 2 to 64, "
+                                "e.g. 2,4; got '%s'\n",
+                        CALIBRATE_MAX_WORLDS, worlds);
+                return 2;
+            }
+            opt.worlds[opt.nworlds++] = (int)n;
+            if (!*end)
+                break;
+            s = end + 1;
+        }
+    }
     CalibrateResult *res = malloc(sizeof *res);
     if (!res) {
         fprintf(stderr, "primec: error: calibrate: out of memory\n");
@@ -639,6 +710,13 @@ int calibrate_main(int argc, char **argv)
     for (int k = 0; k < COMM_KIND_COUNT; ++k)
         fprintf(stderr, "  %-15s %10.2f %10.3f %7.1f%%\n", comm_kind_name((CommKind)k), p->link[k][LINK_INTRA].alpha_us,
                 p->link[k][LINK_INTRA].beta_GBps, 100 * res->fit_rel_rms[k]);
+    for (int i = 0; i < opt.nworlds && opt.nworlds > 1; ++i) {
+        fprintf(stderr, "  %d devices alone:", opt.worlds[i]);
+        for (int k = 0; k < COMM_KIND_COUNT; ++k)
+            fprintf(stderr, " %s %.1f/%.3g", comm_kind_name((CommKind)k), res->world_fit[i][k].alpha_us,
+                    res->world_fit[i][k].beta_GBps);
+        fprintf(stderr, "\n");
+    }
     fprintf(stderr, "  gemm: peak %.1f GFLOP/s per device, half efficiency at d = %.0f, overhead %.2f us (rms %.1f%%)\n",
             p->peak_tflops * 1e3, p->gemm_half_dim, p->kernel_overhead_us, 100 * res->gemm_rel_rms);
     fprintf(stderr, "  memory %.2f GB/s per device, vector %.2f GFLOP/s per device\n", p->mem_bandwidth_GBps,

@@ -37,8 +37,8 @@ typedef struct CalibrateOptions {
     long mem_floats;                  /* buffer of the memory-bandwidth sweep */
 } CalibrateOptions;
 
-/* The full sweep: worlds {2, 4}, 1 KiB .. 16 MiB, 7 repetitions, GEMMs
- * 16 .. 512; about 2-5 s on a small machine. */
+/* The full sweep: worlds {2, 4}, 1 KiB .. 16 MiB, 15 repetitions, GEMMs
+ * 16 .. 512; about 5 s on a small machine. */
 void calibrate_options_default(CalibrateOptions *opt);
 /* A sweep of well under a second, for tests. */
 void calibrate_options_quick(CalibrateOptions *opt);
@@ -56,6 +56,9 @@ typedef struct CalibrateResult {
     int nsamples;
     CalibrateSample samples[CALIBRATE_MAX_SAMPLES];
     double fit_rel_rms[COMM_KIND_COUNT]; /* relative rms residual of each fit */
+    /* The same fits on each world alone (0 where a fit failed), to show
+     * how much the device count matters on this machine. */
+    LinkCost world_fit[CALIBRATE_MAX_WORLDS][COMM_KIND_COUNT];
     int ngemm;
     double gemm_dim[CALIBRATE_MAX_GEMMS];
     double gemm_us[CALIBRATE_MAX_GEMMS]; /* one GEMM, one device, all computing */
@@ -67,9 +70,10 @@ typedef struct CalibrateResult {
 int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen);
 
 /* Weighted (1/us^2) least squares us = alpha + x / (beta * 1e3), x in
- * bytes, beta in GB/s. A negative intercept is clamped to 0 and the
- * slope refitted. Returns 0 when the points give no positive bandwidth
- * (fewer than two distinct x, or a non-positive slope). */
+ * bytes, beta in GB/s; ordinary least squares when the weighted slope is
+ * not positive. A negative intercept is clamped to 0 and the slope
+ * refitted. Returns 0 when the points give no positive bandwidth (fewer
+ * than two distinct x, or a non-positive slope). */
 int calibrate_fit_alpha_beta(const double *x, const double *us, int n, double *alpha_us,
                              double *beta_GBps);
 
@@ -83,7 +87,8 @@ int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overh
 /* Writes the calibrated profile with comments on how it was measured. */
 void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions *opt, FILE *out);
 
-/* `primec calibrate [--backend cpu|mpi] [-o FILE] [--quick]`. argv[0]
+/* `primec calibrate [--backend cpu|mpi] [-o FILE] [--worlds N,N...]
+ * [--quick]`. argv[0]
  * is the command name ("calibrate"); options follow. Writes the profile
  * to FILE (default: stdout) and a summary of the fits to stderr. Returns
  * the exit code: 0 ok, 2 usage or I/O error, 3 the runtime failed. */

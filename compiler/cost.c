@@ -236,7 +236,7 @@ typedef struct Sim {
     int **coll_arrived;
     double **coll_clock;
     /* Per phase, per rank. */
-    double **start, **end;          /* clock entering / leaving the phase */
+    double **end;                   /* clock leaving the phase */
     double ***step_start;           /* [phase][step][rank] */
     double ***step_compute, ***step_comm;
     double **compute, **shift, **coll, **redist;
@@ -348,6 +348,31 @@ static void post_send(Sim *sim, int r, int peer, int tag, int kind, double bytes
     inbox_push(sim, peer, m);
 }
 
+/* Completes every send and receive rank r has posted; returns 0 when a
+ * message it receives has not been posted yet. */
+static int wait_all(Sim *sim, int r)
+{
+    Rank *rk = &sim->ranks[r];
+    double t = rk->clock > rk->sends_done ? rk->clock : rk->sends_done;
+    for (int i = 0; i < rk->nrecv; ++i)
+        if (!inbox_find(sim, r, rk->recv[i].src, rk->recv[i].tag))
+            return 0;
+    double unpack = 0;
+    for (int i = 0; i < rk->nrecv; ++i) {
+        Msg *m = inbox_find(sim, r, rk->recv[i].src, rk->recv[i].tag);
+        m->consumed = 1;
+        if (m->arrival > t)
+            t = m->arrival;
+        if (rk->recv[i].unpack_elems)
+            unpack += sim->p->kernel_overhead_us + mem_us(sim, 2.0 * (double)rk->recv[i].unpack_elems * sim->eb);
+    }
+    rk->nrecv = 0;
+    rk->clock = t + unpack;
+    if (unpack > 0)
+        account(sim, r, -1, unpack);
+    return 1;
+}
+
 /* Advances rank r over one action; returns 0 when it must wait. */
 static int step_action(Sim *sim, int r)
 {
@@ -357,7 +382,15 @@ static int step_action(Sim *sim, int r)
     const PrimeAction *a = &ph->actions[r][rk->pc];
     const int eb = sim->eb;
     switch (a->op) {
-    case PRIME_ACT_ALLOC:
+    case PRIME_ACT_ALLOC: {
+        /* A new tile is zero-filled (accumulators start at zero). The
+         * init and dy-in phases only place the step's inputs (weights
+         * that persist, dY from the loss): free. */
+        double us = ph->inst < 0 ? 0 : mem_us(sim, (double)s->tensors[a->tensor].tile_elems * eb);
+        rk->clock += us;
+        account(sim, r, -1, us);
+        break;
+    }
     case PRIME_ACT_FREE:
         break;
     case PRIME_ACT_STEP:
@@ -381,28 +414,10 @@ static int step_action(Sim *sim, int r)
         recv_push(sim, rk, pr);
         break;
     }
-    case PRIME_ACT_WAIT: {
-        double t = rk->clock > rk->sends_done ? rk->clock : rk->sends_done;
-        for (int i = 0; i < rk->nrecv; ++i) {
-            Msg *m = inbox_find(sim, r, rk->recv[i].src, rk->recv[i].tag);
-            if (!m)
-                return 0;
-        }
-        double unpack = 0;
-        for (int i = 0; i < rk->nrecv; ++i) {
-            Msg *m = inbox_find(sim, r, rk->recv[i].src, rk->recv[i].tag);
-            m->consumed = 1;
-            if (m->arrival > t)
-                t = m->arrival;
-            if (rk->recv[i].unpack_elems)
-                unpack += sim->p->kernel_overhead_us + mem_us(sim, 2.0 * (double)rk->recv[i].unpack_elems * eb);
-        }
-        rk->nrecv = 0;
-        rk->clock = t + unpack;
-        if (unpack > 0)
-            account(sim, r, -1, unpack);
+    case PRIME_ACT_WAIT:
+        if (!wait_all(sim, r))
+            return 0;
         break;
-    }
     case PRIME_ACT_KERNEL: {
         double us = sim->kernel[rk->phase].us;
         rk->clock += us;
@@ -463,25 +478,31 @@ static int step_action(Sim *sim, int r)
     return 1;
 }
 
-/* Moves rank r to the next phase that has actions; returns 0 at the end. */
-static int enter_next_phases(Sim *sim, int r)
+/* Advances rank r as far as it can. A phase ends with an implicit wait
+ * for whatever is still posted (prime_sched_run does the same). Returns
+ * 1 if it moved. */
+static int advance(Sim *sim, int r)
 {
     Rank *rk = &sim->ranks[r];
     const PtrVec *phases = &sim->s->phases;
+    int moved = 0;
     while (rk->phase < phases->count) {
         const PhaseSched *ph = phases->items[rk->phase];
-        if (rk->pc < ph->nactions[r])
-            return 1;
-        if (rk->nrecv)
-            ICE("cost: rank %d leaves phase %d with %d receives not waited for", r, rk->phase, rk->nrecv);
+        if (rk->pc < ph->nactions[r]) {
+            if (!step_action(sim, r))
+                return moved;
+            moved = 1;
+            continue;
+        }
+        if (!wait_all(sim, r))
+            return moved;
         sim->end[rk->phase][r] = rk->clock;
         rk->phase++;
         rk->pc = 0;
         rk->step = -1;
-        if (rk->phase < phases->count)
-            sim->start[rk->phase][r] = rk->clock;
+        moved = 1;
     }
-    return 0;
+    return moved;
 }
 
 static double **rank_table(Arena *arena, int nphases, int ndev)
@@ -553,7 +574,6 @@ void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, 
     sim.kernel = ARENA_ARRAY(arena, KernelCost, np);
     sim.coll_arrived = ARENA_ARRAY(arena, int *, np);
     sim.coll_clock = ARENA_ARRAY(arena, double *, np);
-    sim.start = rank_table(arena, np, ndev);
     sim.end = rank_table(arena, np, ndev);
     sim.compute = rank_table(arena, np, ndev);
     sim.shift = rank_table(arena, np, ndev);
@@ -586,23 +606,17 @@ void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, 
     for (int r = 0; r < ndev; ++r)
         sim.ranks[r].step = -1;
 
-    /* Sweep until every rank is done. */
-    int done = 0;
-    for (int r = 0; r < ndev; ++r)
-        done += !enter_next_phases(&sim, r);
-    while (done < ndev) {
-        int progress = 0;
-        done = 0;
+    /* Sweep until every rank is done. An all-reduce completed by a later
+     * rank moves the earlier ones on; the next sweep continues them. */
+    for (;;) {
+        int progress = 0, done = 0;
         for (int r = 0; r < ndev; ++r) {
-            while (enter_next_phases(&sim, r)) {
-                if (!step_action(&sim, r))
-                    break;
-                progress = 1;
-            }
-            /* An all-reduce completed by a later rank moved this one on. */
-            done += !enter_next_phases(&sim, r);
+            progress |= advance(&sim, r);
+            done += sim.ranks[r].phase >= np;
         }
-        if (!progress && done < ndev) {
+        if (done == ndev)
+            break;
+        if (!progress) {
             int r = 0;
             while (r < ndev && sim.ranks[r].phase >= np)
                 r++;
@@ -753,10 +767,14 @@ void cost_print(const CostReport *r, FILE *out)
         fprintf(out, "\n");
     }
     double gflops = r->step_us > 0 ? r->flops / r->step_us / 1e3 : 0;
-    fprintf(out, "  step time %.2f us: compute %.2f us, exposed communication %.2f us (%.0f%%); %.3g GFLOP, %.3g GFLOP/s\n",
+    fprintf(out,
+            "  step time %.2f us: compute %.2f us, exposed communication %.2f us (%.0f%%); "
+            "%.3g GFLOP, %.3g GFLOP/s\n",
             r->step_us, r->compute_us, r->exposed_comm_us,
             r->step_us > 0 ? 100 * r->exposed_comm_us / r->step_us : 0, r->flops / 1e9, gflops);
-    fprintf(out, "  communication time %.2f us on the busiest device; bytes over all devices: shift %ld, redistribution %ld (p2p %ld), collective %ld\n",
+    fprintf(out,
+            "  communication time %.2f us on the busiest device; bytes over all devices: "
+            "shift %ld, redistribution %ld (p2p %ld), collective %ld\n",
             r->comm_us, r->shift_bytes, r->redist_bytes, r->p2p_bytes, r->collective_bytes);
     fprintf(out, "  peak memory per device:");
     for (int d = 0; d < r->ndev && d < 16; ++d)
@@ -812,7 +830,9 @@ void cost_print_json(const CostReport *r, FILE *out)
     json_name(out, r->profile);
     fprintf(out, ", \"devices\": %d, \"devices_per_node\": %d, \"elem_bytes\": %d", r->ndev,
             r->devices_per_node, r->options.elem_bytes);
-    fprintf(out, ", \"step_us\": %.6g, \"compute_us\": %.6g, \"comm_us\": %.6g, \"exposed_comm_us\": %.6g, \"flops\": %.6g",
+    fprintf(out,
+            ", \"step_us\": %.6g, \"compute_us\": %.6g, \"comm_us\": %.6g, \"exposed_comm_us\": %.6g, "
+            "\"flops\": %.6g",
             r->step_us, r->compute_us, r->comm_us, r->exposed_comm_us, r->flops);
     fprintf(out, ", \"bytes\": {\"shift\": %ld, \"redist\": %ld, \"p2p\": %ld, \"collective\": %ld}",
             r->shift_bytes, r->redist_bytes, r->p2p_bytes, r->collective_bytes);
@@ -833,7 +853,9 @@ void cost_print_json(const CostReport *r, FILE *out)
             json_name(out, s->model->instances[pc->phase->inst].name);
         else
             fprintf(out, "null");
-        fprintf(out, ", \"time_us\": %.6g, \"prologue_us\": %.6g, \"compute_us\": %.6g, \"shift_us\": %.6g, \"collective_us\": %.6g, \"redist_us\": %.6g, \"exposed_us\": %.6g, \"flops\": %.6g",
+        fprintf(out,
+                ", \"time_us\": %.6g, \"prologue_us\": %.6g, \"compute_us\": %.6g, \"shift_us\": %.6g, "
+                "\"collective_us\": %.6g, \"redist_us\": %.6g, \"exposed_us\": %.6g, \"flops\": %.6g",
                 pc->time_us, pc->prologue_us, pc->compute_us, pc->shift_us, pc->collective_us, pc->redist_us,
                 pc->exposed_us, pc->flops);
         fprintf(out, ", \"bytes\": {\"shift\": %ld, \"redist\": %ld, \"collective\": %ld}, \"peak_bytes\": %ld",

@@ -12,7 +12,8 @@
  *             a GEMM: 2 flops per point of the einsum, at the profile's
  *             peak times eff(smallest of M, N, K); anything else counts
  *             one flop per operator and intrinsic per point (plus the
- *             accumulation) at the vector rate. Adds and box copies are
+ *             accumulation) at the vector rate. Adds, box copies and
+ *             the zero fill of every newly allocated tile are
  *             memory-bound.
  *   shifts    a send is posted at the device's clock and arrives
  *             alpha + bytes / beta later, alpha and beta of the link

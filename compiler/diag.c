@@ -33,10 +33,14 @@ void diag_init(DiagSink *sink, const SourceMap *sources, Arena *arena, FILE *out
 
 static const char *level_name(DiagLevel level) {
     switch (level) {
-    case DIAG_ERROR: return "error";
-    case DIAG_WARNING: return "warning";
-    case DIAG_NOTE: return "note";
-    case DIAG_REMARK: return "remark";
+    case DIAG_ERROR:
+        return "error";
+    case DIAG_WARNING:
+        return "warning";
+    case DIAG_NOTE:
+        return "note";
+    case DIAG_REMARK:
+        return "remark";
     }
     return "error";
 }

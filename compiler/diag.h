@@ -31,22 +31,25 @@ typedef struct Diagnostic {
 typedef struct DiagSink {
     const SourceMap *sources;
     Arena *arena;
-    FILE *out;          /* where to print as they come; NULL to only store */
-    int color;          /* reserved; 0 */
+    FILE *out; /* where to print as they come; NULL to only store */
+    int color; /* reserved; 0 */
     int error_count;
     int warning_count;
-    int max_errors;     /* stop printing (and storing) errors after this many; 0 = 20 */
-    Diagnostic *items;  /* every stored diagnostic, notes included, in order */
+    int max_errors;    /* stop printing (and storing) errors after this many; 0 = 20 */
+    Diagnostic *items; /* every stored diagnostic, notes included, in order */
     int count;
     int cap;
-    int suppressed;     /* 1 after the cap was hit: notes of dropped errors are dropped too */
+    int suppressed; /* 1 after the cap was hit: notes of dropped errors are dropped too */
 } DiagSink;
 
 void diag_init(DiagSink *sink, const SourceMap *sources, Arena *arena, FILE *out);
-void diag_error(DiagSink *sink, Span span, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void diag_warning(DiagSink *sink, Span span, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_error(DiagSink *sink, Span span, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void diag_warning(DiagSink *sink, Span span, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* A note belongs to the error or warning reported just before it. */
-void diag_note(DiagSink *sink, Span span, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_note(DiagSink *sink, Span span, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* A note with no source position. */
 void diag_note_plain(DiagSink *sink, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An error with no source position, e.g. `primec: error: cannot open 'x.prime': ...`. */
@@ -55,9 +58,13 @@ void diag_report(DiagSink *sink, DiagLevel level, const Span *span, const char *
 /* Prints `N error(s) generated.` if there were errors. */
 void diag_finish(DiagSink *sink);
 
-_Noreturn void diag_ice(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+_Noreturn void diag_ice(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 #define ICE(...) diag_ice(__FILE__, __LINE__, __VA_ARGS__)
-#define ICE_ASSERT(cond) \
-    do { if (!(cond)) diag_ice(__FILE__, __LINE__, "assertion failed: %s", #cond); } while (0)
+#define ICE_ASSERT(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            diag_ice(__FILE__, __LINE__, "assertion failed: %s", #cond);                           \
+    } while (0)
 
 #endif

@@ -12,27 +12,23 @@ typedef struct Emitter {
     const Schedule *s;
 } Emitter;
 
-static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole)
-{
+static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole) {
     const Instance *inst = &s->model->instances[ph->inst];
     return whole ? inst->dim_sizes[d] : s->slices[ph->inst].extent[d];
 }
 
-static int has_dim(const Operand *o, int d)
-{
+static int has_dim(const Operand *o, int d) {
     for (int x = 0; x < o->ndims; ++x)
         if (o->opdims[x] == d)
             return 1;
     return 0;
 }
 
-static long row_stride(const Schedule *s, const PhaseSched *ph, const Operand *o, int whole)
-{
+static long row_stride(const Schedule *s, const PhaseSched *ph, const Operand *o, int whole) {
     return o->ndims ? dim_extent(s, ph, o->opdims[o->ndims - 1], whole) : 1;
 }
 
-static int operand_index(const PhaseSched *ph, Sym name)
-{
+static int operand_index(const PhaseSched *ph, Sym name) {
     for (int i = 0; i < ph->nin; ++i)
         if (ph->in[i].name == name)
             return i;
@@ -40,17 +36,30 @@ static int operand_index(const PhaseSched *ph, Sym name)
 }
 
 /* The C function an intrinsic lowers to (runtime/prime_math.h). */
-static const char *c_intrinsic(const char *name)
-{
+static const char *c_intrinsic(const char *name) {
     static const char *const map[][2] = {
-        {"exp", "expf"},         {"log", "logf"},           {"sqrt", "sqrtf"},
-        {"rsqrt", "prime_rsqrt"}, {"tanh", "tanhf"},        {"erf", "erff"},
-        {"sigmoid", "prime_sigmoid"}, {"relu", "prime_relu"}, {"gelu", "prime_gelu"},
-        {"silu", "prime_silu"},  {"abs", "fabsf"},          {"step", "prime_step"},
-        {"max", "fmaxf"},        {"min", "fminf"},          {"cos", "cosf"},
-        {"sin", "sinf"},         {"pow", "powf"},          {"rsqrt_grad", "prime_rsqrt_grad"},
-        {"tanh_grad", "prime_tanh_grad"}, {"erf_grad", "prime_erf_grad"},
-        {"sigmoid_grad", "prime_sigmoid_grad"}, {"gelu_grad", "prime_gelu_grad"},
+        {"exp", "expf"},
+        {"log", "logf"},
+        {"sqrt", "sqrtf"},
+        {"rsqrt", "prime_rsqrt"},
+        {"tanh", "tanhf"},
+        {"erf", "erff"},
+        {"sigmoid", "prime_sigmoid"},
+        {"relu", "prime_relu"},
+        {"gelu", "prime_gelu"},
+        {"silu", "prime_silu"},
+        {"abs", "fabsf"},
+        {"step", "prime_step"},
+        {"max", "fmaxf"},
+        {"min", "fminf"},
+        {"cos", "cosf"},
+        {"sin", "sinf"},
+        {"pow", "powf"},
+        {"rsqrt_grad", "prime_rsqrt_grad"},
+        {"tanh_grad", "prime_tanh_grad"},
+        {"erf_grad", "prime_erf_grad"},
+        {"sigmoid_grad", "prime_sigmoid_grad"},
+        {"gelu_grad", "prime_gelu_grad"},
         {"silu_grad", "prime_silu_grad"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; ++i)
@@ -60,8 +69,7 @@ static const char *c_intrinsic(const char *name)
 }
 
 /* Prints operand o's element index at the loop variables d0, d1, ... */
-static void print_index(Emitter *e, const PhaseSched *ph, const Operand *o, int whole)
-{
+static void print_index(Emitter *e, const PhaseSched *ph, const Operand *o, int whole) {
     if (o->ndims == 0) {
         printer_printf(&e->p, "0");
         return;
@@ -74,8 +82,7 @@ static void print_index(Emitter *e, const PhaseSched *ph, const Operand *o, int 
     }
 }
 
-static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whole)
-{
+static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whole) {
     Printer *p = &e->p;
     switch (x->kind) {
     case EXPR_INT:
@@ -137,8 +144,7 @@ static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whol
 /* out += a * b as one GEMM, when a and b are distinct operands and the
  * einsum is a plain matrix product (no batch dimension, at most one M, N
  * and K dimension). Returns 0 when it is not. */
-static int emit_gemm(Emitter *e, const PhaseSched *ph, int whole)
-{
+static int emit_gemm(Emitter *e, const PhaseSched *ph, int whole) {
     const Schedule *s = e->s;
     const Expr *x = ph->expr;
     if (x->kind != EXPR_BINARY || x->op != '*' || x->lhs->kind != EXPR_INDEX ||
@@ -181,16 +187,16 @@ static int emit_gemm(Emitter *e, const PhaseSched *ph, int whole)
     }
     int ta = a->ndims == 2 && a->opdims[0] == k;
     int tb = b->ndims == 2 && b->opdims[0] == n;
-    printer_printf(&e->p, "prime_gemm(%d, %d, %ld, %ld, %ld, 1.0f, in[%d], %ld, in[%d], %ld, 1.0f, out, %ld);\n",
-                   ta, tb, m >= 0 ? dim_extent(s, ph, m, whole) : 1,
-                   n >= 0 ? dim_extent(s, ph, n, whole) : 1, k >= 0 ? dim_extent(s, ph, k, whole) : 1,
-                   ia, row_stride(s, ph, a, whole), ib, row_stride(s, ph, b, whole),
-                   row_stride(s, ph, o, whole));
+    printer_printf(
+        &e->p,
+        "prime_gemm(%d, %d, %ld, %ld, %ld, 1.0f, in[%d], %ld, in[%d], %ld, 1.0f, out, %ld);\n", ta,
+        tb, m >= 0 ? dim_extent(s, ph, m, whole) : 1, n >= 0 ? dim_extent(s, ph, n, whole) : 1,
+        k >= 0 ? dim_extent(s, ph, k, whole) : 1, ia, row_stride(s, ph, a, whole), ib,
+        row_stride(s, ph, b, whole), row_stride(s, ph, o, whole));
     return 1;
 }
 
-static int uses_dim_index(const Op *op, const Expr *x)
-{
+static int uses_dim_index(const Op *op, const Expr *x) {
     if (!x)
         return 0;
     if (x->kind == EXPR_NAME)
@@ -206,11 +212,11 @@ static int uses_dim_index(const Op *op, const Expr *x)
 }
 
 /* out[...] += expr over one tile (or, whole, over the whole tensors). */
-static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int whole)
-{
+static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int whole) {
     Printer *p = &e->p;
     const Instance *inst = &e->s->model->instances[ph->inst];
-    printer_printf(p, "static void %s(float *out, const float *const *in, const long *off)\n{\n", fname);
+    printer_printf(p, "static void %s(float *out, const float *const *in, const long *off)\n{\n",
+                   fname);
     printer_indent(p, 1);
     if (!uses_dim_index(inst->op, ph->expr))
         printer_printf(p, "(void)off;\n");
@@ -234,34 +240,44 @@ static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int
     printer_printf(p, "}\n\n");
 }
 
-static const char *act_name(int op)
-{
+static const char *act_name(int op) {
     switch (op) {
-    case PRIME_ACT_ALLOC: return "ALLOC";
-    case PRIME_ACT_FREE: return "FREE";
-    case PRIME_ACT_SEND: return "SEND";
-    case PRIME_ACT_RECV: return "RECV";
-    case PRIME_ACT_WAIT: return "WAIT";
-    case PRIME_ACT_KERNEL: return "KERNEL";
-    case PRIME_ACT_ADD: return "ADD";
-    case PRIME_ACT_ALLREDUCE: return "ALLREDUCE";
-    case PRIME_ACT_STEP: return "STEP";
-    case PRIME_ACT_SEND_BOX: return "SEND_BOX";
-    case PRIME_ACT_RECV_BOX: return "RECV_BOX";
-    case PRIME_ACT_COPY_BOX: return "COPY_BOX";
-    default: ICE("bad action %d", op);
+    case PRIME_ACT_ALLOC:
+        return "ALLOC";
+    case PRIME_ACT_FREE:
+        return "FREE";
+    case PRIME_ACT_SEND:
+        return "SEND";
+    case PRIME_ACT_RECV:
+        return "RECV";
+    case PRIME_ACT_WAIT:
+        return "WAIT";
+    case PRIME_ACT_KERNEL:
+        return "KERNEL";
+    case PRIME_ACT_ADD:
+        return "ADD";
+    case PRIME_ACT_ALLREDUCE:
+        return "ALLREDUCE";
+    case PRIME_ACT_STEP:
+        return "STEP";
+    case PRIME_ACT_SEND_BOX:
+        return "SEND_BOX";
+    case PRIME_ACT_RECV_BOX:
+        return "RECV_BOX";
+    case PRIME_ACT_COPY_BOX:
+        return "COPY_BOX";
+    default:
+        ICE("bad action %d", op);
     }
 }
 
-static const char *kind_name(int kind)
-{
+static const char *kind_name(int kind) {
     return kind == PRIME_BYTES_SHIFT        ? "PRIME_BYTES_SHIFT"
            : kind == PRIME_BYTES_COLLECTIVE ? "PRIME_BYTES_COLLECTIVE"
                                             : "PRIME_BYTES_REDIST";
 }
 
-static void emit_phase(Emitter *e, const PhaseSched *ph, int index)
-{
+static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
     const Schedule *s = e->s;
     Printer *p = &e->p;
     int ndev = s->model->mesh.ndev;
@@ -274,7 +290,8 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index)
             const PrimeAction *a = &ph->actions[r][i];
             printer_printf(p, "{.op = PRIME_ACT_%s", act_name(a->op));
             if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP)
-                printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name, a->slot);
+                printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name,
+                               a->slot);
             if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
                 a->op == PRIME_ACT_RECV_BOX)
                 printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
@@ -282,10 +299,12 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index)
                 printer_printf(p, ", .kind = %s", kind_name(a->kind));
             if (a->op == PRIME_ACT_ALLREDUCE)
                 printer_printf(p, ", .tag = %d", a->tag);
-            if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ALLREDUCE ||
-                a->op == PRIME_ACT_SEND_BOX || a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
+            if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL ||
+                a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_SEND_BOX ||
+                a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
                 printer_printf(p, ", .arg = %d", a->arg);
-            if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_COPY_BOX) {
+            if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD ||
+                a->op == PRIME_ACT_COPY_BOX) {
                 printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);
                 for (int k = 0; k < a->nin; ++k)
                     printer_printf(p, "%sT_%s", k ? ", " : "", s->tensors[a->in_tensor[k]].name);
@@ -361,10 +380,12 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index)
     }
     int compute = ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
     if (compute)
-        printer_printf(p, "static const PrimeKernelFn phase%d_kernels[] = {kernel%d};\n", index, index);
-    printer_printf(p, "static const PrimePhase phase%d = {\"%s%s%s\", phase%d_actions, phase%d_nactions, ",
-                   index, phase_name(ph->kind), ph->inst >= 0 ? " " : "",
-                   ph->inst >= 0 ? s->model->instances[ph->inst].name : "", index, index);
+        printer_printf(p, "static const PrimeKernelFn phase%d_kernels[] = {kernel%d};\n", index,
+                       index);
+    printer_printf(
+        p, "static const PrimePhase phase%d = {\"%s%s%s\", phase%d_actions, phase%d_nactions, ",
+        index, phase_name(ph->kind), ph->inst >= 0 ? " " : "",
+        ph->inst >= 0 ? s->model->instances[ph->inst].name : "", index, index);
     if (compute)
         printer_printf(p, "phase%d_kernels, ", index);
     else
@@ -383,8 +404,7 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index)
         printer_printf(p, "NULL};\n\n");
 }
 
-static void emit_layout(Emitter *e, const char *tname, const char *what, const Layout *l)
-{
+static void emit_layout(Emitter *e, const char *tname, const char *what, const Layout *l) {
     Printer *p = &e->p;
     int ndev = e->s->model->mesh.ndev;
     for (int r = 0; r < ndev; ++r) {
@@ -403,11 +423,12 @@ static void emit_layout(Emitter *e, const char *tname, const char *what, const L
         printer_printf(p, "%s%d", r ? ", " : "", l->count[r]);
     printer_printf(p, "};\n");
     for (int pass = 0; pass < 2; ++pass) {
-        printer_printf(p, "static const %s *const %s_%s_%s[] = {", pass ? "int" : "long", tname, what,
-                       pass ? "slots" : "tiles");
+        printer_printf(p, "static const %s *const %s_%s_%s[] = {", pass ? "int" : "long", tname,
+                       what, pass ? "slots" : "tiles");
         for (int r = 0; r < ndev; ++r) {
             if (l->count[r])
-                printer_printf(p, "%s%s_%s_%s%d", r ? ", " : "", tname, what, pass ? "slots" : "tiles", r);
+                printer_printf(p, "%s%s_%s_%s%d", r ? ", " : "", tname, what,
+                               pass ? "slots" : "tiles", r);
             else
                 printer_printf(p, "%sNULL", r ? ", " : "");
         }
@@ -415,8 +436,7 @@ static void emit_layout(Emitter *e, const char *tname, const char *what, const L
     }
 }
 
-char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
-{
+char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
     Emitter e;
     printer_init(&e.p);
     e.s = s;
@@ -425,8 +445,8 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
     const char *base = strrchr(source_name, '/');
     base = base ? base + 1 : source_name;
 
-    printer_printf(p, "/*\n * Generated by primec %s from %s, model '%s'. Do not edit.\n *\n", PRIMEC_VERSION,
-                   base, m->name);
+    printer_printf(p, "/*\n * Generated by primec %s from %s, model '%s'. Do not edit.\n *\n",
+                   PRIMEC_VERSION, base, m->name);
     printer_printf(p, " * %d devices (mesh", m->mesh.ndev);
     for (int a = 0; a < m->mesh.naxes; ++a)
         printer_printf(p, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
@@ -436,10 +456,12 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
         printer_printf(p, " * %s = %s(", inst->name, inst->op->name);
         for (int a = 0; a < inst->op->ninputs; ++a)
             printer_printf(p, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
-        printer_printf(p, ") under partition '%s', %ld step%s\n", inst->partition->name, inst->steps,
-                       inst->steps == 1 ? "" : "s");
+        printer_printf(p, ") under partition '%s', %ld step%s\n", inst->partition->name,
+                       inst->steps, inst->steps == 1 ? "" : "s");
     }
-    printer_printf(p, " */\n#include <math.h>\n#include <stddef.h>\n\n#include \"prime_math.h\"\n#include \"prime_program.h\"\n#include \"prime_rt.h\"\n#include \"prime_sched.h\"\n\n");
+    printer_printf(
+        p, " */\n#include <math.h>\n#include <stddef.h>\n\n#include \"prime_math.h\"\n#include "
+           "\"prime_program.h\"\n#include \"prime_rt.h\"\n#include \"prime_sched.h\"\n\n");
 
     printer_printf(p, "enum {\n");
     printer_indent(p, 1);
@@ -450,7 +472,9 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
     printer_printf(p, "};\n\n");
 
     /* Values (model tensors and their gradients) for the reference. */
-    printer_printf(p, "/* Whole values for the dense reference: tensor v is value 2v, its gradient 2v+1. */\n");
+    printer_printf(
+        p,
+        "/* Whole values for the dense reference: tensor v is value 2v, its gradient 2v+1. */\n");
     printer_printf(p, "static const long value_elems[] = {");
     for (int t = 0; t < m->ntensors; ++t) {
         long n = 1;
@@ -485,7 +509,8 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
             printer_printf(p, "%sv[%d]", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
         }
         const SchedTensor *o = &s->tensors[ph->out.tensor];
-        printer_printf(p, "};\nreference%d(v[%d], in, zero);\n", k, 2 * o->model_tensor + o->is_grad);
+        printer_printf(p, "};\nreference%d(v[%d], in, zero);\n", k,
+                       2 * o->model_tensor + o->is_grad);
         printer_indent(p, -1);
         printer_printf(p, "}\n");
     }
@@ -522,12 +547,13 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
         printer_printf(p, "}, %d, %d, %d, %d, ", ts->max_slots, ts->fill_phase, ts->check,
                        2 * ts->model_tensor + ts->is_grad);
         if (ts->fill_phase >= 0)
-            printer_printf(p, "{%s_fill_count, %s_fill_tiles, %s_fill_slots}, ", ts->name, ts->name, ts->name);
+            printer_printf(p, "{%s_fill_count, %s_fill_tiles, %s_fill_slots}, ", ts->name, ts->name,
+                           ts->name);
         else
             printer_printf(p, "{NULL, NULL, NULL}, ");
         if (ts->check)
-            printer_printf(p, "{%s_final_count, %s_final_tiles, %s_final_slots}},\n", ts->name, ts->name,
-                           ts->name);
+            printer_printf(p, "{%s_final_count, %s_final_tiles, %s_final_slots}},\n", ts->name,
+                           ts->name, ts->name);
         else
             printer_printf(p, "{NULL, NULL, NULL}},\n");
     }
@@ -535,7 +561,8 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
     printer_printf(p, "};\n\n");
 
     int ndev = m->mesh.ndev;
-    printer_printf(p, "/* Predicted by primec: bytes sent per rank (shift, collective, redistribution)\n * and peak bytes allocated per rank. */\n");
+    printer_printf(p, "/* Predicted by primec: bytes sent per rank (shift, collective, "
+                      "redistribution)\n * and peak bytes allocated per rank. */\n");
     printer_printf(p, "static const long predicted_bytes[] = {\n");
     printer_indent(p, 1);
     for (int r = 0; r < ndev; ++r) {
@@ -548,8 +575,11 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len)
     for (int r = 0; r < ndev; ++r)
         printer_printf(p, "%s%ld", r ? ", " : "", s->pred_peak[r]);
     printer_printf(p, "};\n\n");
-    printer_printf(p, "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g};\n\n",
+    printer_printf(p,
+                   "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
+                   "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g};\n\n",
                    m->name, ndev, 2 * m->ntensors, s->phases.count, 1e-4);
-    printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, argc, argv);\n}\n");
+    printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
+                      "argc, argv);\n}\n");
     return printer_take(p, len);
 }

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int layout_replication(const Layout *l, long ntiles)
-{
+int layout_replication(const Layout *l, long ntiles) {
     int *copies = calloc((size_t)ntiles, sizeof(int));
     int most = 0;
     if (!copies)
@@ -22,14 +21,14 @@ int layout_replication(const Layout *l, long ntiles)
 }
 
 /* "dx[m, k] += dy[m, n] * w[k, n]" with the model's names. */
-static const char *einsum_text(const Schedule *s, Arena *arena, const PhaseSched *ph)
-{
+static const char *einsum_text(const Schedule *s, Arena *arena, const PhaseSched *ph) {
     char buf[1024];
     size_t n = 0;
     const Instance *inst = &s->model->instances[ph->inst];
     n += (size_t)snprintf(buf + n, sizeof buf - n, "%s[", s->tensors[ph->out.tensor].name);
     for (int x = 0; x < ph->out.ndims && n < sizeof buf - 64; ++x)
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", x ? ", " : "", inst->op->dims[ph->out.opdims[x]]);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", x ? ", " : "",
+                              inst->op->dims[ph->out.opdims[x]]);
     n += (size_t)snprintf(buf + n, sizeof buf - n, "] += ");
     FILE *mem = fmemopen(buf + n, sizeof buf - n, "w");
     if (mem) {
@@ -45,8 +44,7 @@ static const char *einsum_text(const Schedule *s, Arena *arena, const PhaseSched
 }
 
 /* "(i, j+1)": where a device receives from, as mesh coordinates. */
-static const char *delta_text(const Schedule *s, Arena *arena, const long *delta)
-{
+static const char *delta_text(const Schedule *s, Arena *arena, const long *delta) {
     const Mesh *mesh = &s->model->mesh;
     char buf[256];
     size_t n = 0;
@@ -58,26 +56,26 @@ static const char *delta_text(const Schedule *s, Arena *arena, const long *delta
         if (v == 0)
             n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", a ? ", " : "", mesh->names[a]);
         else
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%+ld", a ? ", " : "", mesh->names[a], v);
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%+ld", a ? ", " : "",
+                                  mesh->names[a], v);
     }
     snprintf(buf + n, sizeof buf - n, ")");
     return arena_strdup(arena, buf);
 }
 
-static const char *coords_text(const Schedule *s, Arena *arena, int rank)
-{
+static const char *coords_text(const Schedule *s, Arena *arena, int rank) {
     const Mesh *mesh = &s->model->mesh;
     long c[IR_MAX_AXES];
     mesh_coords(mesh, rank, c);
     char buf[256];
     size_t n = 0;
     for (int a = 0; a < mesh->naxes && n < sizeof buf - 40; ++a)
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s=%ld", a ? ", " : "", mesh->names[a], c[a]);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s=%ld", a ? ", " : "", mesh->names[a],
+                              c[a]);
     return arena_strdup(arena, buf);
 }
 
-static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layout *l, FILE *out)
-{
+static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layout *l, FILE *out) {
     for (int d = 0; d < l->ndev; ++d) {
         fprintf(out, "%sdev %d:", d ? "; " : "", d);
         for (int i = 0; i < l->count[d]; ++i)
@@ -85,20 +83,18 @@ static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layou
     }
 }
 
-static int is_compute(const PhaseSched *ph)
-{
+static int is_compute(const PhaseSched *ph) {
     return ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
 }
 
-static const char *phase_title(const Schedule *s, Arena *arena, const PhaseSched *ph)
-{
+static const char *phase_title(const Schedule *s, Arena *arena, const PhaseSched *ph) {
     if (ph->inst < 0)
         return phase_name(ph->kind);
-    return arena_printf(arena, "%s of %s", phase_name(ph->kind), s->model->instances[ph->inst].name);
+    return arena_printf(arena, "%s of %s", phase_name(ph->kind),
+                        s->model->instances[ph->inst].name);
 }
 
-void explain_text(const Schedule *s, Arena *arena, FILE *out)
-{
+void explain_text(const Schedule *s, Arena *arena, FILE *out) {
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
     fprintf(out, "model %s on %d devices (mesh", m->name, ndev);
@@ -113,8 +109,9 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out)
         fprintf(out, ") under partition '%s', %ld step%s\n", inst->partition->name, inst->steps,
                 inst->steps == 1 ? "" : "s");
         for (int d = 0; d < inst->op->ndims; ++d) {
-            fprintf(out, "  %s: size %ld, %ld slice%s of %ld, ", inst->op->dims[d], inst->dim_sizes[d],
-                    s->slices[i].nslices[d], s->slices[i].nslices[d] == 1 ? "" : "s", s->slices[i].extent[d]);
+            fprintf(out, "  %s: size %ld, %ld slice%s of %ld, ", inst->op->dims[d],
+                    inst->dim_sizes[d], s->slices[i].nslices[d],
+                    s->slices[i].nslices[d] == 1 ? "" : "s", s->slices[i].extent[d]);
             if (inst->partition->dsi[d]) {
                 fprintf(out, "DSI %s = ", inst->op->dims[d]);
                 ast_print_expr(inst->partition->dsi[d]->value, out);
@@ -148,20 +145,27 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out)
         fprintf(out, "\nphase %s", phase_title(s, arena, ph));
         if (is_compute(ph)) {
             const Instance *inst = &m->instances[ph->inst];
-            fprintf(out, ": %s (steps in %s order)\n", einsum_text(s, arena, ph), ph->reversed ? "reversed" : "forward");
-            fprintf(out, "  accumulation: %ld accumulator%s started, %ld accumulator move%s, %d collective%s; each output tile computed %ld time%s\n",
+            fprintf(out, ": %s (steps in %s order)\n", einsum_text(s, arena, ph),
+                    ph->reversed ? "reversed" : "forward");
+            fprintf(out,
+                    "  accumulation: %ld accumulator%s started, %ld accumulator move%s, %d "
+                    "collective%s; each output tile computed %ld time%s\n",
                     ph->nlocal_acc, ph->nlocal_acc == 1 ? "" : "s", ph->ntravel_acc,
                     ph->ntravel_acc == 1 ? "" : "s", ph->collectives.count,
-                    ph->collectives.count == 1 ? "" : "s", ph->replication, ph->replication == 1 ? "" : "s");
+                    ph->collectives.count == 1 ? "" : "s", ph->replication,
+                    ph->replication == 1 ? "" : "s");
             for (long st = 0; st < inst->steps; ++st) {
                 long t = sched_op_step(s, ph, st);
                 fprintf(out, "  step %ld (t = %ld):\n", st, t);
                 for (int d = 0; d < ndev; ++d) {
-                    fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d), s->tensors[ph->out.tensor].name,
-                            sched_tile_name(arena, s, ph->out.tensor, sched_operand_tile(s, ph, &ph->out, d, t)));
+                    fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d),
+                            s->tensors[ph->out.tensor].name,
+                            sched_tile_name(arena, s, ph->out.tensor,
+                                            sched_operand_tile(s, ph, &ph->out, d, t)));
                     for (int i = 0; i < ph->nin; ++i)
                         fprintf(out, "%s%s%s", i ? ", " : " <- ", s->tensors[ph->in[i].tensor].name,
-                                sched_tile_name(arena, s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t)));
+                                sched_tile_name(arena, s, ph->in[i].tensor,
+                                                sched_operand_tile(s, ph, &ph->in[i], d, t)));
                     fprintf(out, "\n");
                 }
                 for (int i = 0; i < ph->moves.count; ++i) {
@@ -171,9 +175,12 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out)
                     fprintf(out, "    then %s %s%s", s->tensors[mv->tensor].name,
                             mv->is_acc ? "accumulator " : "", move_kind_name(mv->kind));
                     if (mv->kind == MOVE_SHIFT)
-                        fprintf(out, ": every receiver gets it from %s", delta_text(s, arena, mv->delta));
-                    fprintf(out, ", %d tile%s, %ld bytes (%s)\n", mv->ntransfers, mv->ntransfers == 1 ? "" : "s",
-                            mv->bytes, mv->is_acc ? "arrives during the next step's compute" : "overlapped with this step's compute");
+                        fprintf(out, ": every receiver gets it from %s",
+                                delta_text(s, arena, mv->delta));
+                    fprintf(out, ", %d tile%s, %ld bytes (%s)\n", mv->ntransfers,
+                            mv->ntransfers == 1 ? "" : "s", mv->bytes,
+                            mv->is_acc ? "arrives during the next step's compute"
+                                       : "overlapped with this step's compute");
                 }
             }
         } else {
@@ -190,13 +197,15 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out)
         }
         for (int i = 0; i < ph->boundary.count; ++i) {
             const Move *mv = ph->boundary.items[i];
-            fprintf(out, "  redistribution of %s (%s", s->tensors[mv->tensor].name, move_kind_name(mv->kind));
+            fprintf(out, "  redistribution of %s (%s", s->tensors[mv->tensor].name,
+                    move_kind_name(mv->kind));
             if (mv->kind == MOVE_CONVERSION)
                 fprintf(out, " from %s", s->tensors[mv->from_tensor].name);
-            fprintf(out, ", %d transfer%s, %ld bytes): %s\n", mv->ntransfers, mv->ntransfers == 1 ? "" : "s",
-                    mv->bytes, mv->reason);
+            fprintf(out, ", %d transfer%s, %ld bytes): %s\n", mv->ntransfers,
+                    mv->ntransfers == 1 ? "" : "s", mv->bytes, mv->reason);
             fprintf(out, "    have: ");
-            layout_text(s, arena, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have, out);
+            layout_text(s, arena, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor,
+                        &mv->have, out);
             fprintf(out, "\n    need: ");
             layout_text(s, arena, mv->tensor, &mv->need, out);
             fprintf(out, "\n");
@@ -224,14 +233,15 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out)
         fprintf(out, " %12ld\n", s->pred_peak[d]);
     }
     fprintf(out, "  %4s %12ld %12ld %12ld\n", "all", total[0], total[1], total[2]);
-    fprintf(out, "collectives: %d; redistributions: %d; shift bytes %ld; collective bytes %ld; redistribution bytes %ld\n",
+    fprintf(out,
+            "collectives: %d; redistributions: %d; shift bytes %ld; collective bytes %ld; "
+            "redistribution bytes %ld\n",
             ncoll, nredist, total[0], total[1], total[2]);
 }
 
 /* ------------------------------------------------------------------ */
 
-static void json_str(FILE *out, const char *s)
-{
+static void json_str(FILE *out, const char *s) {
     fputc('"', out);
     for (; *s; ++s) {
         if (*s == '"' || *s == '\\')
@@ -244,8 +254,7 @@ static void json_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static void json_tile(const Schedule *s, int tensor, long tile, FILE *out)
-{
+static void json_tile(const Schedule *s, int tensor, long tile, FILE *out) {
     const SchedTensor *ts = &s->tensors[tensor];
     fputc('[', out);
     for (int x = 0; x < ts->ndims; ++x)
@@ -253,8 +262,7 @@ static void json_tile(const Schedule *s, int tensor, long tile, FILE *out)
     fputc(']', out);
 }
 
-static void json_layout(const Schedule *s, int tensor, const Layout *l, FILE *out)
-{
+static void json_layout(const Schedule *s, int tensor, const Layout *l, FILE *out) {
     fputc('[', out);
     for (int d = 0; d < l->ndev; ++d) {
         fprintf(out, "%s[", d ? ", " : "");
@@ -268,8 +276,7 @@ static void json_layout(const Schedule *s, int tensor, const Layout *l, FILE *ou
     fputc(']', out);
 }
 
-void explain_json(const Schedule *s, Arena *arena, FILE *out)
-{
+void explain_json(const Schedule *s, Arena *arena, FILE *out) {
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
     fprintf(out, "{\"model\": ");
@@ -322,8 +329,11 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out)
             const Instance *inst = &m->instances[ph->inst];
             fprintf(out, ", \"einsum\": ");
             json_str(out, einsum_text(s, arena, ph));
-            fprintf(out, ", \"order\": \"%s\", \"replication\": %ld, \"accumulators\": %ld, \"accumulator_moves\": %ld,\n   \"steps\": [",
-                    ph->reversed ? "reversed" : "forward", ph->replication, ph->nlocal_acc, ph->ntravel_acc);
+            fprintf(out,
+                    ", \"order\": \"%s\", \"replication\": %ld, \"accumulators\": %ld, "
+                    "\"accumulator_moves\": %ld,\n   \"steps\": [",
+                    ph->reversed ? "reversed" : "forward", ph->replication, ph->nlocal_acc,
+                    ph->ntravel_acc);
             for (long st = 0; st < inst->steps; ++st) {
                 long t = sched_op_step(s, ph, st);
                 fprintf(out, "%s{\"step\": %ld, \"t\": %ld, \"devices\": [", st ? ", " : "", st, t);
@@ -336,7 +346,8 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out)
                         fprintf(out, ", ");
                         json_str(out, s->tensors[ph->in[i].tensor].name);
                         fprintf(out, ": ");
-                        json_tile(s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t), out);
+                        json_tile(s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t),
+                                  out);
                     }
                     fprintf(out, "}}");
                 }
@@ -349,8 +360,11 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out)
             const Move *mv = ph->moves.items[i];
             fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
             json_str(out, s->tensors[mv->tensor].name);
-            fprintf(out, ", \"after_step\": %ld, \"kind\": \"%s\", \"accumulator\": %s, \"transfers\": %d, \"bytes\": %ld",
-                    mv->step, move_kind_name(mv->kind), mv->is_acc ? "true" : "false", mv->ntransfers, mv->bytes);
+            fprintf(out,
+                    ", \"after_step\": %ld, \"kind\": \"%s\", \"accumulator\": %s, \"transfers\": "
+                    "%d, \"bytes\": %ld",
+                    mv->step, move_kind_name(mv->kind), mv->is_acc ? "true" : "false",
+                    mv->ntransfers, mv->bytes);
             if (mv->kind == MOVE_SHIFT) {
                 fprintf(out, ", \"from\": ");
                 json_str(out, delta_text(s, arena, mv->delta));
@@ -378,7 +392,8 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out)
                     move_kind_name(mv->kind), mv->ntransfers, mv->bytes);
             json_str(out, mv->reason);
             fprintf(out, ", \"have\": ");
-            json_layout(s, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have, out);
+            json_layout(s, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have,
+                        out);
             fprintf(out, ", \"need\": ");
             json_layout(s, mv->tensor, &mv->need, out);
             fprintf(out, "}");
@@ -390,8 +405,10 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out)
     }
     fprintf(out, "],\n \"per_device\": [");
     for (int d = 0; d < ndev; ++d)
-        fprintf(out, "%s{\"rank\": %d, \"shift\": %ld, \"collective\": %ld, \"redist\": %ld, \"peak\": %ld}",
-                d ? ", " : "", d, s->pred_bytes[0][d], s->pred_bytes[1][d], s->pred_bytes[2][d],
-                s->pred_peak[d]);
+        fprintf(
+            out,
+            "%s{\"rank\": %d, \"shift\": %ld, \"collective\": %ld, \"redist\": %ld, \"peak\": %ld}",
+            d ? ", " : "", d, s->pred_bytes[0][d], s->pred_bytes[1][d], s->pred_bytes[2][d],
+            s->pred_peak[d]);
     fprintf(out, "]}\n");
 }

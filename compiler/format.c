@@ -10,11 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-const char *const format_style =
-    "{BasedOnStyle: LLVM, IndentWidth: 4, ColumnLimit: 100, AllowShortFunctionsOnASingleLine: None}";
+// clang-format off
+const char *const format_style = "{BasedOnStyle: LLVM, IndentWidth: 4, ColumnLimit: 100, AllowShortFunctionsOnASingleLine: None}";
+// clang-format on
 
-char *format_c(const char *text, size_t len, size_t *out_len, const char **error)
-{
+char *format_c(const char *text, size_t len, size_t *out_len, const char **error) {
     char path[] = "/tmp/primec-fmt-XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0) {

@@ -17,44 +17,46 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "calibrate.h"
 #include "explain.h"
 #include "format.h"
 #include "pipeline.h"
 #include "plan_cli.h"
-#include "calibrate.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: primec COMMAND FILE [options]\n"
-            "\n"
-            "commands:\n"
-            "  check FILE             check a .prime file; print diagnostics only\n"
-            "  explain FILE           per phase and step: tiles, shifts, collectives, bytes, memory\n"
-            "  build FILE             emit a program and compile it\n"
-            "  plan FILE              choose partitions for --devices N on --profile P (see docs/planner.md)\n"
-            "  calibrate              measure this machine and write a profile (see docs/cost-model.md)\n"
-            "\n"
-            "options:\n"
-            "  --model NAME           only this model (default: every model in FILE)\n"
-            "  --json                 explain: write JSON instead of text\n"
-            "  --target cpu|mpi       build: the backend (cpu: a thread per device; mpi: an MPI process each)\n"
-            "  -o DIR                 build: output directory (default: .)\n"
-            "  --emit-only            build: write the C file but do not compile it\n"
-            "  --cc CC                build: the C compiler (default: %s)\n"
-            "  --dump-after=PASS      print the IR after PASS and stop (%s)\n"
-            "  --help                 this text\n"
-            "  --version              the version\n"
-            "\n"
-            "exit codes: 0 ok, 1 errors in the input, 2 usage or I/O error, 3 internal error\n",
-            PRIMEC_CC, pipeline_pass_list());
+static void usage(FILE *out) {
+    fprintf(
+        out,
+        "usage: primec COMMAND FILE [options]\n"
+        "\n"
+        "commands:\n"
+        "  check FILE             check a .prime file; print diagnostics only\n"
+        "  explain FILE           per phase and step: tiles, shifts, collectives, bytes, memory\n"
+        "  build FILE             emit a program and compile it\n"
+        "  plan FILE              choose partitions for --devices N on --profile P (see "
+        "docs/planner.md)\n"
+        "  calibrate              measure this machine and write a profile (see "
+        "docs/cost-model.md)\n"
+        "\n"
+        "options:\n"
+        "  --model NAME           only this model (default: every model in FILE)\n"
+        "  --json                 explain: write JSON instead of text\n"
+        "  --target cpu|mpi       build: the backend (cpu: a thread per device; mpi: an MPI "
+        "process each)\n"
+        "  -o DIR                 build: output directory (default: .)\n"
+        "  --emit-only            build: write the C file but do not compile it\n"
+        "  --cc CC                build: the C compiler (default: %s)\n"
+        "  --dump-after=PASS      print the IR after PASS and stop (%s)\n"
+        "  --help                 this text\n"
+        "  --version              the version\n"
+        "\n"
+        "exit codes: 0 ok, 1 errors in the input, 2 usage or I/O error, 3 internal error\n",
+        PRIMEC_CC, pipeline_pass_list());
 }
 
 /* mkdir -p */
-static int make_dirs(const char *path)
-{
+static int make_dirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
     if (n == 0 || n >= sizeof buf)
@@ -72,8 +74,7 @@ static int make_dirs(const char *path)
     return 1;
 }
 
-static int write_file(const char *path, const char *text, size_t len)
-{
+static int write_file(const char *path, const char *text, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f)
         return 0;
@@ -96,16 +97,14 @@ static const BuildTarget build_targets[] = {
 #endif
 };
 
-static const BuildTarget *build_target(const char *name)
-{
+static const BuildTarget *build_target(const char *name) {
     for (size_t i = 0; i < sizeof build_targets / sizeof build_targets[0]; ++i)
         if (strcmp(build_targets[i].name, name) == 0)
             return &build_targets[i];
     return NULL;
 }
 
-static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *exe)
-{
+static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *exe) {
     size_t n = strlen(cc) + strlen(src) + strlen(exe) + strlen(PRIMEC_RUNTIME_INCLUDE) +
                strlen(t->lib) + strlen(t->link) + strlen(PRIMEC_RUNTIME_CFLAGS) + 256;
     char *cmd = malloc(n);
@@ -118,8 +117,7 @@ static int run_cc(const BuildTarget *t, const char *cc, const char *src, const c
     return status == 0;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     const char *command = NULL, *file = NULL, *model = NULL, *dump_after = NULL;
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
     int json = 0, emit_only = 0;
@@ -128,6 +126,8 @@ int main(int argc, char **argv)
         return plan_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "calibrate") == 0)
         return calibrate_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "cost") == 0)
+        return cost_command_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -142,8 +142,9 @@ int main(int argc, char **argv)
             emit_only = 1;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump_after = a + 13;
-        } else if ((strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0 ||
-                    strcmp(a, "--cc") == 0) && i + 1 < argc) {
+        } else if ((strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 ||
+                    strcmp(a, "-o") == 0 || strcmp(a, "--cc") == 0) &&
+                   i + 1 < argc) {
             const char *v = argv[++i];
             if (strcmp(a, "--model") == 0)
                 model = v;
@@ -221,7 +222,8 @@ int main(int argc, char **argv)
             for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
                 for (int d = 0; d < s->model->mesh.ndev; ++d)
                     bytes[kind] += s->pred_bytes[kind][d];
-            printf("%s: ok: %d instance%s on %d devices; %ld collective%s, %ld redistribution%s; %ld shift bytes, %ld collective bytes, %ld redistribution bytes\n",
+            printf("%s: ok: %d instance%s on %d devices; %ld collective%s, %ld redistribution%s; "
+                   "%ld shift bytes, %ld collective bytes, %ld redistribution bytes\n",
                    s->model->name, s->model->ninstances, s->model->ninstances == 1 ? "" : "s",
                    s->model->mesh.ndev, coll, coll == 1 ? "" : "s", redist, redist == 1 ? "" : "s",
                    bytes[0], bytes[1], bytes[2]);

@@ -6,16 +6,14 @@
 #include <limits.h>
 #include <string.h>
 
-void mesh_coords(const Mesh *mesh, int rank, long *coords)
-{
+void mesh_coords(const Mesh *mesh, int rank, long *coords) {
     for (int a = mesh->naxes - 1; a >= 0; --a) {
         coords[a] = rank % mesh->sizes[a];
         rank = (int)(rank / mesh->sizes[a]);
     }
 }
 
-int mesh_rank(const Mesh *mesh, const long *coords)
-{
+int mesh_rank(const Mesh *mesh, const long *coords) {
     long r = 0;
     for (int a = 0; a < mesh->naxes; ++a)
         r = r * mesh->sizes[a] + coords[a];
@@ -24,8 +22,7 @@ int mesh_rank(const Mesh *mesh, const long *coords)
 
 /* The value of a name inside a partition: an axis, the step, or a size
  * parameter. resolve guarantees it is one of them. */
-static int lookup_name(const Instance *inst, Sym name, const long *axis_values, long t, long *out)
-{
+static int lookup_name(const Instance *inst, Sym name, const long *axis_values, long t, long *out) {
     const Partition *p = inst->partition;
     for (int a = 0; a < p->naxes; ++a) {
         if (p->axes[a]->name.name == name) {
@@ -49,8 +46,7 @@ static int lookup_name(const Instance *inst, Sym name, const long *axis_values, 
 /* Largest value of expr over all points (for mixed radix). */
 static int expr_range(const Expr *expr, const Instance *inst, long *out);
 
-static int eval(const Expr *e, const Instance *inst, const long *av, long t, long *out)
-{
+static int eval(const Expr *e, const Instance *inst, const long *av, long t, long *out) {
     long a, b;
     switch (e->kind) {
     case EXPR_INT:
@@ -67,10 +63,18 @@ static int eval(const Expr *e, const Instance *inst, const long *av, long t, lon
         if (!eval(e->lhs, inst, av, t, &a) || !eval(e->rhs, inst, av, t, &b))
             return 0;
         switch (e->op) {
-        case '+': *out = a + b; return 1;
-        case '-': *out = a - b; return 1;
-        case '*': *out = a * b; return 1;
-        case '^': *out = a ^ b; return 1;
+        case '+':
+            *out = a + b;
+            return 1;
+        case '-':
+            *out = a - b;
+            return 1;
+        case '*':
+            *out = a * b;
+            return 1;
+        case '^':
+            *out = a ^ b;
+            return 1;
         case '/':
             if (b == 0)
                 return 0;
@@ -108,8 +112,7 @@ static int eval(const Expr *e, const Instance *inst, const long *av, long t, lon
 }
 
 /* The partition's axis sizes as bound for this instance. */
-static void part_axis_sizes(const Instance *inst, const Mesh *mesh, long *sizes)
-{
+static void part_axis_sizes(const Instance *inst, const Mesh *mesh, long *sizes) {
     for (int a = 0; a < inst->partition->naxes; ++a)
         sizes[a] = mesh->sizes[inst->axis_map[a]];
 }
@@ -119,8 +122,7 @@ static void part_axis_sizes(const Instance *inst, const Mesh *mesh, long *sizes)
  * set for the duration of one partition_eval call. */
 static const Mesh *current_mesh;
 
-static int expr_range(const Expr *expr, const Instance *inst, long *out)
-{
+static int expr_range(const Expr *expr, const Instance *inst, long *out) {
     ICE_ASSERT(current_mesh != NULL);
     const Partition *p = inst->partition;
     long sizes[IR_MAX_AXES];
@@ -149,14 +151,12 @@ static int expr_range(const Expr *expr, const Instance *inst, long *out)
 }
 
 int partition_eval_expr(const Expr *expr, const Instance *inst, const long *axis_values, long t,
-                        long *out)
-{
+                        long *out) {
     return eval(expr, inst, axis_values, t, out);
 }
 
 /* The partition's axis values at a device. */
-static void axis_values_at(const Mesh *mesh, const Instance *inst, int dev, long *av)
-{
+static void axis_values_at(const Mesh *mesh, const Instance *inst, int dev, long *av) {
     long coords[IR_MAX_AXES];
     mesh_coords(mesh, dev, coords);
     for (int a = 0; a < inst->partition->naxes; ++a)
@@ -164,8 +164,7 @@ static void axis_values_at(const Mesh *mesh, const Instance *inst, int dev, long
 }
 
 int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Instance *inst,
-                   SliceTable *out)
-{
+                   SliceTable *out) {
     const Mesh *mesh = &model->mesh;
     const Op *op = inst->op;
     const Partition *p = inst->partition;
@@ -192,8 +191,8 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
                 long v = 0;
                 if (dsi) {
                     if (!eval(dsi->value, inst, av, t, &v)) {
-                        diag_error(sink, dsi->value->span,
-                                   "DSI of '%s' divides by zero", op->dims[d]);
+                        diag_error(sink, dsi->value->span, "DSI of '%s' divides by zero",
+                                   op->dims[d]);
                         diag_note(sink, inst->use_span, "partition '%s' applied here", p->name);
                         dim_ok = 0;
                         break;
@@ -227,7 +226,8 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
         for (long s = 0; s < count; ++s) {
             if (!used[s]) {
                 diag_error(sink, dsi->value->span,
-                           "slice %ld of dimension '%s' is never computed (the DSI takes values up to %ld but skips %ld)",
+                           "slice %ld of dimension '%s' is never computed (the DSI takes values up "
+                           "to %ld but skips %ld)",
                            s, op->dims[d], maxv, s);
                 diag_note(sink, inst->use_span, "partition '%s' applied here", p->name);
                 ok = 0;
@@ -239,8 +239,8 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
             continue;
         if (inst->dim_sizes[d] % count != 0) {
             diag_error(sink, dsi->value->span,
-                       "%ld slices do not divide dimension '%s' of size %ld",
-                       count, op->dims[d], inst->dim_sizes[d]);
+                       "%ld slices do not divide dimension '%s' of size %ld", count, op->dims[d],
+                       inst->dim_sizes[d]);
             diag_note(sink, inst->span, "'%s' has size %ld in instance '%s'", op->dims[d],
                       inst->dim_sizes[d], inst->name);
             ok = 0;

@@ -29,8 +29,7 @@ typedef struct SliceTable {
     long axis_sizes[IR_MAX_AXES];
 } SliceTable;
 
-static inline long slice_at(const SliceTable *st, int dim, int dev, long t)
-{
+static inline long slice_at(const SliceTable *st, int dim, int dev, long t) {
     return st->slice[((long)dim * st->ndev + dev) * st->steps + t];
 }
 
@@ -45,7 +44,7 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
 
 /* Evaluates one partition expression at one point; used by explain to
  * print DSI values. Returns 0 on a domain error (division by zero). */
-int partition_eval_expr(const Expr *expr, const Instance *inst, const long *axis_values,
-                        long t, long *out);
+int partition_eval_expr(const Expr *expr, const Instance *inst, const long *axis_values, long t,
+                        long *out);
 
 #endif

@@ -20,8 +20,7 @@ typedef void (*DumpFn)(Compilation *c);
 
 /* ------------------------------------------------------------------ */
 
-static int already_loaded(Compilation *c, const char *real)
-{
+static int already_loaded(Compilation *c, const char *real) {
     for (int i = 0; i < c->programs.count; ++i) {
         const Program *p = c->programs.items[i];
         const SourceFile *f = source_get(&c->sources, p->file);
@@ -34,8 +33,7 @@ static int already_loaded(Compilation *c, const char *real)
 
 static void parse_imports(Compilation *c, const Program *prog);
 
-static int load_and_parse(Compilation *c, const char *path, const Span *from)
-{
+static int load_and_parse(Compilation *c, const char *path, const Span *from) {
     char real[PATH_MAX];
     if (realpath(path, real) && already_loaded(c, real))
         return 1;
@@ -55,8 +53,7 @@ static int load_and_parse(Compilation *c, const char *path, const Span *from)
     return 1;
 }
 
-static void parse_imports(Compilation *c, const Program *prog)
-{
+static void parse_imports(Compilation *c, const Program *prog) {
     const SourceFile *f = source_get(&c->sources, prog->file);
     for (int i = 0; i < prog->decls.count; ++i) {
         const Decl *d = prog->decls.items[i];
@@ -72,8 +69,7 @@ static void parse_imports(Compilation *c, const Program *prog)
     }
 }
 
-static int pass_parse(Compilation *c)
-{
+static int pass_parse(Compilation *c) {
     for (int i = 0; i < stdlib_file_count; ++i) {
         uint32_t id = source_add(&c->sources, stdlib_files[i].name, stdlib_files[i].text,
                                  stdlib_files[i].len);
@@ -84,28 +80,26 @@ static int pass_parse(Compilation *c)
     return c->sink.error_count == 0;
 }
 
-static void dump_parse(Compilation *c)
-{
+static void dump_parse(Compilation *c) {
     for (int i = stdlib_file_count; i < c->programs.count; ++i)
         ast_dump_program(c->programs.items[i], c->dump_out);
 }
 
-static int pass_resolve(Compilation *c)
-{
+static int pass_resolve(Compilation *c) {
     return resolve_programs(c->arena, &c->sink, (Program *const *)c->programs.items,
                             c->programs.count, &c->module);
 }
 
-static void dump_resolve(Compilation *c) { resolve_dump(&c->module, c->dump_out); }
+static void dump_resolve(Compilation *c) {
+    resolve_dump(&c->module, c->dump_out);
+}
 
 /* The models this compilation lowers. */
-static int selected(const Compilation *c, const Model *m)
-{
+static int selected(const Compilation *c, const Model *m) {
     return !c->model_name || strcmp(c->model_name, m->name) == 0;
 }
 
-static int check_models(Compilation *c)
-{
+static int check_models(Compilation *c) {
     int any = 0;
     for (int i = 0; i < c->module.models.count; ++i) {
         const Model *m = c->module.models.items[i];
@@ -113,22 +107,26 @@ static int check_models(Compilation *c)
             continue;
         any = 1;
         if (m->ninstances == 0) {
-            diag_error(&c->sink, m->decl->name.span, "model '%s' has no operator instance", m->name);
+            diag_error(&c->sink, m->decl->name.span, "model '%s' has no operator instance",
+                       m->name);
             continue;
         }
         for (int k = 0; k < m->ninstances; ++k) {
             const Instance *inst = &m->instances[k];
             if (!inst->partition) {
                 diag_error(&c->sink, inst->span,
-                           "'%s' has no partition: add `use PARTITION` (automatic planning is not implemented yet)",
+                           "'%s' has no partition: add `use PARTITION` (automatic planning is not "
+                           "implemented yet)",
                            inst->name);
                 continue;
             }
             if (inst->op->decl->body.count != 1) {
                 diag_error(&c->sink, inst->span,
-                           "operator '%s' has %d statements; this version lowers single-statement operators",
+                           "operator '%s' has %d statements; this version lowers single-statement "
+                           "operators",
                            inst->op->name, inst->op->decl->body.count);
-                diag_note(&c->sink, inst->op->decl->name.span, "'%s' is declared here", inst->op->name);
+                diag_note(&c->sink, inst->op->decl->name.span, "'%s' is declared here",
+                          inst->op->name);
             }
         }
     }
@@ -139,8 +137,7 @@ static int check_models(Compilation *c)
     return c->sink.error_count == 0;
 }
 
-static int pass_partition(Compilation *c)
-{
+static int pass_partition(Compilation *c) {
     if (!check_models(c))
         return 0;
     int ok = 1;
@@ -158,31 +155,30 @@ static int pass_partition(Compilation *c)
     return ok;
 }
 
-static void dump_partition(Compilation *c)
-{
+static void dump_partition(Compilation *c) {
     int k = 0;
     for (int i = 0; i < c->module.models.count; ++i) {
         const Model *m = c->module.models.items[i];
         if (!selected(c, m))
             continue;
         for (int n = 0; n < m->ninstances; ++n) {
-        const SliceTable *st = c->slice_tables.items[k++];
-        const Instance *inst = &m->instances[n];
-        fprintf(c->dump_out, "model %s instance %s partition %s devices %d steps %ld\n", m->name,
-                inst->name, inst->partition->name, st->ndev, st->steps);
-        for (int d = 0; d < st->ndims; ++d)
-            fprintf(c->dump_out, "  dim %s size %ld slices %ld extent %ld\n", inst->op->dims[d],
-                    inst->dim_sizes[d], st->nslices[d], st->extent[d]);
-        for (long t = 0; t < st->steps; ++t) {
-            fprintf(c->dump_out, "  t=%ld:", t);
-            for (int dev = 0; dev < st->ndev; ++dev) {
-                fprintf(c->dump_out, " [");
-                for (int d = 0; d < st->ndims; ++d)
-                    fprintf(c->dump_out, "%s%ld", d ? " " : "", slice_at(st, d, dev, t));
-                fprintf(c->dump_out, "]");
+            const SliceTable *st = c->slice_tables.items[k++];
+            const Instance *inst = &m->instances[n];
+            fprintf(c->dump_out, "model %s instance %s partition %s devices %d steps %ld\n",
+                    m->name, inst->name, inst->partition->name, st->ndev, st->steps);
+            for (int d = 0; d < st->ndims; ++d)
+                fprintf(c->dump_out, "  dim %s size %ld slices %ld extent %ld\n", inst->op->dims[d],
+                        inst->dim_sizes[d], st->nslices[d], st->extent[d]);
+            for (long t = 0; t < st->steps; ++t) {
+                fprintf(c->dump_out, "  t=%ld:", t);
+                for (int dev = 0; dev < st->ndev; ++dev) {
+                    fprintf(c->dump_out, " [");
+                    for (int d = 0; d < st->ndims; ++d)
+                        fprintf(c->dump_out, "%s%ld", d ? " " : "", slice_at(st, d, dev, t));
+                    fprintf(c->dump_out, "]");
+                }
+                fprintf(c->dump_out, "\n");
             }
-            fprintf(c->dump_out, "\n");
-        }
         }
     }
 }
@@ -190,8 +186,7 @@ static void dump_partition(Compilation *c)
 /* A model that applies partition p to its operator on a mesh of p's
  * axes with every size parameter = size, on dimensions of `dim` elements:
  * how `check` proves a partition that no model uses. */
-static Model *synthetic_model(Compilation *c, const Partition *p, long size, long dim)
-{
+static Model *synthetic_model(Compilation *c, const Partition *p, long size, long dim) {
     Model *m = ARENA_NEW(c->arena, Model);
     const Op *op = p->op;
     m->name = p->name;
@@ -253,8 +248,7 @@ static Model *synthetic_model(Compilation *c, const Partition *p, long size, lon
 
 /* Proves every partition of the user's files that no model applies, on
  * meshes with size parameters 2 and 4. */
-static int check_unused_partitions(Compilation *c)
-{
+static int check_unused_partitions(Compilation *c) {
     int ok = 1;
     for (int i = 0; i < c->module.partitions.count; ++i) {
         const Partition *p = c->module.partitions.items[i];
@@ -277,7 +271,9 @@ static int check_unused_partitions(Compilation *c)
                 continue;
             Model *m = synthetic_model(c, p, size, 16 * size * size);
             if (!schedule_build(c->arena, &c->sink, m)) {
-                diag_note_plain(&c->sink, "found while checking partition '%s' of '%s' alone with its size parameters = %ld and every dimension of size %ld",
+                diag_note_plain(&c->sink,
+                                "found while checking partition '%s' of '%s' alone with its size "
+                                "parameters = %ld and every dimension of size %ld",
                                 p->name, p->op->name, size, 16 * size * size);
                 ok = 0;
             }
@@ -286,8 +282,7 @@ static int check_unused_partitions(Compilation *c)
     return ok;
 }
 
-static int pass_schedule(Compilation *c)
-{
+static int pass_schedule(Compilation *c) {
     int ok = check_unused_partitions(c);
     for (int i = 0; i < c->module.models.count; ++i) {
         const Model *m = c->module.models.items[i];
@@ -302,15 +297,15 @@ static int pass_schedule(Compilation *c)
     return ok && c->sink.error_count == 0;
 }
 
-static void dump_schedule(Compilation *c)
-{
+static void dump_schedule(Compilation *c) {
     for (int i = 0; i < c->schedules.count; ++i) {
         const Schedule *s = c->schedules.items[i];
         fprintf(c->dump_out, "schedule %s\n", s->model->name);
         for (int k = 0; k < s->phases.count; ++k) {
             const PhaseSched *ph = s->phases.items[k];
             fprintf(c->dump_out, " phase %s%s%s%s\n", phase_name(ph->kind),
-                    ph->inst >= 0 ? " of " : "", ph->inst >= 0 ? s->model->instances[ph->inst].name : "",
+                    ph->inst >= 0 ? " of " : "",
+                    ph->inst >= 0 ? s->model->instances[ph->inst].name : "",
                     ph->reversed ? " reversed" : "");
             for (int r = 0; r < s->model->mesh.ndev; ++r) {
                 fprintf(c->dump_out, "  rank %d:", r);
@@ -321,7 +316,9 @@ static void dump_schedule(Compilation *c)
                         fprintf(c->dump_out, "%d", x->arg);
                     else if (x->op != PRIME_ACT_WAIT)
                         fprintf(c->dump_out, "(%s#%d%s%d)", s->tensors[x->tensor].name, x->slot,
-                                x->op == PRIME_ACT_SEND ? "->" : x->op == PRIME_ACT_RECV ? "<-" : "",
+                                x->op == PRIME_ACT_SEND   ? "->"
+                                : x->op == PRIME_ACT_RECV ? "<-"
+                                                          : "",
                                 x->op == PRIME_ACT_SEND || x->op == PRIME_ACT_RECV ? x->peer : 0);
                 }
                 fprintf(c->dump_out, "\n");
@@ -330,8 +327,7 @@ static void dump_schedule(Compilation *c)
     }
 }
 
-static int pass_emit(Compilation *c)
-{
+static int pass_emit(Compilation *c) {
     for (int i = 0; i < c->schedules.count; ++i) {
         size_t len;
         char *text = emit_c_program(c->schedules.items[i], c->input ? c->input : "<none>", &len);
@@ -342,8 +338,7 @@ static int pass_emit(Compilation *c)
     return 1;
 }
 
-static void dump_emit(Compilation *c)
-{
+static void dump_emit(Compilation *c) {
     for (int i = 0; i < c->emitted.count; ++i)
         fputs(c->emitted.items[i], c->dump_out);
 }
@@ -361,18 +356,18 @@ static const struct {
 };
 #define NPASSES ((int)(sizeof passes / sizeof passes[0]))
 
-int pipeline_has_pass(const char *name)
-{
+int pipeline_has_pass(const char *name) {
     for (int i = 0; i < NPASSES; ++i)
         if (strcmp(passes[i].name, name) == 0)
             return 1;
     return 0;
 }
 
-const char *pipeline_pass_list(void) { return "parse, resolve, partition, schedule, emit"; }
+const char *pipeline_pass_list(void) {
+    return "parse, resolve, partition, schedule, emit";
+}
 
-void compilation_init(Compilation *c, const char *input, FILE *diag_out)
-{
+void compilation_init(Compilation *c, const char *input, FILE *diag_out) {
     memset(c, 0, sizeof *c);
     c->arena = arena_create();
     source_map_init(&c->sources, c->arena);
@@ -381,14 +376,12 @@ void compilation_init(Compilation *c, const char *input, FILE *diag_out)
     c->dump_out = stdout;
 }
 
-void compilation_free(Compilation *c)
-{
+void compilation_free(Compilation *c) {
     arena_destroy(c->arena);
     memset(c, 0, sizeof *c);
 }
 
-int pipeline_run(Compilation *c, const char *last)
-{
+int pipeline_run(Compilation *c, const char *last) {
     for (int i = 0; i < NPASSES; ++i) {
         if (!passes[i].run(c))
             return 0;

@@ -27,14 +27,14 @@ typedef struct Compilation {
     const char *model_name; /* NULL: every model */
     const char *dump_after; /* NULL: no dump */
     FILE *dump_out;
-    int dumped;             /* the dump pass ran: stop */
-    int io_error;           /* the input file could not be read (exit 2) */
-    PtrVec programs;        /* Program*: stdlib first */
+    int dumped;      /* the dump pass ran: stop */
+    int io_error;    /* the input file could not be read (exit 2) */
+    PtrVec programs; /* Program*: stdlib first */
     Module module;
-    PtrVec schedules;       /* Schedule*, one per model */
-    PtrVec slice_tables;    /* for the partition dump */
+    PtrVec schedules;    /* Schedule*, one per model */
+    PtrVec slice_tables; /* for the partition dump */
     const char *emit_target;
-    PtrVec emitted;         /* char*: emitted program text per schedule */
+    PtrVec emitted; /* char*: emitted program text per schedule */
 } Compilation;
 
 void compilation_init(Compilation *c, const char *input, FILE *diag_out);

@@ -9,9 +9,9 @@
 #include <string.h>
 
 typedef struct Edge {
-    int from, to, arg;   /* producer instance, consumer instance, consumer argument */
-    double *time;        /* [ci * ncand(to) + cj] */
-    long *bytes;         /* busiest device, forward + backward */
+    int from, to, arg; /* producer instance, consumer instance, consumer argument */
+    double *time;      /* [ci * ncand(to) + cj] */
+    long *bytes;       /* busiest device, forward + backward */
 } Edge;
 
 typedef struct Planner {
@@ -22,19 +22,22 @@ typedef struct Planner {
     const PlanOptions *opt;
     Plan *plan;
     int n;
-    int *last_use;   /* per instance: the last consumer of its result, or -1 */
-    PtrVec edges;    /* Edge* */
-    PtrVec *in_edges; /* per consumer instance: Edge* */
-    double lambda;   /* memory penalty per byte of persistent memory */
-    long *min_peak;  /* per instance: the smallest candidate peak, kept or dropped */
+    int *last_use;             /* per instance: the last consumer of its result, or -1 */
+    PtrVec edges;              /* Edge* */
+    PtrVec *in_edges;          /* per consumer instance: Edge* */
+    double lambda;             /* memory penalty per byte of persistent memory */
+    long *min_peak;            /* per instance: the smallest candidate peak, kept or dropped */
     const char **min_peak_use; /* per instance: which partition gives it */
 } Planner;
 
-static int ncand(const Planner *p, int i) { return p->plan->cands[i].count; }
-static PlanCandidate *cand(const Planner *p, int i, int c) { return p->plan->cands[i].items[c]; }
+static int ncand(const Planner *p, int i) {
+    return p->plan->cands[i].count;
+}
+static PlanCandidate *cand(const Planner *p, int i, int c) {
+    return p->plan->cands[i].items[c];
+}
 
-static double own_time(const Planner *p, int i, int c)
-{
+static double own_time(const Planner *p, int i, int c) {
     const PlanCandidate *pc = cand(p, i, c);
     return pc->cost.time + p->lambda * (double)pc->cost.persistent;
 }
@@ -43,8 +46,7 @@ static double own_time(const Planner *p, int i, int c)
 /* Candidates                                                          */
 
 /* Binds partition sizes to the mesh without diagnostics. */
-static int bind_silently(Instance *ci, const Partition *part, const Mesh *mesh)
-{
+static int bind_silently(Instance *ci, const Partition *part, const Mesh *mesh) {
     ci->nsize_params = 0;
     for (int a = 0; a < part->naxes; ++a) {
         long v = mesh->sizes[ci->axis_map[a]];
@@ -86,8 +88,7 @@ static int bind_silently(Instance *ci, const Partition *part, const Mesh *mesh)
     return 1;
 }
 
-static Layout layout_copy(Arena *arena, const Layout *l)
-{
+static Layout layout_copy(Arena *arena, const Layout *l) {
     Layout c;
     c.ndev = l->ndev;
     c.count = ARENA_ARRAY(arena, int, l->ndev);
@@ -101,8 +102,7 @@ static Layout layout_copy(Arena *arena, const Layout *l)
     return c;
 }
 
-static void try_candidate(Planner *p, int i, const Partition *part, const int *axis_map)
-{
+static void try_candidate(Planner *p, int i, const Partition *part, const int *axis_map) {
     const Model *m = p->model;
     const Instance *inst = &m->instances[i];
     PlanCandidate *pc = ARENA_NEW(p->arena, PlanCandidate);
@@ -254,8 +254,8 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     ptrvec_push(p->arena, &p->plan->cands[i], pc);
 }
 
-static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, int a, unsigned used)
-{
+static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, int a,
+                      unsigned used) {
     if (a == part->naxes) {
         try_candidate(p, i, part, axis_map);
         return;
@@ -271,8 +271,7 @@ static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, i
 /* ------------------------------------------------------------------ */
 /* Edges                                                               */
 
-static void build_edges(Planner *p)
-{
+static void build_edges(Planner *p) {
     const Model *m = p->model;
     for (int j = 0; j < p->n; ++j) {
         const Instance *inst = &m->instances[j];
@@ -292,10 +291,12 @@ static void build_edges(Planner *p)
                     const PlanCandidate *B = cand(p, j, cj);
                     long fmax = 0, bmax = 0;
                     double t = 0;
-                    long fb = sched_conversion_bytes(&A->out_t, &A->out_l, &B->in_t[a], &B->in_l[a], &fmax);
+                    long fb = sched_conversion_bytes(&A->out_t, &A->out_l, &B->in_t[a], &B->in_l[a],
+                                                     &fmax);
                     long bb = 0;
                     if (B->has_din[a] && A->has_dout)
-                        bb = sched_conversion_bytes(&B->din_t[a], &B->din_l[a], &A->dout_t, &A->dout_l, &bmax);
+                        bb = sched_conversion_bytes(&B->din_t[a], &B->din_l[a], &A->dout_t,
+                                                    &A->dout_l, &bmax);
                     if (fb < 0 || bb < 0) {
                         t = INFINITY;
                     } else {
@@ -318,8 +319,7 @@ static void build_edges(Planner *p)
 /* The dynamic program                                                 */
 
 /* Producers awaited at position j (before instance j runs), in order. */
-static int live_at(const Planner *p, int j, int *live)
-{
+static int live_at(const Planner *p, int j, int *live) {
     int n = 0;
     for (int i = 0; i < j; ++i)
         if (p->last_use[i] >= j)
@@ -330,8 +330,8 @@ static int live_at(const Planner *p, int j, int *live)
 typedef struct State {
     int *assign; /* candidate per live producer */
     double cost;
-    int prev;    /* index in the previous step's states */
-    int chosen;  /* candidate chosen for the instance of this step */
+    int prev;   /* index in the previous step's states */
+    int chosen; /* candidate chosen for the instance of this step */
 } State;
 
 typedef struct Layer {
@@ -343,29 +343,27 @@ typedef struct Layer {
     int hash_cap;
 } Layer;
 
-static unsigned long assign_hash(const int *assign, int n)
-{
+static unsigned long assign_hash(const int *assign, int n) {
     unsigned long h = 1469598103934665603ul;
     for (int i = 0; i < n; ++i)
         h = (h ^ (unsigned long)(unsigned)assign[i]) * 1099511628211ul;
     return h;
 }
 
-static int state_find(const Layer *L, const int *assign)
-{
+static int state_find(const Layer *L, const int *assign) {
     if (!L->hash_cap)
         return -1;
     int k = (int)(assign_hash(assign, L->nlive) % (unsigned long)L->hash_cap);
     while (L->hash[k] >= 0) {
-        if (L->nlive == 0 || memcmp(L->states[L->hash[k]].assign, assign, sizeof(int) * (size_t)L->nlive) == 0)
+        if (L->nlive == 0 ||
+            memcmp(L->states[L->hash[k]].assign, assign, sizeof(int) * (size_t)L->nlive) == 0)
             return L->hash[k];
         k = (k + 1) % L->hash_cap;
     }
     return -1;
 }
 
-static void state_index(Planner *p, Layer *L, int s)
-{
+static void state_index(Planner *p, Layer *L, int s) {
     if (2 * (s + 1) > L->hash_cap) {
         L->hash_cap = L->hash_cap ? L->hash_cap * 2 : 64;
         L->hash = ARENA_ARRAY(p->arena, int, L->hash_cap);
@@ -380,8 +378,8 @@ static void state_index(Planner *p, Layer *L, int s)
     L->hash[k] = s;
 }
 
-static void state_offer(Planner *p, Layer *L, const int *assign, double cost, int prev, int chosen)
-{
+static void state_offer(Planner *p, Layer *L, const int *assign, double cost, int prev,
+                        int chosen) {
     int s = state_find(L, assign);
     if (s >= 0) {
         if (cost < L->states[s].cost) {
@@ -410,8 +408,7 @@ static void state_offer(Planner *p, Layer *L, const int *assign, double cost, in
 }
 
 /* One step: from the states before instance j to those after it. */
-static void dp_step(Planner *p, int j, const Layer *in, Layer *out)
-{
+static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
     memset(out, 0, sizeof *out);
     out->nlive = live_at(p, j + 1, out->live);
     int assign[64];
@@ -448,15 +445,13 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out)
 
 /* Runs instances [lo, hi) from `start`; fills steps[lo+1..hi] (steps[k]
  * is the layer before instance k). */
-static void dp_range(Planner *p, int lo, int hi, Layer *steps)
-{
+static void dp_range(Planner *p, int lo, int hi, Layer *steps) {
     for (int j = lo; j < hi; ++j)
         dp_step(p, j, &steps[j], &steps[j + 1]);
 }
 
 /* (min, +) product C = A B of k x k matrices. */
-static void minplus(const double *A, const double *B, double *C, int k)
-{
+static void minplus(const double *A, const double *B, double *C, int k) {
     for (int a = 0; a < k; ++a)
         for (int b = 0; b < k; ++b) {
             double best = INFINITY;
@@ -472,8 +467,7 @@ static void minplus(const double *A, const double *B, double *C, int k)
 /* The optimum through the layer power: prefix (up to the end of the
  * first layer), the transfer matrix of one interior layer raised to
  * L - 1, then the suffix. Returns -1 when the structure does not allow it. */
-static double power_optimum(Planner *p)
-{
+static double power_optimum(Planner *p) {
     const Model *m = p->model;
     int first = m->layer_first, size = m->layer_size, L = m->layer_count;
     if (L < 3 || size < 1)
@@ -504,7 +498,7 @@ static double power_optimum(Planner *p)
     for (int s = 0; s < pre->count; ++s)
         P[pre->states[s].assign[0]] = pre->states[s].cost;
     /* Transfer matrix of layer 1. */
-    double *M = ARENA_ARRAY(p->arena, double, k * k);
+    double *M = ARENA_ARRAY(p->arena, double, k *k);
     int lo = first + size, hi = first + 2 * size;
     for (int a = 0; a < k; ++a) {
         Layer *tmp = ARENA_ARRAY(p->arena, Layer, p->n + 1);
@@ -518,8 +512,8 @@ static double power_optimum(Planner *p)
             M[a * k + tmp[hi].states[s].assign[0]] = tmp[hi].states[s].cost;
     }
     /* R = M^(L-1) by squaring. */
-    double *R = ARENA_ARRAY(p->arena, double, k * k), *T = ARENA_ARRAY(p->arena, double, k * k);
-    double *B = ARENA_ARRAY(p->arena, double, k * k);
+    double *R = ARENA_ARRAY(p->arena, double, k *k), *T = ARENA_ARRAY(p->arena, double, k *k);
+    double *B = ARENA_ARRAY(p->arena, double, k *k);
     for (int a = 0; a < k; ++a)
         for (int b = 0; b < k; ++b)
             R[a * k + b] = a == b ? 0 : INFINITY;
@@ -555,8 +549,7 @@ static double power_optimum(Planner *p)
 }
 
 /* The linear dynamic program over all instances; fills plan->choice. */
-static double solve(Planner *p)
-{
+static double solve(Planner *p) {
     Layer *steps = ARENA_ARRAY(p->arena, Layer, p->n + 1);
     steps[0].nlive = 0;
     int none[1] = {0};
@@ -576,8 +569,7 @@ static double solve(Planner *p)
 
 /* ------------------------------------------------------------------ */
 
-static void summarise(Planner *p)
-{
+static void summarise(Planner *p) {
     Plan *plan = p->plan;
     plan->time = 0;
     plan->edge_time = 0;
@@ -603,8 +595,7 @@ static void summarise(Planner *p)
 }
 
 /* Objective of an assignment under the planner's edges. */
-static double objective(const Planner *p, const int *choice)
-{
+static double objective(const Planner *p, const int *choice) {
     double t = 0;
     for (int i = 0; i < p->n; ++i)
         t += own_time(p, i, choice[i]);
@@ -617,14 +608,12 @@ static double objective(const Planner *p, const int *choice)
 
 static Planner *last_planner; /* for plan_exhaustive, set by plan_model */
 
-double plan_assignment_time(const Plan *plan, const int *choice)
-{
+double plan_assignment_time(const Plan *plan, const int *choice) {
     ICE_ASSERT(last_planner && last_planner->plan == plan);
     return objective(last_planner, choice);
 }
 
-double plan_exhaustive(const Plan *plan, long limit, int *best_choice)
-{
+double plan_exhaustive(const Plan *plan, long limit, int *best_choice) {
     Planner *p = last_planner;
     ICE_ASSERT(p && p->plan == plan);
     long total = 1;
@@ -652,8 +641,7 @@ double plan_exhaustive(const Plan *plan, long limit, int *best_choice)
     return best;
 }
 
-const char *plan_use_text(Arena *arena, const Plan *plan, int inst)
-{
+const char *plan_use_text(Arena *arena, const Plan *plan, int inst) {
     const PlanCandidate *pc = plan->cands[inst].items[plan->choice[inst]];
     const Mesh *mesh = &plan->mesh;
     char buf[256];
@@ -666,8 +654,7 @@ const char *plan_use_text(Arena *arena, const Plan *plan, int inst)
 }
 
 int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *model,
-               const PlanOptions *opt, Plan *out)
-{
+               const PlanOptions *opt, Plan *out) {
     static Planner planner;
     Planner *p = &planner;
     memset(p, 0, sizeof *p);
@@ -722,13 +709,14 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
             diag_error(sink, model->name_span,
                        "no plan of '%s' fits in %ld bytes per device: the smallest found needs %ld",
                        model->name, opt->memory_limit, p->min_peak[i]);
-            diag_note(sink, inst->span, "'%s' alone needs at least %ld bytes per device (partition '%s')",
-                      inst->name, p->min_peak[i], p->min_peak_use[i]);
+            diag_note(sink, inst->span,
+                      "'%s' alone needs at least %ld bytes per device (partition '%s')", inst->name,
+                      p->min_peak[i], p->min_peak_use[i]);
             return 0;
         }
         if (out->cands[i].count == 0) {
-            diag_error(sink, inst->span, "no partition of '%s' applies to '%s' on this mesh", inst->op->name,
-                       inst->name);
+            diag_error(sink, inst->span, "no partition of '%s' applies to '%s' on this mesh",
+                       inst->op->name, inst->name);
             return 0;
         }
     }
@@ -761,8 +749,10 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
                        "no plan of '%s' fits in %ld bytes per device: the smallest found needs %ld",
                        model->name, opt->memory_limit, smallest);
             diag_note(sink, model->instances[worst].span,
-                      "the largest part is '%s' (%ld bytes of weights, gradients and stashed inputs per device)",
-                      model->instances[worst].name, cand(p, worst, out->choice[worst])->cost.persistent);
+                      "the largest part is '%s' (%ld bytes of weights, gradients and stashed "
+                      "inputs per device)",
+                      model->instances[worst].name,
+                      cand(p, worst, out->choice[worst])->cost.persistent);
             return 0;
         }
         out->penalised = 1;

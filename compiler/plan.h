@@ -26,11 +26,11 @@
 #include "schedule.h"
 
 typedef struct PlanCost {
-    double time;      /* seconds per training step */
-    long coll_bytes;  /* collective bytes, the busiest device */
-    long p2p_bytes;   /* shift + redistribution bytes, the busiest device */
-    long peak;        /* peak bytes of the schedule, the busiest device */
-    long persistent;  /* weights, their gradients and stashed inputs, per device */
+    double time;     /* seconds per training step */
+    long coll_bytes; /* collective bytes, the busiest device */
+    long p2p_bytes;  /* shift + redistribution bytes, the busiest device */
+    long peak;       /* peak bytes of the schedule, the busiest device */
+    long persistent; /* weights, their gradients and stashed inputs, per device */
 } PlanCost;
 
 /* How a schedule and a conversion are priced (the cost model). The
@@ -44,10 +44,10 @@ typedef double (*PlanMoveFn)(long bytes_per_device, void *ctx);
 typedef double (*PlanDpFn)(long weight_bytes_per_device, int dp, void *ctx);
 
 typedef struct PlanOptions {
-    Mesh mesh;          /* the mesh to plan on (one data-parallel replica) */
-    int dp;             /* data-parallel replicas; 1: none */
-    long token_size;    /* the token dimension's size (first dim of the first input) */
-    long memory_limit;  /* bytes per device; 0: none */
+    Mesh mesh;         /* the mesh to plan on (one data-parallel replica) */
+    int dp;            /* data-parallel replicas; 1: none */
+    long token_size;   /* the token dimension's size (first dim of the first input) */
+    long memory_limit; /* bytes per device; 0: none */
     PlanCostFn cost;
     PlanMoveFn move;
     PlanDpFn dp_cost;
@@ -77,8 +77,8 @@ typedef struct Plan {
     double time;   /* objective: instance costs + edge costs */
     double edge_time;
     long coll_bytes, p2p_bytes; /* summed over instances and edges, busiest device each */
-    long memory;   /* sum of persistent + the largest transient peak */
-    double power_time; /* the layer-power evaluation of the optimum (must equal time) */
+    long memory;                /* sum of persistent + the largest transient peak */
+    double power_time;          /* the layer-power evaluation of the optimum (must equal time) */
     int used_power;
     int penalised; /* the memory limit needed the Lagrangian penalty */
     long candidates;

@@ -28,8 +28,7 @@ typedef struct CostCtx {
     Arena *arena;
 } CostCtx;
 
-static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx)
-{
+static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx) {
     CostCtx *c = ctx;
     CostReport r;
     cost_schedule(s, c->profile, &c->opt, scratch, &r);
@@ -51,35 +50,39 @@ static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx)
     return pc;
 }
 
-static double price_move(long bytes, void *ctx)
-{
+static double price_move(long bytes, void *ctx) {
     CostCtx *c = ctx;
     return cost_p2p_us(c->profile, LINK_INTRA, (double)bytes / 4 * c->opt.elem_bytes) * 1e-6;
 }
 
-static double price_dp(long weight_bytes, int dp, void *ctx)
-{
+static double price_dp(long weight_bytes, int dp, void *ctx) {
     CostCtx *c = ctx;
     return cost_collective_us(c->profile, COMM_ALLREDUCE, LINK_INTER,
-                              (double)weight_bytes / 4 * c->opt.elem_bytes, dp) * 1e-6;
+                              (double)weight_bytes / 4 * c->opt.elem_bytes, dp) *
+           1e-6;
 }
 
-static long parse_bytes(const char *s, int *ok)
-{
+static long parse_bytes(const char *s, int *ok) {
     char *end;
     double v = strtod(s, &end);
     double mul = 1;
-    if (!strcmp(end, "K") || !strcmp(end, "KiB")) mul = 1024.0;
-    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mul = 1024.0 * 1024;
-    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mul = 1024.0 * 1024 * 1024;
-    else if (!strcmp(end, "GB")) mul = 1e9;
-    else if (*end) { *ok = 0; return 0; }
+    if (!strcmp(end, "K") || !strcmp(end, "KiB"))
+        mul = 1024.0;
+    else if (!strcmp(end, "M") || !strcmp(end, "MiB"))
+        mul = 1024.0 * 1024;
+    else if (!strcmp(end, "G") || !strcmp(end, "GiB"))
+        mul = 1024.0 * 1024 * 1024;
+    else if (!strcmp(end, "GB"))
+        mul = 1e9;
+    else if (*end) {
+        *ok = 0;
+        return 0;
+    }
     *ok = v > 0;
     return (long)(v * mul);
 }
 
-static double now_ms(void)
-{
+static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
@@ -91,8 +94,7 @@ typedef struct Result {
     int dp;
 } Result;
 
-static void mesh_1d(Mesh *m, long n)
-{
+static void mesh_1d(Mesh *m, long n) {
     memset(m, 0, sizeof *m);
     m->naxes = 1;
     m->names[0] = "d";
@@ -100,8 +102,7 @@ static void mesh_1d(Mesh *m, long n)
     m->ndev = (int)n;
 }
 
-static void mesh_2d(Mesh *m, long a)
-{
+static void mesh_2d(Mesh *m, long a) {
     memset(m, 0, sizeof *m);
     m->naxes = 2;
     m->names[0] = "i";
@@ -110,10 +111,11 @@ static void mesh_2d(Mesh *m, long a)
     m->ndev = (int)(a * a);
 }
 
-static void write_plan_prime(FILE *f, const Model *m, const Result *r, const char *source, Arena *arena)
-{
-    fprintf(f, "// Plan chosen by `primec plan` for model '%s': %d devices as %d data-parallel\n"
-               "// replica%s of the mesh below. Check it with `primec check`.\n",
+static void write_plan_prime(FILE *f, const Model *m, const Result *r, const char *source,
+                             Arena *arena) {
+    fprintf(f,
+            "// Plan chosen by `primec plan` for model '%s': %d devices as %d data-parallel\n"
+            "// replica%s of the mesh below. Check it with `primec check`.\n",
             m->name, r->mesh.ndev * r->dp, r->dp, r->dp == 1 ? "" : "s");
     fprintf(f, "import \"%s\";\n\nmodel %s_planned {\n    mesh(", source, m->name);
     for (int a = 0; a < r->mesh.naxes; ++a)
@@ -138,23 +140,25 @@ static void write_plan_prime(FILE *f, const Model *m, const Result *r, const cha
     fprintf(f, "}\n");
 }
 
-static void print_plan(const Model *m, const Result *r, const Profile *prof, Arena *arena, FILE *out)
-{
-    fprintf(out, "plan for %s on %d devices (profile %s): mesh (", m->name, r->mesh.ndev * r->dp, prof->name);
+static void print_plan(const Model *m, const Result *r, const Profile *prof, Arena *arena,
+                       FILE *out) {
+    fprintf(out, "plan for %s on %d devices (profile %s): mesh (", m->name, r->mesh.ndev * r->dp,
+            prof->name);
     for (int a = 0; a < r->mesh.naxes; ++a)
         fprintf(out, "%s%s: %ld", a ? ", " : "", r->mesh.names[a], r->mesh.sizes[a]);
     fprintf(out, ") x %d data-parallel replica%s\n", r->dp, r->dp == 1 ? "" : "s");
-    fprintf(out, "  %-14s %-28s %12s %14s %14s\n", "instance", "partition", "time (us)", "coll B/dev", "p2p B/dev");
+    fprintf(out, "  %-14s %-28s %12s %14s %14s\n", "instance", "partition", "time (us)",
+            "coll B/dev", "p2p B/dev");
     for (int i = 0; i < m->ninstances; ++i) {
         const PlanCandidate *pc = r->plan.cands[i].items[r->plan.choice[i]];
-        fprintf(out, "  %-14s %-28s %12.1f %14ld %14ld\n", m->instances[i].name, plan_use_text(arena, &r->plan, i),
-                pc->cost.time * 1e6, pc->cost.coll_bytes, pc->cost.p2p_bytes);
+        fprintf(out, "  %-14s %-28s %12.1f %14ld %14ld\n", m->instances[i].name,
+                plan_use_text(arena, &r->plan, i), pc->cost.time * 1e6, pc->cost.coll_bytes,
+                pc->cost.p2p_bytes);
     }
     fprintf(out, "  redistribution between instances: %.1f us\n", r->plan.edge_time * 1e6);
 }
 
-int plan_main(int argc, char **argv)
-{
+int plan_main(int argc, char **argv) {
     const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
     long devices = 0, memory_limit = 0, tp_max = 64;
     int json = 0, elem_bytes = 4;
@@ -179,7 +183,9 @@ int plan_main(int argc, char **argv)
             int ok;
             memory_limit = parse_bytes(argv[++i], &ok);
             if (!ok) {
-                fprintf(stderr, "primec: error: bad --memory-limit '%s' (e.g. 16G, 512M, 1000000)\n", argv[i]);
+                fprintf(stderr,
+                        "primec: error: bad --memory-limit '%s' (e.g. 16G, 512M, 1000000)\n",
+                        argv[i]);
                 return 2;
             }
         } else if (a[0] == '-') {
@@ -193,11 +199,13 @@ int plan_main(int argc, char **argv)
         }
     }
     if (!file) {
-        fprintf(stderr, "usage: primec plan FILE [--model M] [--devices N] [--profile P] [--memory-limit BYTES] [--elem-bytes 2|4] [--json] [-o OUT.prime]\n");
+        fprintf(stderr, "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
+                        "[--memory-limit BYTES] [--elem-bytes 2|4] [--json] [-o OUT.prime]\n");
         return 2;
     }
     if (devices < 0 || (devices & (devices - 1)) || elem_bytes < 1 || tp_max < 1) {
-        fprintf(stderr, "primec: error: --devices must be a power of two and --elem-bytes positive\n");
+        fprintf(stderr,
+                "primec: error: --devices must be a power of two and --elem-bytes positive\n");
         return 2;
     }
     Profile prof;
@@ -332,27 +340,38 @@ int plan_main(int argc, char **argv)
             }
         }
         if (json) {
-            printf("{\"model\": \"%s\", \"devices\": %ld, \"profile\": \"%s\", \"dp\": %d, \"mesh\": [", m->name, n,
-                   prof.name, best.dp);
+            printf("{\"model\": \"%s\", \"devices\": %ld, \"profile\": \"%s\", \"dp\": %d, "
+                   "\"mesh\": [",
+                   m->name, n, prof.name, best.dp);
             for (int a = 0; a < best.mesh.naxes; ++a)
-                printf("%s{\"axis\": \"%s\", \"size\": %ld}", a ? ", " : "", best.mesh.names[a], best.mesh.sizes[a]);
+                printf("%s{\"axis\": \"%s\", \"size\": %ld}", a ? ", " : "", best.mesh.names[a],
+                       best.mesh.sizes[a]);
             printf("], \"instances\": [");
             for (int i = 0; i < m->ninstances; ++i)
                 printf("%s{\"name\": \"%s\", \"use\": \"%s\"}", i ? ", " : "", m->instances[i].name,
                        plan_use_text(c.arena, &best.plan, i));
-            printf("], \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, \"memory_bytes\": %ld, "
-                   "\"pinned_time_s\": %.9g, \"pinned_collective_bytes\": %ld, \"pinned_p2p_bytes\": %ld, "
-                   "\"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s}\n",
-                   best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory, pinned_time,
-                   pinned_coll, pinned_p2p, best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
+            printf(
+                "], \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
+                "\"memory_bytes\": %ld, "
+                "\"pinned_time_s\": %.9g, \"pinned_collective_bytes\": %ld, \"pinned_p2p_bytes\": "
+                "%ld, "
+                "\"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s}\n",
+                best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory,
+                pinned_time, pinned_coll, pinned_p2p, best.plan.candidates, plans, ms,
+                best.plan.used_power ? "true" : "false");
         } else {
             print_plan(m, &best, &prof, c.arena, stdout);
-            printf("predicted step time %.1f us; collective %ld B/device, point-to-point %ld B/device, memory %ld B/device\n",
-                   best.plan.time * 1e6, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory);
+            printf("predicted step time %.1f us; collective %ld B/device, point-to-point %ld "
+                   "B/device, memory %ld B/device\n",
+                   best.plan.time * 1e6, best.plan.coll_bytes, best.plan.p2p_bytes,
+                   best.plan.memory);
             if (pinned_time >= 0)
-                printf("pinned plan (the model's `use` clauses, mesh of %d): %.1f us, collective %ld B/device, point-to-point %ld B/device; speedup %.2fx\n",
-                       m->mesh.ndev, pinned_time * 1e6, pinned_coll, pinned_p2p, pinned_time / best.plan.time);
-            printf("searched %ld candidates in %ld mesh shapes in %.1f ms%s\n", best.plan.candidates, plans, ms,
+                printf("pinned plan (the model's `use` clauses, mesh of %d): %.1f us, collective "
+                       "%ld B/device, point-to-point %ld B/device; speedup %.2fx\n",
+                       m->mesh.ndev, pinned_time * 1e6, pinned_coll, pinned_p2p,
+                       pinned_time / best.plan.time);
+            printf("searched %ld candidates in %ld mesh shapes in %.1f ms%s\n",
+                   best.plan.candidates, plans, ms,
                    best.plan.used_power ? " (layers composed as a (min,+) matrix power)" : "");
         }
         if (out_path) {
@@ -369,7 +388,8 @@ int plan_main(int argc, char **argv)
         }
     }
     if (!any && rc == 0) {
-        diag_error_plain(&c.sink, model_name ? "no model named '%s'" : "no model in '%s'", model_name ? model_name : file);
+        diag_error_plain(&c.sink, model_name ? "no model named '%s'" : "no model in '%s'",
+                         model_name ? model_name : file);
         rc = 1;
     }
     diag_finish(&c.sink);

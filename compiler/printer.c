@@ -10,20 +10,17 @@
 
 #include "diag.h"
 
-void printer_init(Printer *p)
-{
+void printer_init(Printer *p) {
     memset(p, 0, sizeof *p);
     p->at_line_start = 1;
 }
 
-void printer_free(Printer *p)
-{
+void printer_free(Printer *p) {
     free(p->data);
     memset(p, 0, sizeof *p);
 }
 
-static void reserve(Printer *p, size_t extra)
-{
+static void reserve(Printer *p, size_t extra) {
     if (p->len + extra + 1 <= p->cap)
         return;
     size_t cap = p->cap ? p->cap : 4096;
@@ -36,8 +33,7 @@ static void reserve(Printer *p, size_t extra)
     p->cap = cap;
 }
 
-static void put(Printer *p, const char *s, size_t n)
-{
+static void put(Printer *p, const char *s, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         if (p->at_line_start && s[i] != '\n') {
             reserve(p, (size_t)p->indent * 4);
@@ -54,8 +50,7 @@ static void put(Printer *p, const char *s, size_t n)
         p->data[p->len] = 0;
 }
 
-void printer_printf(Printer *p, const char *fmt, ...)
-{
+void printer_printf(Printer *p, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     char small[512];
@@ -78,10 +73,11 @@ void printer_printf(Printer *p, const char *fmt, ...)
     va_end(ap2);
 }
 
-void printer_indent(Printer *p, int delta) { p->indent += delta; }
+void printer_indent(Printer *p, int delta) {
+    p->indent += delta;
+}
 
-char *printer_take(Printer *p, size_t *len)
-{
+char *printer_take(Printer *p, size_t *len) {
     reserve(p, 0);
     p->data[p->len] = 0;
     char *d = p->data;

@@ -12,7 +12,7 @@ typedef struct Printer {
     char *data;
     size_t len;
     size_t cap;
-    int indent;  /* levels of 4 spaces */
+    int indent; /* levels of 4 spaces */
     int at_line_start;
 } Printer;
 

@@ -257,18 +257,23 @@ int profile_parse(const char *text, const char *filename, Profile *out, char *er
             lead++;
         const char *s = line + lead;
         size_t n = body - lead;
+        size_t w = 0; /* the first word: free text follows name and description */
+        while (w < n && s[w] != ' ' && s[w] != '\t' && s[w] != '\r')
+            w++;
         char tok[MAX_TOKENS][TOKEN_MAX];
-        int ntok;
-        if (!tokenize(&p, s, n, tok, &ntok))
+        int ntok = 0;
+        if (w == 4 && memcmp(s, "name", 4) == 0) {
+            if (!parse_text(&p, "name", &p.name_line, s, n, out->name, sizeof out->name))
+                return 0;
+        } else if (w == 11 && memcmp(s, "description", 11) == 0) {
+            if (!parse_text(&p, "description", &p.desc_line, s, n, out->description, sizeof out->description))
+                return 0;
+        } else if (!tokenize(&p, s, n, tok, &ntok)) {
             return 0;
+        }
         if (ntok > 0) {
             int ok = 1;
-            if (strcmp(tok[0], "name") == 0) {
-                ok = parse_text(&p, "name", &p.name_line, s, n, out->name, sizeof out->name);
-            } else if (strcmp(tok[0], "description") == 0) {
-                ok = parse_text(&p, "description", &p.desc_line, s, n, out->description,
-                                sizeof out->description);
-            } else if (strcmp(tok[0], "link") == 0) {
+            if (strcmp(tok[0], "link") == 0) {
                 ok = parse_link(&p, out, tok, ntok);
             } else {
                 int k = 0;

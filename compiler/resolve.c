@@ -12,12 +12,11 @@ typedef struct Resolver {
     int errors_before;
 } Resolver;
 
-static const char *const intrinsics[] = {"exp", "log", "sqrt", "rsqrt", "tanh", "erf",
-                                         "sigmoid", "relu", "gelu", "silu", "max", "min",
-                                         "abs", "step", "cos", "sin", "pow", NULL};
+static const char *const intrinsics[] = {"exp",     "log",  "sqrt", "rsqrt", "tanh", "erf",
+                                         "sigmoid", "relu", "gelu", "silu",  "max",  "min",
+                                         "abs",     "step", "cos",  "sin",   "pow",  NULL};
 
-const Op *module_find_op(const Module *module, Sym name)
-{
+const Op *module_find_op(const Module *module, Sym name) {
     for (int i = 0; i < module->ops.count; ++i) {
         const Op *op = module->ops.items[i];
         if (op->name == name)
@@ -26,8 +25,7 @@ const Op *module_find_op(const Module *module, Sym name)
     return NULL;
 }
 
-const Partition *module_find_partition(const Module *module, Sym name, const Op *op)
-{
+const Partition *module_find_partition(const Module *module, Sym name, const Op *op) {
     const Partition *any = NULL;
     for (int i = 0; i < module->partitions.count; ++i) {
         const Partition *p = module->partitions.items[i];
@@ -39,8 +37,7 @@ const Partition *module_find_partition(const Module *module, Sym name, const Op 
     return op ? NULL : any;
 }
 
-static const Model *find_model(const Module *module, Sym name)
-{
+static const Model *find_model(const Module *module, Sym name) {
     for (int i = 0; i < module->models.count; ++i) {
         const Model *m = module->models.items[i];
         if (m->name == name)
@@ -52,16 +49,14 @@ static const Model *find_model(const Module *module, Sym name)
 /* ------------------------------------------------------------------ */
 /* Operators                                                           */
 
-static int op_dim_index(const Op *op, Sym name)
-{
+static int op_dim_index(const Op *op, Sym name) {
     for (int d = 0; d < op->ndims; ++d)
         if (op->dims[d] == name)
             return d;
     return -1;
 }
 
-static int add_tensor(Resolver *r, Op *op, OpTensor *t, const TensorParam *tp)
-{
+static int add_tensor(Resolver *r, Op *op, OpTensor *t, const TensorParam *tp) {
     t->name = tp->name.name;
     t->span = tp->span;
     t->ndims = 0;
@@ -97,8 +92,7 @@ static int add_tensor(Resolver *r, Op *op, OpTensor *t, const TensorParam *tp)
     return 1;
 }
 
-static const OpTensor *op_tensor(const Op *op, Sym name)
-{
+static const OpTensor *op_tensor(const Op *op, Sym name) {
     for (int i = 0; i < op->ninputs; ++i)
         if (op->inputs[i].name == name)
             return &op->inputs[i];
@@ -108,8 +102,7 @@ static const OpTensor *op_tensor(const Op *op, Sym name)
 }
 
 /* Checks names inside an operator body expression. */
-static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
-{
+static int check_body_expr(Resolver *r, const Op *op, const Expr *e) {
     switch (e->kind) {
     case EXPR_INT:
         return 1;
@@ -132,9 +125,8 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
             for (int i = 0; i < e->args.count; ++i) {
                 const Ident *id = e->args.items[i];
                 if (op->dims[t->dims[i]] != id->name) {
-                    diag_error(r->sink, id->span,
-                               "dimension %d of '%s' is '%s', not '%s'", i + 1, e->name,
-                               op->dims[t->dims[i]], id->name);
+                    diag_error(r->sink, id->span, "dimension %d of '%s' is '%s', not '%s'", i + 1,
+                               e->name, op->dims[t->dims[i]], id->name);
                     diag_note(r->sink, t->span, "'%s' is declared here", e->name);
                     return 0;
                 }
@@ -154,7 +146,8 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
         if (strcmp(e->name, "size") == 0) {
             const Expr *arg = e->args.count == 1 ? e->args.items[0] : NULL;
             if (!arg || arg->kind != EXPR_NAME || op_dim_index(op, arg->name) < 0) {
-                diag_error(r->sink, e->span, "size() takes one dimension of operator '%s'", op->name);
+                diag_error(r->sink, e->span, "size() takes one dimension of operator '%s'",
+                           op->name);
                 return 0;
             }
             return 1;
@@ -164,7 +157,8 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
             known |= strcmp(intrinsics[i], e->name) == 0;
         if (!known) {
             diag_error(r->sink, e->name_span, "unknown intrinsic '%s'", e->name);
-            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, gelu, silu, max, min, abs, step, cos, sin, pow, size(dim)");
+            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, "
+                                     "gelu, silu, max, min, abs, step, cos, sin, pow, size(dim)");
             return 0;
         }
         int ok = 1;
@@ -181,8 +175,7 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e)
 }
 
 /* `Y[...] += A[...] * B[...] ...` with every input once. */
-static int is_product_of_inputs(const Op *op, const Expr *e, unsigned *seen)
-{
+static int is_product_of_inputs(const Op *op, const Expr *e, unsigned *seen) {
     if (e->kind == EXPR_BINARY && e->op == '*')
         return is_product_of_inputs(op, e->lhs, seen) && is_product_of_inputs(op, e->rhs, seen);
     if (e->kind != EXPR_INDEX)
@@ -198,15 +191,15 @@ static int is_product_of_inputs(const Op *op, const Expr *e, unsigned *seen)
     return 0;
 }
 
-static void resolve_op(Resolver *r, const OpDecl *decl)
-{
+static void resolve_op(Resolver *r, const OpDecl *decl) {
     Op *op = ARENA_NEW(r->arena, Op);
     op->name = decl->name.name;
     op->decl = decl;
     int ok = 1;
     if (decl->params.count > IR_MAX_INPUTS) {
-        diag_error(r->sink, decl->name.span, "operator '%s' has %d inputs; at most %d are supported",
-                   op->name, decl->params.count, IR_MAX_INPUTS);
+        diag_error(r->sink, decl->name.span,
+                   "operator '%s' has %d inputs; at most %d are supported", op->name,
+                   decl->params.count, IR_MAX_INPUTS);
         return;
     }
     for (int i = 0; i < decl->params.count && ok; ++i) {
@@ -246,7 +239,8 @@ static void resolve_op(Resolver *r, const OpDecl *decl)
     for (int i = 0; i < decl->body.count; ++i) {
         const Stmt *st = decl->body.items[i];
         if (st->target.name != op->output.name) {
-            diag_error(r->sink, st->target.span, "statement assigns '%s'; operator '%s' can only assign its result '%s'",
+            diag_error(r->sink, st->target.span,
+                       "statement assigns '%s'; operator '%s' can only assign its result '%s'",
                        st->target.name, op->name, op->output.name);
             ok = 0;
             continue;
@@ -254,10 +248,11 @@ static void resolve_op(Resolver *r, const OpDecl *decl)
         if (st->has_dims) {
             int match = st->target_dims.count == op->output.ndims;
             for (int x = 0; match && x < st->target_dims.count; ++x)
-                match = ((const Ident *)st->target_dims.items[x])->name ==
-                        op->dims[op->output.dims[x]];
+                match =
+                    ((const Ident *)st->target_dims.items[x])->name == op->dims[op->output.dims[x]];
             if (!match) {
-                diag_error(r->sink, st->span, "the dimensions of '%s' here differ from its declaration",
+                diag_error(r->sink, st->span,
+                           "the dimensions of '%s' here differ from its declaration",
                            st->target.name);
                 diag_note(r->sink, decl->result->span, "declared here");
                 ok = 0;
@@ -280,16 +275,14 @@ static void resolve_op(Resolver *r, const OpDecl *decl)
 /* ------------------------------------------------------------------ */
 /* Partitions                                                          */
 
-static int is_size_param(const Partition *p, Sym name)
-{
+static int is_size_param(const Partition *p, Sym name) {
     for (int a = 0; a < p->naxes; ++a)
         if (p->axes[a]->size->kind == EXPR_NAME && p->axes[a]->size->name == name)
             return 1;
     return p->steps && p->steps->size->kind == EXPR_NAME && p->steps->size->name == name;
 }
 
-static int check_dsi_expr(Resolver *r, const Partition *p, const Expr *e)
-{
+static int check_dsi_expr(Resolver *r, const Partition *p, const Expr *e) {
     switch (e->kind) {
     case EXPR_INT:
         return 1;
@@ -326,7 +319,8 @@ static int check_dsi_expr(Resolver *r, const Partition *p, const Expr *e)
     }
     case EXPR_INDEX:
     case EXPR_CALL:
-        diag_error(r->sink, e->span, "a DSI is an integer expression over axes; '%s' is not allowed here",
+        diag_error(r->sink, e->span,
+                   "a DSI is an integer expression over axes; '%s' is not allowed here",
                    e->kind == EXPR_CALL ? "a call" : "a tensor");
         return 0;
     default:
@@ -334,19 +328,18 @@ static int check_dsi_expr(Resolver *r, const Partition *p, const Expr *e)
     }
 }
 
-static int check_axis_size(Resolver *r, const AxisDecl *ax)
-{
+static int check_axis_size(Resolver *r, const AxisDecl *ax) {
     if (ax->size->kind == EXPR_NAME)
         return 1;
     if (ax->size->kind == EXPR_INT && ax->size->value >= 1)
         return 1;
-    diag_error(r->sink, ax->size->span, "the size of axis '%s' must be a positive integer or a size parameter",
+    diag_error(r->sink, ax->size->span,
+               "the size of axis '%s' must be a positive integer or a size parameter",
                ax->name.name);
     return 0;
 }
 
-static void resolve_partition(Resolver *r, const PartitionDecl *decl)
-{
+static void resolve_partition(Resolver *r, const PartitionDecl *decl) {
     Partition *p = ARENA_NEW(r->arena, Partition);
     p->name = decl->name.name;
     p->decl = decl;
@@ -378,8 +371,8 @@ static void resolve_partition(Resolver *r, const PartitionDecl *decl)
         ok &= check_axis_size(r, decl->steps);
         for (int a = 0; a < p->naxes; ++a) {
             if (p->axes[a]->name.name == decl->steps->name.name) {
-                diag_error(r->sink, decl->steps->name.span, "step axis '%s' has the name of a mesh axis",
-                           decl->steps->name.name);
+                diag_error(r->sink, decl->steps->name.span,
+                           "step axis '%s' has the name of a mesh axis", decl->steps->name.name);
                 ok = 0;
             }
         }
@@ -390,7 +383,8 @@ static void resolve_partition(Resolver *r, const PartitionDecl *decl)
         if (d < 0) {
             diag_error(r->sink, dsi->dim.span, "'%s' is not a dimension of operator '%s'",
                        dsi->dim.name, p->op->name);
-            diag_note(r->sink, p->op->decl->name.span, "operator '%s' is declared here", p->op->name);
+            diag_note(r->sink, p->op->decl->name.span, "operator '%s' is declared here",
+                      p->op->name);
             ok = 0;
             continue;
         }
@@ -420,8 +414,7 @@ typedef struct ParamVal {
 } ParamVal;
 
 static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, int nparams,
-                           long *out)
-{
+                           long *out) {
     long a, b;
     switch (e->kind) {
     case EXPR_INT:
@@ -450,13 +443,26 @@ static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, i
             return 0;
         }
         switch (e->op) {
-        case '+': *out = a + b; return 1;
-        case '-': *out = a - b; return 1;
-        case '*': *out = a * b; return 1;
-        case '/': *out = a / b; return 1;
-        case '%': *out = a % b; return 1;
-        case '^': *out = a ^ b; return 1;
-        default: ICE("bad operator");
+        case '+':
+            *out = a + b;
+            return 1;
+        case '-':
+            *out = a - b;
+            return 1;
+        case '*':
+            *out = a * b;
+            return 1;
+        case '/':
+            *out = a / b;
+            return 1;
+        case '%':
+            *out = a % b;
+            return 1;
+        case '^':
+            *out = a ^ b;
+            return 1;
+        default:
+            ICE("bad operator");
         }
     default:
         diag_error(r->sink, e->span, "a parameter is an integer expression");
@@ -464,20 +470,20 @@ static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, i
     }
 }
 
-static int find_tensor(const Model *m, Sym name)
-{
+static int find_tensor(const Model *m, Sym name) {
     for (int i = 0; i < m->ntensors; ++i)
         if (m->tensors[i].name == name)
             return i;
     return -1;
 }
 
-static int is_pow2(long v) { return v > 0 && (v & (v - 1)) == 0; }
+static int is_pow2(long v) {
+    return v > 0 && (v & (v - 1)) == 0;
+}
 
 /* Binds a partition size (INT or size parameter) to a value. */
 static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, Span where,
-                     const char *what)
-{
+                     const char *what) {
     if (size->kind == EXPR_INT) {
         if (size->value != value) {
             diag_error(r->sink, where, "%s has size %ld but partition '%s' needs %ld", what, value,
@@ -490,10 +496,10 @@ static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, 
     for (int i = 0; i < inst->nsize_params; ++i) {
         if (inst->size_param_names[i] == size->name) {
             if (inst->size_param_values[i] != value) {
-                diag_error(r->sink, where,
-                           "%s has size %ld but partition '%s' needs %s = %ld (bound by an earlier axis)",
-                           what, value, inst->partition->name, size->name,
-                           inst->size_param_values[i]);
+                diag_error(
+                    r->sink, where,
+                    "%s has size %ld but partition '%s' needs %s = %ld (bound by an earlier axis)",
+                    what, value, inst->partition->name, size->name, inst->size_param_values[i]);
                 diag_note(r->sink, size->span, "'%s' is used here", size->name);
                 return 0;
             }
@@ -506,8 +512,7 @@ static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, 
     return 1;
 }
 
-static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use)
-{
+static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use) {
     const Partition *p = module_find_partition(r->module, use->partition.name, inst->op);
     if (!p)
         p = module_find_partition(r->module, use->partition.name, NULL);
@@ -559,7 +564,8 @@ static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause
     }
     for (int a = 0; a < p->naxes; ++a) {
         if (inst->axis_map[a] < 0) {
-            diag_error(r->sink, use->span, "axis '%s' of partition '%s' is not bound to a mesh axis",
+            diag_error(r->sink, use->span,
+                       "axis '%s' of partition '%s' is not bound to a mesh axis",
                        p->axes[a]->name.name, p->name);
             return 0;
         }
@@ -570,8 +576,10 @@ static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause
                 return 0;
             }
         }
-        const char *what = arena_printf(r->arena, "mesh axis '%s'", m->mesh.names[inst->axis_map[a]]);
-        if (!bind_size(r, inst, p->axes[a]->size, m->mesh.sizes[inst->axis_map[a]], use->span, what))
+        const char *what =
+            arena_printf(r->arena, "mesh axis '%s'", m->mesh.names[inst->axis_map[a]]);
+        if (!bind_size(r, inst, p->axes[a]->size, m->mesh.sizes[inst->axis_map[a]], use->span,
+                       what))
             return 0;
     }
     inst->steps = 1;
@@ -619,22 +627,19 @@ typedef struct Rename {
     PtrVec locals; /* Sym: names the block defines */
 } Rename;
 
-static Sym suffixed(Resolver *r, Sym name, long l)
-{
+static Sym suffixed(Resolver *r, Sym name, long l) {
     const char *s = arena_printf(r->arena, "%s_%ld", name, l);
     return arena_intern(r->arena, s, strlen(s));
 }
 
-static int is_local(const Rename *rn, Sym name)
-{
+static int is_local(const Rename *rn, Sym name) {
     for (int i = 0; i < rn->locals.count; ++i)
         if (rn->locals.items[i] == name)
             return 1;
     return 0;
 }
 
-static Sym map_def(Resolver *r, const Rename *rn, Sym name)
-{
+static Sym map_def(Resolver *r, const Rename *rn, Sym name) {
     if (!rn)
         return name;
     if (name == rn->layer->layer_out.name && rn->index == rn->count - 1)
@@ -642,8 +647,7 @@ static Sym map_def(Resolver *r, const Rename *rn, Sym name)
     return suffixed(r, name, rn->index);
 }
 
-static Sym map_use(Resolver *r, const Rename *rn, Sym name)
-{
+static Sym map_use(Resolver *r, const Rename *rn, Sym name) {
     if (!rn)
         return name;
     if (name == rn->layer->layer_in.name && !is_local(rn, name))
@@ -653,8 +657,7 @@ static Sym map_use(Resolver *r, const Rename *rn, Sym name)
     return name;
 }
 
-static ModelTensor *model_new_tensor(Resolver *r, ModelCtx *mc)
-{
+static ModelTensor *model_new_tensor(Resolver *r, ModelCtx *mc) {
     Model *m = mc->m;
     if (m->ntensors == mc->tensor_cap) {
         int cap = mc->tensor_cap ? mc->tensor_cap * 2 : 16;
@@ -668,8 +671,7 @@ static ModelTensor *model_new_tensor(Resolver *r, ModelCtx *mc)
     return &m->tensors[m->ntensors];
 }
 
-static Instance *model_new_instance(Resolver *r, ModelCtx *mc)
-{
+static Instance *model_new_instance(Resolver *r, ModelCtx *mc) {
     Model *m = mc->m;
     if (m->ninstances == mc->instance_cap) {
         int cap = mc->instance_cap ? mc->instance_cap * 2 : 16;
@@ -687,8 +689,8 @@ static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Re
 
 /* An item after `it` (in the model, or in the layer being expanded) that
  * defines `name`: using it now would make the graph cyclic. */
-static const ModelItem *defined_later(const ModelCtx *mc, const Rename *rn, const ModelItem *it, Sym name)
-{
+static const ModelItem *defined_later(const ModelCtx *mc, const Rename *rn, const ModelItem *it,
+                                      Sym name) {
     const PtrVec *items = rn ? &rn->layer->items : &mc->m->decl->items;
     int seen = 0;
     for (int i = 0; i < items->count; ++i) {
@@ -697,7 +699,8 @@ static const ModelItem *defined_later(const ModelCtx *mc, const Rename *rn, cons
             seen = 1;
             continue;
         }
-        if (seen && (x->kind == MITEM_INSTANCE || x->kind == MITEM_WEIGHT || x->kind == MITEM_INPUT) &&
+        if (seen &&
+            (x->kind == MITEM_INSTANCE || x->kind == MITEM_WEIGHT || x->kind == MITEM_INPUT) &&
             x->name.name == name)
             return x;
     }
@@ -705,13 +708,13 @@ static const ModelItem *defined_later(const ModelCtx *mc, const Rename *rn, cons
 }
 static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it);
 
-static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn)
-{
+static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
     if (rn && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STRICT ||
                it->kind == MITEM_LAYER || it->kind == MITEM_INPUT)) {
         if (rn->index == 0)
-            diag_error(r->sink, it->span, "only weights and operator instances may appear inside a layer");
+            diag_error(r->sink, it->span,
+                       "only weights and operator instances may appear inside a layer");
         mc->ok = 0;
         return;
     }
@@ -720,7 +723,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
         case MITEM_PARAM: {
             for (int j = 0; j < mc->nparams; ++j) {
                 if (mc->params[j].name == it->name.name) {
-                    diag_error(r->sink, it->name.span, "parameter '%s' defined twice", it->name.name);
+                    diag_error(r->sink, it->name.span, "parameter '%s' defined twice",
+                               it->name.name);
                     diag_note(r->sink, mc->params[j].span, "previous definition");
                     mc->ok = 0;
                 }
@@ -760,7 +764,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                     continue;
                 }
                 if (!is_pow2(v)) {
-                    diag_error(r->sink, ax->size->span, "mesh axis '%s' has size %ld; mesh axes have power-of-two sizes",
+                    diag_error(r->sink, ax->size->span,
+                               "mesh axis '%s' has size %ld; mesh axes have power-of-two sizes",
                                ax->name.name, v);
                     mc->mesh_bad = 1;
                     mc->ok = 0;
@@ -768,7 +773,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 }
                 for (int b = 0; b < m->mesh.naxes; ++b) {
                     if (m->mesh.names[b] == ax->name.name) {
-                        diag_error(r->sink, ax->name.span, "mesh axis '%s' declared twice", ax->name.name);
+                        diag_error(r->sink, ax->name.span, "mesh axis '%s' declared twice",
+                                   ax->name.name);
                         mc->ok = 0;
                     }
                 }
@@ -779,8 +785,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 m->mesh.ndev *= (int)v;
             }
             if (m->mesh.ndev > 4096) {
-                diag_error(r->sink, it->span, "a mesh of %d devices is larger than the supported 4096",
-                           m->mesh.ndev);
+                diag_error(r->sink, it->span,
+                           "a mesh of %d devices is larger than the supported 4096", m->mesh.ndev);
                 mc->ok = 0;
             }
             break;
@@ -868,7 +874,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                         /* Already reported where it was defined. */
                     } else if (later) {
                         diag_error(r->sink, arg->span,
-                                   "'%s' is used before it is defined: a model is an acyclic graph in definition order",
+                                   "'%s' is used before it is defined: a model is an acyclic graph "
+                                   "in definition order",
                                    arg->name);
                         diag_note(r->sink, later->name.span, "'%s' is defined here", arg->name);
                     } else {
@@ -881,8 +888,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 const ModelTensor *mt = &m->tensors[ti];
                 const OpTensor *ot = &op->inputs[a];
                 if (mt->ndims != ot->ndims) {
-                    diag_error(r->sink, arg->span, "'%s' has %d dimensions but input '%s' of '%s' has %d",
-                               arg->name, mt->ndims, ot->name, op->name, ot->ndims);
+                    diag_error(r->sink, arg->span,
+                               "'%s' has %d dimensions but input '%s' of '%s' has %d", arg->name,
+                               mt->ndims, ot->name, op->name, ot->ndims);
                     diag_note(r->sink, mt->span, "'%s' is defined here", arg->name);
                     iok = 0;
                     break;
@@ -894,10 +902,11 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                         bound_by[d] = a;
                     } else if (inst->dim_sizes[d] != mt->sizes[x]) {
                         const Ident *first = it->args.items[bound_by[d]];
-                        diag_error(r->sink, arg->span,
-                                   "shape mismatch: dimension '%s' of '%s' is %ld in '%s' but %ld in '%s'",
-                                   op->dims[d], op->name, mt->sizes[x], arg->name,
-                                   inst->dim_sizes[d], first->name);
+                        diag_error(
+                            r->sink, arg->span,
+                            "shape mismatch: dimension '%s' of '%s' is %ld in '%s' but %ld in '%s'",
+                            op->dims[d], op->name, mt->sizes[x], arg->name, inst->dim_sizes[d],
+                            first->name);
                         diag_note(r->sink, first->span, "'%s' gives '%s' = %ld here", first->name,
                                   op->dims[d], inst->dim_sizes[d]);
                         iok = 0;
@@ -925,7 +934,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             }
             if (it->use) {
                 if (!mc->have_mesh) {
-                    diag_error(r->sink, it->use->span, "'use' needs the model's mesh declared before it");
+                    diag_error(r->sink, it->use->span,
+                               "'use' needs the model's mesh declared before it");
                     mc->ok = 0;
                     break;
                 }
@@ -948,14 +958,12 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
     }
 }
 
-static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Rename *rn)
-{
+static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Rename *rn) {
     for (int i = 0; i < items->count; ++i)
         model_item(r, mc, items->items[i], rn);
 }
 
-static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it)
-{
+static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it) {
     long count;
     if (!eval_param_expr(r, it->repeat, mc->params, mc->nparams, &count)) {
         mc->ok = 0;
@@ -979,7 +987,8 @@ static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it)
         }
     }
     if (!defines_out) {
-        diag_error(r->sink, it->layer_out.span, "the layer never defines its output '%s'", it->layer_out.name);
+        diag_error(r->sink, it->layer_out.span, "the layer never defines its output '%s'",
+                   it->layer_out.name);
         mc->ok = 0;
         return;
     }
@@ -997,8 +1006,7 @@ static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it)
         m->layer_count = 0;
 }
 
-static void resolve_model(Resolver *r, const ModelDecl *decl)
-{
+static void resolve_model(Resolver *r, const ModelDecl *decl) {
     Model *m = ARENA_NEW(r->arena, Model);
     m->name = decl->name.name;
     m->span = decl->span;
@@ -1021,19 +1029,21 @@ static void resolve_model(Resolver *r, const ModelDecl *decl)
 
 /* ------------------------------------------------------------------ */
 
-static Span decl_name_span(const Decl *d)
-{
+static Span decl_name_span(const Decl *d) {
     switch (d->kind) {
-    case DECL_OP: return d->op->name.span;
-    case DECL_PARTITION: return d->partition->name.span;
-    case DECL_MODEL: return d->model->name.span;
-    default: return d->span;
+    case DECL_OP:
+        return d->op->name.span;
+    case DECL_PARTITION:
+        return d->partition->name.span;
+    case DECL_MODEL:
+        return d->model->name.span;
+    default:
+        return d->span;
     }
 }
 
 int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int nprograms,
-                     Module *module)
-{
+                     Module *module) {
     Resolver r = {arena, sink, module, sink->error_count};
     memset(module, 0, sizeof *module);
     /* Operators first (partitions refer to them), in file order. */
@@ -1046,11 +1056,12 @@ int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int
                 Sym name = kind == DECL_OP          ? d->op->name.name
                            : kind == DECL_PARTITION ? d->partition->name.name
                                                     : d->model->name.name;
-                const void *prev = kind == DECL_OP ? (const void *)module_find_op(module, name)
-                                   : kind == DECL_PARTITION
-                                       ? (const void *)module_find_partition(
-                                             module, name, module_find_op(module, d->partition->of_op.name))
-                                       : (const void *)find_model(module, name);
+                const void *prev =
+                    kind == DECL_OP ? (const void *)module_find_op(module, name)
+                    : kind == DECL_PARTITION
+                        ? (const void *)module_find_partition(
+                              module, name, module_find_op(module, d->partition->of_op.name))
+                        : (const void *)find_model(module, name);
                 if (kind == DECL_PARTITION && !module_find_op(module, d->partition->of_op.name))
                     prev = NULL;
                 if (prev) {
@@ -1059,8 +1070,9 @@ int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int
                                          ? ((const Partition *)prev)->decl->name.span
                                          : ((const Model *)prev)->decl->name.span;
                     if (kind == DECL_PARTITION)
-                        diag_error(sink, decl_name_span(d), "partition '%s' of '%s' is defined twice",
-                                   name, d->partition->of_op.name);
+                        diag_error(sink, decl_name_span(d),
+                                   "partition '%s' of '%s' is defined twice", name,
+                                   d->partition->of_op.name);
                     else
                         diag_error(sink, decl_name_span(d), "%s '%s' is defined twice",
                                    kind == DECL_OP ? "operator" : "model", name);
@@ -1079,8 +1091,7 @@ int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int
     return sink->error_count == r.errors_before;
 }
 
-void resolve_dump(const Module *module, FILE *out)
-{
+void resolve_dump(const Module *module, FILE *out) {
     for (int i = 0; i < module->ops.count; ++i) {
         const Op *op = module->ops.items[i];
         fprintf(out, "op %s dims(", op->name);
@@ -1111,7 +1122,9 @@ void resolve_dump(const Module *module, FILE *out)
         for (int t = 0; t < m->ntensors; ++t) {
             const ModelTensor *mt = &m->tensors[t];
             fprintf(out, "  tensor %s %s [", mt->name,
-                    mt->role == TENSOR_INPUT ? "input" : mt->role == TENSOR_WEIGHT ? "weight" : "activation");
+                    mt->role == TENSOR_INPUT    ? "input"
+                    : mt->role == TENSOR_WEIGHT ? "weight"
+                                                : "activation");
             for (int x = 0; x < mt->ndims; ++x)
                 fprintf(out, "%s%ld", x ? ", " : "", mt->sizes[x]);
             fprintf(out, "]\n");

@@ -21,14 +21,12 @@
 #define MAX_SLOTS 1024
 #define SLOT_WORDS (MAX_SLOTS / 64)
 
-const char *phase_name(PhaseKind kind)
-{
+const char *phase_name(PhaseKind kind) {
     static const char *const names[] = {"init", "forward", "dy-in", "backward", "gradient"};
     return kind < PHASE_KIND_COUNT ? names[kind] : "?";
 }
 
-const char *move_kind_name(MoveKind kind)
-{
+const char *move_kind_name(MoveKind kind) {
     static const char *const names[] = {"shift", "permutation", "exchange"};
     return kind < MOVE_KIND_COUNT ? names[kind] : "?";
 }
@@ -60,7 +58,7 @@ typedef struct Acc {
 typedef struct Machine {
     int ntensors;
     int ndev;
-    Store *stores[SCHED_MAX_TENSORS];          /* [dev] */
+    Store *stores[SCHED_MAX_TENSORS];       /* [dev] */
     uint64_t *slot_used[SCHED_MAX_TENSORS]; /* bitmap: [dev * SLOT_WORDS + slot / 64] */
 } Machine;
 
@@ -72,7 +70,7 @@ typedef struct Builder {
     int ndev;
     long steps;
     Machine m;
-    int dry;       /* a trial run: no diagnostics, actions discarded */
+    int dry; /* a trial run: no diagnostics, actions discarded */
     int failed;
     int next_tag;
     PhaseSched *ph;
@@ -82,18 +80,18 @@ typedef struct Builder {
     int track_need[SCHED_MAX_TENSORS];
 } Builder;
 
-static Store *store_of(Builder *b, int tensor, int dev) { return &b->m.stores[tensor][dev]; }
+static Store *store_of(Builder *b, int tensor, int dev) {
+    return &b->m.stores[tensor][dev];
+}
 
-static int store_find(const Store *st, long tile)
-{
+static int store_find(const Store *st, long tile) {
     for (int i = 0; i < st->count; ++i)
         if (st->items[i].tile == tile)
             return i;
     return -1;
 }
 
-static void store_add(Builder *b, Store *st, long tile, int slot)
-{
+static void store_add(Builder *b, Store *st, long tile, int slot) {
     if (st->count == st->cap) {
         int cap = st->cap ? st->cap * 2 : 4;
         Held *items = ARENA_ARRAY(b->arena, Held, cap);
@@ -107,15 +105,13 @@ static void store_add(Builder *b, Store *st, long tile, int slot)
     st->count++;
 }
 
-static void store_remove(Store *st, int index)
-{
+static void store_remove(Store *st, int index) {
     st->items[index] = st->items[st->count - 1];
     st->count--;
 }
 
 /* Gives the machine stores for every storage tensor defined so far. */
-static void machine_init(Builder *b)
-{
+static void machine_init(Builder *b) {
     b->m.ndev = b->ndev;
     for (int t = b->m.ntensors; t < b->s->ntensors; ++t) {
         b->m.stores[t] = ARENA_ARRAY(b->arena, Store, b->ndev);
@@ -124,8 +120,7 @@ static void machine_init(Builder *b)
     b->m.ntensors = b->s->ntensors;
 }
 
-static void machine_copy(Builder *b, Machine *dst, const Machine *src)
-{
+static void machine_copy(Builder *b, Machine *dst, const Machine *src) {
     *dst = *src;
     for (int t = 0; t < src->ntensors; ++t) {
         dst->stores[t] = ARENA_ARRAY(b->arena, Store, src->ndev);
@@ -146,8 +141,7 @@ static void machine_copy(Builder *b, Machine *dst, const Machine *src)
 /* ------------------------------------------------------------------ */
 /* Actions                                                             */
 
-static PrimeAction *act(Builder *b, int dev, int op)
-{
+static PrimeAction *act(Builder *b, int dev, int op) {
     static PrimeAction scratch;
     if (b->dry || !b->ph) {
         memset(&scratch, 0, sizeof scratch);
@@ -168,8 +162,7 @@ static PrimeAction *act(Builder *b, int dev, int op)
     return a;
 }
 
-static int slot_alloc(Builder *b, int tensor, int dev)
-{
+static int slot_alloc(Builder *b, int tensor, int dev) {
     uint64_t *used = b->m.slot_used[tensor] + (size_t)dev * SLOT_WORDS;
     for (int w = 0; w < SLOT_WORDS; ++w) {
         if (used[w] == ~(uint64_t)0)
@@ -187,8 +180,7 @@ static int slot_alloc(Builder *b, int tensor, int dev)
 }
 
 /* Allocates a zeroed tile and returns its slot. */
-static int emit_alloc(Builder *b, int tensor, int dev)
-{
+static int emit_alloc(Builder *b, int tensor, int dev) {
     int slot = slot_alloc(b, tensor, dev);
     PrimeAction *a = act(b, dev, PRIME_ACT_ALLOC);
     a->tensor = tensor;
@@ -196,16 +188,14 @@ static int emit_alloc(Builder *b, int tensor, int dev)
     return slot;
 }
 
-static void emit_free(Builder *b, int tensor, int dev, int slot)
-{
+static void emit_free(Builder *b, int tensor, int dev, int slot) {
     b->m.slot_used[tensor][(size_t)dev * SLOT_WORDS + slot / 64] &= ~((uint64_t)1 << (slot % 64));
     PrimeAction *a = act(b, dev, PRIME_ACT_FREE);
     a->tensor = tensor;
     a->slot = slot;
 }
 
-static void emit_send(Builder *b, int tensor, int dev, int slot, int peer, int tag, int kind)
-{
+static void emit_send(Builder *b, int tensor, int dev, int slot, int peer, int tag, int kind) {
     PrimeAction *a = act(b, dev, PRIME_ACT_SEND);
     a->tensor = tensor;
     a->slot = slot;
@@ -214,8 +204,7 @@ static void emit_send(Builder *b, int tensor, int dev, int slot, int peer, int t
     a->kind = kind;
 }
 
-static void emit_recv(Builder *b, int tensor, int dev, int slot, int peer, int tag)
-{
+static void emit_recv(Builder *b, int tensor, int dev, int slot, int peer, int tag) {
     PrimeAction *a = act(b, dev, PRIME_ACT_RECV);
     a->tensor = tensor;
     a->slot = slot;
@@ -223,8 +212,7 @@ static void emit_recv(Builder *b, int tensor, int dev, int slot, int peer, int t
     a->tag = tag;
 }
 
-static void emit_wait_all(Builder *b)
-{
+static void emit_wait_all(Builder *b) {
     for (int d = 0; d < b->ndev; ++d)
         act(b, d, PRIME_ACT_WAIT);
 }
@@ -232,15 +220,13 @@ static void emit_wait_all(Builder *b)
 /* ------------------------------------------------------------------ */
 /* Tiles and layouts                                                   */
 
-long sched_tile_coord(const SchedTensor *t, long tile, int x)
-{
+long sched_tile_coord(const SchedTensor *t, long tile, int x) {
     for (int y = t->ndims - 1; y > x; --y)
         tile /= t->nslices[y];
     return tile % t->nslices[x];
 }
 
-const char *sched_tile_name(Arena *arena, const Schedule *s, int tensor, long tile)
-{
+const char *sched_tile_name(Arena *arena, const Schedule *s, int tensor, long tile) {
     const SchedTensor *t = &s->tensors[tensor];
     char buf[256];
     size_t n = 0;
@@ -253,8 +239,8 @@ const char *sched_tile_name(Arena *arena, const Schedule *s, int tensor, long ti
     return arena_strdup(arena, buf);
 }
 
-long sched_operand_tile(const Schedule *s, const PhaseSched *ph, const Operand *o, int dev, long t)
-{
+long sched_operand_tile(const Schedule *s, const PhaseSched *ph, const Operand *o, int dev,
+                        long t) {
     const SchedTensor *ts = &s->tensors[o->tensor];
     const SliceTable *st = &s->slices[ph->inst];
     long id = 0;
@@ -263,31 +249,26 @@ long sched_operand_tile(const Schedule *s, const PhaseSched *ph, const Operand *
     return id;
 }
 
-long sched_op_step(const Schedule *s, const PhaseSched *ph, long step)
-{
+long sched_op_step(const Schedule *s, const PhaseSched *ph, long step) {
     return ph->reversed ? s->model->instances[ph->inst].steps - 1 - step : step;
 }
 
 /* Tile of an operand at device dev and operator step t (not phase step). */
-static long tile_at(const Builder *b, const Operand *o, int dev, long t)
-{
+static long tile_at(const Builder *b, const Operand *o, int dev, long t) {
     return sched_operand_tile(b->s, b->ph, o, dev, t);
 }
 
-static long op_step(const Builder *b, const PhaseSched *ph, long s)
-{
+static long op_step(const Builder *b, const PhaseSched *ph, long s) {
     return sched_op_step(b->s, ph, s);
 }
 
-static int cmp_long(const void *a, const void *b)
-{
+static int cmp_long(const void *a, const void *b) {
     long x = *(const long *)a, y = *(const long *)b;
     return (x > y) - (x < y);
 }
 
 /* Snapshot of which tiles (and slots) every device holds. */
-static Layout layout_of(Builder *b, int tensor)
-{
+static Layout layout_of(Builder *b, int tensor) {
     Layout l;
     l.ndev = b->ndev;
     l.count = ARENA_ARRAY(b->arena, int, b->ndev);
@@ -307,8 +288,7 @@ static Layout layout_of(Builder *b, int tensor)
     return l;
 }
 
-static Layout layout_empty(Builder *b)
-{
+static Layout layout_empty(Builder *b) {
     Layout l;
     l.ndev = b->ndev;
     l.count = ARENA_ARRAY(b->arena, int, b->ndev);
@@ -317,16 +297,14 @@ static Layout layout_empty(Builder *b)
     return l;
 }
 
-static int layout_has(const Layout *l, int dev, long tile)
-{
+static int layout_has(const Layout *l, int dev, long tile) {
     for (int i = 0; i < l->count[dev]; ++i)
         if (l->tiles[dev][i] == tile)
             return 1;
     return 0;
 }
 
-static void layout_add(Builder *b, Layout *l, int dev, long tile)
-{
+static void layout_add(Builder *b, Layout *l, int dev, long tile) {
     if (layout_has(l, dev, tile))
         return;
     long *tiles = ARENA_ARRAY(b->arena, long, l->count[dev] + 1);
@@ -342,8 +320,7 @@ static void layout_add(Builder *b, Layout *l, int dev, long tile)
 
 typedef int (*CandidateFn)(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
 
-static long axis_distance(const Mesh *mesh, const long *delta)
-{
+static long axis_distance(const Mesh *mesh, const long *delta) {
     long dist = 0;
     for (int a = 0; a < mesh->naxes; ++a) {
         long d = delta[a], back = mesh->sizes[a] - delta[a];
@@ -352,8 +329,7 @@ static long axis_distance(const Mesh *mesh, const long *delta)
     return dist;
 }
 
-static int shifted(const Builder *b, int dev, const long *delta)
-{
+static int shifted(const Builder *b, int dev, const long *delta) {
     long c[IR_MAX_AXES];
     mesh_coords(&b->s->model->mesh, dev, c);
     for (int a = 0; a < b->s->model->mesh.naxes; ++a)
@@ -361,8 +337,7 @@ static int shifted(const Builder *b, int dev, const long *delta)
     return mesh_rank(&b->s->model->mesh, c);
 }
 
-static void delta_between(const Builder *b, int dst, int src, long *delta)
-{
+static void delta_between(const Builder *b, int dst, int src, long *delta) {
     long cd[IR_MAX_AXES], cs[IR_MAX_AXES];
     mesh_coords(&b->s->model->mesh, dst, cd);
     mesh_coords(&b->s->model->mesh, src, cs);
@@ -375,10 +350,9 @@ static void delta_between(const Builder *b, int dst, int src, long *delta)
  * serves all of them (the nearest such), else the nearest candidate per
  * receiver. Fills src[] and classifies the move. `exclusive`: a source
  * can serve one receiver only (accumulators). */
-static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst,
-                               const long *tile, CandidateFn cand, void *ctx, int exclusive,
-                               int *src, long *delta_out)
-{
+static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst, const long *tile,
+                               CandidateFn cand, void *ctx, int exclusive, int *src,
+                               long *delta_out) {
     long best_delta[IR_MAX_AXES];
     long best_dist = -1;
     for (int c = 0; c < b->ndev; ++c) {
@@ -428,16 +402,14 @@ static MoveKind choose_sources(Builder *b, int tensor, int nrecv, const int *dst
     return distinct ? MOVE_PERMUTATION : MOVE_EXCHANGE;
 }
 
-static int holds_tile(Builder *b, int tensor, int src, int dst, long tile, void *ctx)
-{
+static int holds_tile(Builder *b, int tensor, int src, int dst, long tile, void *ctx) {
     (void)ctx;
     (void)dst;
     return store_find(store_of(b, tensor, src), tile) >= 0;
 }
 
-static Move *new_move(Builder *b, int tensor, long step, MoveKind kind, const long *delta,
-                      int n, const int *dst, const int *src, const long *tile)
-{
+static Move *new_move(Builder *b, int tensor, long step, MoveKind kind, const long *delta, int n,
+                      const int *dst, const int *src, const long *tile) {
     Move *mv = ARENA_NEW(b->arena, Move);
     mv->tensor = tensor;
     mv->step = step;
@@ -461,9 +433,8 @@ static Move *new_move(Builder *b, int tensor, long step, MoveKind kind, const lo
 /* Brings every tile of `target` to its device from a holder, then (with
  * drop) frees tiles a device holds outside the target. Returns the bytes
  * moved; records the move in ph->boundary unless nothing moved. */
-static long redistribute(Builder *b, PhaseSched *ph, int tensor, const Layout *target,
-                         int drop, const char *reason)
-{
+static long redistribute(Builder *b, PhaseSched *ph, int tensor, const Layout *target, int drop,
+                         const char *reason) {
     int n = 0, cap = 0;
     for (int d = 0; d < b->ndev; ++d)
         cap += target->count[d];
@@ -487,7 +458,8 @@ static long redistribute(Builder *b, PhaseSched *ph, int tensor, const Layout *t
         for (int r = 0; r < n; ++r) {
             if (src[r] < 0) {
                 if (!b->dry)
-                    ICE("tile %s of %s is held by no device", sched_tile_name(b->arena, b->s, tensor, tile[r]),
+                    ICE("tile %s of %s is held by no device",
+                        sched_tile_name(b->arena, b->s, tensor, tile[r]),
                         b->s->tensors[tensor].name);
                 b->failed = 1;
                 return 0;
@@ -546,16 +518,14 @@ typedef struct AccState {
     long step;              /* the phase step being simulated */
 } AccState;
 
-static long red_id(const Builder *b, const AccState *as, int dev, long t)
-{
+static long red_id(const Builder *b, const AccState *as, int dev, long t) {
     long id = 0;
     for (int x = 0; x < as->nred_dims; ++x)
         id = id * b->st->nslices[as->red_dims[x]] + slice_at(b->st, as->red_dims[x], dev, t);
     return id;
 }
 
-static Acc *acc_new(Builder *b, const AccState *as, int dev, long tile, int slot)
-{
+static Acc *acc_new(Builder *b, const AccState *as, int dev, long tile, int slot) {
     Acc *a = ARENA_NEW(b->arena, Acc);
     a->dev = dev;
     a->tile = tile;
@@ -566,8 +536,7 @@ static Acc *acc_new(Builder *b, const AccState *as, int dev, long tile, int slot
     return a;
 }
 
-static void acc_add(Acc *a, long r, long step)
-{
+static void acc_add(Acc *a, long r, long step) {
     if (a->red[r] && a->first_dup < 0) {
         a->first_dup = r;
         a->dup_steps[0] = a->red_step[r];
@@ -580,8 +549,7 @@ static void acc_add(Acc *a, long r, long step)
 }
 
 /* Merges what an arriving accumulator carried into the local partial. */
-static void acc_merge(Acc *into, const Acc *from, long nred)
-{
+static void acc_merge(Acc *into, const Acc *from, long nred) {
     for (long r = 0; r < nred; ++r) {
         if (from->red[r] && into->red[r] && into->first_dup < 0) {
             into->first_dup = r;
@@ -604,8 +572,7 @@ static void acc_merge(Acc *into, const Acc *from, long nred)
  * src moves off the tile and dst's next contribution is a reduction
  * slice the accumulator lacks (else it would be counted twice: dst keeps
  * its own accumulator, a replica). */
-static int acc_available(Builder *b, int tensor, int src, int dst, long tile, void *ctx)
-{
+static int acc_available(Builder *b, int tensor, int src, int dst, long tile, void *ctx) {
     (void)tensor;
     AccState *as = ctx;
     const Acc *a = as->active[src];
@@ -614,16 +581,14 @@ static int acc_available(Builder *b, int tensor, int src, int dst, long tile, vo
     return !a->red[red_id(b, as, dst, op_step(b, b->ph, as->step + 1))];
 }
 
-static int retired_find(const AccState *as, int dev, long tile)
-{
+static int retired_find(const AccState *as, int dev, long tile) {
     for (int i = 0; i < as->retired[dev].count; ++i)
         if (((Acc *)as->retired[dev].items[i])->tile == tile)
             return i;
     return -1;
 }
 
-static const char *red_name(Builder *b, const AccState *as, long r)
-{
+static const char *red_name(Builder *b, const AccState *as, long r) {
     char buf[256];
     size_t n = 0;
     buf[0] = 0;
@@ -641,8 +606,7 @@ static const char *red_name(Builder *b, const AccState *as, long r)
 
 /* The DSI of a reduction dimension, or failing that the partition, for
  * pointing at in diagnostics. */
-static Span red_span(const Builder *b, const AccState *as)
-{
+static Span red_span(const Builder *b, const AccState *as) {
     const Partition *p = b->inst->partition;
     for (int x = 0; x < as->nred_dims; ++x)
         if (p->dsi[as->red_dims[x]])
@@ -650,15 +614,13 @@ static Span red_span(const Builder *b, const AccState *as)
     return p->decl->name.span;
 }
 
-static void phase_error_note(Builder *b)
-{
+static void phase_error_note(Builder *b) {
     diag_note(b->sink, b->inst->use_span, "partition '%s' applied to '%s' here",
               b->inst->partition->name, b->inst->name);
 }
 
 /* Checks coverage of the output and all-reduces partial sums. */
-static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
-{
+static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
     const SchedTensor *out = &b->s->tensors[ph->out.tensor];
     PtrVec *by_tile = ARENA_ARRAY(b->arena, PtrVec, out->ntiles);
     for (int d = 0; d < b->ndev; ++d) {
@@ -667,10 +629,11 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
             if (a->first_dup >= 0 && !b->failed) {
                 if (!b->dry) {
                     diag_error(b->sink, red_span(b, as),
-                               "%s phase double counts: reduction slice (%s) is added twice into tile %s of '%s' on device %d (steps %ld and %ld)",
+                               "%s phase double counts: reduction slice (%s) is added twice into "
+                               "tile %s of '%s' on device %d (steps %ld and %ld)",
                                phase_name(ph->kind), red_name(b, as, a->first_dup),
-                               sched_tile_name(b->arena, b->s, ph->out.tensor, a->tile), out->name, d,
-                               a->dup_steps[0], a->dup_steps[1]);
+                               sched_tile_name(b->arena, b->s, ph->out.tensor, a->tile), out->name,
+                               d, a->dup_steps[0], a->dup_steps[1]);
                     phase_error_note(b);
                 }
                 b->failed = 1;
@@ -688,8 +651,8 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
             if (!b->dry) {
                 diag_error(b->sink, b->inst->partition->decl->name.span,
                            "%s phase misses tile %s of '%s': no device computes it",
-                           phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out.tensor, tile),
-                           out->name);
+                           phase_name(ph->kind),
+                           sched_tile_name(b->arena, b->s, ph->out.tensor, tile), out->name);
                 phase_error_note(b);
             }
             b->failed = 1;
@@ -711,9 +674,11 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
                             missing = q;
                 if (!b->dry) {
                     diag_error(b->sink, red_span(b, as),
-                               "%s phase misses voxels: tile %s of '%s' never receives reduction slice (%s)%s",
-                               phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out.tensor, tile),
-                               out->name, red_name(b, as, missing),
+                               "%s phase misses voxels: tile %s of '%s' never receives reduction "
+                               "slice (%s)%s",
+                               phase_name(ph->kind),
+                               sched_tile_name(b->arena, b->s, ph->out.tensor, tile), out->name,
+                               red_name(b, as, missing),
                                counts[r] != 0 ? " as often as the others" : "");
                     phase_error_note(b);
                 }
@@ -745,9 +710,10 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
             if (group_of[i] < 0) {
                 if (!b->dry) {
                     diag_error(b->sink, red_span(b, as),
-                               "%s phase double counts: the partial sums of tile %s of '%s' cannot be split into complete sums",
-                               phase_name(ph->kind), sched_tile_name(b->arena, b->s, ph->out.tensor, tile),
-                               out->name);
+                               "%s phase double counts: the partial sums of tile %s of '%s' cannot "
+                               "be split into complete sums",
+                               phase_name(ph->kind),
+                               sched_tile_name(b->arena, b->s, ph->out.tensor, tile), out->name);
                     phase_error_note(b);
                 }
                 b->failed = 1;
@@ -806,8 +772,7 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as)
 
 /* The index of the offsets row (global origin of every operator
  * dimension's slice) of the sub-operator at (dev, t). */
-static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t)
-{
+static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t) {
     if (b->dry)
         return 0;
     long row[8] = {0};
@@ -851,8 +816,7 @@ static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t)
 
 /* An input operand that an earlier operand already brings (the same
  * storage tensor indexed the same way, e.g. Y * Y). */
-static int operand_repeats(const PhaseSched *ph, int i)
-{
+static int operand_repeats(const PhaseSched *ph, int i) {
     for (int j = 0; j < i; ++j) {
         if (ph->in[j].tensor != ph->in[i].tensor)
             continue;
@@ -864,8 +828,7 @@ static int operand_repeats(const PhaseSched *ph, int i)
     return 0;
 }
 
-static void run_phase(Builder *b, PhaseSched *ph)
-{
+static void run_phase(Builder *b, PhaseSched *ph) {
     const long T = b->steps;
     const int ndev = b->ndev;
     AccState as;
@@ -901,7 +864,8 @@ static void run_phase(Builder *b, PhaseSched *ph)
             last_need[i][x] = -1;
         for (long s = 0; s < T; ++s)
             for (int d = 0; d < ndev; ++d)
-                last_need[i][(long)d * ts->ntiles + tile_at(b, &ph->in[i], d, op_step(b, ph, s))] = s;
+                last_need[i][(long)d * ts->ntiles + tile_at(b, &ph->in[i], d, op_step(b, ph, s))] =
+                    s;
         for (int j = 0; j < i; ++j)
             if (ph->in[j].tensor == ph->in[i].tensor)
                 for (long x = 0; x < (long)ndev * ts->ntiles; ++x)
@@ -911,7 +875,7 @@ static void run_phase(Builder *b, PhaseSched *ph)
     int *dst = ARENA_ARRAY(b->arena, int, ndev);
     int *src = ARENA_ARRAY(b->arena, int, ndev);
     long *tiles = ARENA_ARRAY(b->arena, long, ndev);
-    int *pending_free_slot = ARENA_ARRAY(b->arena, int, ndev * SCHED_MAX_OPERANDS);
+    int *pending_free_slot = ARENA_ARRAY(b->arena, int, ndev *SCHED_MAX_OPERANDS);
 
     for (long s = 0; s < T; ++s) {
         const long t = op_step(b, ph, s);
@@ -1098,8 +1062,8 @@ static void run_phase(Builder *b, PhaseSched *ph)
             }
             if (n > 0) {
                 long delta[IR_MAX_AXES] = {0};
-                MoveKind kind =
-                    choose_sources(b, ph->out.tensor, n, dst, tiles, acc_available, &as, 1, src, delta);
+                MoveKind kind = choose_sources(b, ph->out.tensor, n, dst, tiles, acc_available, &as,
+                                               1, src, delta);
                 int tag = b->next_tag++;
                 int m = 0;
                 for (int r = 0; r < n; ++r) {
@@ -1169,8 +1133,7 @@ typedef struct Hidden {
 
 /* Sets tiles outside `need` aside so that the phase sees exactly its
  * required residency (the same as in its trial runs). */
-static void hide_extras(Builder *b, int tensor, const Layout *need, Hidden *h)
-{
+static void hide_extras(Builder *b, int tensor, const Layout *need, Hidden *h) {
     int cap = 0;
     for (int d = 0; d < b->ndev; ++d)
         if (store_of(b, tensor, d)->count > cap)
@@ -1189,8 +1152,7 @@ static void hide_extras(Builder *b, int tensor, const Layout *need, Hidden *h)
     }
 }
 
-static void unhide(Builder *b, int tensor, Hidden *h)
-{
+static void unhide(Builder *b, int tensor, Hidden *h) {
     for (int d = 0; d < b->ndev; ++d) {
         Store *st = store_of(b, tensor, d);
         for (int i = 0; i < h->count[tensor][d]; ++i) {
@@ -1203,8 +1165,7 @@ static void unhide(Builder *b, int tensor, Hidden *h)
     }
 }
 
-static void enter_phase(Builder *b, PhaseSched *ph)
-{
+static void enter_phase(Builder *b, PhaseSched *ph) {
     b->ph = ph;
     if (ph->inst >= 0) {
         b->inst = &b->s->model->instances[ph->inst];
@@ -1214,8 +1175,7 @@ static void enter_phase(Builder *b, PhaseSched *ph)
 }
 
 /* Input storage tensors of a phase, each once. */
-static int phase_inputs(const PhaseSched *ph, int *tensors)
-{
+static int phase_inputs(const PhaseSched *ph, int *tensors) {
     int n = 0;
     for (int i = 0; i < ph->nin; ++i) {
         int dup = 0;
@@ -1230,8 +1190,7 @@ static int phase_inputs(const PhaseSched *ph, int *tensors)
 /* Learns the residency each input needs at the start of the phase: a
  * trial run from empty input stores records the tiles nobody could
  * send; a second trial from that residency confirms it. */
-static void learn_needs(Builder *b, PhaseSched *ph)
-{
+static void learn_needs(Builder *b, PhaseSched *ph) {
     Machine saved;
     machine_copy(b, &saved, &b->m);
     int was_dry = b->dry, was_failed = b->failed;
@@ -1272,8 +1231,7 @@ static void learn_needs(Builder *b, PhaseSched *ph)
     b->failed = was_failed;
 }
 
-static void strict_check(Builder *b, PhaseSched *ph, int first_boundary)
-{
+static void strict_check(Builder *b, PhaseSched *ph, int first_boundary) {
     if (!b->s->model->strict || b->dry)
         return;
     for (int i = first_boundary; i < ph->boundary.count; ++i) {
@@ -1284,16 +1242,16 @@ static void strict_check(Builder *b, PhaseSched *ph, int first_boundary)
                    b->s->tensors[mv->tensor].name, move_kind_name(mv->kind), mv->bytes,
                    phase_name(ph->kind), mv->reason);
         if (inst && inst->partition)
-            diag_note(b->sink, inst->use_span,
-                      "the layouts come from partition '%s' applied here; `primec explain` shows both",
-                      inst->partition->name);
+            diag_note(
+                b->sink, inst->use_span,
+                "the layouts come from partition '%s' applied here; `primec explain` shows both",
+                inst->partition->name);
         b->failed = 1;
     }
 }
 
 /* Does any storage tensor of the same value hold tiles? Returns it. */
-static int value_holder(Builder *b, int tensor)
-{
+static int value_holder(Builder *b, int tensor) {
     const SchedTensor *t = &b->s->tensors[tensor];
     for (int u = 0; u < b->s->ntensors; ++u) {
         const SchedTensor *o = &b->s->tensors[u];
@@ -1306,16 +1264,14 @@ static int value_holder(Builder *b, int tensor)
     return -1;
 }
 
-static int holds_any(Builder *b, int tensor)
-{
+static int holds_any(Builder *b, int tensor) {
     for (int d = 0; d < b->ndev; ++d)
         if (store_of(b, tensor, d)->count)
             return 1;
     return 0;
 }
 
-static int add_box(Builder *b, PhaseSched *ph, const PrimeBox *box)
-{
+static int add_box(Builder *b, PhaseSched *ph, const PrimeBox *box) {
     if (b->dry)
         return 0;
     for (int i = 0; i < ph->nboxes; ++i)
@@ -1338,8 +1294,7 @@ static int add_box(Builder *b, PhaseSched *ph, const PrimeBox *box)
  * from the device itself when it holds it, else from the nearest
  * holder, as a box. Returns the bytes moved. */
 static long convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *target,
-                    const char *reason)
-{
+                    const char *reason) {
     const SchedTensor *tf = &b->s->tensors[from], *tt = &b->s->tensors[to];
     ICE_ASSERT(tf->ndims == tt->ndims);
     int tag = b->next_tag++;
@@ -1428,7 +1383,8 @@ static long convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *
                     bytes += elems * (long)sizeof(float);
                     if (n == cap) {
                         cap *= 2;
-                        int *nd = ARENA_ARRAY(b->arena, int, cap), *ns = ARENA_ARRAY(b->arena, int, cap);
+                        int *nd = ARENA_ARRAY(b->arena, int, cap),
+                            *ns = ARENA_ARRAY(b->arena, int, cap);
                         long *nt = ARENA_ARRAY(b->arena, long, cap);
                         memcpy(nd, dsts, sizeof(int) * (size_t)n);
                         memcpy(ns, srcs, sizeof(int) * (size_t)n);
@@ -1459,8 +1415,7 @@ static long convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *
 }
 
 /* Frees every tile of a storage tensor. */
-static void free_all(Builder *b, int tensor)
-{
+static void free_all(Builder *b, int tensor) {
     for (int d = 0; d < b->ndev; ++d) {
         Store *st = store_of(b, tensor, d);
         while (st->count) {
@@ -1472,8 +1427,7 @@ static void free_all(Builder *b, int tensor)
 
 /* Brings the phase's inputs into the residency it needs; returns the
  * bytes moved. */
-static long prepare_inputs(Builder *b, PhaseSched *ph)
-{
+static long prepare_inputs(Builder *b, PhaseSched *ph) {
     long bytes = 0;
     int ins[SCHED_MAX_OPERANDS];
     int nins = phase_inputs(ph, ins);
@@ -1485,12 +1439,15 @@ static long prepare_inputs(Builder *b, PhaseSched *ph)
             if (from < 0)
                 ICE("value of '%s' is held nowhere before the %s phase of '%s'",
                     b->s->tensors[tensor].name, phase_name(ph->kind), who);
-            const char *reason = arena_printf(b->arena, "the %s phase of '%s' tiles '%s' differently from its producer",
-                                              phase_name(ph->kind), who, b->s->tensors[from].name);
+            const char *reason = arena_printf(
+                b->arena, "the %s phase of '%s' tiles '%s' differently from its producer",
+                phase_name(ph->kind), who, b->s->tensors[from].name);
             bytes += convert(b, ph, from, tensor, &b->need[tensor], reason);
         } else {
-            const char *reason = arena_printf(b->arena, "the %s phase of '%s' needs '%s' in a different layout than it was left in",
-                                              phase_name(ph->kind), who, b->s->tensors[tensor].name);
+            const char *reason = arena_printf(
+                b->arena,
+                "the %s phase of '%s' needs '%s' in a different layout than it was left in",
+                phase_name(ph->kind), who, b->s->tensors[tensor].name);
             bytes += redistribute(b, ph, tensor, &b->need[tensor], 0, reason);
         }
     }
@@ -1498,8 +1455,7 @@ static long prepare_inputs(Builder *b, PhaseSched *ph)
 }
 
 /* Runs one phase with its input boundary; returns the bytes moved. */
-static long phase_exec(Builder *b, PhaseSched *ph)
-{
+static long phase_exec(Builder *b, PhaseSched *ph) {
     learn_needs(b, ph);
     int nb = ph->boundary.count;
     long bytes = prepare_inputs(b, ph);
@@ -1521,8 +1477,7 @@ static long phase_exec(Builder *b, PhaseSched *ph)
 }
 
 /* Moves tensor `tensor` to `target` (same tiling), dropping extra copies. */
-static long land(Builder *b, PhaseSched *ph, int tensor, const Layout *target, const char *reason)
-{
+static long land(Builder *b, PhaseSched *ph, int tensor, const Layout *target, const char *reason) {
     int nb = ph->boundary.count;
     long bytes = redistribute(b, ph, tensor, target, 1, reason);
     strict_check(b, ph, nb);
@@ -1530,13 +1485,13 @@ static long land(Builder *b, PhaseSched *ph, int tensor, const Layout *target, c
 }
 
 /* A fresh storage tensor with the tiling of `like`. */
-static int storage_like(Builder *b, int like)
-{
+static int storage_like(Builder *b, int like) {
     Schedule *s = b->s;
     if (s->ntensors == SCHED_MAX_TENSORS) {
         if (!b->failed)
             diag_error(b->sink, s->model->name_span,
-                       "model '%s' needs more than %d stored tensors (tensors in each tiling, gradients included)",
+                       "model '%s' needs more than %d stored tensors (tensors in each tiling, "
+                       "gradients included)",
                        s->model->name, SCHED_MAX_TENSORS);
         b->failed = 1;
         return -1;
@@ -1554,19 +1509,20 @@ static int storage_like(Builder *b, int like)
 /* What happens after a backward or gradient phase: the gradient is added
  * into the value's gradient so far (several consumers), a weight's
  * gradient lands in the weight's home layout, weights go home. */
-static long phase_epilogue(Builder *b, PhaseSched *ph, int accumulate_into)
-{
+static long phase_epilogue(Builder *b, PhaseSched *ph, int accumulate_into) {
     long bytes = 0;
     const SchedTensor *out = &b->s->tensors[ph->out.tensor];
     if (accumulate_into >= 0) {
         /* out holds this phase's contribution; bring it to the layout of
          * the gradient so far and add. */
         int acc = accumulate_into;
-        int same_tiling = memcmp(b->s->tensors[acc].nslices, out->nslices, sizeof out->nslices) == 0;
+        int same_tiling =
+            memcmp(b->s->tensors[acc].nslices, out->nslices, sizeof out->nslices) == 0;
         Layout target = layout_of(b, acc);
         int contrib = ph->out.tensor;
-        const char *reason = arena_printf(b->arena, "the contributions to '%s' are summed where the first one is",
-                                          b->s->tensors[acc].name);
+        const char *reason =
+            arena_printf(b->arena, "the contributions to '%s' are summed where the first one is",
+                         b->s->tensors[acc].name);
         if (same_tiling) {
             bytes += land(b, ph, contrib, &target, reason);
         } else {
@@ -1593,8 +1549,7 @@ static long phase_epilogue(Builder *b, PhaseSched *ph, int accumulate_into)
     return bytes;
 }
 
-static void phase_alloc(Builder *b, PhaseSched *ph, PhaseKind kind, int inst)
-{
+static void phase_alloc(Builder *b, PhaseSched *ph, PhaseKind kind, int inst) {
     ph->kind = kind;
     ph->inst = inst;
     ph->nactions = ARENA_ARRAY(b->arena, int, b->ndev);
@@ -1606,8 +1561,7 @@ static void phase_alloc(Builder *b, PhaseSched *ph, PhaseKind kind, int inst)
  * that moves fewer bytes at the boundaries wins (forward on a tie). */
 static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage);
 
-static void choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_storage)
-{
+static void choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_storage) {
     long best = -1;
     int best_rev = 0;
     if (b->steps <= 1) {
@@ -1639,8 +1593,7 @@ static void choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stor
 /* ------------------------------------------------------------------ */
 /* Predictions                                                         */
 
-static void predict(Schedule *s, Arena *arena)
-{
+static void predict(Schedule *s, Arena *arena) {
     int ndev = s->model->mesh.ndev;
     for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
         s->pred_bytes[k] = ARENA_ARRAY(arena, long, ndev);
@@ -1656,10 +1609,9 @@ static void predict(Schedule *s, Arena *arena)
             long phase_peak = cur, temps = 0;
             for (int i = 0; i < ph->nactions[d]; ++i) {
                 const PrimeAction *a = &ph->actions[d][i];
-                long tile_bytes =
-                    a->op == PRIME_ACT_WAIT || a->op == PRIME_ACT_STEP
-                        ? 0
-                        : s->tensors[a->tensor].tile_elems * (long)sizeof(float);
+                long tile_bytes = a->op == PRIME_ACT_WAIT || a->op == PRIME_ACT_STEP
+                                      ? 0
+                                      : s->tensors[a->tensor].tile_elems * (long)sizeof(float);
                 switch (a->op) {
                 case PRIME_ACT_ALLOC:
                     cur += tile_bytes;
@@ -1718,8 +1670,7 @@ static void predict(Schedule *s, Arena *arena)
 
 /* The storage tensor of a model tensor (or its gradient) in the tiling
  * instance `inst` gives operator tensor `ot`. */
-static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor *ot, int fresh)
-{
+static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor *ot, int fresh) {
     Schedule *s = b->s;
     const ModelTensor *t = &s->model->tensors[mt];
     const SliceTable *st = &s->slices[inst];
@@ -1739,7 +1690,8 @@ static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor
     if (s->ntensors == SCHED_MAX_TENSORS) {
         if (!b->failed)
             diag_error(b->sink, s->model->name_span,
-                       "model '%s' needs more than %d stored tensors (tensors in each tiling, gradients included)",
+                       "model '%s' needs more than %d stored tensors (tensors in each tiling, "
+                       "gradients included)",
                        s->model->name, SCHED_MAX_TENSORS);
         b->failed = 1;
         return -1;
@@ -1769,8 +1721,7 @@ static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor
 
 /* Adds every tensor named in e (an op tensor or dY) as an operand. */
 static void collect_operands(Builder *b, PhaseSched *ph, const Expr *e, const Instance *inst,
-                             int dy_tensor, Sym dy_name)
-{
+                             int dy_tensor, Sym dy_name) {
     if (!e || (e->kind == EXPR_CALL && strcmp(e->name, "size") == 0))
         return;
     if (e->kind == EXPR_NAME && e->name != dy_name) {
@@ -1794,7 +1745,8 @@ static void collect_operands(Builder *b, PhaseSched *ph, const Expr *e, const In
             for (int i = 0; i < inst->op->ninputs; ++i) {
                 if (inst->op->inputs[i].name == e->name) {
                     ot = &inst->op->inputs[i];
-                    tensor = storage_for(b, inst->args[i], 0, (int)(inst - b->s->model->instances), ot, 0);
+                    tensor = storage_for(b, inst->args[i], 0, (int)(inst - b->s->model->instances),
+                                         ot, 0);
                 }
             }
             if (!ot)
@@ -1816,14 +1768,12 @@ static void collect_operands(Builder *b, PhaseSched *ph, const Expr *e, const In
             collect_operands(b, ph, e->args.items[i], inst, dy_tensor, dy_name);
 }
 
-static const Expr *body_value(const Op *op)
-{
+static const Expr *body_value(const Op *op) {
     const Stmt *st = op->decl->body.items[0];
     return st->value;
 }
 
-static PhaseSched *new_phase(Builder *b, PhaseKind kind, int inst)
-{
+static PhaseSched *new_phase(Builder *b, PhaseKind kind, int inst) {
     PhaseSched *ph = ARENA_NEW(b->arena, PhaseSched);
     phase_alloc(b, ph, kind, inst);
     ptrvec_push(b->arena, &b->s->phases, ph);
@@ -1831,8 +1781,7 @@ static PhaseSched *new_phase(Builder *b, PhaseKind kind, int inst)
 }
 
 /* A value's uses after phase index p (any tiling). */
-static int used_after(Builder *b, int tensor, int p)
-{
+static int used_after(Builder *b, int tensor, int p) {
     const SchedTensor *t = &b->s->tensors[tensor];
     for (int q = p + 1; q < b->s->phases.count; ++q) {
         const PhaseSched *ph = b->s->phases.items[q];
@@ -1847,8 +1796,7 @@ static int used_after(Builder *b, int tensor, int p)
 
 /* After phase p: frees storage tensors no later phase reads, unless they
  * are results to check or weights. */
-static void free_dead(Builder *b, int p)
-{
+static void free_dead(Builder *b, int p) {
     PhaseSched *ph = b->s->phases.items[p];
     for (int t = 0; t < b->s->ntensors; ++t) {
         const SchedTensor *ts = &b->s->tensors[t];
@@ -1875,8 +1823,7 @@ static void free_dead(Builder *b, int p)
  * earlier contributions; a weight's gradient lands in the weight's home
  * layout; after the instance's last phase its weights go home. Returns
  * the bytes moved (phase order trials compare them). */
-static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage)
-{
+static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage) {
     Schedule *s = b->s;
     const Model *model = s->model;
     Arena *arena = b->arena;
@@ -1889,9 +1836,11 @@ static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_stor
         if (model->tensors[mt].role == TENSOR_WEIGHT) {
             int w = storage_for(b, mt, 0, ph->inst, &inst->op->inputs[ph->wrt], 0);
             if (s->home[w].ndev && acc < 0)
-                bytes += land(b, ph, ph->out.tensor, &s->home[w],
-                              arena_printf(arena, "'%s' must end in the layout of '%s' for a local optimizer step",
-                                           s->tensors[ph->out.tensor].name, s->tensors[w].name));
+                bytes += land(
+                    b, ph, ph->out.tensor, &s->home[w],
+                    arena_printf(arena,
+                                 "'%s' must end in the layout of '%s' for a local optimizer step",
+                                 s->tensors[ph->out.tensor].name, s->tensors[w].name));
         }
     }
     /* A weight no later phase reads goes home for the optimizer step. */
@@ -1907,15 +1856,15 @@ static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_stor
                 read_later |= qh->in[k].tensor == w;
         }
         if (!read_later)
-            bytes += land(b, ph, w, &s->home[w],
-                          arena_printf(arena, "'%s' must be back in its home layout for the optimizer step",
-                                       ts->name));
+            bytes += land(
+                b, ph, w, &s->home[w],
+                arena_printf(arena, "'%s' must be back in its home layout for the optimizer step",
+                             ts->name));
     }
     return bytes;
 }
 
-Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
-{
+Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
     Schedule *s = ARENA_NEW(arena, Schedule);
     s->model = model;
     s->slices = ARENA_ARRAY(arena, SliceTable, model->ninstances);
@@ -2010,7 +1959,8 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
             PhaseSched *ph = s->phases.items[p];
             int found = -1;
             for (int i = 0; i < ph->nin && found < 0; ++i)
-                if (s->tensors[ph->in[i].tensor].model_tensor == t && !s->tensors[ph->in[i].tensor].is_grad)
+                if (s->tensors[ph->in[i].tensor].model_tensor == t &&
+                    !s->tensors[ph->in[i].tensor].is_grad)
                     found = ph->in[i].tensor;
             if (found < 0)
                 continue;
@@ -2074,8 +2024,7 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model)
 }
 
 long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const SchedTensor *tt,
-                            const Layout *need, long *max_per_device)
-{
+                            const Layout *need, long *max_per_device) {
     const int ndev = need->ndev;
     /* held[d * ntiles + st]: does device d hold source tile st? */
     unsigned char *held = calloc((size_t)ndev * (size_t)tf->ntiles + 1, 1);

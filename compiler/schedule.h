@@ -33,7 +33,14 @@
 #include "partition.h"
 #include "prime_sched.h"
 
-typedef enum PhaseKind { PHASE_INIT, PHASE_FWD, PHASE_DYIN, PHASE_BWD, PHASE_GRAD, PHASE_KIND_COUNT } PhaseKind;
+typedef enum PhaseKind {
+    PHASE_INIT,
+    PHASE_FWD,
+    PHASE_DYIN,
+    PHASE_BWD,
+    PHASE_GRAD,
+    PHASE_KIND_COUNT
+} PhaseKind;
 const char *phase_name(PhaseKind kind);
 
 #define SCHED_MAX_TENSORS PRIME_MAX_TENSORS
@@ -43,8 +50,8 @@ const char *phase_name(PhaseKind kind);
  * A tensor that two instances tile differently has two storage tensors;
  * the schedule converts between them where needed. */
 typedef struct SchedTensor {
-    const char *name;  /* "x", "dw"; "y.1" for a second tiling of y */
-    int model_tensor;  /* index into Model.tensors */
+    const char *name; /* "x", "dw"; "y.1" for a second tiling of y */
+    int model_tensor; /* index into Model.tensors */
     int is_grad;
     int ndims;
     long shape[IR_MAX_DIMS];
@@ -52,10 +59,10 @@ typedef struct SchedTensor {
     long extent[IR_MAX_DIMS];
     long tile_elems;
     long ntiles;
-    int is_weight;     /* a weight or the gradient of one */
-    int max_slots;     /* slots any device uses at once, over the whole run */
-    int fill_phase;    /* index of the phase after which the driver fills it, or -1 */
-    int check;         /* compared with the dense reference at the end */
+    int is_weight;             /* a weight or the gradient of one */
+    int max_slots;             /* slots any device uses at once, over the whole run */
+    int fill_phase;            /* index of the phase after which the driver fills it, or -1 */
+    int check;                 /* compared with the dense reference at the end */
     Sym dimnames[IR_MAX_DIMS]; /* operator dimension names, for reports */
 } SchedTensor;
 
@@ -67,7 +74,13 @@ typedef struct Layout {
     int **slots;  /* per device, the slot holding each tile */
 } Layout;
 
-typedef enum MoveKind { MOVE_SHIFT, MOVE_PERMUTATION, MOVE_EXCHANGE, MOVE_CONVERSION, MOVE_KIND_COUNT } MoveKind;
+typedef enum MoveKind {
+    MOVE_SHIFT,
+    MOVE_PERMUTATION,
+    MOVE_EXCHANGE,
+    MOVE_CONVERSION,
+    MOVE_KIND_COUNT
+} MoveKind;
 const char *move_kind_name(MoveKind kind);
 
 typedef struct Transfer {
@@ -77,13 +90,13 @@ typedef struct Transfer {
 
 typedef struct Move {
     int tensor;
-    long step;      /* between step and step+1 of the phase; -1 at a boundary */
+    long step; /* between step and step+1 of the phase; -1 at a boundary */
     MoveKind kind;
     long delta[IR_MAX_AXES]; /* MOVE_SHIFT: each device receives from coords + delta */
-    int is_acc;     /* an accumulator (partial sum) travels */
+    int is_acc;              /* an accumulator (partial sum) travels */
     int ntransfers;
     Transfer *transfers;
-    long bytes;     /* over all devices */
+    long bytes;         /* over all devices */
     const char *reason; /* boundaries: why the layouts differ */
     int from_tensor;    /* MOVE_CONVERSION: the storage tensor converted from */
     Layout have, need;  /* boundaries: both layouts */
@@ -109,14 +122,14 @@ typedef struct Operand {
 
 typedef struct PhaseSched {
     PhaseKind kind;
-    int inst;       /* instance index; -1 for init and dy-in */
-    int wrt;        /* backward/gradient: the operator input differentiated */
+    int inst; /* instance index; -1 for init and dy-in */
+    int wrt;  /* backward/gradient: the operator input differentiated */
     int reversed;
     Operand out;
     int nin;
     Operand in[SCHED_MAX_OPERANDS];
-    const Expr *expr; /* out[...] += expr over the instance's dimensions */
-    long replication; /* how many complete copies of each output tile */
+    const Expr *expr;   /* out[...] += expr over the instance's dimensions */
+    long replication;   /* how many complete copies of each output tile */
     PtrVec moves;       /* Move*: between steps */
     PtrVec boundary;    /* Move*: redistributions at the start/end */
     PtrVec collectives; /* Collective* */
@@ -135,7 +148,7 @@ typedef struct PhaseSched {
     int offset_cap;
     int *offset_hash; /* open addressing over offsets */
     int offset_hash_cap;
-    long *peak;    /* predicted per rank, over this phase */
+    long *peak; /* predicted per rank, over this phase */
 } PhaseSched;
 
 typedef struct Schedule {
@@ -143,7 +156,7 @@ typedef struct Schedule {
     SliceTable *slices; /* per instance */
     int ntensors;
     SchedTensor tensors[SCHED_MAX_TENSORS];
-    PtrVec phases; /* PhaseSched*, in execution order */
+    PtrVec phases;                   /* PhaseSched*, in execution order */
     Layout home[SCHED_MAX_TENSORS];  /* where the driver fills a tensor */
     Layout final[SCHED_MAX_TENSORS]; /* where a checked tensor ends */
     /* Predictions, per rank. */

@@ -9,7 +9,10 @@ set(PRIMEC_COMPILE_SH ${CMAKE_CURRENT_SOURCE_DIR}/run/compile_check.sh)
 # primec build -o creates only the last component of its output directory.
 file(MAKE_DIRECTORY ${PRIMEC_COMPILE_DIR}/build)
 
-file(GLOB PRIMEC_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/examples/*.prime)
+# One-model examples here; the transformer layer files hold several models
+# each and are built and run per model by tests/models.cmake, which also
+# checks one of them for determinism and formatting (below).
+file(GLOB PRIMEC_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/examples/matmul_*.prime)
 list(SORT PRIMEC_EXAMPLES)
 foreach(example ${PRIMEC_EXAMPLES})
   get_filename_component(name ${example} NAME_WE)
@@ -28,4 +31,15 @@ foreach(example ${PRIMEC_EXAMPLES})
                    ${PRIMEC_COMPILE_DIR}/format/${name} ${example}
                    ${CLANG_FORMAT_EXECUTABLE} ${CMAKE_SOURCE_DIR}/compiler/format.c)
   set_tests_properties(compile/format/${name} PROPERTIES LABELS compile TIMEOUT 60)
+endforeach()
+
+# A whole transformer layer (many instances, conversions, collectives):
+# deterministic and formatted too.
+foreach(mode determinism format)
+  add_test(NAME compile/${mode}/opt_small_square
+           COMMAND ${CMAKE_COMMAND} -E env PRIMEC_MODEL=opt_small_square
+                   sh ${PRIMEC_COMPILE_SH} ${mode} $<TARGET_FILE:primec>
+                   ${PRIMEC_COMPILE_DIR}/${mode}/opt_small_square ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                   ${CLANG_FORMAT_EXECUTABLE} ${CMAKE_SOURCE_DIR}/compiler/format.c)
+  set_tests_properties(compile/${mode}/opt_small_square PROPERTIES LABELS compile TIMEOUT 300)
 endforeach()

@@ -24,7 +24,7 @@ model=$4
 emit() {
     rm -rf "$1"
     mkdir -p "$1" || fail "cannot create $1"
-    "$primec" build "$model" --emit-only -o "$1" >"$1.stdout" 2>"$1.stderr" ||
+    "$primec" build "$model" ${PRIMEC_MODEL:+--model "$PRIMEC_MODEL"} --emit-only -o "$1" >"$1.stdout" 2>"$1.stderr" ||
         fail "primec build --emit-only $model failed: $(cat "$1.stderr")"
     set -- "$1"/*.c
     [ $# -eq 1 ] && [ -f "$1" ] || fail "$model must emit exactly one C file"
@@ -43,7 +43,7 @@ determinism)
     printf '%s: two emissions are byte-identical (%s bytes)\n' "$model" "$(wc -c <"$a" | tr -d ' ')"
     ;;
 format)
-    [ $# -eq 6 ] || fail "format needs CLANG_FORMAT and FORMAT_C"
+    [ $# -ge 6 ] || fail "format needs CLANG_FORMAT and FORMAT_C"
     clang_format=$5
     format_c=$6
     style=$(sed -n 's/.*"\({BasedOnStyle[^"]*}\)".*/\1/p' "$format_c")
