@@ -75,6 +75,7 @@ typedef struct Builder {
     int next_tag;
     PhaseSched *ph;
     const Instance *inst; /* of the current phase */
+    int nsums;            /* storage tensors made for summing gradients (names) */
     /* Filled by a run: tiles a device needed that nobody held. */
     Layout need[SCHED_MAX_TENSORS];
     int track_need[SCHED_MAX_TENSORS];
@@ -1498,7 +1499,7 @@ static int storage_like(Builder *b, int like) {
     }
     int id = s->ntensors++;
     s->tensors[id] = s->tensors[like];
-    s->tensors[id].name = arena_printf(b->arena, "%s_sum", s->tensors[like].name);
+    s->tensors[id].name = arena_printf(b->arena, "%s_sum%d", s->tensors[like].name, ++b->nsums);
     s->tensors[id].check = 0;
     s->tensors[id].fill_phase = -1;
     s->tensors[id].max_slots = 0;
@@ -1745,8 +1746,15 @@ static void collect_operands(Builder *b, PhaseSched *ph, const Expr *e, const In
             for (int i = 0; i < inst->op->ninputs; ++i) {
                 if (inst->op->inputs[i].name == e->name) {
                     ot = &inst->op->inputs[i];
-                    tensor = storage_for(b, inst->args[i], 0, (int)(inst - b->s->model->instances),
-                                         ot, 0);
+                    int idx = (int)(inst - b->s->model->instances);
+                    tensor = storage_for(b, inst->args[i], 0, idx, ot, 0);
+                    /* The same tensor read with another index order (x and
+                     * its transpose) is a second storage tensor. */
+                    for (int j = 0; j < ph->nin; ++j)
+                        if (ph->in[j].tensor == tensor &&
+                            (ph->in[j].ndims != ot->ndims ||
+                             memcmp(ph->in[j].opdims, ot->dims, sizeof(int) * (size_t)ot->ndims)))
+                            tensor = storage_for(b, inst->args[i], 0, idx, ot, 1);
                 }
             }
             if (!ot)
