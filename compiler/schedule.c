@@ -76,6 +76,13 @@ typedef struct Builder {
     PhaseSched *ph;
     const Instance *inst; /* of the current phase */
     int nsums;            /* storage tensors made for summing gradients (names) */
+    /* Partial sums of a gradient that more contributions will be added
+     * to are all-reduced once, after the last: finish_accumulators puts
+     * the phase's all-reduces in `deferred` instead of emitting them, and
+     * pending[model tensor] holds those of the gradient summed so far. */
+    int defer;
+    PtrVec deferred;
+    PtrVec *pending;
     /* Filled by a run: tiles a device needed that nobody held. */
     Layout need[SCHED_MAX_TENSORS];
     int track_need[SCHED_MAX_TENSORS];
@@ -620,6 +627,24 @@ static void phase_error_note(Builder *b) {
               b->inst->partition->name, b->inst->name);
 }
 
+/* Emits an all-reduce in phase ph: every member, in group order. */
+static void emit_collective(Builder *b, PhaseSched *ph, Collective *col)
+{
+    int tag = b->next_tag++;
+    if (!b->dry) {
+        ptrvec_push(b->arena, &ph->collectives, col);
+        ptrvec_push(b->arena, &ph->groups, col);
+    }
+    int gindex = ph->groups.count - 1;
+    for (int p = 0; p < col->gsize; ++p) {
+        PrimeAction *a = act(b, col->group[p], PRIME_ACT_ALLREDUCE);
+        a->tensor = col->tensor;
+        a->slot = col->slots[p];
+        a->tag = tag;
+        a->arg = gindex;
+    }
+}
+
 /* Checks coverage of the output and all-reduces partial sums. */
 static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
     const SchedTensor *out = &b->s->tensors[ph->out.tensor];
@@ -749,22 +774,17 @@ static void finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
             col->tile = tile;
             col->gsize = gs;
             col->group = ARENA_ARRAY(b->arena, int, gs);
+            col->slots = ARENA_ARRAY(b->arena, int, gs);
             memcpy(col->group, members, sizeof(int) * (size_t)gs);
+            memcpy(col->slots, slots, sizeof(int) * (size_t)gs);
             col->elems = out->tile_elems;
             for (int p = 0; p < gs; ++p)
                 col->bytes += (long)prime_allreduce_bytes((size_t)col->elems, gs, p);
-            int tag = b->next_tag++;
-            if (!b->dry) {
-                ptrvec_push(b->arena, &ph->collectives, col);
-                ptrvec_push(b->arena, &ph->groups, col);
-            }
-            int gindex = ph->groups.count - 1;
-            for (int p = 0; p < gs; ++p) {
-                PrimeAction *a = act(b, members[p], PRIME_ACT_ALLREDUCE);
-                a->tensor = ph->out.tensor;
-                a->slot = slots[p];
-                a->tag = tag;
-                a->arg = gindex;
+            if (b->defer) {
+                if (!b->dry)
+                    ptrvec_push(b->arena, &b->deferred, col);
+            } else {
+                emit_collective(b, ph, col);
             }
         }
     }
@@ -1510,44 +1530,122 @@ static int storage_like(Builder *b, int like) {
 /* What happens after a backward or gradient phase: the gradient is added
  * into the value's gradient so far (several consumers), a weight's
  * gradient lands in the weight's home layout, weights go home. */
-static long phase_epilogue(Builder *b, PhaseSched *ph, int accumulate_into) {
+static void flush_collectives(Builder *b, PhaseSched *ph, PtrVec *list)
+{
+    for (int i = 0; i < list->count; ++i)
+        emit_collective(b, ph, list->items[i]);
+    list->count = 0;
+}
+
+/* Do two lists of all-reduces reduce the same tiles over the same groups? */
+static int same_collectives(const PtrVec *x, const PtrVec *y)
+{
+    if (x->count != y->count)
+        return 0;
+    for (int i = 0; i < x->count; ++i) {
+        const Collective *a = x->items[i];
+        int found = 0;
+        for (int j = 0; j < y->count && !found; ++j) {
+            const Collective *c = y->items[j];
+            found = a->tile == c->tile && a->gsize == c->gsize &&
+                    memcmp(a->group, c->group, sizeof(int) * (size_t)a->gsize) == 0;
+        }
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
+static int same_layout(Builder *b, int t1, int t2)
+{
+    for (int d = 0; d < b->ndev; ++d) {
+        const Store *x = store_of(b, t1, d), *y = store_of(b, t2, d);
+        if (x->count != y->count)
+            return 0;
+        for (int i = 0; i < x->count; ++i)
+            if (store_find(y, x->items[i].tile) < 0)
+                return 0;
+    }
+    return 1;
+}
+
+/* acc += contrib, tile by tile on every device (same tiles). */
+static void add_tiles(Builder *b, int acc, int contrib)
+{
+    for (int d = 0; d < b->ndev; ++d) {
+        const Store *sa = store_of(b, acc, d), *sc = store_of(b, contrib, d);
+        for (int i = 0; i < sa->count; ++i) {
+            PrimeAction *a = act(b, d, PRIME_ACT_ADD);
+            a->tensor = acc;
+            a->slot = sa->items[i].slot;
+            a->nin = 1;
+            a->in_tensor[0] = contrib;
+            a->in_slot[0] = sc->items[store_find(sc, sa->items[i].tile)].slot;
+        }
+    }
+}
+
+/* After a backward or gradient phase that produced a contribution to the
+ * gradient of model tensor mt: sums it into the gradient so far (acc,
+ * -1 for the first contribution). Partial sums that would be all-reduced
+ * are, when the layouts and groups agree, added locally first and
+ * all-reduced once after the last contribution (the Megatron-LM way). */
+static long phase_epilogue(Builder *b, PhaseSched *ph, int acc, int mt, int more_later)
+{
     long bytes = 0;
     const SchedTensor *out = &b->s->tensors[ph->out.tensor];
-    if (accumulate_into >= 0) {
-        /* out holds this phase's contribution; bring it to the layout of
-         * the gradient so far and add. */
-        int acc = accumulate_into;
-        int same_tiling =
-            memcmp(b->s->tensors[acc].nslices, out->nslices, sizeof out->nslices) == 0;
-        Layout target = layout_of(b, acc);
-        int contrib = ph->out.tensor;
-        const char *reason =
-            arena_printf(b->arena, "the contributions to '%s' are summed where the first one is",
-                         b->s->tensors[acc].name);
-        if (same_tiling) {
-            bytes += land(b, ph, contrib, &target, reason);
-        } else {
-            int tmp = storage_like(b, acc);
-            if (tmp < 0)
-                return bytes;
-            bytes += convert(b, ph, contrib, tmp, &target, reason);
-            free_all(b, contrib);
-            contrib = tmp;
-        }
-        for (int d = 0; d < b->ndev; ++d) {
-            const Store *sa = store_of(b, acc, d), *sc = store_of(b, contrib, d);
-            for (int i = 0; i < sa->count; ++i) {
-                PrimeAction *a = act(b, d, PRIME_ACT_ADD);
-                a->tensor = acc;
-                a->slot = sa->items[i].slot;
-                a->nin = 1;
-                a->in_tensor[0] = contrib;
-                a->in_slot[0] = sc->items[store_find(sc, sa->items[i].tile)].slot;
-            }
-        }
-        free_all(b, contrib);
+    int contrib = ph->out.tensor;
+    PtrVec mine = b->deferred;
+    memset(&b->deferred, 0, sizeof b->deferred);
+    PtrVec *pend = &b->pending[mt];
+    if (acc < 0) {
+        if (more_later)
+            *pend = mine;
+        else
+            flush_collectives(b, ph, &mine);
+        return 0;
     }
+    int same_tiling = memcmp(b->s->tensors[acc].nslices, out->nslices, sizeof out->nslices) == 0;
+    if (mine.count && pend->count && same_tiling && same_layout(b, acc, contrib) &&
+        same_collectives(pend, &mine)) {
+        add_tiles(b, acc, contrib);
+        free_all(b, contrib);
+        if (!more_later)
+            flush_collectives(b, ph, pend);
+        return 0;
+    }
+    flush_collectives(b, ph, pend);
+    flush_collectives(b, ph, &mine);
+    /* Bring the contribution to the layout of the gradient so far and add. */
+    Layout target = layout_of(b, acc);
+    const char *reason =
+        arena_printf(b->arena, "the contributions to '%s' are summed where the first one is",
+                     b->s->tensors[acc].name);
+    if (same_tiling) {
+        bytes += land(b, ph, contrib, &target, reason);
+    } else {
+        int tmp = storage_like(b, acc);
+        if (tmp < 0)
+            return bytes;
+        bytes += convert(b, ph, contrib, tmp, &target, reason);
+        free_all(b, contrib);
+        contrib = tmp;
+    }
+    add_tiles(b, acc, contrib);
+    free_all(b, contrib);
     return bytes;
+}
+
+/* Does a phase after p produce another contribution to mt's gradient? */
+static int more_contributions(const Schedule *s, int p, int mt)
+{
+    for (int q = p + 1; q < s->phases.count; ++q) {
+        const PhaseSched *qh = s->phases.items[q];
+        if ((qh->kind == PHASE_BWD || qh->kind == PHASE_GRAD) &&
+            s->tensors[qh->out.tensor].model_tensor == mt)
+            return 1;
+    }
+    return 0;
 }
 
 static void phase_alloc(Builder *b, PhaseSched *ph, PhaseKind kind, int inst) {
@@ -1573,12 +1671,25 @@ static void choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stor
         Machine saved;
         machine_copy(b, &saved, &b->m);
         int was_dry = b->dry, was_failed = b->failed, tag = b->next_tag;
+        int nvalues = b->s->model->ntensors;
+        PtrVec *pending = ARENA_ARRAY(b->arena, PtrVec, nvalues);
+        memcpy(pending, b->pending, sizeof(PtrVec) * (size_t)nvalues);
+        for (int v = 0; v < nvalues; ++v) {
+            /* A trial may flush a list: give it a copy of each. */
+            pending[v].items = NULL;
+            pending[v].count = pending[v].cap = 0;
+            for (int i = 0; i < b->pending[v].count; ++i)
+                ptrvec_push(b->arena, &pending[v], b->pending[v].items[i]);
+        }
+        PtrVec deferred = b->deferred;
         b->dry = 1;
         b->failed = 0;
         ph->reversed = rev;
         long bytes = phase_exec(b, ph);
         bytes += phase_finish(b, ph, p, grad_storage);
         int failed = b->failed;
+        memcpy(b->pending, pending, sizeof(PtrVec) * (size_t)nvalues);
+        b->deferred = deferred;
         machine_copy(b, &b->m, &saved);
         b->dry = was_dry;
         b->failed = was_failed;
@@ -1840,7 +1951,7 @@ static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_stor
     if (ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD) {
         int mt = inst->args[ph->wrt];
         int acc = grad_storage[mt] != ph->out.tensor ? grad_storage[mt] : -1;
-        bytes += phase_epilogue(b, ph, acc);
+        bytes += phase_epilogue(b, ph, acc, mt, more_contributions(s, p, mt));
         if (model->tensors[mt].role == TENSOR_WEIGHT) {
             int w = storage_for(b, mt, 0, ph->inst, &inst->op->inputs[ph->wrt], 0);
             if (s->home[w].ndev && acc < 0)
@@ -1958,6 +2069,7 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
             ts->check = 1;
     }
     machine_init(b);
+    b->pending = ARENA_ARRAY(arena, PtrVec, model->ntensors);
 
     /* Init: inputs and weights where their first reader needs them. */
     for (int t = 0; t < model->ntensors; ++t) {
@@ -2012,6 +2124,11 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
             continue;
         }
         enter_phase(b, ph);
+        b->defer = 0;
+        if (ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD) {
+            int mt = s->tensors[ph->out.tensor].model_tensor;
+            b->defer = more_contributions(s, p, mt) || b->pending[mt].count > 0;
+        }
         if (ph->kind != PHASE_FWD)
             choose_order(b, ph, p, grad_storage);
         enter_phase(b, ph);

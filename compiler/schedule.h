@@ -107,6 +107,7 @@ typedef struct Collective {
     long tile;
     int gsize;
     int *group; /* ranks */
+    int *slots; /* the slot of the tile on each member */
     long elems;
     long bytes; /* over all members */
 } Collective;
