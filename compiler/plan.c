@@ -701,6 +701,8 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
             const Partition *part = module->partitions.items[k];
             if (part->op != inst->op || part->naxes > opt->mesh.naxes)
                 continue;
+            if (opt->pinned_only && part != inst->partition)
+                continue;
             int axis_map[IR_MAX_AXES] = {0};
             bind_axes(p, i, part, axis_map, 0, 0);
         }

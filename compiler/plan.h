@@ -52,6 +52,7 @@ typedef struct PlanOptions {
     PlanMoveFn move;
     PlanDpFn dp_cost;
     void *ctx;
+    int pinned_only; /* candidates: only the partition each instance pins */
 } PlanOptions;
 
 typedef struct PlanCandidate {

@@ -158,6 +158,56 @@ static void print_plan(const Model *m, const Result *r, const Profile *prof, Are
     fprintf(out, "  redistribution between instances: %.1f us\n", r->plan.edge_time * 1e6);
 }
 
+static int search_meshes(Compilation *c, const Model *m, long n, long token, long memory_limit,
+                         long tp_max, int pinned_only, CostCtx *ctx, Result *best, long *plans,
+                         PlanOptions *failed_opt, int *have_failed) {
+    int have = 0;
+    for (long dp = 1; dp <= n; dp *= 2) {
+        long t = n / dp;
+        if (t > tp_max)
+            continue;
+        for (int shape = 0; shape < 2; ++shape) {
+            Result r;
+            memset(&r, 0, sizeof r);
+            if (shape == 0) {
+                mesh_1d(&r.mesh, t);
+            } else {
+                long s = (long)llround(sqrt((double)t));
+                if (s * s != t || s < 2)
+                    continue;
+                mesh_2d(&r.mesh, s);
+            }
+            r.dp = (int)dp;
+            PlanOptions opt;
+            memset(&opt, 0, sizeof opt);
+            opt.mesh = r.mesh;
+            opt.dp = (int)dp;
+            opt.token_size = token;
+            opt.memory_limit = memory_limit;
+            opt.cost = price_schedule;
+            opt.move = price_move;
+            opt.dp_cost = price_dp;
+            opt.ctx = ctx;
+            opt.pinned_only = pinned_only;
+            DiagSink mute;
+            diag_init(&mute, &c->sources, c->arena, NULL);
+            if (!plan_model(c->arena, &mute, &c->module, m, &opt, &r.plan)) {
+                if (!*have_failed) {
+                    *failed_opt = opt;
+                    *have_failed = 1;
+                }
+                continue;
+            }
+            ++*plans;
+            if (!have || r.plan.time < best->plan.time) {
+                *best = r;
+                have = 1;
+            }
+        }
+    }
+    return have;
+}
+
 int plan_main(int argc, char **argv) {
     const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
     long devices = 0, memory_limit = 0, tp_max = 64;
@@ -241,52 +291,11 @@ int plan_main(int argc, char **argv) {
                 token = m->tensors[t].sizes[0];
         double t0 = now_ms();
         Result best;
-        int have = 0;
         long plans = 0;
         PlanOptions failed_opt;
         int have_failed = 0;
-        for (long dp = 1; dp <= n; dp *= 2) {
-            long t = n / dp;
-            if (t > tp_max)
-                continue;
-            for (int shape = 0; shape < 2; ++shape) {
-                Result r;
-                memset(&r, 0, sizeof r);
-                if (shape == 0) {
-                    mesh_1d(&r.mesh, t);
-                } else {
-                    long s = (long)llround(sqrt((double)t));
-                    if (s * s != t || s < 2)
-                        continue;
-                    mesh_2d(&r.mesh, s);
-                }
-                r.dp = (int)dp;
-                PlanOptions opt;
-                memset(&opt, 0, sizeof opt);
-                opt.mesh = r.mesh;
-                opt.dp = (int)dp;
-                opt.token_size = token;
-                opt.memory_limit = memory_limit;
-                opt.cost = price_schedule;
-                opt.move = price_move;
-                opt.dp_cost = price_dp;
-                opt.ctx = &ctx;
-                DiagSink mute;
-                diag_init(&mute, &c.sources, c.arena, NULL);
-                if (!plan_model(c.arena, &mute, &c.module, m, &opt, &r.plan)) {
-                    if (!have_failed) {
-                        failed_opt = opt;
-                        have_failed = 1;
-                    }
-                    continue;
-                }
-                plans++;
-                if (!have || r.plan.time < best.plan.time) {
-                    best = r;
-                    have = 1;
-                }
-            }
-        }
+        int have = search_meshes(&c, m, n, token, memory_limit, tp_max, 0, &ctx, &best, &plans, &failed_opt,
+                                 &have_failed);
         double ms = now_ms() - t0;
         if (!have) {
             /* Say why on the first mesh tried. */
@@ -296,49 +305,23 @@ int plan_main(int argc, char **argv) {
             rc = 1;
             break;
         }
-        /* The model's own pinned plan, priced the same way. */
+        /* The model's pinned partitions (e.g. the Megatron-LM plan of an
+         * example), with the best mesh and data-parallel degree for them. */
         int pinned = m->ninstances > 0;
         for (int i = 0; i < m->ninstances; ++i)
             pinned &= m->instances[i].partition != NULL;
-        double pinned_time = -1;
-        long pinned_coll = 0, pinned_p2p = 0, pinned_mem = 0;
+        Result base;
+        memset(&base, 0, sizeof base);
+        int have_base = 0;
         if (pinned) {
-            PlanOptions opt;
-            memset(&opt, 0, sizeof opt);
-            opt.mesh = m->mesh;
-            opt.dp = 1;
-            opt.cost = price_schedule;
-            opt.move = price_move;
-            opt.ctx = &ctx;
-            Plan own;
-            DiagSink mute;
-            diag_init(&mute, &c.sources, c.arena, NULL);
-            if (plan_model(c.arena, &mute, &c.module, m, &opt, &own)) {
-                int *choice = ARENA_ARRAY(c.arena, int, m->ninstances);
-                int found = 1;
-                for (int i = 0; i < m->ninstances && found; ++i) {
-                    found = 0;
-                    for (int q = 0; q < own.cands[i].count; ++q) {
-                        const PlanCandidate *pc = own.cands[i].items[q];
-                        if (pc->partition == m->instances[i].partition &&
-                            !memcmp(pc->axis_map, m->instances[i].axis_map, sizeof pc->axis_map)) {
-                            choice[i] = q;
-                            found = 1;
-                        }
-                    }
-                }
-                if (found) {
-                    memcpy(own.choice, choice, sizeof(int) * (size_t)m->ninstances);
-                    pinned_time = plan_assignment_time(&own, choice);
-                    for (int i = 0; i < m->ninstances; ++i) {
-                        const PlanCandidate *pc = own.cands[i].items[choice[i]];
-                        pinned_coll += pc->cost.coll_bytes;
-                        pinned_p2p += pc->cost.p2p_bytes;
-                        pinned_mem += pc->cost.persistent;
-                    }
-                }
-            }
+            long base_plans = 0;
+            PlanOptions ignored;
+            int ignored_failed = 0;
+            have_base = search_meshes(&c, m, n, token, memory_limit, tp_max, 1, &ctx, &base, &base_plans,
+                                      &ignored, &ignored_failed);
         }
+        double pinned_time = have_base ? base.plan.time : -1;
+        long pinned_coll = base.plan.coll_bytes, pinned_p2p = base.plan.p2p_bytes, pinned_mem = base.plan.memory;
         if (json) {
             printf("{\"model\": \"%s\", \"devices\": %ld, \"profile\": \"%s\", \"dp\": %d, "
                    "\"mesh\": [",
@@ -350,26 +333,30 @@ int plan_main(int argc, char **argv) {
             for (int i = 0; i < m->ninstances; ++i)
                 printf("%s{\"name\": \"%s\", \"use\": \"%s\"}", i ? ", " : "", m->instances[i].name,
                        plan_use_text(c.arena, &best.plan, i));
-            printf(
-                "], \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
-                "\"memory_bytes\": %ld, "
-                "\"pinned_time_s\": %.9g, \"pinned_collective_bytes\": %ld, \"pinned_p2p_bytes\": "
-                "%ld, "
-                "\"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s}\n",
-                best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory,
-                pinned_time, pinned_coll, pinned_p2p, best.plan.candidates, plans, ms,
-                best.plan.used_power ? "true" : "false");
+            printf("], \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
+                   "\"memory_bytes\": %ld, \"pinned_time_s\": %.9g, \"pinned_collective_bytes\": "
+                   "%ld, \"pinned_p2p_bytes\": %ld, \"pinned_memory_bytes\": %ld, \"pinned_dp\": %d, "
+                   "\"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s}\n",
+                   best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory,
+                   pinned_time, pinned_coll, pinned_p2p, pinned_mem, base.dp,
+                   best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
         } else {
             print_plan(m, &best, &prof, c.arena, stdout);
             printf("predicted step time %.1f us; collective %ld B/device, point-to-point %ld "
                    "B/device, memory %ld B/device\n",
                    best.plan.time * 1e6, best.plan.coll_bytes, best.plan.p2p_bytes,
                    best.plan.memory);
-            if (pinned_time >= 0)
-                printf("pinned plan (the model's `use` clauses, mesh of %d): %.1f us, collective "
-                       "%ld B/device, point-to-point %ld B/device; speedup %.2fx\n",
-                       m->mesh.ndev, pinned_time * 1e6, pinned_coll, pinned_p2p,
-                       pinned_time / best.plan.time);
+            if (pinned_time >= 0) {
+                printf("pinned partitions (the model's `use` clauses), best mesh and data "
+                       "parallelism for them (%d replica%s): %.1f us, collective %ld B/device, "
+                       "point-to-point %ld B/device, memory %ld B/device\n",
+                       base.dp, base.dp == 1 ? "" : "s", pinned_time * 1e6, pinned_coll,
+                       pinned_p2p, pinned_mem);
+                printf("planned vs pinned: throughput %.2fx, collective bytes %.2f, memory %.2f\n",
+                       pinned_time / best.plan.time,
+                       pinned_coll ? (double)best.plan.coll_bytes / (double)pinned_coll : 0.0,
+                       pinned_mem ? (double)best.plan.memory / (double)pinned_mem : 0.0);
+            }
             printf("searched %ld candidates in %ld mesh shapes in %.1f ms%s\n",
                    best.plan.candidates, plans, ms,
                    best.plan.used_power ? " (layers composed as a (min,+) matrix power)" : "");

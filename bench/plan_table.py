@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Planner table: for each published-shape example model, plan it on N
+devices and compare with its pinned (Megatron-LM) partitions given their
+best mesh and data-parallel degree, under the same cost model.
+
+    bench/plan_table.py [--primec build-rel/compiler/primec] [--profile v100]
+                        [--elem-bytes 2] [--repeat 5]
+
+Prints a Markdown table: predicted throughput ratio (planned / Megatron),
+collective-byte ratio, memory ratio, and the planner's search time (median
+of --repeat runs, one thread).
+"""
+import argparse
+import json
+import statistics
+import subprocess
+
+MODELS = [
+    ("OPT-175B layer", "examples/opt_layer.prime", "opt_megatron"),
+    ("Llama-2-70B layer", "examples/llama2_layer.prime", "llama2_megatron"),
+    ("BLOOM-176B layer", "examples/bloom_layer.prime", "bloom_megatron"),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--primec", default="build-rel/compiler/primec")
+    ap.add_argument("--profile", default="v100")
+    ap.add_argument("--elem-bytes", default="2")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--devices", default="4,8,16,32,4096")
+    args = ap.parse_args()
+    print("| model | devices | plan (mesh x dp) | throughput vs Megatron | collective bytes vs Megatron | memory vs Megatron | search ms (median) |")
+    print("|---|---|---|---|---|---|---|")
+    ratios = {}
+    for title, path, model in MODELS:
+        for n in [int(x) for x in args.devices.split(",")]:
+            times, last = [], None
+            for _ in range(args.repeat):
+                out = subprocess.run([args.primec, "plan", path, "--model", model, "--devices", str(n),
+                                      "--profile", args.profile, "--elem-bytes", args.elem_bytes, "--json"],
+                                     capture_output=True, text=True, check=True)
+                last = json.loads(out.stdout)
+                times.append(last["search_ms"])
+            mesh = " x ".join(str(a["size"]) for a in last["mesh"])
+            thr = last["pinned_time_s"] / last["time_s"]
+            coll = last["collective_bytes"] / last["pinned_collective_bytes"] if last["pinned_collective_bytes"] else float("nan")
+            mem = last["memory_bytes"] / last["pinned_memory_bytes"] if last["pinned_memory_bytes"] else float("nan")
+            ratios.setdefault(n, []).append(thr)
+            print("| %s | %d | (%s) x %d | %.2fx | %.2f | %.2f | %.1f |" % (
+                title, n, mesh, last["dp"], thr, coll, mem, statistics.median(times)))
+    for n, r in sorted(ratios.items()):
+        print("\ngeometric mean throughput ratio on %d devices: %.2fx" % (n, statistics.geometric_mean(r)), end="")
+    print()
+
+
+if __name__ == "__main__":
+    main()
