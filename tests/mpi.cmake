@@ -79,3 +79,19 @@ foreach(partition data column row ring)
   primec_mpi_run_test(${partition} "d: 4")
 endforeach()
 primec_mpi_run_test(square "i: 2, j: 2")
+
+# The small transformer layers, Megatron-LM and square-grid plans, as 4 MPI
+# processes.
+foreach(family opt llama2 bloom)
+  foreach(plan megatron square)
+    set(name ${family}_small_${plan})
+    add_test(NAME mpi/layers/${name}
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh mpi $<TARGET_FILE:primec>
+                     ${CMAKE_SOURCE_DIR}/examples/${family}_layer.prime ${name}
+                     ${PRIMEC_MPI_RUN_DIR}/layers/${name}
+                     ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
+    set_tests_properties(mpi/layers/${name} PROPERTIES LABELS "mpi;run" TIMEOUT 600
+                         ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
+                         PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
+  endforeach()
+endforeach()
