@@ -83,6 +83,10 @@ typedef struct Builder {
     int defer;
     PtrVec deferred;
     PtrVec *pending;
+    /* The layout in which a forward phase first consumed each storage
+     * tensor: where that value's gradient is wanted next (the producer's
+     * backward phase reads it there in an aligned plan). */
+    Layout *consumed;
     /* Filled by a run: tiles a device needed that nobody held. */
     Layout need[SCHED_MAX_TENSORS];
     int track_need[SCHED_MAX_TENSORS];
@@ -1478,6 +1482,10 @@ static long prepare_inputs(Builder *b, PhaseSched *ph) {
 /* Runs one phase with its input boundary; returns the bytes moved. */
 static long phase_exec(Builder *b, PhaseSched *ph) {
     learn_needs(b, ph);
+    if (ph->kind == PHASE_FWD && !b->dry && b->consumed)
+        for (int i = 0; i < ph->nin; ++i)
+            if (!b->consumed[ph->in[i].tensor].ndev)
+                b->consumed[ph->in[i].tensor] = b->need[ph->in[i].tensor];
     int nb = ph->boundary.count;
     long bytes = prepare_inputs(b, ph);
     int ins[SCHED_MAX_OPERANDS];
@@ -1660,6 +1668,25 @@ static void phase_alloc(Builder *b, PhaseSched *ph, PhaseKind kind, int inst) {
  * that moves fewer bytes at the boundaries wins (forward on a tie). */
 static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage);
 
+/* Bytes to bring a backward phase's input gradient from where it ends to
+ * where its value was consumed in the forward phase (where the producer's
+ * backward phase will want it in an aligned plan). */
+static long downstream_bytes(Builder *b, PhaseSched *ph) {
+    if (ph->kind != PHASE_BWD || !b->consumed)
+        return 0;
+    const SchedTensor *g = &b->s->tensors[ph->out.tensor];
+    for (int t = 0; t < b->s->ntensors; ++t) {
+        const SchedTensor *x = &b->s->tensors[t];
+        if (x->is_grad || x->model_tensor != g->model_tensor ||
+            memcmp(x->nslices, g->nslices, sizeof x->nslices) != 0 || !b->consumed[t].ndev)
+            continue;
+        Layout have = layout_of(b, ph->out.tensor);
+        long bytes = sched_conversion_bytes(g, &have, x, &b->consumed[t], NULL);
+        return bytes > 0 ? bytes : 0;
+    }
+    return 0;
+}
+
 static void choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_storage) {
     long best = -1;
     int best_rev = 0;
@@ -1686,6 +1713,7 @@ static void choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stor
         b->failed = 0;
         ph->reversed = rev;
         long bytes = phase_exec(b, ph);
+        bytes += downstream_bytes(b, ph);
         bytes += phase_finish(b, ph, p, grad_storage);
         int failed = b->failed;
         memcpy(b->pending, pending, sizeof(PtrVec) * (size_t)nvalues);
@@ -2070,6 +2098,7 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
     }
     machine_init(b);
     b->pending = ARENA_ARRAY(arena, PtrVec, model->ntensors);
+    b->consumed = ARENA_ARRAY(arena, Layout, SCHED_MAX_TENSORS);
 
     /* Init: inputs and weights where their first reader needs them. */
     for (int t = 0; t < model->ntensors; ++t) {
