@@ -90,18 +90,23 @@ def main():
                 sq = m.group(1) + "_square"
                 a = summary(explain(args.primec, path, meg)["per_device"])
                 b = summary(explain(args.primec, path, sq)["per_device"])
+                sp = None
+                if meg + "_sp" in names:
+                    sp = summary(explain(args.primec, path, meg + "_sp")["per_device"])
                 measured = ""
                 if args.run and "_small" in meg:
                     ma = summary(measure(args.primec, path, meg, work)["ranks"])
                     mb = summary(measure(args.primec, path, sq, work)["ranks"])
                     same = ma == a and mb == b
                     measured = "measured = predicted" if same else "measured: %s / %s" % (ma, mb)
-                rows.append((m.group(1), a, b, measured))
+                rows.append((m.group(1), a, b, measured, sp))
 
     print("| model | plan | collective bytes / device | p2p bytes / device | peak memory / device |")
     print("|---|---|---|---|---|")
-    for name, a, b, measured in rows:
+    for name, a, b, measured, sp in rows:
         print("| %s | Megatron | %s | %s | %s |" % (name, fmt_bytes(a["coll"]), fmt_bytes(a["p2p"]), fmt_bytes(a["peak"])))
+        if sp:
+            print("| | Megatron, sequence parallel | %s | %s | %s |" % (fmt_bytes(sp["coll"]), fmt_bytes(sp["p2p"]), fmt_bytes(sp["peak"])))
         print("| | square grid | %s | %s | %s |" % (fmt_bytes(b["coll"]), fmt_bytes(b["p2p"]), fmt_bytes(b["peak"])))
         print("| | square / Megatron | %s | %s | %s %s|" % (ratio(b["coll"], a["coll"]), ratio(b["p2p"], a["p2p"]),
                                                        ratio(b["peak"], a["peak"]), ("(" + measured + ") ") if measured else ""))
