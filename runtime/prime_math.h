@@ -10,23 +10,43 @@
 
 #include <math.h>
 
-static inline float prime_rsqrt(float x) { return 1.0f / sqrtf(x); }
-static inline float prime_rsqrt_grad(float x) { return -0.5f / (x * sqrtf(x)); }
-static inline float prime_tanh_grad(float x) { float t = tanhf(x); return 1.0f - t * t; }
-static inline float prime_erf_grad(float x) { return 1.1283791670955126f * expf(-x * x); }
-static inline float prime_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float prime_sigmoid_grad(float x) { float s = prime_sigmoid(x); return s * (1.0f - s); }
-static inline float prime_relu(float x) { return x > 0.0f ? x : 0.0f; }
-static inline float prime_step(float x) { return x > 0.0f ? 1.0f : 0.0f; }
-static inline float prime_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static inline float prime_gelu_grad(float x)
-{
+static inline float prime_rsqrt(float x) {
+    return 1.0f / sqrtf(x);
+}
+static inline float prime_rsqrt_grad(float x) {
+    return -0.5f / (x * sqrtf(x));
+}
+static inline float prime_tanh_grad(float x) {
+    float t = tanhf(x);
+    return 1.0f - t * t;
+}
+static inline float prime_erf_grad(float x) {
+    return 1.1283791670955126f * expf(-x * x);
+}
+static inline float prime_sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+static inline float prime_sigmoid_grad(float x) {
+    float s = prime_sigmoid(x);
+    return s * (1.0f - s);
+}
+static inline float prime_relu(float x) {
+    return x > 0.0f ? x : 0.0f;
+}
+static inline float prime_step(float x) {
+    return x > 0.0f ? 1.0f : 0.0f;
+}
+static inline float prime_gelu(float x) {
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+static inline float prime_gelu_grad(float x) {
     return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
            x * 0.3989422804014327f * expf(-0.5f * x * x);
 }
-static inline float prime_silu(float x) { return x * prime_sigmoid(x); }
-static inline float prime_silu_grad(float x)
-{
+static inline float prime_silu(float x) {
+    return x * prime_sigmoid(x);
+}
+static inline float prime_silu_grad(float x) {
     float s = prime_sigmoid(x);
     return s * (1.0f + x * (1.0f - s));
 }

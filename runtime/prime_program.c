@@ -23,8 +23,8 @@
 
 typedef struct Run {
     const PrimeProgram *prog;
-    float **whole;       /* per value: the whole array (inputs filled) */
-    float **ref;         /* per value: the dense reference (with check) */
+    float **whole; /* per value: the whole array (inputs filled) */
+    float **ref;   /* per value: the dense reference (with check) */
     int check;
     PrimeStore *stores;  /* per rank */
     PrimeStatus *status; /* per rank */
@@ -34,8 +34,7 @@ typedef struct Run {
     size_t *seen_off;    /* per tensor: its first tile in a rank's block */
 } Run;
 
-static long elems_of(const long *shape, int ndims)
-{
+static long elems_of(const long *shape, int ndims) {
     long n = 1;
     for (int i = 0; i < ndims; ++i)
         n *= shape[i];
@@ -43,16 +42,14 @@ static long elems_of(const long *shape, int ndims)
 }
 
 /* Offsets of tile `id` in the whole tensor (row-major over its dims). */
-static void tile_offset(const PrimeTensorDesc *t, long id, long *off)
-{
+static void tile_offset(const PrimeTensorDesc *t, long id, long *off) {
     for (int x = t->ndims - 1; x >= 0; --x) {
         off[x] = (id % t->nslices[x]) * t->tile[x];
         id /= t->nslices[x];
     }
 }
 
-static void fill_tiles(PrimeDev *dev, const Run *run, int tensor)
-{
+static void fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
     const PrimeTensorDesc *t = &run->prog->tensors[tensor];
     const int rank = prime_dev_rank(dev);
     PrimeStore *st = &run->stores[rank];
@@ -67,8 +64,7 @@ static void fill_tiles(PrimeDev *dev, const Run *run, int tensor)
 
 static void check_rank(PrimeDev *dev, Run *run);
 
-static void rank_main(PrimeDev *dev, void *arg)
-{
+static void rank_main(PrimeDev *dev, void *arg) {
     Run *run = arg;
     const PrimeProgram *prog = run->prog;
     const int rank = prime_dev_rank(dev);
@@ -85,16 +81,14 @@ static void rank_main(PrimeDev *dev, void *arg)
     run->status[rank] = st;
 }
 
-static void stores_release(Run *run)
-{
+static void stores_release(Run *run) {
     /* Stores of devices that ran are empty already; with MPI the others
      * never held a tile, so no device is needed to count their release. */
     for (int r = 0; r < run->prog->ndev; ++r)
         prime_store_release(NULL, &run->stores[r]);
 }
 
-static int stores_init(Run *run)
-{
+static int stores_init(Run *run) {
     const PrimeProgram *prog = run->prog;
     size_t tile_elems[PRIME_MAX_TENSORS];
     int max_slots[PRIME_MAX_TENSORS];
@@ -115,8 +109,7 @@ static int stores_init(Run *run)
  * block of the shared array starts as this process's value, and the share
  * keeps the block of this process's rank, whichever that is. A failed
  * share counts as `fail`. */
-static int agree_max(PrimeWorld *world, int ndev, int value, int fail)
-{
+static int agree_max(PrimeWorld *world, int ndev, int value, int fail) {
     int *all = malloc(sizeof(int) * (size_t)ndev);
     if (!all)
         return value > fail ? value : fail;
@@ -136,8 +129,8 @@ static int agree_max(PrimeWorld *world, int ndev, int value, int fail)
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void say(FILE *out, const char *fmt, ...)
-{
+static void
+say(FILE *out, const char *fmt, ...) {
     if (!out)
         return;
     va_list ap;
@@ -146,8 +139,7 @@ static void say(FILE *out, const char *fmt, ...)
     va_end(ap);
 }
 
-static long ntiles_of(const PrimeTensorDesc *t)
-{
+static long ntiles_of(const PrimeTensorDesc *t) {
     long n = 1;
     for (int x = 0; x < t->ndims; ++x)
         n *= t->nslices[x];
@@ -155,8 +147,7 @@ static long ntiles_of(const PrimeTensorDesc *t)
 }
 
 /* Compares every tile this rank holds at the end with the reference. */
-static void check_rank(PrimeDev *dev, Run *run)
-{
+static void check_rank(PrimeDev *dev, Run *run) {
     const PrimeProgram *prog = run->prog;
     const int rank = prime_dev_rank(dev);
     static const long zero[PRIME_MAX_DIMS] = {0};
@@ -199,14 +190,12 @@ static void check_rank(PrimeDev *dev, Run *run)
     }
 }
 
-static void usage(const char *argv0)
-{
+static void usage(const char *argv0) {
     fprintf(stderr, "usage: %s [--check] [--seed N] [--trace FILE] [--json FILE] [--repeat N]\n",
             argv0);
 }
 
-int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
-{
+int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
     int check = 0, repeat = 1;
     unsigned long long seed = 1;
     const char *trace = NULL, *json = NULL;
@@ -330,7 +319,8 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
             "peak bytes");
         int counters_ok = 1;
         if (js)
-            fprintf(js, "{\"program\": \"%s\", \"devices\": %d, \"ranks\": [", prog->name, prog->ndev);
+            fprintf(js, "{\"program\": \"%s\", \"devices\": %d, \"ranks\": [", prog->name,
+                    prog->ndev);
         for (int r = 0; r < prog->ndev; ++r) {
             unsigned long long b[PRIME_BYTES_KIND_COUNT];
             for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k) {
@@ -343,7 +333,9 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
                 counters_ok = 0;
             say(out, "%6d %14llu %14llu %14llu %14llu\n", r, b[0], b[1], b[2], peak);
             if (js)
-                fprintf(js, "%s{\"rank\": %d, \"shift\": %llu, \"collective\": %llu, \"redist\": %llu, \"peak\": %llu}",
+                fprintf(js,
+                        "%s{\"rank\": %d, \"shift\": %llu, \"collective\": %llu, \"redist\": %llu, "
+                        "\"peak\": %llu}",
                         r ? ", " : "", r, b[0], b[1], b[2], peak);
         }
         if (js)
@@ -370,9 +362,8 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv)
                     if (run.err[r * prog->ntensors + t] > err)
                         err = run.err[r * prog->ntensors + t];
                 int ok = err <= prog->tolerance && missing == 0;
-                say(out, "check %-8s max rel error %.3e (bound %.1e)%s %s\n",
-                    prog->tensors[t].name, err, prog->tolerance, missing ? " MISSING TILES" : "",
-                    ok ? "ok" : "FAIL");
+                say(out, "check %-8s max rel error %.3e (bound %.1e)%s %s\n", prog->tensors[t].name,
+                    err, prog->tolerance, missing ? " MISSING TILES" : "", ok ? "ok" : "FAIL");
                 if (js)
                     fprintf(js, "%s\"%s\": %.6e", first ? "" : ", ", prog->tensors[t].name, err);
                 first = 0;

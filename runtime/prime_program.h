@@ -30,9 +30,9 @@ extern "C" {
 
 /* Which tiles of a tensor each rank holds, and in which slots. */
 typedef struct PrimeLayout {
-    const int *count;           /* per rank */
-    const long *const *tiles;   /* per rank: tile ids */
-    const int *const *slots;    /* per rank: slot of each tile */
+    const int *count;         /* per rank */
+    const long *const *tiles; /* per rank: tile ids */
+    const int *const *slots;  /* per rank: slot of each tile */
 } PrimeLayout;
 
 typedef struct PrimeTensorDesc {

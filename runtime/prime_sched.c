@@ -15,22 +15,20 @@
 /* A posted transfer and, for box transfers, its packed buffer. */
 typedef struct Pending {
     PrimeReq req;
-    float *temp;      /* SEND_BOX/RECV_BOX: the packed buffer */
+    float *temp; /* SEND_BOX/RECV_BOX: the packed buffer */
     size_t temp_n;
     float *unpack_to; /* RECV_BOX: the destination tile */
     const PrimeBox *box;
 } Pending;
 
-static long box_elems(const PrimeBox *b)
-{
+static long box_elems(const PrimeBox *b) {
     long n = 1;
     for (int x = 0; x < b->ndims; ++x)
         n *= b->ext[x];
     return n;
 }
 
-const char *prime_action_name(int op)
-{
+const char *prime_action_name(int op) {
     static const char *const names[] = {
 #define PRIME_X(op, name) name,
         PRIME_ACTION_LIST(PRIME_X)
@@ -42,8 +40,7 @@ const char *prime_action_name(int op)
 }
 
 PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile_elems,
-                             const int *max_slots)
-{
+                             const int *max_slots) {
     if (ntensors < 0 || ntensors > PRIME_MAX_TENSORS)
         return PRIME_ERR_ARG;
     store->ntensors = ntensors;
@@ -63,8 +60,7 @@ PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile
     return PRIME_OK;
 }
 
-void prime_store_release(PrimeDev *dev, PrimeStore *store)
-{
+void prime_store_release(PrimeDev *dev, PrimeStore *store) {
     for (int t = 0; t < store->ntensors; ++t) {
         for (int s = 0; s < store->nslots[t]; ++s) {
             if (store->slots[t][s])
@@ -76,15 +72,13 @@ void prime_store_release(PrimeDev *dev, PrimeStore *store)
     }
 }
 
-static float **slot_ref(PrimeStore *store, int tensor, int slot)
-{
+static float **slot_ref(PrimeStore *store, int tensor, int slot) {
     if (tensor < 0 || tensor >= store->ntensors || slot < 0 || slot >= store->nslots[tensor])
         return NULL;
     return &store->slots[tensor][slot];
 }
 
-PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store)
-{
+PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store) {
     const int rank = prime_dev_rank(dev);
     const PrimeAction *acts = phase->actions[rank];
     const int n = phase->nactions[rank];
@@ -97,8 +91,9 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
     for (int i = 0; i < n && st == PRIME_OK; ++i) {
         const PrimeAction *a = &acts[i];
         float **ref = NULL;
-        if (npending == MAX_PENDING && (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV ||
-                                        a->op == PRIME_ACT_SEND_BOX || a->op == PRIME_ACT_RECV_BOX)) {
+        if (npending == MAX_PENDING &&
+            (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
+             a->op == PRIME_ACT_RECV_BOX)) {
             st = PRIME_ERR_ARG;
             break;
         }
@@ -109,9 +104,8 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
                 break;
             }
         }
-        size_t elems = a->op == PRIME_ACT_WAIT || a->op == PRIME_ACT_STEP
-                           ? 0
-                           : store->tile_elems[a->tensor];
+        size_t elems =
+            a->op == PRIME_ACT_WAIT || a->op == PRIME_ACT_STEP ? 0 : store->tile_elems[a->tensor];
         switch (a->op) {
         case PRIME_ACT_ALLOC:
             if (*ref) {
@@ -164,8 +158,8 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
             if (a->op == PRIME_ACT_SEND_BOX) {
                 prime_copy_box(b->ndims, b->ext, *ref, b->src_tile, b->src_off, pd->temp, b->ext,
                                zero);
-                st = prime_isend(dev, a->peer, a->tag, pd->temp, pd->temp_n,
-                                 (PrimeByteKind)a->kind, &pd->req);
+                st = prime_isend(dev, a->peer, a->tag, pd->temp, pd->temp_n, (PrimeByteKind)a->kind,
+                                 &pd->req);
             } else {
                 pd->unpack_to = *ref;
                 st = prime_irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);

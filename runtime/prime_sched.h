@@ -24,25 +24,25 @@ extern "C" {
 #endif
 
 /* X(op, "name") — the action kinds. */
-#define PRIME_ACTION_LIST(X)                                                           \
-    X(PRIME_ACT_ALLOC, "alloc")         /* slot of tensor: new zeroed tile */          \
-    X(PRIME_ACT_FREE, "free")           /* slot of tensor: release */                  \
-    X(PRIME_ACT_SEND, "send")           /* slot to peer, tag, byte kind */             \
-    X(PRIME_ACT_RECV, "recv")           /* into slot from peer, tag */                 \
-    X(PRIME_ACT_WAIT, "wait")           /* complete every posted send and receive */   \
-    X(PRIME_ACT_KERNEL, "kernel")       /* kernel(slot, in slots, offsets[arg]) */      \
-    X(PRIME_ACT_ADD, "add")             /* slot += in_slot[0] (same tensor) */         \
-    X(PRIME_ACT_ALLREDUCE, "allreduce") /* groups[arg] sums slot, tag */               \
-    X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */              \
-    X(PRIME_ACT_SEND_BOX, "send_box")   /* boxes[arg] of slot, packed, to peer */      \
-    X(PRIME_ACT_RECV_BOX, "recv_box")   /* into boxes[arg] of slot, at the wait */     \
+#define PRIME_ACTION_LIST(X)                                                                       \
+    X(PRIME_ACT_ALLOC, "alloc")         /* slot of tensor: new zeroed tile */                      \
+    X(PRIME_ACT_FREE, "free")           /* slot of tensor: release */                              \
+    X(PRIME_ACT_SEND, "send")           /* slot to peer, tag, byte kind */                         \
+    X(PRIME_ACT_RECV, "recv")           /* into slot from peer, tag */                             \
+    X(PRIME_ACT_WAIT, "wait")           /* complete every posted send and receive */               \
+    X(PRIME_ACT_KERNEL, "kernel")       /* kernel(slot, in slots, offsets[arg]) */                 \
+    X(PRIME_ACT_ADD, "add")             /* slot += in_slot[0] (same tensor) */                     \
+    X(PRIME_ACT_ALLREDUCE, "allreduce") /* groups[arg] sums slot, tag */                           \
+    X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */                          \
+    X(PRIME_ACT_SEND_BOX, "send_box")   /* boxes[arg] of slot, packed, to peer */                  \
+    X(PRIME_ACT_RECV_BOX, "recv_box")   /* into boxes[arg] of slot, at the wait */                 \
     X(PRIME_ACT_COPY_BOX, "copy_box")   /* boxes[arg]: in_slot[0] box -> slot box */
 
 typedef enum PrimeActOp {
 #define PRIME_X(op, name) op,
     PRIME_ACTION_LIST(PRIME_X)
 #undef PRIME_X
-    PRIME_ACT_COUNT
+        PRIME_ACT_COUNT
 } PrimeActOp;
 
 #define PRIME_MAX_KERNEL_INPUTS 4
@@ -51,11 +51,11 @@ typedef struct PrimeAction {
     int op;     /* PrimeActOp */
     int tensor; /* the tensor of slot */
     int slot;
-    int peer;   /* SEND/RECV: the other rank */
-    int tag;    /* SEND/RECV/ALLREDUCE */
-    int arg;    /* KERNEL: kernel index; ALLREDUCE: group index; STEP: step */
-    int kind;   /* SEND: PrimeByteKind */
-    int nin;    /* KERNEL, ADD: number of inputs */
+    int peer; /* SEND/RECV: the other rank */
+    int tag;  /* SEND/RECV/ALLREDUCE */
+    int arg;  /* KERNEL: kernel index; ALLREDUCE: group index; STEP: step */
+    int kind; /* SEND: PrimeByteKind */
+    int nin;  /* KERNEL, ADD: number of inputs */
     int in_tensor[PRIME_MAX_KERNEL_INPUTS];
     int in_slot[PRIME_MAX_KERNEL_INPUTS];
 } PrimeAction;
@@ -87,7 +87,7 @@ typedef struct PrimePhase {
     const char *name;
     const PrimeAction *const *actions; /* per rank */
     const int *nactions;               /* per rank */
-    const PrimeKernelFn *kernels; /* one per phase: kernels[0] */
+    const PrimeKernelFn *kernels;      /* one per phase: kernels[0] */
     const PrimeGroup *groups;
     const PrimeBox *boxes;
     const long (*offsets)[8]; /* KERNEL: offsets[arg], per operator dimension */
