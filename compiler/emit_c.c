@@ -258,6 +258,8 @@ static const char *act_name(int op) {
         return "ADD";
     case PRIME_ACT_ALLREDUCE:
         return "ALLREDUCE";
+    case PRIME_ACT_REDUCE_SCATTER:
+        return "REDUCE_SCATTER";
     case PRIME_ACT_STEP:
         return "STEP";
     case PRIME_ACT_SEND_BOX:
@@ -297,10 +299,11 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
                 printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
             if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_SEND_BOX)
                 printer_printf(p, ", .kind = %s", kind_name(a->kind));
-            if (a->op == PRIME_ACT_ALLREDUCE)
+            if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER)
                 printer_printf(p, ", .tag = %d", a->tag);
             if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL ||
-                a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_SEND_BOX ||
+                a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER ||
+                a->op == PRIME_ACT_SEND_BOX ||
                 a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
                 printer_printf(p, ", .arg = %d", a->arg);
             if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD ||

@@ -188,7 +188,8 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
         }
         for (int i = 0; i < ph->collectives.count; ++i) {
             const Collective *c = ph->collectives.items[i];
-            fprintf(out, "  all-reduce of %s%s over devices {", s->tensors[c->tensor].name,
+            fprintf(out, "  %s of %s%s over devices {", c->reduce_scatter ? "reduce-scatter" : "all-reduce",
+                    s->tensors[c->tensor].name,
                     sched_tile_name(arena, s, c->tensor, c->tile));
             for (int g = 0; g < c->gsize; ++g)
                 fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
@@ -374,7 +375,8 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
         fprintf(out, "],\n   \"collectives\": [");
         for (int i = 0; i < ph->collectives.count; ++i) {
             const Collective *c = ph->collectives.items[i];
-            fprintf(out, "%s{\"kind\": \"all-reduce\", \"tensor\": ", i ? ", " : "");
+            fprintf(out, "%s{\"kind\": \"%s\", \"tensor\": ", i ? ", " : "",
+                    c->reduce_scatter ? "reduce-scatter" : "all-reduce");
             json_str(out, s->tensors[c->tensor].name);
             fprintf(out, ", \"tile\": ");
             json_tile(s, c->tensor, c->tile, out);

@@ -83,6 +83,12 @@ typedef struct Builder {
     int defer;
     PtrVec deferred;
     PtrVec *pending;
+    /* The collectives that last produced each storage tensor's tiles and
+     * the phase index they ran in (a conversion right after may turn an
+     * all-reduce into a reduce-scatter). */
+    PtrVec *reduced;
+    int *reduced_phase;
+    int phase_index; /* of the phase being built */
     /* The layout in which a forward phase first consumed each storage
      * tensor: where that value's gradient is wanted next (the producer's
      * backward phase reads it there in an aligned plan). */
@@ -640,12 +646,22 @@ static void emit_collective(Builder *b, PhaseSched *ph, Collective *col)
         ptrvec_push(b->arena, &ph->groups, col);
     }
     int gindex = ph->groups.count - 1;
+    col->phase = ph;
+    col->action = ARENA_ARRAY(b->arena, int, col->gsize);
     for (int p = 0; p < col->gsize; ++p) {
+        col->action[p] = ph->nactions[col->group[p]];
         PrimeAction *a = act(b, col->group[p], PRIME_ACT_ALLREDUCE);
         a->tensor = col->tensor;
         a->slot = col->slots[p];
         a->tag = tag;
         a->arg = gindex;
+    }
+    if (!b->dry && b->reduced) {
+        if (b->reduced_phase[col->tensor] != b->phase_index) {
+            b->reduced[col->tensor].count = 0;
+            b->reduced_phase[col->tensor] = b->phase_index;
+        }
+        ptrvec_push(b->arena, &b->reduced[col->tensor], col);
     }
 }
 
@@ -1314,12 +1330,94 @@ static int add_box(Builder *b, PhaseSched *ph, const PrimeBox *box) {
     return ph->nboxes++;
 }
 
+/* Is storage tensor t read by a phase after the current one? */
+static int read_after(Builder *b, int t)
+{
+    for (int q = b->phase_index + 1; q < b->s->phases.count; ++q) {
+        const PhaseSched *qh = b->s->phases.items[q];
+        for (int i = 0; i < qh->nin; ++i)
+            if (qh->in[i].tensor == t)
+                return 1;
+    }
+    return 0;
+}
+
+/* A conversion right after the all-reduces that produced `from`, in which
+ * every member of each group keeps exactly its chunk of the reduced tile
+ * (the rows that prime_reduce_scatter_sum leaves it) and nobody else reads
+ * the tile: those all-reduces become reduce-scatters, which send half the
+ * bytes. `from` must not be read again. */
+static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, const Layout *target)
+{
+    if (b->dry || !b->reduced || b->reduced[from].count == 0 ||
+        b->reduced_phase[from] != b->phase_index - 1 || read_after(b, from) ||
+        b->s->tensors[from].check)
+        return;
+    (void)ph;
+    const SchedTensor *tf = &b->s->tensors[from], *tt = &b->s->tensors[to];
+    PtrVec *cols = &b->reduced[from];
+    for (int c = 0; c < cols->count; ++c) {
+        const Collective *col = cols->items[c];
+        long lo[IR_MAX_DIMS], hi[IR_MAX_DIMS], rowlen = 1;
+        for (int x = 0; x < tf->ndims; ++x) {
+            lo[x] = sched_tile_coord(tf, col->tile, x) * tf->extent[x];
+            hi[x] = lo[x] + tf->extent[x];
+            if (x > 0)
+                rowlen *= tf->extent[x];
+        }
+        if (tf->ndims == 0)
+            return;
+        for (int d = 0; d < b->ndev; ++d) {
+            int pos = -1;
+            for (int q = 0; q < col->gsize; ++q)
+                if (col->group[q] == d)
+                    pos = q;
+            int pieces = 0;
+            for (int i = 0; i < target->count[d]; ++i) {
+                long tile = target->tiles[d][i];
+                long blo[IR_MAX_DIMS], bhi[IR_MAX_DIMS];
+                int overlap = 1;
+                for (int x = 0; x < tt->ndims && overlap; ++x) {
+                    long tlo = sched_tile_coord(tt, tile, x) * tt->extent[x], thi = tlo + tt->extent[x];
+                    blo[x] = tlo > lo[x] ? tlo : lo[x];
+                    bhi[x] = thi < hi[x] ? thi : hi[x];
+                    overlap = blo[x] < bhi[x];
+                }
+                if (!overlap)
+                    continue;
+                if (pos < 0 || ++pieces > 1)
+                    return;
+                /* Full rows of the reduced tile, forming chunk pos exactly. */
+                for (int x = 1; x < tf->ndims; ++x)
+                    if (blo[x] != lo[x] || bhi[x] != hi[x])
+                        return;
+                long n = tf->tile_elems, g = col->gsize;
+                if ((blo[0] - lo[0]) * rowlen != pos * n / g || (bhi[0] - lo[0]) * rowlen != (pos + 1) * n / g)
+                    return;
+            }
+            if (pos >= 0 && pieces != 1)
+                return;
+        }
+    }
+    for (int c = 0; c < cols->count; ++c) {
+        Collective *col = cols->items[c];
+        col->reduce_scatter = 1;
+        col->bytes = 0;
+        for (int q = 0; q < col->gsize; ++q) {
+            col->phase->actions[col->group[q]][col->action[q]].op = PRIME_ACT_REDUCE_SCATTER;
+            col->bytes += (long)prime_reduce_scatter_bytes((size_t)col->elems, col->gsize, q);
+        }
+    }
+    cols->count = 0;
+}
+
 /* Builds every tile of `target` (in tensor `to`'s tiling) from the
  * tiles of `from` (another tiling of the same value): each piece comes
  * from the device itself when it holds it, else from the nearest
  * holder, as a box. Returns the bytes moved. */
 static long convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *target,
                     const char *reason) {
+    try_reduce_scatter(b, ph, from, to, target);
     const SchedTensor *tf = &b->s->tensors[from], *tt = &b->s->tensors[to];
     ICE_ASSERT(tf->ndims == tt->ndims);
     int tag = b->next_tag++;
@@ -1778,13 +1876,16 @@ static void predict(Schedule *s, Arena *arena) {
                     cur -= temps;
                     temps = 0;
                     break;
-                case PRIME_ACT_ALLREDUCE: {
+                case PRIME_ACT_ALLREDUCE:
+                case PRIME_ACT_REDUCE_SCATTER: {
                     const Collective *c = ph->groups.items[a->arg];
                     int pos = 0;
                     while (c->group[pos] != d)
                         pos++;
                     s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] +=
-                        (long)prime_allreduce_bytes((size_t)c->elems, c->gsize, pos);
+                        a->op == PRIME_ACT_ALLREDUCE
+                            ? (long)prime_allreduce_bytes((size_t)c->elems, c->gsize, pos)
+                            : (long)prime_reduce_scatter_bytes((size_t)c->elems, c->gsize, pos);
                     long scratch = (long)prime_collective_scratch((size_t)c->elems, c->gsize) *
                                    (long)sizeof(float);
                     if (cur + scratch > phase_peak)
@@ -2099,6 +2200,10 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
     machine_init(b);
     b->pending = ARENA_ARRAY(arena, PtrVec, model->ntensors);
     b->consumed = ARENA_ARRAY(arena, Layout, SCHED_MAX_TENSORS);
+    b->reduced = ARENA_ARRAY(arena, PtrVec, SCHED_MAX_TENSORS);
+    b->reduced_phase = ARENA_ARRAY(arena, int, SCHED_MAX_TENSORS);
+    for (int t = 0; t < SCHED_MAX_TENSORS; ++t)
+        b->reduced_phase[t] = -2;
 
     /* Init: inputs and weights where their first reader needs them. */
     for (int t = 0; t < model->ntensors; ++t) {
@@ -2127,6 +2232,7 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
     }
 
     for (int p = 1; p < s->phases.count; ++p) {
+        b->phase_index = p;
         PhaseSched *ph = s->phases.items[p];
         if (ph->kind == PHASE_DYIN) {
             /* dY of every output arrives in the layout the output has. */

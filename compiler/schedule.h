@@ -102,12 +102,17 @@ typedef struct Move {
     Layout have, need;  /* boundaries: both layouts */
 } Move;
 
+typedef struct PhaseSched PhaseSched;
+
 typedef struct Collective {
     int tensor;
     long tile;
     int gsize;
     int *group; /* ranks */
     int *slots; /* the slot of the tile on each member */
+    int reduce_scatter; /* member p ends with chunk p only (see prime_rt.h) */
+    struct PhaseSched *phase; /* where it runs */
+    int *action;        /* per member: index of its action in phase->actions */
     long elems;
     long bytes; /* over all members */
 } Collective;
@@ -121,7 +126,7 @@ typedef struct Operand {
     int opdims[IR_MAX_DIMS];
 } Operand;
 
-typedef struct PhaseSched {
+struct PhaseSched {
     PhaseKind kind;
     int inst; /* instance index; -1 for init and dy-in */
     int wrt;  /* backward/gradient: the operator input differentiated */
@@ -150,7 +155,7 @@ typedef struct PhaseSched {
     int *offset_hash; /* open addressing over offsets */
     int offset_hash_cap;
     long *peak; /* predicted per rank, over this phase */
-} PhaseSched;
+};
 
 typedef struct Schedule {
     const Model *model;

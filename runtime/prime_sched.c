@@ -237,6 +237,17 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
             prime_trace_end(dev);
             break;
         }
+        case PRIME_ACT_REDUCE_SCATTER: {
+            const PrimeGroup *g = &phase->groups[a->arg];
+            if (!*ref) {
+                st = PRIME_ERR_ARG;
+                break;
+            }
+            prime_trace_begin(dev, "reduce_scatter");
+            st = prime_reduce_scatter_sum(dev, g->ranks, g->size, *ref, elems, a->tag);
+            prime_trace_end(dev);
+            break;
+        }
         case PRIME_ACT_STEP:
             if (in_step)
                 prime_trace_end(dev);

@@ -36,7 +36,8 @@ extern "C" {
     X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */                          \
     X(PRIME_ACT_SEND_BOX, "send_box")   /* boxes[arg] of slot, packed, to peer */                  \
     X(PRIME_ACT_RECV_BOX, "recv_box")   /* into boxes[arg] of slot, at the wait */                 \
-    X(PRIME_ACT_COPY_BOX, "copy_box")   /* boxes[arg]: in_slot[0] box -> slot box */
+    X(PRIME_ACT_COPY_BOX, "copy_box")   /* boxes[arg]: in_slot[0] box -> slot box */   \
+    X(PRIME_ACT_REDUCE_SCATTER, "reduce_scatter") /* groups[arg]: member p gets chunk p */
 
 typedef enum PrimeActOp {
 #define PRIME_X(op, name) op,
