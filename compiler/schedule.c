@@ -1232,9 +1232,16 @@ static int phase_inputs(const PhaseSched *ph, int *tensors) {
  * trial run from empty input stores records the tiles nobody could
  * send; a second trial from that residency confirms it. */
 static void learn_needs(Builder *b, PhaseSched *ph) {
+    int rev = ph->reversed ? 1 : 0;
+    if (ph->need_cached[rev]) {
+        const Layout *cache = ph->need_cache[rev];
+        for (int i = 0; i < ph->nin; ++i)
+            b->need[ph->in[i].tensor] = cache[i];
+        return;
+    }
     Machine saved;
     machine_copy(b, &saved, &b->m);
-    int was_dry = b->dry, was_failed = b->failed;
+    int was_dry = b->dry, was_failed = b->failed, was_tag = b->next_tag;
     int ins[SCHED_MAX_OPERANDS];
     int nins = phase_inputs(ph, ins);
     b->dry = 1;
@@ -1270,6 +1277,12 @@ static void learn_needs(Builder *b, PhaseSched *ph) {
     machine_copy(b, &b->m, &saved);
     b->dry = was_dry;
     b->failed = was_failed;
+    b->next_tag = was_tag; /* trial tags are never emitted */
+    Layout *cache = ARENA_ARRAY(b->arena, Layout, ph->nin + 1);
+    for (int k = 0; k < ph->nin; ++k)
+        cache[k] = b->need[ph->in[k].tensor];
+    ph->need_cache[rev] = cache;
+    ph->need_cached[rev] = 1;
 }
 
 static void strict_check(Builder *b, PhaseSched *ph, int first_boundary) {

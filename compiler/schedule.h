@@ -154,6 +154,10 @@ struct PhaseSched {
     int offset_cap;
     int *offset_hash; /* open addressing over offsets */
     int offset_hash_cap;
+    /* learn_needs' result per sweep order, from the order trials (the
+     * machine is the same when the chosen order runs for real). */
+    int need_cached[2];
+    void *need_cache[2];
     long *peak; /* predicted per rank, over this phase */
 };
 
