@@ -16,11 +16,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "calibrate.h"
 #include "explain.h"
 #include "format.h"
 #include "pipeline.h"
+#include "prime_rt.h"
 #include "plan_cli.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
@@ -122,6 +124,16 @@ int main(int argc, char **argv) {
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
     int json = 0, emit_only = 0;
 
+    /* The compiler runs no GEMM but calibrate's (one per device thread).
+     * OpenBLAS starts its worker threads when it is loaded, before main,
+     * and they spin while idle; the only way to not start them is its
+     * environment variable, so set it and re-execute once. */
+    if (!getenv("OPENBLAS_NUM_THREADS")) {
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        execv("/proc/self/exe", argv);
+        /* No /proc: go on with the threads idle. */
+    }
+    prime_set_blas_threads(1);
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return plan_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "calibrate") == 0)

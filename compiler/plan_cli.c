@@ -210,7 +210,7 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
 
 int plan_main(int argc, char **argv) {
     const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
-    long devices = 0, memory_limit = 0, tp_max = 64;
+    long devices = 0, memory_limit = 0, tp_max = 0; /* 0: 4 nodes' worth of the profile */
     int json = 0, elem_bytes = 4;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
@@ -253,7 +253,7 @@ int plan_main(int argc, char **argv) {
                         "[--memory-limit BYTES] [--elem-bytes 2|4] [--json] [-o OUT.prime]\n");
         return 2;
     }
-    if (devices < 0 || (devices & (devices - 1)) || elem_bytes < 1 || tp_max < 1) {
+    if (devices < 0 || (devices & (devices - 1)) || elem_bytes < 1 || tp_max < 0) {
         fprintf(stderr,
                 "primec: error: --devices must be a power of two and --elem-bytes positive\n");
         return 2;
@@ -264,6 +264,8 @@ int plan_main(int argc, char **argv) {
         fprintf(stderr, "primec: error: %s\n", err);
         return 2;
     }
+    if (tp_max == 0)
+        tp_max = 4L * (prof.devices_per_node > 0 ? prof.devices_per_node : 8);
     Compilation c;
     compilation_init(&c, file, stderr);
     c.model_name = model_name;

@@ -136,3 +136,8 @@ double prime_max_rel_error(const float *a, const float *b, size_t n)
     }
     return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
 }
+
+void prime_set_blas_threads(int n)
+{
+    openblas_set_num_threads(n < 1 ? 1 : n);
+}

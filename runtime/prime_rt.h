@@ -157,6 +157,11 @@ PrimeStatus prime_barrier(PrimeDev *dev);
  * through OpenBLAS's cblas. */
 void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* Limits the BLAS library's own threads (devices are threads already;
+ * prime_world_create sets 1). Programs that only plan or compile call it
+ * to keep idle BLAS threads from spinning. */
+void prime_set_blas_threads(int n);
+
 /* dst[i] += src[i] */
 void prime_add(float *dst, const float *src, size_t n);
 
