@@ -366,7 +366,8 @@ static void dump_op(const OpDecl *op, FILE *out, int level) {
     for (int i = 0; i < op->body.count; i++) {
         const Stmt *s = op->body.items[i];
         indent(out, level + 1);
-        fprintf(out, "(%s %s ", s->kind == STMT_ACCUM ? "+=" : "=", s->target.name);
+        fprintf(out, "(%s %s ", s->kind == STMT_ACCUM ? "+=" : s->kind == STMT_GRAD ? "grad" : "=",
+                s->target.name);
         if (s->has_dims) {
             dump_idents(&s->target_dims, out);
             fputc(' ', out);

@@ -120,11 +120,14 @@ static int check_models(Compilation *c) {
                            inst->name);
                 continue;
             }
-            if (inst->op->decl->body.count != 1) {
+            int nforward = 0;
+            for (int k2 = 0; k2 < inst->op->decl->body.count; ++k2)
+                nforward += ((const Stmt *)inst->op->decl->body.items[k2])->kind != STMT_GRAD;
+            if (nforward != 1) {
                 diag_error(&c->sink, inst->span,
                            "operator '%s' has %d statements; this version lowers single-statement "
                            "operators",
-                           inst->op->name, inst->op->decl->body.count);
+                           inst->op->name, nforward);
                 diag_note(&c->sink, inst->op->decl->name.span, "'%s' is declared here",
                           inst->op->name);
             }

@@ -10,6 +10,7 @@ typedef struct Resolver {
     DiagSink *sink;
     Module *module;
     int errors_before;
+    Sym grad_name; /* inside `grad X = ...`: the incoming gradient's name (dY) */
 } Resolver;
 
 static const char *const intrinsics[] = {"exp",     "log",  "sqrt", "rsqrt", "tanh", "erf",
@@ -109,6 +110,14 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e) {
     case EXPR_NAME:
     case EXPR_INDEX: {
         const OpTensor *t = op_tensor(op, e->name);
+        if (!t && r->grad_name && e->name == r->grad_name)
+            t = &op->output; /* dY has the result's dimensions */
+        else if (t == &op->output && r->grad_name) {
+            diag_error(r->sink, e->name_span,
+                       "a stated derivative may use the inputs and '%s', not the result '%s'",
+                       r->grad_name, e->name);
+            return 0;
+        }
         if (!t && e->kind == EXPR_NAME && op_dim_index(op, e->name) >= 0)
             return 1; /* a dimension's global index, as a value */
         if (!t) {
@@ -236,8 +245,35 @@ static void resolve_op(Resolver *r, const OpDecl *decl) {
         diag_error(r->sink, decl->name.span, "operator '%s' has an empty body", op->name);
         return;
     }
+    int nforward = 0;
+    const Stmt *grads[IR_MAX_INPUTS] = {0};
     for (int i = 0; i < decl->body.count; ++i) {
         const Stmt *st = decl->body.items[i];
+        if (st->kind == STMT_GRAD) {
+            int which = -1;
+            for (int a = 0; a < op->ninputs; ++a)
+                if (op->inputs[a].name == st->target.name)
+                    which = a;
+            if (which < 0) {
+                diag_error(r->sink, st->target.span, "'grad %s': '%s' is not an input of operator '%s'",
+                           st->target.name, st->target.name, op->name);
+                ok = 0;
+                continue;
+            }
+            if (grads[which]) {
+                diag_error(r->sink, st->span, "the derivative of '%s' is stated twice", st->target.name);
+                diag_note(r->sink, grads[which]->span, "first statement");
+                ok = 0;
+                continue;
+            }
+            grads[which] = st;
+            r->grad_name = arena_intern(r->arena, arena_printf(r->arena, "d%s", op->output.name),
+                                        strlen(op->output.name) + 1);
+            ok &= check_body_expr(r, op, st->value);
+            r->grad_name = NULL;
+            continue;
+        }
+        nforward++;
         if (st->target.name != op->output.name) {
             diag_error(r->sink, st->target.span,
                        "statement assigns '%s'; operator '%s' can only assign its result '%s'",
@@ -263,7 +299,12 @@ static void resolve_op(Resolver *r, const OpDecl *decl) {
     }
     if (!ok)
         return;
-    if (decl->body.count == 1) {
+    if (nforward == 0) {
+        diag_error(r->sink, decl->name.span, "operator '%s' states derivatives but computes nothing",
+                   op->name);
+        return;
+    }
+    if (nforward == 1 && decl->body.count >= 1) {
         const Stmt *st = decl->body.items[0];
         unsigned seen = 0;
         op->is_contraction = st->kind == STMT_ACCUM && is_product_of_inputs(op, st->value, &seen) &&
@@ -1044,7 +1085,7 @@ static Span decl_name_span(const Decl *d) {
 
 int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int nprograms,
                      Module *module) {
-    Resolver r = {arena, sink, module, sink->error_count};
+    Resolver r = {arena, sink, module, sink->error_count, NULL};
     memset(module, 0, sizeof *module);
     /* Operators first (partitions refer to them), in file order. */
     for (int kind = DECL_OP; kind <= DECL_MODEL; ++kind) {

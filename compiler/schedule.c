@@ -2030,8 +2030,22 @@ static void collect_operands(Builder *b, PhaseSched *ph, const Expr *e, const In
 }
 
 static const Expr *body_value(const Op *op) {
-    const Stmt *st = op->decl->body.items[0];
-    return st->value;
+    for (int i = 0; i < op->decl->body.count; ++i) {
+        const Stmt *st = op->decl->body.items[i];
+        if (st->kind != STMT_GRAD)
+            return st->value;
+    }
+    ICE("operator '%s' has no forward statement", op->name);
+}
+
+/* The derivative the operator states for input `name`, or NULL. */
+static const Expr *stated_grad(const Op *op, Sym name) {
+    for (int i = 0; i < op->decl->body.count; ++i) {
+        const Stmt *st = op->decl->body.items[i];
+        if (st->kind == STMT_GRAD && st->target.name == name)
+            return st->value;
+    }
+    return NULL;
 }
 
 static PhaseSched *new_phase(Builder *b, PhaseKind kind, int inst) {
@@ -2174,8 +2188,9 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
             const ModelTensor *mt = &model->tensors[inst->args[a]];
             PhaseSched *ph = new_phase(b, mt->role == TENSOR_WEIGHT ? PHASE_GRAD : PHASE_BWD, i);
             ph->wrt = a;
-            Expr *d = ad_derive(arena, sink, body_value(inst->op), inst->op->inputs[a].name);
-            if (!d)
+            const Expr *stated = stated_grad(inst->op, inst->op->inputs[a].name);
+            Expr *d = stated ? NULL : ad_derive(arena, sink, body_value(inst->op), inst->op->inputs[a].name);
+            if (!stated && !d)
                 return NULL;
             Ident dyid = {dy_name, inst->op->output.span};
             PtrVec dims = {0};
@@ -2186,7 +2201,7 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
                 ptrvec_push(arena, &dims, dim);
             }
             Expr *dyref = ast_new_index(arena, inst->op->output.span, dyid, dims);
-            ph->expr = ast_new_binary(arena, inst->op->output.span, '*', dyref, d);
+            ph->expr = stated ? stated : ast_new_binary(arena, inst->op->output.span, '*', dyref, d);
             /* A second contribution to a gradient gets its own storage. */
             int first = grad_storage[inst->args[a]] < 0;
             ph->out.tensor = storage_for(b, inst->args[a], 1, i, &inst->op->inputs[a], !first);

@@ -197,6 +197,7 @@ int yylex(YYSTYPE *lval, Span *lloc, ParseCtx *ctx) {
             "use"               { return token(ctx, lloc, tok, TOK_USE); }
             "strict"            { return token(ctx, lloc, tok, TOK_STRICT); }
             "layer"             { return token(ctx, lloc, tok, TOK_LAYER); }
+            "grad"              { return token(ctx, lloc, tok, TOK_GRAD); }
             "repeat"            { return token(ctx, lloc, tok, TOK_REPEAT); }
             "import"            { return token(ctx, lloc, tok, TOK_IMPORT); }
 

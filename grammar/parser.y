@@ -128,6 +128,7 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %token USE "'use'"
 %token STRICT "'strict'"
 %token LAYER "'layer'"
+%token GRAD "'grad'"
 %token REPEAT "'repeat'"
 %token IMPORT "'import'"
 %token PLUS_EQ "'+='"
@@ -217,6 +218,8 @@ stmt
                             { $$ = ast_new_stmt(ctx->arena, @$, $2, $1, 0, (PtrVec){0}, $3); }
     | name '[' dimlist ']' assign_op expr ';'
                             { $$ = ast_new_stmt(ctx->arena, @$, $5, $1, 1, $3, $6); }
+    | GRAD name '=' expr ';'
+                            { $$ = ast_new_stmt(ctx->arena, @$, STMT_GRAD, $2, 0, (PtrVec){0}, $4); }
     | error ';'             { $$ = NULL; }
     ;
 
