@@ -301,7 +301,7 @@ static void test_lex_unterminated_comment(void **state) {
                   "t.prime:2:10: error: unterminated /* comment\n"
                   "  Y = X; /* note\n"
                   "         ^~\n"
-                  "t.prime:3:7: error: unexpected end of file, expecting identifier or '}'\n"
+                  "t.prime:3:7: error: unexpected end of file, expecting identifier or 'grad' or '}'\n"
                   "  more\n"
                   "      ^\n"
                   "t.prime:1:20: note: to match this '{'\n"
