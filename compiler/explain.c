@@ -201,7 +201,7 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
             fprintf(out, "  redistribution of %s (%s", s->tensors[mv->tensor].name,
                     move_kind_name(mv->kind));
             if (mv->kind == MOVE_CONVERSION)
-                fprintf(out, " from %s", s->tensors[mv->from_tensor].name);
+                fprintf(out, " from %s: %s", s->tensors[mv->from_tensor].name, mv->pattern);
             fprintf(out, ", %d transfer%s, %ld bytes): %s\n", mv->ntransfers,
                     mv->ntransfers == 1 ? "" : "s", mv->bytes, mv->reason);
             fprintf(out, "    have: ");
@@ -390,8 +390,9 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
             const Move *mv = ph->boundary.items[i];
             fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
             json_str(out, s->tensors[mv->tensor].name);
-            fprintf(out, ", \"kind\": \"%s\", \"transfers\": %d, \"bytes\": %ld, \"reason\": ",
-                    move_kind_name(mv->kind), mv->ntransfers, mv->bytes);
+            fprintf(out, ", \"kind\": \"%s\", \"pattern\": \"%s\", \"transfers\": %d, \"bytes\": %ld, \"reason\": ",
+                    move_kind_name(mv->kind), mv->kind == MOVE_CONVERSION ? mv->pattern : move_kind_name(mv->kind),
+                    mv->ntransfers, mv->bytes);
             json_str(out, mv->reason);
             fprintf(out, ", \"have\": ");
             json_layout(s, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have,

@@ -27,7 +27,7 @@ const char *phase_name(PhaseKind kind) {
 }
 
 const char *move_kind_name(MoveKind kind) {
-    static const char *const names[] = {"shift", "permutation", "exchange"};
+    static const char *const names[] = {"shift", "permutation", "exchange", "conversion"};
     return kind < MOVE_KIND_COUNT ? names[kind] : "?";
 }
 
@@ -1424,6 +1424,44 @@ static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, con
     cols->count = 0;
 }
 
+/* Names the communication pattern of a conversion's transfers: none
+ * (each device slices what it holds), an all-gather (every receiving
+ * device gets pieces from every other device that sends, and all end with
+ * the same tiles), an all-to-all (the same exchange, different tiles),
+ * or a general exchange. */
+static const char *conversion_pattern(Builder *b, int n, const int *dst, const int *src,
+                                      const Layout *target)
+{
+    if (n == 0)
+        return "local slice";
+    unsigned char *pair = arena_alloc(b->arena, (size_t)b->ndev * (size_t)b->ndev);
+    unsigned char *sends = arena_alloc(b->arena, (size_t)b->ndev);
+    unsigned char *recvs = arena_alloc(b->arena, (size_t)b->ndev);
+    for (int i = 0; i < n; ++i) {
+        pair[dst[i] * b->ndev + src[i]] = 1;
+        sends[src[i]] = 1;
+        recvs[dst[i]] = 1;
+    }
+    int complete = 1, first = -1, same = 1;
+    for (int d = 0; d < b->ndev; ++d) {
+        if (!recvs[d])
+            continue;
+        for (int s = 0; s < b->ndev && complete; ++s)
+            if (sends[s] && s != d && !pair[d * b->ndev + s])
+                complete = 0;
+        if (first < 0) {
+            first = d;
+        } else if (target->count[d] != target->count[first] ||
+                   memcmp(target->tiles[d], target->tiles[first],
+                          sizeof(long) * (size_t)target->count[d]) != 0) {
+            same = 0;
+        }
+    }
+    if (!complete)
+        return "exchange";
+    return same ? "all-gather" : "all-to-all";
+}
+
 /* Builds every tile of `target` (in tensor `to`'s tiling) from the
  * tiles of `from` (another tiling of the same value): each piece comes
  * from the device itself when it holds it, else from the nearest
@@ -1543,6 +1581,7 @@ static long convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *
     mv->bytes = bytes;
     mv->reason = reason;
     mv->from_tensor = from;
+    mv->pattern = conversion_pattern(b, n, dsts, srcs, target);
     mv->have = have;
     mv->need = *target;
     if (!b->dry)

@@ -99,6 +99,7 @@ typedef struct Move {
     long bytes;         /* over all devices */
     const char *reason; /* boundaries: why the layouts differ */
     int from_tensor;    /* MOVE_CONVERSION: the storage tensor converted from */
+    const char *pattern; /* MOVE_CONVERSION: "local slice", "all-gather", "all-to-all", "exchange" */
     Layout have, need;  /* boundaries: both layouts */
 } Move;
 
