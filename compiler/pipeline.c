@@ -115,8 +115,8 @@ static int check_models(Compilation *c) {
             const Instance *inst = &m->instances[k];
             if (!inst->partition) {
                 diag_error(&c->sink, inst->span,
-                           "'%s' has no partition: add `use PARTITION` (automatic planning is not "
-                           "implemented yet)",
+                           "'%s' has no partition: add `use PARTITION`, or let `primec plan` "
+                           "choose them (`-o` writes the planned model)",
                            inst->name);
                 continue;
             }
