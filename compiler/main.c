@@ -40,6 +40,7 @@ static void usage(FILE *out) {
         "docs/planner.md)\n"
         "  calibrate              measure this machine and write a profile (see "
         "docs/cost-model.md)\n"
+        "  cost FILE              predicted time per phase and step on --profile P\n"
         "\n"
         "options:\n"
         "  --model NAME           only this model (default: every model in FILE)\n"
