@@ -5,3 +5,16 @@ target_link_libraries(test_plan PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_plan PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME plan COMMAND test_plan)
 set_tests_properties(plan PROPERTIES LABELS unit TIMEOUT 120)
+
+# The command: a published-shape layer on 4096 devices (data x tensor
+# parallelism), and a memory limit no plan meets.
+add_test(NAME plan/cli/opt-4096
+         COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 --model opt_megatron --devices 4096 --profile v100 --elem-bytes 2 --json)
+set_tests_properties(plan/cli/opt-4096 PROPERTIES LABELS unit TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "\"devices\": 4096.*\"pinned_time_s\": [0-9]")
+add_test(NAME plan/cli/memory-limit
+         COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime
+                 --memory-limit 1K)
+set_tests_properties(plan/cli/memory-limit PROPERTIES LABELS unit TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "the smallest found needs [0-9]+")
