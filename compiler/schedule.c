@@ -1663,8 +1663,9 @@ static long land(Builder *b, PhaseSched *ph, int tensor, const Layout *target, c
     return bytes;
 }
 
-/* A fresh storage tensor with the tiling of `like`. */
-static int storage_like(Builder *b, int like) {
+/* The next storage tensor id, or -1 after a diagnostic when the model
+ * needs more than the runtime's limit. */
+static int new_storage_id(Builder *b) {
     Schedule *s = b->s;
     if (s->ntensors == SCHED_MAX_TENSORS) {
         if (!b->failed)
@@ -1675,7 +1676,15 @@ static int storage_like(Builder *b, int like) {
         b->failed = 1;
         return -1;
     }
-    int id = s->ntensors++;
+    return s->ntensors++;
+}
+
+/* A fresh storage tensor with the tiling of `like`. */
+static int storage_like(Builder *b, int like) {
+    Schedule *s = b->s;
+    int id = new_storage_id(b);
+    if (id < 0)
+        return -1;
     s->tensors[id] = s->tensors[like];
     s->tensors[id].name = arena_printf(b->arena, "%s_sum%d", s->tensors[like].name, ++b->nsums);
     s->tensors[id].check = 0;
@@ -1980,16 +1989,9 @@ static int storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor
         if (!fresh && memcmp(o->nslices, nslices, sizeof nslices) == 0)
             return u;
     }
-    if (s->ntensors == SCHED_MAX_TENSORS) {
-        if (!b->failed)
-            diag_error(b->sink, s->model->name_span,
-                       "model '%s' needs more than %d stored tensors (tensors in each tiling, "
-                       "gradients included)",
-                       s->model->name, SCHED_MAX_TENSORS);
-        b->failed = 1;
+    int id = new_storage_id(b);
+    if (id < 0)
         return -1;
-    }
-    int id = s->ntensors++;
     SchedTensor *o = &s->tensors[id];
     memset(o, 0, sizeof *o);
     o->name = arena_printf(b->arena, "%s%s%s", is_grad ? "d" : "", t->name,
