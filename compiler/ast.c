@@ -11,6 +11,8 @@
  */
 #include "ast.h"
 
+#include "diag.h"
+
 #include <string.h>
 
 static const char *const expr_kind_names[] = {
@@ -574,4 +576,35 @@ static void print_expr(const Expr *e, FILE *out) {
 
 void ast_print_expr(const Expr *expr, FILE *out) {
     print_expr(expr, out);
+}
+
+int ast_int_binary(char op, long a, long b, long *out) {
+    long m;
+    switch (op) {
+    case '+':
+        *out = a + b;
+        return 1;
+    case '-':
+        *out = a - b;
+        return 1;
+    case '*':
+        *out = a * b;
+        return 1;
+    case '^':
+        *out = a ^ b;
+        return 1;
+    case '/':
+        if (b == 0)
+            return 0;
+        *out = a / b;
+        return 1;
+    case '%':
+        if (b == 0)
+            return 0;
+        m = b < 0 ? -b : b;
+        *out = ((a % m) + m) % m;
+        return 1;
+    default:
+        ICE("bad binary operator '%c'", op);
+    }
 }

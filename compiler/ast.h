@@ -220,6 +220,11 @@ Decl *ast_new_model_decl(Arena *a, ModelDecl *model);
 /* span: the whole declaration; path: unquoted, unescaped. */
 Decl *ast_new_import_decl(Arena *a, Span span, const char *path, Span path_span);
 
+/* The integer value of `a op b` for op in + - * / % ^ (% is the
+ * mathematical modulo, in [0, |b|)). Returns 0 on division by zero. The
+ * one arithmetic of DSIs and model parameters. */
+int ast_int_binary(char op, long a, long b, long *out);
+
 /* Writes a readable S-expression dump (for --dump-after=parse and golden
  * tests). Deterministic. */
 void ast_dump_program(const Program *program, FILE *out);

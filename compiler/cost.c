@@ -20,6 +20,7 @@
 
 #include "diag.h"
 #include "partition.h"
+#include "printer.h"
 
 void cost_options_default(CostOptions *opt)
 {
@@ -804,20 +805,6 @@ void cost_print(const CostReport *r, FILE *out)
     fprintf(out, " (%s)\n", m->fits ? "fits" : "does not fit");
 }
 
-static void json_name(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; ++s) {
-        if (*s == '"' || *s == '\\')
-            fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", *s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
 static void json_longs(FILE *out, const long *v, int n)
 {
     fputc('[', out);
@@ -830,9 +817,9 @@ void cost_print_json(const CostReport *r, FILE *out)
 {
     const Schedule *s = r->schedule;
     fprintf(out, "{\"model\": ");
-    json_name(out, s->model->name);
+    printer_json_string(out, s->model->name);
     fprintf(out, ", \"profile\": ");
-    json_name(out, r->profile);
+    printer_json_string(out, r->profile);
     fprintf(out, ", \"devices\": %d, \"devices_per_node\": %d, \"elem_bytes\": %d", r->ndev,
             r->devices_per_node, r->options.elem_bytes);
     fprintf(out,
@@ -850,12 +837,12 @@ void cost_print_json(const CostReport *r, FILE *out)
         const PhaseCost *pc = &r->phases[q];
         fprintf(out, "%s{\"name\": ", first ? "" : ", ");
         first = 0;
-        json_name(out, pc->name);
+        printer_json_string(out, pc->name);
         fprintf(out, ", \"kind\": ");
-        json_name(out, phase_name(pc->phase->kind));
+        printer_json_string(out, phase_name(pc->phase->kind));
         fprintf(out, ", \"instance\": ");
         if (pc->phase->inst >= 0)
-            json_name(out, s->model->instances[pc->phase->inst].name);
+            printer_json_string(out, s->model->instances[pc->phase->inst].name);
         else
             fprintf(out, "null");
         fprintf(out,

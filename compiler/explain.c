@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "printer.h"
+
 int layout_replication(const Layout *l, long ntiles) {
     int *copies = calloc((size_t)ntiles, sizeof(int));
     int most = 0;
@@ -242,19 +244,6 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
 
 /* ------------------------------------------------------------------ */
 
-static void json_str(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; *s; ++s) {
-        if (*s == '"' || *s == '\\')
-            fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", *s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
 static void json_tile(const Schedule *s, int tensor, long tile, FILE *out) {
     const SchedTensor *ts = &s->tensors[tensor];
     fputc('[', out);
@@ -281,26 +270,26 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
     fprintf(out, "{\"model\": ");
-    json_str(out, m->name);
+    printer_json_string(out, m->name);
     fprintf(out, ", \"devices\": %d, \"mesh\": [", ndev);
     for (int a = 0; a < m->mesh.naxes; ++a) {
         fprintf(out, "%s{\"axis\": ", a ? ", " : "");
-        json_str(out, m->mesh.names[a]);
+        printer_json_string(out, m->mesh.names[a]);
         fprintf(out, ", \"size\": %ld}", m->mesh.sizes[a]);
     }
     fprintf(out, "],\n \"instances\": [");
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
         fprintf(out, "%s{\"name\": ", i ? ", " : "");
-        json_str(out, inst->name);
+        printer_json_string(out, inst->name);
         fprintf(out, ", \"operator\": ");
-        json_str(out, inst->op->name);
+        printer_json_string(out, inst->op->name);
         fprintf(out, ", \"partition\": ");
-        json_str(out, inst->partition->name);
+        printer_json_string(out, inst->partition->name);
         fprintf(out, ", \"steps\": %ld, \"dims\": [", inst->steps);
         for (int d = 0; d < inst->op->ndims; ++d) {
             fprintf(out, "%s{\"name\": ", d ? ", " : "");
-            json_str(out, inst->op->dims[d]);
+            printer_json_string(out, inst->op->dims[d]);
             fprintf(out, ", \"size\": %ld, \"slices\": %ld, \"extent\": %ld}", inst->dim_sizes[d],
                     s->slices[i].nslices[d], s->slices[i].extent[d]);
         }
@@ -311,7 +300,7 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
         const SchedTensor *ts = &s->tensors[t];
         const Layout *l = s->home[t].ndev ? &s->home[t] : &s->final[t];
         fprintf(out, "%s{\"name\": ", t ? ", " : "");
-        json_str(out, ts->name);
+        printer_json_string(out, ts->name);
         fprintf(out, ", \"tile_bytes\": %ld, \"tiles\": %ld, \"stored\": %d, \"checked\": %s}",
                 ts->tile_elems * (long)sizeof(float), ts->ntiles,
                 l->count ? layout_replication(l, ts->ntiles) : 0, ts->check ? "true" : "false");
@@ -320,16 +309,16 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
     for (int k = 0; k < s->phases.count; ++k) {
         const PhaseSched *ph = s->phases.items[k];
         fprintf(out, "%s\n  {\"phase\": ", k ? "," : "");
-        json_str(out, phase_name(ph->kind));
+        printer_json_string(out, phase_name(ph->kind));
         fprintf(out, ", \"instance\": ");
         if (ph->inst >= 0)
-            json_str(out, m->instances[ph->inst].name);
+            printer_json_string(out, m->instances[ph->inst].name);
         else
             fprintf(out, "null");
         if (is_compute(ph)) {
             const Instance *inst = &m->instances[ph->inst];
             fprintf(out, ", \"einsum\": ");
-            json_str(out, einsum_text(s, arena, ph));
+            printer_json_string(out, einsum_text(s, arena, ph));
             fprintf(out,
                     ", \"order\": \"%s\", \"replication\": %ld, \"accumulators\": %ld, "
                     "\"accumulator_moves\": %ld,\n   \"steps\": [",
@@ -340,12 +329,12 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
                 fprintf(out, "%s{\"step\": %ld, \"t\": %ld, \"devices\": [", st ? ", " : "", st, t);
                 for (int d = 0; d < ndev; ++d) {
                     fprintf(out, "%s{\"rank\": %d, \"tiles\": {", d ? ", " : "", d);
-                    json_str(out, s->tensors[ph->out.tensor].name);
+                    printer_json_string(out, s->tensors[ph->out.tensor].name);
                     fprintf(out, ": ");
                     json_tile(s, ph->out.tensor, sched_operand_tile(s, ph, &ph->out, d, t), out);
                     for (int i = 0; i < ph->nin; ++i) {
                         fprintf(out, ", ");
-                        json_str(out, s->tensors[ph->in[i].tensor].name);
+                        printer_json_string(out, s->tensors[ph->in[i].tensor].name);
                         fprintf(out, ": ");
                         json_tile(s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t),
                                   out);
@@ -360,7 +349,7 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
         for (int i = 0; i < ph->moves.count; ++i) {
             const Move *mv = ph->moves.items[i];
             fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
-            json_str(out, s->tensors[mv->tensor].name);
+            printer_json_string(out, s->tensors[mv->tensor].name);
             fprintf(out,
                     ", \"after_step\": %ld, \"kind\": \"%s\", \"accumulator\": %s, \"transfers\": "
                     "%d, \"bytes\": %ld",
@@ -368,7 +357,7 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
                     mv->ntransfers, mv->bytes);
             if (mv->kind == MOVE_SHIFT) {
                 fprintf(out, ", \"from\": ");
-                json_str(out, delta_text(s, arena, mv->delta));
+                printer_json_string(out, delta_text(s, arena, mv->delta));
             }
             fprintf(out, "}");
         }
@@ -377,7 +366,7 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
             const Collective *c = ph->collectives.items[i];
             fprintf(out, "%s{\"kind\": \"%s\", \"tensor\": ", i ? ", " : "",
                     c->reduce_scatter ? "reduce-scatter" : "all-reduce");
-            json_str(out, s->tensors[c->tensor].name);
+            printer_json_string(out, s->tensors[c->tensor].name);
             fprintf(out, ", \"tile\": ");
             json_tile(s, c->tensor, c->tile, out);
             fprintf(out, ", \"group\": [");
@@ -389,11 +378,11 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
         for (int i = 0; i < ph->boundary.count; ++i) {
             const Move *mv = ph->boundary.items[i];
             fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
-            json_str(out, s->tensors[mv->tensor].name);
+            printer_json_string(out, s->tensors[mv->tensor].name);
             fprintf(out, ", \"kind\": \"%s\", \"pattern\": \"%s\", \"transfers\": %d, \"bytes\": %ld, \"reason\": ",
                     move_kind_name(mv->kind), mv->kind == MOVE_CONVERSION ? mv->pattern : move_kind_name(mv->kind),
                     mv->ntransfers, mv->bytes);
-            json_str(out, mv->reason);
+            printer_json_string(out, mv->reason);
             fprintf(out, ", \"have\": ");
             json_layout(s, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have,
                         out);

@@ -62,33 +62,7 @@ static int eval(const Expr *e, const Instance *inst, const long *av, long t, lon
     case EXPR_BINARY:
         if (!eval(e->lhs, inst, av, t, &a) || !eval(e->rhs, inst, av, t, &b))
             return 0;
-        switch (e->op) {
-        case '+':
-            *out = a + b;
-            return 1;
-        case '-':
-            *out = a - b;
-            return 1;
-        case '*':
-            *out = a * b;
-            return 1;
-        case '^':
-            *out = a ^ b;
-            return 1;
-        case '/':
-            if (b == 0)
-                return 0;
-            *out = a / b;
-            return 1;
-        case '%':
-            if (b == 0)
-                return 0;
-            /* Mathematical modulo: always in [0, |b|). */
-            *out = ((a % b) + (b < 0 ? -b : b)) % (b < 0 ? -b : b);
-            return 1;
-        default:
-            ICE("bad binary operator '%c'", e->op);
-        }
+        return ast_int_binary(e->op, a, b, out);
     case EXPR_RADIX: {
         long v = 0;
         for (int i = 0; i < e->args.count; ++i) {

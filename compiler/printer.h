@@ -7,6 +7,7 @@
 #define PRIMEC_PRINTER_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct Printer {
     char *data;
@@ -23,5 +24,8 @@ void printer_printf(Printer *p, const char *fmt, ...) __attribute__((format(prin
 void printer_indent(Printer *p, int delta);
 /* Takes the buffer (NUL-terminated); the printer is reset. */
 char *printer_take(Printer *p, size_t *len);
+
+/* Writes s as a JSON string literal (quotes and escapes). */
+void printer_json_string(FILE *out, const char *s);
 
 #endif

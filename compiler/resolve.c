@@ -479,32 +479,11 @@ static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, i
         if (!eval_param_expr(r, e->lhs, params, nparams, &a) ||
             !eval_param_expr(r, e->rhs, params, nparams, &b))
             return 0;
-        if ((e->op == '/' || e->op == '%') && b == 0) {
+        if (!ast_int_binary(e->op, a, b, out)) {
             diag_error(r->sink, e->span, "division by zero");
             return 0;
         }
-        switch (e->op) {
-        case '+':
-            *out = a + b;
-            return 1;
-        case '-':
-            *out = a - b;
-            return 1;
-        case '*':
-            *out = a * b;
-            return 1;
-        case '/':
-            *out = a / b;
-            return 1;
-        case '%':
-            *out = a % b;
-            return 1;
-        case '^':
-            *out = a ^ b;
-            return 1;
-        default:
-            ICE("bad operator");
-        }
+        return 1;
     default:
         diag_error(r->sink, e->span, "a parameter is an integer expression");
         return 0;
