@@ -152,7 +152,7 @@ static int parse_key(Parser *p, Profile *out, int k, char tok[][TOKEN_MAX], int 
         return fail(p, "'%s' given twice (first on line %d)", key->name, p->key_line[k]);
     if (ntok != 2)
         return fail(p, "'%s' takes one value, got %d", key->name, ntok - 1);
-    double v;
+    double v = 0;
     if (!parse_number(p, key->name, tok[1], &v))
         return 0;
     switch (key->range) {
