@@ -47,6 +47,7 @@ struct Arena {
     size_t capblocks;
 #else
     Chunk *chunks; /* newest first */
+    Chunk *spare;  /* kept by arena_reset, reused before malloc */
 #endif
     InternEntry *intern;
     size_t intern_cap; /* a power of two, or 0 */
@@ -74,18 +75,68 @@ void arena_destroy(Arena *arena) {
         free(arena->blocks[i]);
     free(arena->blocks);
 #else
-    Chunk *c = arena->chunks;
-    while (c) {
-        Chunk *next = c->next;
-        free(c);
-        c = next;
+    for (int list = 0; list < 2; ++list) {
+        Chunk *c = list ? arena->spare : arena->chunks;
+        while (c) {
+            Chunk *next = c->next;
+            free(c);
+            c = next;
+        }
     }
 #endif
     free(arena->intern);
     free(arena);
 }
 
+void arena_reset(Arena *arena) {
+#ifdef PRIMEC_ARENA_MALLOC
+    for (size_t i = 0; i < arena->nblocks; i++)
+        free(arena->blocks[i]);
+    arena->nblocks = 0;
+#else
+    Chunk *c = arena->chunks;
+    while (c) {
+        Chunk *next = c->next;
+        c->used = 0;
+        c->next = arena->spare;
+        arena->spare = c;
+        c = next;
+    }
+    arena->chunks = NULL;
+#endif
+    if (arena->intern_cap)
+        memset(arena->intern, 0, arena->intern_cap * sizeof(InternEntry));
+    arena->intern_count = 0;
+}
+
+#ifndef PRIMEC_ARENA_MALLOC
+/* A chunk with room for `need` bytes: the smallest spare one that fits,
+ * or a new one. */
+static Chunk *take_chunk(Arena *arena, size_t need) {
+    Chunk **best = NULL;
+    for (Chunk **link = &arena->spare; *link; link = &(*link)->next)
+        if ((*link)->size >= need && (!best || (*link)->size < (*best)->size))
+            best = link;
+    if (best) {
+        Chunk *c = *best;
+        *best = c->next;
+        return c;
+    }
+    size_t cap = need > ARENA_CHUNK_SIZE ? need : ARENA_CHUNK_SIZE;
+    Chunk *fresh = xmalloc(CHUNK_HEADER + cap);
+    fresh->size = cap;
+    fresh->used = 0;
+    return fresh;
+}
+#endif
+
 void *arena_alloc(Arena *arena, size_t size) {
+    void *p = arena_alloc_uninit(arena, size);
+    memset(p, 0, size);
+    return p;
+}
+
+void *arena_alloc_uninit(Arena *arena, size_t size) {
 #ifdef PRIMEC_ARENA_MALLOC
     if (arena->nblocks == arena->capblocks) {
         size_t cap = arena->capblocks ? arena->capblocks * 2 : 256;
@@ -95,7 +146,7 @@ void *arena_alloc(Arena *arena, size_t size) {
         arena->blocks = blocks;
         arena->capblocks = cap;
     }
-    void *p = calloc(1, size ? size : 1);
+    void *p = malloc(size ? size : 1);
     if (!p)
         ICE("out of memory (allocating %zu bytes)", size);
     arena->blocks[arena->nblocks++] = p;
@@ -108,10 +159,7 @@ void *arena_alloc(Arena *arena, size_t size) {
         need = ARENA_ALIGN;
     Chunk *c = arena->chunks;
     if (!c || c->size - c->used < need) {
-        size_t cap = need > ARENA_CHUNK_SIZE ? need : ARENA_CHUNK_SIZE;
-        Chunk *fresh = xmalloc(CHUNK_HEADER + cap);
-        fresh->size = cap;
-        fresh->used = 0;
+        Chunk *fresh = take_chunk(arena, need);
         if (c && need > ARENA_CHUNK_SIZE) {
             /* A big block goes behind the current chunk, so the current
              * chunk's free space stays usable. */
@@ -125,7 +173,6 @@ void *arena_alloc(Arena *arena, size_t size) {
     }
     char *p = (char *)c + CHUNK_HEADER + c->used;
     c->used += need;
-    memset(p, 0, size);
     return p;
 #endif
 }

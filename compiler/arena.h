@@ -19,8 +19,15 @@ typedef struct Arena Arena;
 
 Arena *arena_create(void);
 void arena_destroy(Arena *arena);
+/* Frees every allocation at once but keeps the arena's memory for the
+ * next allocations (a scratch arena reused in a loop touches pages that
+ * are already mapped and in cache). Interned strings are forgotten. */
+void arena_reset(Arena *arena);
 /* Zero-filled, aligned for any object. */
 void *arena_alloc(Arena *arena, size_t size);
+/* Not zero-filled: for large arrays whose entries are initialised one by
+ * one when first used (touching only what is used). */
+void *arena_alloc_uninit(Arena *arena, size_t size);
 /* Copies n bytes of s and NUL-terminates. */
 char *arena_strndup(Arena *arena, const char *s, size_t n);
 char *arena_strdup(Arena *arena, const char *s);

@@ -28,6 +28,8 @@ typedef struct Planner {
     double lambda;             /* memory penalty per byte of persistent memory */
     long *min_peak;            /* per instance: the smallest candidate peak, kept or dropped */
     const char **min_peak_use; /* per instance: which partition gives it */
+    Arena *scratch;            /* one candidate's schedule; reset after each */
+    PtrVec memo;               /* Memo*: candidates already scheduled */
 } Planner;
 
 static int ncand(const Planner *p, int i) {
@@ -102,6 +104,56 @@ static Layout layout_copy(Arena *arena, const Layout *l) {
     return c;
 }
 
+/* What a candidate's schedule depends on. */
+typedef struct CandKey {
+    const Op *op;
+    const Partition *partition;
+    int axis_map[IR_MAX_AXES];
+    long dim_sizes[IR_MAX_DIMS];
+    int same_as[IR_MAX_INPUTS]; /* the first argument that is the same tensor */
+    int weight[IR_MAX_INPUTS];
+} CandKey;
+
+typedef struct Memo {
+    CandKey key;
+    PlanCandidate *result; /* NULL: the candidate does not schedule */
+} Memo;
+
+static void cand_key(const Model *m, const Instance *inst, CandKey *key) {
+    memset(key, 0, sizeof *key);
+    key->op = inst->op;
+    key->partition = inst->partition;
+    memcpy(key->axis_map, inst->axis_map, sizeof key->axis_map);
+    memcpy(key->dim_sizes, inst->dim_sizes, sizeof key->dim_sizes);
+    for (int a = 0; a < inst->op->ninputs; ++a) {
+        key->same_as[a] = a;
+        for (int b = a - 1; b >= 0; --b)
+            if (inst->args[b] == inst->args[a])
+                key->same_as[a] = b;
+        key->weight[a] = m->tensors[inst->args[a]].role == TENSOR_WEIGHT;
+    }
+}
+
+static const Memo *memo_find(const Planner *p, const CandKey *key) {
+    for (int k = 0; k < p->memo.count; ++k) {
+        const Memo *e = p->memo.items[k];
+        if (e->key.op == key->op && e->key.partition == key->partition &&
+            memcmp(&e->key, key, sizeof *key) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static const Memo *memo_add(Planner *p, const CandKey *key, PlanCandidate *result) {
+    Memo *e = ARENA_NEW(p->arena, Memo);
+    e->key = *key;
+    e->result = result;
+    ptrvec_push(p->arena, &p->memo, e);
+    return e;
+}
+
+static int schedule_alone(Planner *p, int i, PlanCandidate *pc);
+
 static void try_candidate(Planner *p, int i, const Partition *part, const int *axis_map) {
     const Model *m = p->model;
     const Instance *inst = &m->instances[i];
@@ -110,6 +162,7 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     memcpy(pc->axis_map, axis_map, sizeof pc->axis_map);
     pc->inst = *inst;
     pc->inst.partition = part;
+    memcpy(pc->inst.axis_map, axis_map, sizeof pc->inst.axis_map);
     /* Data parallelism: every operator dimension of the token size that
      * indexes an activation holds 1/dp of it (the same rule in every
      * instance, so producers and consumers agree on shapes). */
@@ -140,6 +193,46 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     }
     if (!bind_silently(&pc->inst, part, &p->opt->mesh))
         return;
+    /* Instances of one operator with the same shapes, argument pattern
+     * and partition binding have the same schedule: scheduled once. */
+    CandKey key;
+    cand_key(m, &pc->inst, &key);
+    const Memo *hit = memo_find(p, &key);
+    if (!hit) {
+        int ok = schedule_alone(p, i, pc);
+        hit = memo_add(p, &key, ok ? pc : NULL);
+    }
+    if (!hit->result)
+        return;
+    if (hit->result != pc) {
+        PlanCandidate *from = hit->result;
+        pc->cost = from->cost;
+        memcpy(pc->in_t, from->in_t, sizeof pc->in_t);
+        memcpy(pc->din_t, from->din_t, sizeof pc->din_t);
+        memcpy(pc->in_l, from->in_l, sizeof pc->in_l);
+        memcpy(pc->din_l, from->din_l, sizeof pc->din_l);
+        memcpy(pc->has_din, from->has_din, sizeof pc->has_din);
+        pc->out_t = from->out_t;
+        pc->dout_t = from->dout_t;
+        pc->out_l = from->out_l;
+        pc->dout_l = from->dout_l;
+        pc->has_dout = from->has_dout;
+    }
+    if (p->min_peak[i] < 0 || pc->cost.peak < p->min_peak[i]) {
+        p->min_peak[i] = pc->cost.peak;
+        p->min_peak_use[i] = part->name;
+    }
+    if (p->opt->memory_limit && pc->cost.peak > p->opt->memory_limit)
+        return;
+    ptrvec_push(p->arena, &p->plan->cands[i], pc);
+}
+
+/* Schedules candidate pc of instance i alone and prices it; 0 when the
+ * partition does not schedule on its own (e.g. a residency it cannot
+ * meet). */
+static int schedule_alone(Planner *p, int i, PlanCandidate *pc) {
+    const Model *m = p->model;
+    const Instance *inst = &m->instances[i];
     /* A model of this instance alone: activations become inputs. */
     Model *sm = ARENA_NEW(p->arena, Model);
     sm->name = m->name;
@@ -175,14 +268,13 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     pc->inst.result = result;
     sm->ninstances = 1;
     sm->instances = &pc->inst;
-    Arena *scratch = arena_create();
+    Arena *scratch = p->scratch;
+    arena_reset(scratch);
     DiagSink mute;
     diag_init(&mute, p->sink->sources, scratch, NULL);
     Schedule *s = schedule_build(scratch, &mute, sm);
-    if (!s) {
-        arena_destroy(scratch);
-        return;
-    }
+    if (!s)
+        return 0;
     int in_tensor[IR_MAX_INPUTS], din_tensor[IR_MAX_INPUTS], out_tensor = -1, dout_tensor = -1;
     for (int a = 0; a < inst->op->ninputs; ++a)
         in_tensor[a] = din_tensor[a] = -1;
@@ -244,14 +336,7 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
         pc->dout_t = s->tensors[dout_tensor];
         pc->dout_l = layout_copy(p->arena, &s->home[dout_tensor]);
     }
-    arena_destroy(scratch);
-    if (p->min_peak[i] < 0 || pc->cost.peak < p->min_peak[i]) {
-        p->min_peak[i] = pc->cost.peak;
-        p->min_peak_use[i] = part->name;
-    }
-    if (p->opt->memory_limit && pc->cost.peak > p->opt->memory_limit)
-        return;
-    ptrvec_push(p->arena, &p->plan->cands[i], pc);
+    return 1;
 }
 
 static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, int a,
@@ -653,40 +738,13 @@ const char *plan_use_text(Arena *arena, const Plan *plan, int inst) {
     return arena_strdup(arena, buf);
 }
 
-int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *model,
-               const PlanOptions *opt, Plan *out) {
-    static Planner planner;
-    Planner *p = &planner;
-    memset(p, 0, sizeof *p);
-    memset(out, 0, sizeof *out);
-    p->arena = arena;
-    p->sink = sink;
-    p->module = module;
-    p->model = model;
-    p->opt = opt;
-    p->plan = out;
-    p->n = model->ninstances;
-    last_planner = p;
-    out->model = model;
-    out->mesh = opt->mesh;
-    out->ninst = p->n;
-    out->cands = ARENA_ARRAY(arena, PtrVec, p->n);
-    out->choice = ARENA_ARRAY(arena, int, p->n);
-    p->in_edges = ARENA_ARRAY(arena, PtrVec, p->n);
-    p->last_use = ARENA_ARRAY(arena, int, p->n);
-    p->min_peak = ARENA_ARRAY(arena, long, p->n);
-    p->min_peak_use = ARENA_ARRAY(arena, const char *, p->n);
-    for (int i = 0; i < p->n; ++i)
-        p->min_peak[i] = -1;
-    for (int i = 0; i < p->n; ++i)
-        p->last_use[i] = -1;
-    for (int j = 0; j < p->n; ++j)
-        for (int a = 0; a < model->instances[j].op->ninputs; ++a) {
-            int i = model->tensors[model->instances[j].args[a]].producer;
-            if (i >= 0 && j > p->last_use[i])
-                p->last_use[i] = j;
-        }
-    /* Candidates; identical instances of repeated layers share them. */
+/* Every instance's candidates (0 with a diagnostic when one has none). */
+static int collect_candidates(Planner *p) {
+    const Model *model = p->model;
+    const Module *module = p->module;
+    const PlanOptions *opt = p->opt;
+    Plan *out = p->plan;
+    DiagSink *sink = p->sink;
     for (int i = 0; i < p->n; ++i) {
         const Instance *inst = &model->instances[i];
         int twin = -1;
@@ -722,6 +780,49 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
             return 0;
         }
     }
+    return 1;
+}
+
+int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *model,
+               const PlanOptions *opt, Plan *out) {
+    static Planner planner;
+    Planner *p = &planner;
+    memset(p, 0, sizeof *p);
+    memset(out, 0, sizeof *out);
+    p->arena = arena;
+    p->sink = sink;
+    p->module = module;
+    p->model = model;
+    p->opt = opt;
+    p->plan = out;
+    p->n = model->ninstances;
+    last_planner = p;
+    out->model = model;
+    out->mesh = opt->mesh;
+    out->ninst = p->n;
+    out->cands = ARENA_ARRAY(arena, PtrVec, p->n);
+    out->choice = ARENA_ARRAY(arena, int, p->n);
+    p->in_edges = ARENA_ARRAY(arena, PtrVec, p->n);
+    p->last_use = ARENA_ARRAY(arena, int, p->n);
+    p->min_peak = ARENA_ARRAY(arena, long, p->n);
+    p->min_peak_use = ARENA_ARRAY(arena, const char *, p->n);
+    for (int i = 0; i < p->n; ++i)
+        p->min_peak[i] = -1;
+    for (int i = 0; i < p->n; ++i)
+        p->last_use[i] = -1;
+    for (int j = 0; j < p->n; ++j)
+        for (int a = 0; a < model->instances[j].op->ninputs; ++a) {
+            int i = model->tensors[model->instances[j].args[a]].producer;
+            if (i >= 0 && j > p->last_use[i])
+                p->last_use[i] = j;
+        }
+    /* Candidates; identical instances of repeated layers share them. */
+    p->scratch = arena_create();
+    int ok = collect_candidates(p);
+    arena_destroy(p->scratch);
+    p->scratch = NULL;
+    if (!ok)
+        return 0;
     build_edges(p);
     double best = solve(p);
     if (isinf(best)) {

@@ -139,7 +139,8 @@ static void machine_init(Builder *b) {
 }
 
 static void machine_copy(Builder *b, Machine *dst, const Machine *src) {
-    *dst = *src;
+    dst->ntensors = src->ntensors;
+    dst->ndev = src->ndev;
     for (int t = 0; t < src->ntensors; ++t) {
         dst->stores[t] = ARENA_ARRAY(b->arena, Store, src->ndev);
         for (int d = 0; d < src->ndev; ++d) {
@@ -1676,7 +1677,11 @@ static int new_storage_id(Builder *b) {
         b->failed = 1;
         return -1;
     }
-    return s->ntensors++;
+    int id = s->ntensors++;
+    memset(&s->tensors[id], 0, sizeof s->tensors[id]);
+    memset(&s->home[id], 0, sizeof s->home[id]);
+    memset(&s->final[id], 0, sizeof s->final[id]);
+    return id;
 }
 
 /* A fresh storage tensor with the tiling of `like`. */
@@ -2183,6 +2188,9 @@ static long phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_stor
 Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
     Schedule *s = ARENA_NEW(arena, Schedule);
     s->model = model;
+    s->tensors = arena_alloc_uninit(arena, sizeof(SchedTensor) * SCHED_MAX_TENSORS);
+    s->home = arena_alloc_uninit(arena, sizeof(Layout) * SCHED_MAX_TENSORS);
+    s->final = arena_alloc_uninit(arena, sizeof(Layout) * SCHED_MAX_TENSORS);
     s->slices = ARENA_ARRAY(arena, SliceTable, model->ninstances);
     for (int i = 0; i < model->ninstances; ++i)
         if (!partition_eval(arena, sink, model, &model->instances[i], &s->slices[i]))

@@ -165,11 +165,13 @@ struct PhaseSched {
 typedef struct Schedule {
     const Model *model;
     SliceTable *slices; /* per instance */
+    /* Storage tensors: room for SCHED_MAX_TENSORS, the first ntensors
+     * initialised. */
     int ntensors;
-    SchedTensor tensors[SCHED_MAX_TENSORS];
-    PtrVec phases;                   /* PhaseSched*, in execution order */
-    Layout home[SCHED_MAX_TENSORS];  /* where the driver fills a tensor */
-    Layout final[SCHED_MAX_TENSORS]; /* where a checked tensor ends */
+    SchedTensor *tensors;
+    PtrVec phases; /* PhaseSched*, in execution order */
+    Layout *home;  /* where the driver fills a tensor */
+    Layout *final; /* where a checked tensor ends */
     /* Predictions, per rank. */
     long *pred_bytes[PRIME_BYTES_KIND_COUNT];
     long *pred_peak;
