@@ -192,15 +192,20 @@ char *arena_strdup(Arena *arena, const char *s) {
 }
 
 char *arena_printf(Arena *arena, const char *fmt, ...) {
+    /* One formatting pass when the result fits in `buf` (most do). */
+    char buf[256];
     va_list ap, ap2;
     va_start(ap, fmt);
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (n < 0)
         ICE("arena_printf: bad format '%s'", fmt);
-    char *p = arena_alloc(arena, (size_t)n + 1);
-    vsnprintf(p, (size_t)n + 1, fmt, ap2);
+    char *p = arena_alloc_uninit(arena, (size_t)n + 1);
+    if ((size_t)n < sizeof buf)
+        memcpy(p, buf, (size_t)n + 1);
+    else
+        vsnprintf(p, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
     return p;
 }

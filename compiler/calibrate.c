@@ -1,13 +1,11 @@
 /*
  * calibrate.c — `primec calibrate` and `primec cost` (calibrate.h).
  *
- * The sweeps run inside prime_world_run, one thread per device. Every
- * repetition starts at a barrier and each device times itself; the time
- * of a repetition is the slowest device's, and a point's time is the
- * median over repetitions (one warm-up repetition is dropped). All
- * buffers are allocated before the first barrier, so that a failed
- * allocation stops every device at the same place instead of leaving
- * the others in a collective.
+ * The measurements are calibrate_sweep.c's: in this process on
+ * thread-devices (backend cpu), or in primec-calibrate-mpi under mpiexec
+ * (backend mpi, calibrate_mpi.c). Either way they arrive as one
+ * CalibrateWorld per world size, and everything from there on — the
+ * fits, the profile, its comments, the summary — is shared.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "calibrate.h"
@@ -19,34 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calibrate_mpi.h"
 #include "cost.h"
 #include "pipeline.h"
 #include "prime_rt.h"
-
-void calibrate_options_default(CalibrateOptions *opt)
-{
-    memset(opt, 0, sizeof *opt);
-    opt->nworlds = 2;
-    opt->worlds[0] = 2;
-    opt->worlds[1] = 4;
-    opt->min_bytes = 1L << 10;
-    opt->max_bytes = 16L << 20;
-    opt->reps = 15;
-    opt->gemm_min = 16;
-    opt->gemm_max = 512;
-    opt->mem_floats = 4L << 20;
-}
-
-void calibrate_options_quick(CalibrateOptions *opt)
-{
-    calibrate_options_default(opt);
-    opt->nworlds = 1;
-    opt->worlds[0] = 2;
-    opt->max_bytes = 1L << 20;
-    opt->reps = 3;
-    opt->gemm_max = 64;
-    opt->mem_floats = 256L << 10;
-}
 
 /* ------------------------------------------------------------------ */
 /* Fits                                                                */
@@ -165,190 +139,13 @@ int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overh
 }
 
 /* ------------------------------------------------------------------ */
-/* Sweeps                                                              */
+/* Sweeps and fits                                                     */
 
 static double now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-#define VEC_FLOATS 1024
-#define VEC_ITERS 2000
-
-typedef struct Sweep {
-    const CalibrateOptions *opt;
-    int ndev;
-    int nsizes;
-    long sizes[CALIBRATE_MAX_SIZES];
-    int compute; /* run the GEMM and memory sweeps too */
-    int ngemm;
-    int dims[CALIBRATE_MAX_GEMMS];
-    /* Start and end times (µs) of every repetition on every device:
-     * [...][rep][rank][2]. */
-    double *comm;  /* [kind][size][rep][rank][2] */
-    double *gemm;  /* [gemm][rep][rank][2], iters GEMMs */
-    long giters[CALIBRATE_MAX_GEMMS];
-    double *mem;   /* [rep][rank][2], one memcpy of mem_floats */
-    double *vec;   /* [rep][rank][2], VEC_ITERS adds of VEC_FLOATS */
-    int *alloc_failed; /* per rank */
-    PrimeStatus *status; /* per rank: first runtime error */
-} Sweep;
-
-static double *slot_comm(Sweep *w, int k, int s, int rep, int rank)
-{
-    return &w->comm[((((size_t)k * (size_t)w->nsizes + (size_t)s) * (size_t)w->opt->reps + (size_t)rep) *
-                         (size_t)w->ndev +
-                     (size_t)rank) *
-                    2];
-}
-
-static void record(double *at, int rep, int ndev, int rank, double t0, double t1)
-{
-    if (rep < 0)
-        return;
-    at[((size_t)rep * (size_t)ndev + (size_t)rank) * 2] = t0;
-    at[((size_t)rep * (size_t)ndev + (size_t)rank) * 2 + 1] = t1;
-}
-
-static PrimeStatus comm_op(PrimeDev *dev, int kind, const int *group, int g, float *a, float *b, size_t n,
-                           int tag)
-{
-    int r = prime_dev_rank(dev);
-    switch (kind) {
-    case COMM_P2P: {
-        PrimeReq rq, sq;
-        PrimeStatus st = prime_irecv(dev, (r + g - 1) % g, tag, b, n, &rq);
-        if (st == PRIME_OK)
-            st = prime_isend(dev, (r + 1) % g, tag, a, n, PRIME_BYTES_SHIFT, &sq);
-        else
-            return st;
-        PrimeStatus w1 = prime_wait(dev, &rq);
-        PrimeStatus w2 = st == PRIME_OK ? prime_wait(dev, &sq) : st;
-        return w1 != PRIME_OK ? w1 : w2;
-    }
-    case COMM_ALLREDUCE:
-        return prime_allreduce_sum(dev, group, g, a, n, tag);
-    case COMM_REDUCE_SCATTER:
-        return prime_reduce_scatter_sum(dev, group, g, a, n, tag);
-    default:
-        return prime_allgather(dev, group, g, a, n, tag);
-    }
-}
-
-static void sweep_rank(PrimeDev *dev, void *arg)
-{
-    Sweep *w = arg;
-    const CalibrateOptions *opt = w->opt;
-    const int r = prime_dev_rank(dev), g = w->ndev;
-    int group[64];
-    for (int i = 0; i < g && i < 64; ++i)
-        group[i] = i;
-    size_t nmax = (size_t)(opt->max_bytes / 4);
-    size_t gmax = (size_t)opt->gemm_max * (size_t)opt->gemm_max;
-    size_t mem_n = w->compute ? (size_t)opt->mem_floats : 0;
-    float *a = prime_alloc(dev, nmax), *b = prime_alloc(dev, nmax);
-    float *ga = NULL, *gb = NULL, *gc = NULL, *ma = NULL, *mb = NULL;
-    if (w->compute) {
-        ga = prime_alloc(dev, gmax);
-        gb = prime_alloc(dev, gmax);
-        gc = prime_alloc(dev, gmax);
-        ma = prime_alloc(dev, mem_n);
-        mb = prime_alloc(dev, mem_n);
-    }
-    w->alloc_failed[r] = !a || !b || (w->compute && (!ga || !gb || !gc || !ma || !mb));
-    prime_barrier(dev);
-    int failed = 0;
-    for (int i = 0; i < g; ++i)
-        failed |= w->alloc_failed[i];
-    PrimeStatus st = PRIME_OK;
-    if (failed)
-        goto out;
-
-    for (int k = 0; k < COMM_KIND_COUNT && st == PRIME_OK; ++k) {
-        for (int s = 0; s < w->nsizes && st == PRIME_OK; ++s) {
-            size_t n = (size_t)(w->sizes[s] / 4);
-            for (int rep = -1; rep < opt->reps && st == PRIME_OK; ++rep) {
-                prime_barrier(dev);
-                double t0 = now_us();
-                st = comm_op(dev, k, group, g, a, b, n, 100 + k * CALIBRATE_MAX_SIZES + s);
-                double t1 = now_us();
-                record(slot_comm(w, k, s, 0, 0), rep, g, r, t0, t1);
-            }
-        }
-    }
-    if (w->compute && st == PRIME_OK) {
-        prime_fill_random(ga, gmax, 11 + (uint64_t)r);
-        prime_fill_random(gb, gmax, 23 + (uint64_t)r);
-        for (int x = 0; x < w->ngemm; ++x) {
-            int d = w->dims[x];
-            long iters = w->giters[x];
-            for (int rep = -1; rep < opt->reps; ++rep) {
-                prime_barrier(dev);
-                double t0 = now_us();
-                for (long it = 0; it < iters; ++it)
-                    prime_gemm(0, 0, d, d, d, 1.0f, ga, d, gb, d, 0.0f, gc, d);
-                double t1 = now_us();
-                record(w->gemm + (size_t)x * (size_t)opt->reps * (size_t)g * 2, rep, g, r, t0, t1);
-            }
-        }
-        for (int rep = -1; rep < opt->reps; ++rep) {
-            prime_barrier(dev);
-            double t0 = now_us();
-            memcpy(ma, mb, mem_n * sizeof(float));
-            double t1 = now_us();
-            record(w->mem, rep, g, r, t0, t1);
-        }
-        for (int rep = -1; rep < opt->reps; ++rep) {
-            prime_barrier(dev);
-            double t0 = now_us();
-            for (int it = 0; it < VEC_ITERS; ++it)
-                prime_add(ma, mb, VEC_FLOATS);
-            double t1 = now_us();
-            record(w->vec, rep, g, r, t0, t1);
-        }
-    }
-out:
-    w->status[r] = st;
-    prime_free(dev, a, nmax);
-    prime_free(dev, b, nmax);
-    if (w->compute) {
-        prime_free(dev, ga, gmax);
-        prime_free(dev, gb, gmax);
-        prime_free(dev, gc, gmax);
-        prime_free(dev, ma, mem_n);
-        prime_free(dev, mb, mem_n);
-    }
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median over repetitions of the span from the first device's start to
- * the last device's end: v[(rep * ndev + rank) * 2 + {0, 1}]. Devices
- * that share cores run one after another, and a device timing itself
- * would not see the time it waited for a core. */
-static double median_span(const double *v, int reps, int ndev)
-{
-    double m[256];
-    int n = reps < 256 ? reps : 256;
-    for (int rep = 0; rep < n; ++rep) {
-        const double *x = v + (size_t)rep * (size_t)ndev * 2;
-        double lo = x[0], hi = x[1];
-        for (int r = 1; r < ndev; ++r) {
-            if (x[2 * r] < lo)
-                lo = x[2 * r];
-            if (x[2 * r + 1] > hi)
-                hi = x[2 * r + 1];
-        }
-        m[rep] = hi - lo;
-    }
-    qsort(m, (size_t)n, sizeof m[0], cmp_double);
-    return n % 2 ? m[n / 2] : (m[n / 2 - 1] + m[n / 2]) / 2;
 }
 
 static double physical_memory_bytes(void)
@@ -365,155 +162,139 @@ static double physical_memory_bytes(void)
     return kb > 0 ? kb * 1024 : 1e9;
 }
 
-/* Volume one device sends in a collective on a buffer of `bytes`. */
-static double volume_of(CommKind kind, double bytes, int g)
+static int largest_world(const CalibrateOptions *opt)
 {
-    switch (kind) {
-    case COMM_P2P:
-        return bytes;
-    case COMM_ALLREDUCE:
-        return 2.0 * (g - 1) / g * bytes;
-    default:
-        return (double)(g - 1) / g * bytes;
-    }
-}
-
-int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    double t_start = now_us();
-    if (opt->nworlds < 1 || opt->nworlds > CALIBRATE_MAX_WORLDS || opt->reps < 1 || opt->reps > 255 ||
-        opt->min_bytes < 4 || opt->max_bytes < opt->min_bytes || opt->gemm_min < 1 ||
-        opt->gemm_max < opt->gemm_min || opt->mem_floats < VEC_FLOATS) {
-        snprintf(err, errlen, "bad calibration options");
-        return 0;
-    }
-    Sweep sw;
-    memset(&sw, 0, sizeof sw);
-    sw.opt = opt;
-    for (long s = opt->min_bytes; s <= opt->max_bytes && sw.nsizes < CALIBRATE_MAX_SIZES; s *= 4)
-        sw.sizes[sw.nsizes++] = s;
-    for (int d = opt->gemm_min; d <= opt->gemm_max && sw.ngemm < CALIBRATE_MAX_GEMMS; d *= 2) {
-        /* Enough GEMMs per repetition to take about a millisecond. */
-        double flops = 2.0 * d * d * d;
-        sw.giters[sw.ngemm] = flops < 2e7 ? (long)(2e7 / flops) : 1;
-        sw.dims[sw.ngemm++] = d;
-    }
     int largest = 0;
     for (int i = 1; i < opt->nworlds; ++i)
         if (opt->worlds[i] > opt->worlds[largest])
             largest = i;
+    return largest;
+}
 
-    double vec_us = 0, mem_us = 0;
-    int ok = 1;
-    for (int wi = 0; wi < opt->nworlds && ok; ++wi) {
-        int g = opt->worlds[wi];
-        if (g < 2 || g > 64) {
-            snprintf(err, errlen, "a calibration world needs 2 to 64 devices, not %d", g);
+/* Checks the worlds of opt: 1 to CALIBRATE_MAX_WORLDS of 2 to
+ * CALIBRATE_MAX_DEVICES devices. */
+static int check_worlds(const CalibrateOptions *opt, char *err, size_t errlen)
+{
+    if (opt->nworlds < 1 || opt->nworlds > CALIBRATE_MAX_WORLDS) {
+        snprintf(err, errlen, "bad calibration options");
+        return 0;
+    }
+    for (int i = 0; i < opt->nworlds; ++i) {
+        if (opt->worlds[i] < 2 || opt->worlds[i] > CALIBRATE_MAX_DEVICES) {
+            snprintf(err, errlen, "a calibration world needs 2 to %d devices, not %d", CALIBRATE_MAX_DEVICES,
+                     opt->worlds[i]);
             return 0;
         }
-        sw.ndev = g;
-        sw.compute = wi == largest;
-        size_t reps = (size_t)opt->reps, ng = (size_t)g;
-        sw.comm = calloc((size_t)COMM_KIND_COUNT * (size_t)sw.nsizes * reps * ng * 2, sizeof(double));
-        sw.gemm = calloc((size_t)sw.ngemm * reps * ng * 2, sizeof(double));
-        sw.mem = calloc(reps * ng * 2, sizeof(double));
-        sw.vec = calloc(reps * ng * 2, sizeof(double));
-        sw.alloc_failed = calloc(ng, sizeof(int));
-        sw.status = calloc(ng, sizeof(PrimeStatus));
+    }
+    return 1;
+}
+
+int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen)
+{
+    double t_start = now_us();
+    if (!check_worlds(opt, err, errlen) || !calibrate_options_check(opt, err, errlen))
+        return 0;
+    CalibrateWorld *worlds = calloc((size_t)opt->nworlds, sizeof *worlds);
+    if (!worlds) {
+        snprintf(err, errlen, "out of memory");
+        return 0;
+    }
+    int largest = largest_world(opt);
+    for (int wi = 0; wi < opt->nworlds; ++wi) {
+        int g = opt->worlds[wi];
         PrimeWorld *world = NULL;
-        PrimeStatus st = PRIME_ERR_NOMEM;
-        if (sw.comm && sw.gemm && sw.mem && sw.vec && sw.alloc_failed && sw.status) {
-            st = prime_world_create(g, &world);
-            if (st == PRIME_OK)
-                st = prime_world_run(world, sweep_rank, &sw);
-            for (int r = 0; r < g && st == PRIME_OK; ++r) {
-                if (sw.alloc_failed[r])
-                    st = PRIME_ERR_NOMEM;
-                else if (sw.status[r] != PRIME_OK)
-                    st = sw.status[r];
-            }
-            prime_world_destroy(world);
-        }
+        PrimeStatus st = prime_world_create(g, &world);
+        if (st == PRIME_OK)
+            st = calibrate_sweep_world(world, opt, wi == largest, &worlds[wi]);
+        prime_world_destroy(world);
         if (st != PRIME_OK) {
             snprintf(err, errlen, "the runtime failed on %d thread-devices: %s", g, prime_status_name(st));
-            ok = 0;
+            free(worlds);
+            return 0;
         }
-        for (int k = 0; k < COMM_KIND_COUNT && ok; ++k) {
-            for (int s = 0; s < sw.nsizes; ++s) {
-                CalibrateSample *cs = &out->samples[out->nsamples++];
-                cs->kind = (CommKind)k;
-                cs->gsize = g;
-                cs->bytes = (double)(sw.sizes[s] / 4 * 4);
-                cs->volume = volume_of((CommKind)k, cs->bytes, g);
-                cs->us = median_span(slot_comm(&sw, k, s, 0, 0), opt->reps, g);
-            }
-        }
-        if (ok && sw.compute) {
-            for (int x = 0; x < sw.ngemm; ++x) {
-                out->gemm_dim[out->ngemm] = sw.dims[x];
-                out->gemm_us[out->ngemm++] =
-                    median_span(sw.gemm + (size_t)x * reps * ng * 2, opt->reps, g) / (double)sw.giters[x];
-            }
-            mem_us = median_span(sw.mem, opt->reps, g);
-            vec_us = median_span(sw.vec, opt->reps, g) / VEC_ITERS;
-        }
-        free(sw.comm);
-        free(sw.gemm);
-        free(sw.mem);
-        free(sw.vec);
-        free(sw.alloc_failed);
-        free(sw.status);
     }
-    if (!ok)
-        return 0;
+    int ok = calibrate_fit_worlds(opt, worlds, CALIBRATE_CPU, (now_us() - t_start) / 1e6, out, err, errlen);
+    free(worlds);
+    return ok;
+}
 
-    /* Fits. */
+/* Fits time = alpha + volume / beta to the samples of `kind` (and of
+ * world g only when g > 0). */
+static int fit_kind(const CalibrateResult *res, CommKind kind, int g, LinkCost *lc, double *rel_rms)
+{
+    double x[CALIBRATE_MAX_SAMPLES], y[CALIBRATE_MAX_SAMPLES];
+    int n = 0;
+    for (int i = 0; i < res->nsamples; ++i)
+        if (res->samples[i].kind == kind && (g == 0 || res->samples[i].gsize == g)) {
+            x[n] = res->samples[i].volume;
+            y[n++] = res->samples[i].us;
+        }
+    if (!calibrate_fit_alpha_beta(x, y, n, &lc->alpha_us, &lc->beta_GBps))
+        return 0;
+    double ss = 0;
+    for (int i = 0; i < n; ++i) {
+        double pred = lc->alpha_us + x[i] / (lc->beta_GBps * 1e3);
+        ss += (pred - y[i]) * (pred - y[i]) / (y[i] * y[i]);
+    }
+    *rel_rms = sqrt(ss / n);
+    return 1;
+}
+
+int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worlds, CalibrateBackend backend,
+                         double seconds, CalibrateResult *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->backend = backend;
+    out->seconds = seconds;
+    if (!check_worlds(opt, err, errlen))
+        return 0;
+    const CalibrateWorld *cw = &worlds[largest_world(opt)];
+    for (int wi = 0; wi < opt->nworlds; ++wi)
+        for (int i = 0; i < worlds[wi].nsamples && out->nsamples < CALIBRATE_MAX_SAMPLES; ++i)
+            out->samples[out->nsamples++] = worlds[wi].samples[i];
+    out->ngemm = cw->ngemm;
+    memcpy(out->gemm_dim, cw->gemm_dim, sizeof out->gemm_dim);
+    memcpy(out->gemm_us, cw->gemm_us, sizeof out->gemm_us);
+    out->mem_floats = cw->mem_floats;
+    out->mem_us = cw->mem_us;
+    out->vec_floats = cw->vec_floats;
+    out->vec_us = cw->vec_us;
+
     Profile *p = &out->profile;
     char host[64] = "this machine";
     if (gethostname(host, sizeof host) != 0)
         snprintf(host, sizeof host, "this machine");
     host[sizeof host - 1] = '\0';
-    snprintf(p->name, sizeof p->name, "cpu-threads");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(p->description, sizeof p->description,
-             "measured by primec calibrate --backend cpu on %s (%ld cores): thread-devices of one process", host,
-             cores);
+    if (backend == CALIBRATE_MPI) {
+        snprintf(p->name, sizeof p->name, "cpu-mpi");
+        snprintf(p->description, sizeof p->description,
+                 "measured by primec calibrate --backend mpi on %s (%ld cores): one MPI process per device, "
+                 "all on this node",
+                 host, cores);
+    } else {
+        snprintf(p->name, sizeof p->name, "cpu-threads");
+        snprintf(p->description, sizeof p->description,
+                 "measured by primec calibrate --backend cpu on %s (%ld cores): thread-devices of one process",
+                 host, cores);
+    }
+    /* Every device measured shares this node: no inter-node link was seen. */
     p->devices_per_node = 1024;
     for (int wi = 0; wi < opt->nworlds; ++wi) {
         for (int k = 0; k < COMM_KIND_COUNT; ++k) {
-            double x[CALIBRATE_MAX_SAMPLES], y[CALIBRATE_MAX_SAMPLES];
-            int n = 0;
-            for (int i = 0; i < out->nsamples; ++i)
-                if (out->samples[i].kind == (CommKind)k && out->samples[i].gsize == opt->worlds[wi]) {
-                    x[n] = out->samples[i].volume;
-                    y[n++] = out->samples[i].us;
-                }
             LinkCost *lc = &out->world_fit[wi][k];
-            if (!calibrate_fit_alpha_beta(x, y, n, &lc->alpha_us, &lc->beta_GBps))
+            double rms;
+            if (!fit_kind(out, (CommKind)k, opt->worlds[wi], lc, &rms))
                 lc->alpha_us = lc->beta_GBps = 0;
         }
     }
     for (int k = 0; k < COMM_KIND_COUNT; ++k) {
-        double x[CALIBRATE_MAX_SAMPLES], y[CALIBRATE_MAX_SAMPLES];
-        int n = 0;
-        for (int i = 0; i < out->nsamples; ++i)
-            if (out->samples[i].kind == (CommKind)k) {
-                x[n] = out->samples[i].volume;
-                y[n++] = out->samples[i].us;
-            }
         LinkCost lc;
-        if (!calibrate_fit_alpha_beta(x, y, n, &lc.alpha_us, &lc.beta_GBps)) {
+        if (!fit_kind(out, (CommKind)k, 0, &lc, &out->fit_rel_rms[k])) {
             snprintf(err, errlen, "the %s timings give no positive bandwidth (too few or too noisy points)",
                      comm_kind_name((CommKind)k));
             return 0;
         }
-        double ss = 0;
-        for (int i = 0; i < n; ++i) {
-            double pred = lc.alpha_us + x[i] / (lc.beta_GBps * 1e3);
-            ss += (pred - y[i]) * (pred - y[i]) / (y[i] * y[i]);
-        }
-        out->fit_rel_rms[k] = sqrt(ss / n);
         p->link[k][LINK_INTRA] = lc;
         p->link[k][LINK_INTER] = lc;
     }
@@ -533,10 +314,9 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
         ss += (pred - out->gemm_us[i]) * (pred - out->gemm_us[i]) / (out->gemm_us[i] * out->gemm_us[i]);
     }
     out->gemm_rel_rms = sqrt(ss / out->ngemm);
-    p->mem_bandwidth_GBps = mem_us > 0 ? 8.0 * (double)opt->mem_floats / mem_us / 1e3 : 1;
-    p->vector_tflops = vec_us > 0 ? VEC_FLOATS / vec_us / 1e6 : 1e-3;
-    p->mem_capacity_GB = physical_memory_bytes() / opt->worlds[largest] / 1e9;
-    out->seconds = (now_us() - t_start) / 1e6;
+    p->mem_bandwidth_GBps = out->mem_us > 0 ? 8.0 * out->mem_floats / out->mem_us / 1e3 : 1;
+    p->vector_tflops = out->vec_us > 0 ? out->vec_floats / out->vec_us / 1e6 : 1e-3;
+    p->mem_capacity_GB = physical_memory_bytes() / opt->worlds[largest_world(opt)] / 1e9;
     return 1;
 }
 
@@ -551,10 +331,18 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
             used += w_ > 0 ? (size_t)w_ : 0;                                                            \
         }                                                                                               \
     } while (0)
-    ADD("Measured by `primec calibrate --backend cpu` (compiler/calibrate.c) in %.1f s.\n", res->seconds);
-    ADD("Devices are threads of one process (runtime prime_rt): every link is the\n");
-    ADD("threads transport, so the inter rows repeat the intra rows and\n");
-    ADD("devices_per_node only says that all devices share one node.\n");
+    if (res->backend == CALIBRATE_MPI) {
+        ADD("Measured by `primec calibrate --backend mpi` (compiler/calibrate.c, primec-calibrate-mpi)\n");
+        ADD("in %.1f s. Devices are MPI processes (runtime prime_rt_mpi), all started by mpiexec\n",
+            res->seconds);
+        ADD("on this one node, so every link is MPI's shared-memory transport: the inter rows\n");
+        ADD("repeat the intra rows and devices_per_node only says that all devices share one node.\n");
+    } else {
+        ADD("Measured by `primec calibrate --backend cpu` (compiler/calibrate.c) in %.1f s.\n", res->seconds);
+        ADD("Devices are threads of one process (runtime prime_rt): every link is the\n");
+        ADD("threads transport, so the inter rows repeat the intra rows and\n");
+        ADD("devices_per_node only says that all devices share one node.\n");
+    }
     ADD("Communication: ring shifts (p2p), all-reduce, reduce-scatter, all-gather on\n");
     ADD("worlds of");
     for (int i = 0; i < opt->nworlds; ++i)
@@ -582,9 +370,9 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
     ADD("of the largest world computing at once; fit time = overhead + 2d^3 / (peak eff(d)),\n");
     ADD("eff(d) = d / (d + half_dim), relative rms residual %.1f%%. Memory bandwidth: a\n",
         100 * res->gemm_rel_rms);
-    ADD("memcpy of %ld floats (8 bytes per element); vector rate: prime_add (1 flop per\n",
-        opt->mem_floats);
-    ADD("element, what an accumulator merge runs) on %d floats in cache.\n", VEC_FLOATS);
+    ADD("memcpy of %.0f floats (8 bytes per element); vector rate: prime_add (1 flop per\n",
+        res->mem_floats);
+    ADD("element, what an accumulator merge runs) on %.0f floats in cache.\n", res->vec_floats);
     ADD("mem_capacity_GB: physical memory divided among the devices of the largest world.\n");
     ADD("\nsamples (kind devices bytes us):\n");
     for (int i = 0; i < res->nsamples; ++i)

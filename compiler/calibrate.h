@@ -3,16 +3,22 @@
  * (profile.h) for the cost model; and the `cost` command that prices a
  * model's schedule with a profile.
  *
- * `primec calibrate` runs, with the runtime's thread-devices
- * (prime_rt.h), a message-size sweep of ring shifts, all-reduces,
- * reduce-scatters and all-gathers on worlds of 2 and 4 devices (median of
- * several repetitions; the time of a repetition is its slowest device),
- * a square GEMM sweep and a memory sweep with every device of the largest
- * world computing at once (as they do in an emitted program), and fits
+ * `primec calibrate` runs the sweeps of calibrate_sweep.h — ring shifts,
+ * all-reduces, reduce-scatters and all-gathers over a message-size sweep
+ * on worlds of 2 and 4 devices, and square GEMMs, a memcpy and a vector
+ * add with every device of the largest world computing at once — on one
+ * of two backends:
+ *
+ *   cpu  the runtime's thread-devices (prime_rt), in this process;
+ *   mpi  one MPI process per device (prime_rt_mpi): the helper program
+ *        primec-calibrate-mpi, next to the primec binary, started with
+ *        mpiexec once per world size (calibrate_mpi.h).
+ *
+ * It then fits, the same way for both,
  *   time = alpha + volume / beta          per communication kind,
  *   time = overhead + 2d^3 / (peak eff(d)),  eff(d) = d / (d + half_dim)
  * by least squares weighted by 1/time^2 (so small and large points count
- * alike in relative error). Thread-devices share one process, so the
+ * alike in relative error). All devices are on this one machine, so the
  * inter-node rows repeat the intra-node ones.
  */
 #ifndef PRIMEC_CALIBRATE_H
@@ -21,37 +27,15 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "calibrate_sweep.h"
 #include "profile.h"
 
-#define CALIBRATE_MAX_WORLDS 4
-#define CALIBRATE_MAX_SIZES 24
-#define CALIBRATE_MAX_GEMMS 16
 #define CALIBRATE_MAX_SAMPLES (COMM_KIND_COUNT * CALIBRATE_MAX_WORLDS * CALIBRATE_MAX_SIZES)
 
-typedef struct CalibrateOptions {
-    int nworlds;
-    int worlds[CALIBRATE_MAX_WORLDS]; /* devices per world: {2, 4} */
-    long min_bytes, max_bytes;        /* message sweep, in steps of x4 */
-    int reps;                         /* repetitions per point; the median counts */
-    int gemm_min, gemm_max;           /* square GEMM sweep, in steps of x2 */
-    long mem_floats;                  /* buffer of the memory-bandwidth sweep */
-} CalibrateOptions;
-
-/* The full sweep: worlds {2, 4}, 1 KiB .. 16 MiB, 15 repetitions, GEMMs
- * 16 .. 512; about 5 s on a small machine. */
-void calibrate_options_default(CalibrateOptions *opt);
-/* A sweep of well under a second, for tests. */
-void calibrate_options_quick(CalibrateOptions *opt);
-
-typedef struct CalibrateSample {
-    CommKind kind;
-    int gsize;
-    double bytes;  /* buffer (p2p: message) size */
-    double volume; /* what one device sends: the x of the fit */
-    double us;     /* median time */
-} CalibrateSample;
+typedef enum CalibrateBackend { CALIBRATE_CPU, CALIBRATE_MPI } CalibrateBackend;
 
 typedef struct CalibrateResult {
+    CalibrateBackend backend;
     Profile profile;
     int nsamples;
     CalibrateSample samples[CALIBRATE_MAX_SAMPLES];
@@ -63,11 +47,21 @@ typedef struct CalibrateResult {
     double gemm_dim[CALIBRATE_MAX_GEMMS];
     double gemm_us[CALIBRATE_MAX_GEMMS]; /* one GEMM, one device, all computing */
     double gemm_rel_rms;
-    double seconds; /* wall time of the whole calibration */
+    double mem_floats, mem_us; /* one memcpy, every device copying */
+    double vec_floats, vec_us; /* one prime_add, in cache */
+    double seconds;            /* wall time of the whole calibration */
 } CalibrateResult;
 
-/* Runs the sweeps and fits. Returns 1, or 0 with a message in err. */
+/* Runs the sweeps on thread-devices (backend cpu) and fits. Returns 1, or
+ * 0 with a message in err. */
 int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen);
+
+/* The fits: from what each world of opt measured (worlds[i] for
+ * opt->worlds[i]; the largest one with compute) fills *out, the profile
+ * included. `seconds` is how long the sweeps took. Returns 1, or 0 with a
+ * message in err. */
+int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worlds, CalibrateBackend backend,
+                         double seconds, CalibrateResult *out, char *err, size_t errlen);
 
 /* Weighted (1/us^2) least squares us = alpha + x / (beta * 1e3), x in
  * bytes, beta in GB/s; ordinary least squares when the weighted slope is
@@ -88,10 +82,11 @@ int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overh
 void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions *opt, FILE *out);
 
 /* `primec calibrate [--backend cpu|mpi] [-o FILE] [--worlds N,N...]
- * [--quick]`. argv[0]
- * is the command name ("calibrate"); options follow. Writes the profile
- * to FILE (default: stdout) and a summary of the fits to stderr. Returns
- * the exit code: 0 ok, 2 usage or I/O error, 3 the runtime failed. */
+ * [--quick] [--mpiexec CMD]`. argv[0] is the command name ("calibrate");
+ * options follow. Writes the profile to FILE (default: stdout) and a
+ * summary of the fits to stderr. Returns the exit code: 0 ok, 2 usage or
+ * I/O error (mpiexec or the MPI helper not found included), 3 the runtime
+ * or an MPI run failed. */
 int calibrate_main(int argc, char **argv);
 
 /* `primec cost FILE [--model NAME] [--profile NAME|PATH] [--elem-bytes N]

@@ -356,6 +356,55 @@ static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, i
 /* ------------------------------------------------------------------ */
 /* Edges                                                               */
 
+/* Same tiling and same tiles on every device. */
+static int same_tiles(const SchedTensor *ta, const Layout *la, const SchedTensor *tb,
+                      const Layout *lb) {
+    if (ta->ndims != tb->ndims || memcmp(ta->nslices, tb->nslices, sizeof ta->nslices) ||
+        memcmp(ta->shape, tb->shape, sizeof ta->shape) || la->ndev != lb->ndev)
+        return 0;
+    if (la->count == lb->count && la->tiles == lb->tiles)
+        return 1;
+    for (int d = 0; d < la->ndev; ++d)
+        if (la->count[d] != lb->count[d] ||
+            memcmp(la->tiles[d], lb->tiles[d], sizeof(long) * (size_t)la->count[d]))
+            return 0;
+    return 1;
+}
+
+/* What an edge sees of a producer candidate: its output and the layout
+ * of its output gradient. */
+static int same_producer_side(const PlanCandidate *x, const PlanCandidate *y) {
+    return x->has_dout == y->has_dout && same_tiles(&x->out_t, &x->out_l, &y->out_t, &y->out_l) &&
+           (!x->has_dout || same_tiles(&x->dout_t, &x->dout_l, &y->dout_t, &y->dout_l));
+}
+
+/* What an edge sees of a consumer candidate: argument a's input layout
+ * and the layout of its gradient. */
+static int same_consumer_side(const PlanCandidate *x, const PlanCandidate *y, int a) {
+    return x->has_din[a] == y->has_din[a] &&
+           same_tiles(&x->in_t[a], &x->in_l[a], &y->in_t[a], &y->in_l[a]) &&
+           (!x->has_din[a] || same_tiles(&x->din_t[a], &x->din_l[a], &y->din_t[a], &y->din_l[a]));
+}
+
+/* class[c]: the first candidate whose side of the edge equals c's. */
+static int *side_classes(Planner *p, int i, int a) {
+    int n = ncand(p, i);
+    int *cls = ARENA_ARRAY(p->arena, int, n + 1);
+    for (int c = 0; c < n; ++c) {
+        cls[c] = c;
+        for (int k = 0; k < c; ++k) {
+            if (cls[k] != k)
+                continue;
+            if (a < 0 ? same_producer_side(cand(p, i, k), cand(p, i, c))
+                      : same_consumer_side(cand(p, i, k), cand(p, i, c), a)) {
+                cls[c] = k;
+                break;
+            }
+        }
+    }
+    return cls;
+}
+
 static void build_edges(Planner *p) {
     const Model *m = p->model;
     for (int j = 0; j < p->n; ++j) {
@@ -370,10 +419,19 @@ static void build_edges(Planner *p) {
             e->arg = a;
             e->time = ARENA_ARRAY(p->arena, double, ncand(p, i) * ncand(p, j));
             e->bytes = ARENA_ARRAY(p->arena, long, ncand(p, i) * ncand(p, j));
+            /* Candidates that look the same from the edge share its costs. */
+            int *from_cls = side_classes(p, i, -1), *to_cls = side_classes(p, j, a);
+            int nj = ncand(p, j);
             for (int ci = 0; ci < ncand(p, i); ++ci) {
                 const PlanCandidate *A = cand(p, i, ci);
-                for (int cj = 0; cj < ncand(p, j); ++cj) {
+                for (int cj = 0; cj < nj; ++cj) {
                     const PlanCandidate *B = cand(p, j, cj);
+                    if (from_cls[ci] != ci || to_cls[cj] != cj) {
+                        int k = from_cls[ci] * nj + to_cls[cj];
+                        e->time[ci * nj + cj] = e->time[k];
+                        e->bytes[ci * nj + cj] = e->bytes[k];
+                        continue;
+                    }
                     long fmax = 0, bmax = 0;
                     double t = 0;
                     long fb = sched_conversion_bytes(&A->out_t, &A->out_l, &B->in_t[a], &B->in_l[a],

@@ -92,6 +92,7 @@ typedef struct Result {
     Plan plan;
     Mesh mesh;
     int dp;
+    Arena *arena; /* the plan's memory; owned by the Result */
 } Result;
 
 static void mesh_1d(Mesh *m, long n) {
@@ -189,9 +190,13 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
             opt.dp_cost = price_dp;
             opt.ctx = ctx;
             opt.pinned_only = pinned_only;
+            /* Each mesh plans in its own arena; the losers' are freed
+             * (their memory is reused by the next mesh). */
+            r.arena = arena_create();
             DiagSink mute;
-            diag_init(&mute, &c->sources, c->arena, NULL);
-            if (!plan_model(c->arena, &mute, &c->module, m, &opt, &r.plan)) {
+            diag_init(&mute, &c->sources, r.arena, NULL);
+            if (!plan_model(r.arena, &mute, &c->module, m, &opt, &r.plan)) {
+                arena_destroy(r.arena);
                 if (!*have_failed) {
                     *failed_opt = opt;
                     *have_failed = 1;
@@ -200,8 +205,12 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
             }
             ++*plans;
             if (!have || r.plan.time < best->plan.time) {
+                if (have)
+                    arena_destroy(best->arena);
                 *best = r;
                 have = 1;
+            } else {
+                arena_destroy(r.arena);
             }
         }
     }
@@ -365,16 +374,19 @@ int plan_main(int argc, char **argv) {
         }
         if (out_path) {
             FILE *f = fopen(out_path, "w");
-            if (!f) {
+            if (f) {
+                char *real = realpath(file, NULL);
+                write_plan_prime(f, m, &best, real ? real : file, c.arena);
+                free(real);
+                fclose(f);
+            } else {
                 fprintf(stderr, "primec: error: cannot write '%s'\n", out_path);
                 rc = 2;
-                break;
             }
-            char *real = realpath(file, NULL);
-            write_plan_prime(f, m, &best, real ? real : file, c.arena);
-            free(real);
-            fclose(f);
         }
+        arena_destroy(best.arena);
+        if (have_base)
+            arena_destroy(base.arena);
     }
     if (!any && rc == 0) {
         diag_error_plain(&c.sink, model_name ? "no model named '%s'" : "no model in '%s'",

@@ -15,6 +15,7 @@
 
 #include "autodiff.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,9 @@ typedef struct Machine {
     uint64_t *slot_used[SCHED_MAX_TENSORS]; /* bitmap: [dev * SLOT_WORDS + slot / 64] */
 } Machine;
 
+/* Moves of trial runs are discarded: their reasons are not written out. */
+#define TRIAL_REASON "(trial run)"
+
 typedef struct Builder {
     Arena *arena;
     DiagSink *sink;
@@ -69,7 +73,6 @@ typedef struct Builder {
     const SliceTable *st;
     int ndev;
     long steps;
-    Machine m;
     int dry; /* a trial run: no diagnostics, actions discarded */
     int failed;
     int next_tag;
@@ -93,6 +96,9 @@ typedef struct Builder {
      * tensor: where that value's gradient is wanted next (the producer's
      * backward phase reads it there in an aligned plan). */
     Layout *consumed;
+    /* Per storage tensor, initialised when its id is handed out (below
+     * this point the Builder starts zeroed). */
+    Machine m;
     /* Filled by a run: tiles a device needed that nobody held. */
     Layout need[SCHED_MAX_TENSORS];
     int track_need[SCHED_MAX_TENSORS];
@@ -1615,15 +1621,19 @@ static long prepare_inputs(Builder *b, PhaseSched *ph) {
             if (from < 0)
                 ICE("value of '%s' is held nowhere before the %s phase of '%s'",
                     b->s->tensors[tensor].name, phase_name(ph->kind), who);
-            const char *reason = arena_printf(
-                b->arena, "the %s phase of '%s' tiles '%s' differently from its producer",
-                phase_name(ph->kind), who, b->s->tensors[from].name);
+            const char *reason =
+                b->dry ? TRIAL_REASON
+                       : arena_printf(b->arena,
+                                      "the %s phase of '%s' tiles '%s' differently from its producer",
+                                      phase_name(ph->kind), who, b->s->tensors[from].name);
             bytes += convert(b, ph, from, tensor, &b->need[tensor], reason);
         } else {
-            const char *reason = arena_printf(
-                b->arena,
-                "the %s phase of '%s' needs '%s' in a different layout than it was left in",
-                phase_name(ph->kind), who, b->s->tensors[tensor].name);
+            const char *reason =
+                b->dry ? TRIAL_REASON
+                       : arena_printf(b->arena,
+                                      "the %s phase of '%s' needs '%s' in a different layout "
+                                      "than it was left in",
+                                      phase_name(ph->kind), who, b->s->tensors[tensor].name);
             bytes += redistribute(b, ph, tensor, &b->need[tensor], 0, reason);
         }
     }
@@ -1641,8 +1651,7 @@ static long phase_exec(Builder *b, PhaseSched *ph) {
     long bytes = prepare_inputs(b, ph);
     int ins[SCHED_MAX_OPERANDS];
     int nins = phase_inputs(ph, ins);
-    Hidden hidden;
-    memset(&hidden, 0, sizeof hidden);
+    Hidden hidden; /* set for the tensors in ins[] only */
     for (int i = 0; i < nins; ++i)
         hide_extras(b, ins[i], &b->need[ins[i]], &hidden);
     for (int i = 0; i < nins; ++i)
@@ -1681,6 +1690,11 @@ static int new_storage_id(Builder *b) {
     memset(&s->tensors[id], 0, sizeof s->tensors[id]);
     memset(&s->home[id], 0, sizeof s->home[id]);
     memset(&s->final[id], 0, sizeof s->final[id]);
+    memset(&b->need[id], 0, sizeof b->need[id]);
+    b->track_need[id] = 0;
+    memset(&b->consumed[id], 0, sizeof b->consumed[id]);
+    memset(&b->reduced[id], 0, sizeof b->reduced[id]);
+    b->reduced_phase[id] = -2;
     return id;
 }
 
@@ -2197,7 +2211,11 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
             return NULL;
 
     Builder bb, *b = &bb;
-    memset(b, 0, sizeof bb);
+    memset(b, 0, offsetof(Builder, m));
+    b->m.ntensors = 0;
+    b->consumed = arena_alloc_uninit(arena, sizeof(Layout) * SCHED_MAX_TENSORS);
+    b->reduced = arena_alloc_uninit(arena, sizeof(PtrVec) * SCHED_MAX_TENSORS);
+    b->reduced_phase = arena_alloc_uninit(arena, sizeof(int) * SCHED_MAX_TENSORS);
     b->arena = arena;
     b->sink = sink;
     b->s = s;
@@ -2276,11 +2294,6 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
     }
     machine_init(b);
     b->pending = ARENA_ARRAY(arena, PtrVec, model->ntensors);
-    b->consumed = ARENA_ARRAY(arena, Layout, SCHED_MAX_TENSORS);
-    b->reduced = ARENA_ARRAY(arena, PtrVec, SCHED_MAX_TENSORS);
-    b->reduced_phase = ARENA_ARRAY(arena, int, SCHED_MAX_TENSORS);
-    for (int t = 0; t < SCHED_MAX_TENSORS; ++t)
-        b->reduced_phase[t] = -2;
 
     /* Init: inputs and weights where their first reader needs them. */
     for (int t = 0; t < model->ntensors; ++t) {
