@@ -222,7 +222,7 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
  * world g only when g > 0). */
 static int fit_kind(const CalibrateResult *res, CommKind kind, int g, LinkCost *lc, double *rel_rms)
 {
-    double x[CALIBRATE_MAX_SAMPLES], y[CALIBRATE_MAX_SAMPLES];
+    double x[CALIBRATE_MAX_SAMPLES] = {0}, y[CALIBRATE_MAX_SAMPLES] = {0};
     int n = 0;
     for (int i = 0; i < res->nsamples; ++i)
         if (res->samples[i].kind == kind && (g == 0 || res->samples[i].gsize == g)) {
@@ -397,18 +397,24 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
 static void calibrate_usage(FILE *out)
 {
     fprintf(out, "usage: primec calibrate [--backend cpu|mpi] [-o FILE] [--worlds N,N...] [--quick]\n"
+                 "                        [--mpiexec CMD]\n"
                  "  measure this machine with the runtime and write a profile for the cost model\n"
-                 "  --backend cpu   thread-devices of one process (the default)\n"
-                 "  --backend mpi   not supported yet\n"
+                 "  (docs/cost-model.md); a summary of the fits goes to standard error\n"
+                 "  --backend cpu   thread-devices of one process (the default; profile cpu-threads)\n"
+                 "  --backend mpi   one MPI process per device (profile cpu-mpi): runs\n"
+                 "                  " CALIBRATE_MPI_HELPER " (next to primec) with mpiexec once per\n"
+                 "                  world, all processes on this node (the inter rows repeat the intra)\n"
                  "  -o FILE         write the profile to FILE (default: standard output)\n"
                  "  --worlds LIST   device counts to measure and fit together (default 2,4);\n"
                  "                  compute is measured on the largest\n"
-                 "  --quick         a smaller sweep (less accurate, well under a second)\n");
+                 "  --quick         a smaller sweep (less accurate; well under a second with cpu,\n"
+                 "                  a second or two with mpi)\n"
+                 "  --mpiexec CMD   mpi: the MPI launcher, a path or a name in PATH (default mpiexec)\n");
 }
 
 int calibrate_main(int argc, char **argv)
 {
-    const char *backend = "cpu", *path = NULL, *worlds = NULL;
+    const char *backend = "cpu", *path = NULL, *worlds = NULL, *mpiexec = NULL;
     int quick = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
@@ -417,12 +423,15 @@ int calibrate_main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--quick") == 0) {
             quick = 1;
-        } else if ((strcmp(a, "--backend") == 0 || strcmp(a, "-o") == 0 || strcmp(a, "--worlds") == 0) &&
+        } else if ((strcmp(a, "--backend") == 0 || strcmp(a, "-o") == 0 || strcmp(a, "--worlds") == 0 ||
+                    strcmp(a, "--mpiexec") == 0) &&
                    i + 1 < argc) {
             if (strcmp(a, "-o") == 0)
                 path = argv[++i];
             else if (strcmp(a, "--worlds") == 0)
                 worlds = argv[++i];
+            else if (strcmp(a, "--mpiexec") == 0)
+                mpiexec = argv[++i];
             else
                 backend = argv[++i];
         } else {
@@ -431,13 +440,12 @@ int calibrate_main(int argc, char **argv)
             return 2;
         }
     }
-    if (strcmp(backend, "mpi") == 0) {
-        fprintf(stderr, "primec: error: calibrate --backend mpi is not supported yet: run the cpu "
-                        "calibration (primec calibrate --backend cpu)\n");
+    if (strcmp(backend, "cpu") != 0 && strcmp(backend, "mpi") != 0) {
+        fprintf(stderr, "primec: error: calibrate: unknown backend '%s' (backends: cpu, mpi)\n", backend);
         return 2;
     }
-    if (strcmp(backend, "cpu") != 0) {
-        fprintf(stderr, "primec: error: calibrate: unknown backend '%s' (backends: cpu, mpi)\n", backend);
+    if (mpiexec && strcmp(backend, "mpi") != 0) {
+        fprintf(stderr, "primec: error: calibrate: --mpiexec goes with --backend mpi\n");
         return 2;
     }
     CalibrateOptions opt;
@@ -451,10 +459,12 @@ int calibrate_main(int argc, char **argv)
         for (;;) {
             char *end;
             long n = strtol(s, &end, 10);
-            if (end == s || n < 2 || n > 64 || opt.nworlds == CALIBRATE_MAX_WORLDS || (*end && *end != ',')) {
-                fprintf(stderr, "primec: error: calibrate: --worlds wants up to %d device counts of 2 to 64, "
-                                "e.g. 2,4; got '%s'\n",
-                        CALIBRATE_MAX_WORLDS, worlds);
+            if (end == s || n < 2 || n > CALIBRATE_MAX_DEVICES || opt.nworlds == CALIBRATE_MAX_WORLDS ||
+                (*end && *end != ',')) {
+                fprintf(stderr,
+                        "primec: error: calibrate: --worlds wants up to %d device counts of 2 to %d, "
+                        "e.g. 2,4; got '%s'\n",
+                        CALIBRATE_MAX_WORLDS, CALIBRATE_MAX_DEVICES, worlds);
                 return 2;
             }
             opt.worlds[opt.nworlds++] = (int)n;
@@ -464,15 +474,29 @@ int calibrate_main(int argc, char **argv)
         }
     }
     CalibrateResult *res = malloc(sizeof *res);
-    if (!res) {
+    CalibrateWorld *measured = calloc(CALIBRATE_MAX_WORLDS, sizeof *measured);
+    if (!res || !measured) {
         fprintf(stderr, "primec: error: calibrate: out of memory\n");
+        free(res);
+        free(measured);
         return 3;
     }
-    char err[512];
-    if (!calibrate_run(&opt, res, err, sizeof err)) {
+    char err[1024];
+    int rc = 0;
+    if (strcmp(backend, "mpi") == 0) {
+        double t_start = now_us();
+        rc = calibrate_mpi_sweep(&opt, mpiexec, NULL, measured, err, sizeof err);
+        if (rc == 0 && !calibrate_fit_worlds(&opt, measured, CALIBRATE_MPI, (now_us() - t_start) / 1e6, res, err,
+                                             sizeof err))
+            rc = 3;
+    } else if (!calibrate_run(&opt, res, err, sizeof err)) {
+        rc = 3;
+    }
+    free(measured);
+    if (rc != 0) {
         fprintf(stderr, "primec: error: calibrate: %s\n", err);
         free(res);
-        return 3;
+        return rc;
     }
     FILE *out = stdout;
     if (path && !(out = fopen(path, "w"))) {
