@@ -248,17 +248,11 @@ int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worl
     out->seconds = seconds;
     if (!check_worlds(opt, err, errlen))
         return 0;
-    const CalibrateWorld *cw = &worlds[largest_world(opt)];
     for (int wi = 0; wi < opt->nworlds; ++wi)
         for (int i = 0; i < worlds[wi].nsamples && out->nsamples < CALIBRATE_MAX_SAMPLES; ++i)
             out->samples[out->nsamples++] = worlds[wi].samples[i];
-    out->ngemm = cw->ngemm;
-    memcpy(out->gemm_dim, cw->gemm_dim, sizeof out->gemm_dim);
-    memcpy(out->gemm_us, cw->gemm_us, sizeof out->gemm_us);
-    out->mem_floats = cw->mem_floats;
-    out->mem_us = cw->mem_us;
-    out->vec_floats = cw->vec_floats;
-    out->vec_us = cw->vec_us;
+    out->compute = worlds[largest_world(opt)].compute;
+    const CalibrateCompute *c = &out->compute;
 
     Profile *p = &out->profile;
     char host[64] = "this machine";
@@ -299,7 +293,7 @@ int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worl
         p->link[k][LINK_INTER] = lc;
     }
     double o, peak, half;
-    if (!calibrate_fit_gemm(out->gemm_dim, out->gemm_us, out->ngemm, &o, &peak, &half)) {
+    if (!calibrate_fit_gemm(c->gemm_dim, c->gemm_us, c->ngemm, &o, &peak, &half)) {
         snprintf(err, errlen, "the GEMM timings give no positive peak");
         return 0;
     }
@@ -308,14 +302,14 @@ int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worl
     p->gemm_half_dim = half;
     p->gemm_eff_max = 1;
     double ss = 0;
-    for (int i = 0; i < out->ngemm; ++i) {
-        double d = out->gemm_dim[i];
+    for (int i = 0; i < c->ngemm; ++i) {
+        double d = c->gemm_dim[i];
         double pred = o + 2 * d * d * d / (peak * 1e6 * profile_gemm_efficiency(p, d));
-        ss += (pred - out->gemm_us[i]) * (pred - out->gemm_us[i]) / (out->gemm_us[i] * out->gemm_us[i]);
+        ss += (pred - c->gemm_us[i]) * (pred - c->gemm_us[i]) / (c->gemm_us[i] * c->gemm_us[i]);
     }
-    out->gemm_rel_rms = sqrt(ss / out->ngemm);
-    p->mem_bandwidth_GBps = out->mem_us > 0 ? 8.0 * out->mem_floats / out->mem_us / 1e3 : 1;
-    p->vector_tflops = out->vec_us > 0 ? out->vec_floats / out->vec_us / 1e6 : 1e-3;
+    out->gemm_rel_rms = sqrt(ss / c->ngemm);
+    p->mem_bandwidth_GBps = c->mem_us > 0 ? 8.0 * c->mem_floats / c->mem_us / 1e3 : 1;
+    p->vector_tflops = c->vec_us > 0 ? c->vec_floats / c->vec_us / 1e6 : 1e-3;
     p->mem_capacity_GB = physical_memory_bytes() / opt->worlds[largest_world(opt)] / 1e9;
     return 1;
 }
@@ -371,16 +365,16 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
     ADD("eff(d) = d / (d + half_dim), relative rms residual %.1f%%. Memory bandwidth: a\n",
         100 * res->gemm_rel_rms);
     ADD("memcpy of %.0f floats (8 bytes per element); vector rate: prime_add (1 flop per\n",
-        res->mem_floats);
-    ADD("element, what an accumulator merge runs) on %.0f floats in cache.\n", res->vec_floats);
+        res->compute.mem_floats);
+    ADD("element, what an accumulator merge runs) on %.0f floats in cache.\n", res->compute.vec_floats);
     ADD("mem_capacity_GB: physical memory divided among the devices of the largest world.\n");
     ADD("\nsamples (kind devices bytes us):\n");
     for (int i = 0; i < res->nsamples; ++i)
         ADD("  %-14s %2d %10.0f %12.2f\n", comm_kind_name(res->samples[i].kind), res->samples[i].gsize,
             res->samples[i].bytes, res->samples[i].us);
     ADD("gemm samples (d us):\n");
-    for (int i = 0; i < res->ngemm; ++i)
-        ADD("  %4.0f %12.2f\n", res->gemm_dim[i], res->gemm_us[i]);
+    for (int i = 0; i < res->compute.ngemm; ++i)
+        ADD("  %4.0f %12.2f\n", res->compute.gemm_dim[i], res->compute.gemm_us[i]);
 #undef ADD
     if (used >= sizeof comment)
         comment[sizeof comment - 1] = '\0';

@@ -43,12 +43,8 @@ typedef struct CalibrateResult {
     /* The same fits on each world alone (0 where a fit failed), to show
      * how much the device count matters on this machine. */
     LinkCost world_fit[CALIBRATE_MAX_WORLDS][COMM_KIND_COUNT];
-    int ngemm;
-    double gemm_dim[CALIBRATE_MAX_GEMMS];
-    double gemm_us[CALIBRATE_MAX_GEMMS]; /* one GEMM, one device, all computing */
+    CalibrateCompute compute; /* from the largest world */
     double gemm_rel_rms;
-    double mem_floats, mem_us; /* one memcpy, every device copying */
-    double vec_floats, vec_us; /* one prime_add, in cache */
     double seconds;            /* wall time of the whole calibration */
 } CalibrateResult;
 

@@ -210,14 +210,17 @@ int calibrate_mpi_sweep(const CalibrateOptions *opt, const char *mpiexec, const 
                      CALIBRATE_MAX_DEVICES, g);
             return 2;
         }
-        char num[8][32];
-        snprintf(num[0], sizeof num[0], "%d", g);
-        snprintf(num[1], sizeof num[1], "%ld", opt->min_bytes);
-        snprintf(num[2], sizeof num[2], "%ld", opt->max_bytes);
-        snprintf(num[3], sizeof num[3], "%d", opt->reps);
-        snprintf(num[4], sizeof num[4], "%d", opt->gemm_min);
-        snprintf(num[5], sizeof num[5], "%d", opt->gemm_max);
-        snprintf(num[6], sizeof num[6], "%ld", opt->mem_floats);
+        /* The helper's options: the first four always, the rest with --compute. */
+        static const char *const flag[] = {"--devices",  "--min-bytes", "--max-bytes", "--reps",
+                                           "--gemm-min", "--gemm-max",  "--mem-floats"};
+        const long value[] = {g,
+                              opt->min_bytes,
+                              opt->max_bytes,
+                              opt->reps,
+                              opt->gemm_min,
+                              opt->gemm_max,
+                              opt->mem_floats};
+        char num[8][24];
         char *argv[32];
         int n = 0;
         argv[n++] = launcher;
@@ -227,24 +230,15 @@ int calibrate_mpi_sweep(const CalibrateOptions *opt, const char *mpiexec, const 
                 argv[n++] = "--allow-run-as-root";
         }
         argv[n++] = "-n";
-        argv[n++] = num[0];
+        snprintf(num[7], sizeof num[7], "%d", g);
+        argv[n++] = num[7];
         argv[n++] = prog;
-        argv[n++] = "--devices";
-        argv[n++] = num[0];
-        argv[n++] = "--min-bytes";
-        argv[n++] = num[1];
-        argv[n++] = "--max-bytes";
-        argv[n++] = num[2];
-        argv[n++] = "--reps";
-        argv[n++] = num[3];
-        if (wi == largest) {
+        if (wi == largest)
             argv[n++] = "--compute";
-            argv[n++] = "--gemm-min";
-            argv[n++] = num[4];
-            argv[n++] = "--gemm-max";
-            argv[n++] = num[5];
-            argv[n++] = "--mem-floats";
-            argv[n++] = num[6];
+        for (int f = 0; f < (wi == largest ? 7 : 4); ++f) {
+            snprintf(num[f], sizeof num[f], "%ld", value[f]);
+            argv[n++] = (char *)flag[f];
+            argv[n++] = num[f];
         }
         argv[n] = NULL;
         char *text = NULL;
@@ -270,7 +264,7 @@ int calibrate_mpi_sweep(const CalibrateOptions *opt, const char *mpiexec, const 
             return 3;
         }
         if (worlds[wi].ndev != g || worlds[wi].nsamples == 0 ||
-            (wi == largest && worlds[wi].ngemm == 0)) {
+            (wi == largest && worlds[wi].compute.ngemm == 0)) {
             snprintf(err, errlen,
                      "the MPI calibration run on %d processes printed the samples of another sweep",
                      g);

@@ -283,16 +283,16 @@ PrimeStatus calibrate_sweep_world(PrimeWorld *world, const CalibrateOptions *opt
                 cs->us = median_span(&sw, series_comm(&sw, k, s));
             }
         }
+        CalibrateCompute *c = &out->compute;
         for (int x = 0; x < sw.ngemm; ++x) {
-            out->gemm_dim[out->ngemm] = sw.dims[x];
-            out->gemm_us[out->ngemm++] =
-                median_span(&sw, series_gemm(&sw, x)) / (double)sw.giters[x];
+            c->gemm_dim[c->ngemm] = sw.dims[x];
+            c->gemm_us[c->ngemm++] = median_span(&sw, series_gemm(&sw, x)) / (double)sw.giters[x];
         }
         if (compute) {
-            out->mem_floats = (double)opt->mem_floats;
-            out->mem_us = median_span(&sw, series_mem(&sw));
-            out->vec_floats = VEC_FLOATS;
-            out->vec_us = median_span(&sw, series_vec(&sw)) / VEC_ITERS;
+            c->mem_floats = (double)opt->mem_floats;
+            c->mem_us = median_span(&sw, series_mem(&sw));
+            c->vec_floats = VEC_FLOATS;
+            c->vec_us = median_span(&sw, series_vec(&sw)) / VEC_ITERS;
         }
     }
     free(sw.times);
@@ -309,11 +309,12 @@ void calibrate_world_write(const CalibrateWorld *w, FILE *out) {
     for (int i = 0; i < w->nsamples; ++i)
         fprintf(out, "comm %s %.0f %.9g\n", comm_kind_name(w->samples[i].kind), w->samples[i].bytes,
                 w->samples[i].us);
-    for (int i = 0; i < w->ngemm; ++i)
-        fprintf(out, "gemm %.0f %.9g\n", w->gemm_dim[i], w->gemm_us[i]);
-    if (w->ngemm > 0) {
-        fprintf(out, "mem %.0f %.9g\n", w->mem_floats, w->mem_us);
-        fprintf(out, "vec %.0f %.9g\n", w->vec_floats, w->vec_us);
+    const CalibrateCompute *c = &w->compute;
+    for (int i = 0; i < c->ngemm; ++i)
+        fprintf(out, "gemm %.0f %.9g\n", c->gemm_dim[i], c->gemm_us[i]);
+    if (c->ngemm > 0) {
+        fprintf(out, "mem %.0f %.9g\n", c->mem_floats, c->mem_us);
+        fprintf(out, "vec %.0f %.9g\n", c->vec_floats, c->vec_us);
     }
     fprintf(out, "end\n");
 }
@@ -390,17 +391,18 @@ int calibrate_world_parse(const char *text, CalibrateWorld *out, char *err, size
             cs->volume = calibrate_volume(cs->kind, cs->bytes, out->ndev);
             cs->us = v[1];
         } else if (scan_line(line, len, word, sizeof word, NULL, 0, v, 2) &&
-                   strcmp(word, "gemm") == 0 && v[0] >= 1 && out->ngemm < CALIBRATE_MAX_GEMMS) {
-            out->gemm_dim[out->ngemm] = v[0];
-            out->gemm_us[out->ngemm++] = v[1];
+                   strcmp(word, "gemm") == 0 && v[0] >= 1 &&
+                   out->compute.ngemm < CALIBRATE_MAX_GEMMS) {
+            out->compute.gemm_dim[out->compute.ngemm] = v[0];
+            out->compute.gemm_us[out->compute.ngemm++] = v[1];
         } else if (scan_line(line, len, word, sizeof word, NULL, 0, v, 2) &&
                    strcmp(word, "mem") == 0) {
-            out->mem_floats = v[0];
-            out->mem_us = v[1];
+            out->compute.mem_floats = v[0];
+            out->compute.mem_us = v[1];
         } else if (scan_line(line, len, word, sizeof word, NULL, 0, v, 2) &&
                    strcmp(word, "vec") == 0) {
-            out->vec_floats = v[0];
-            out->vec_us = v[1];
+            out->compute.vec_floats = v[0];
+            out->compute.vec_us = v[1];
         } else {
             snprintf(err, errlen, "line %d: unexpected '%.*s'", lineno, (int)(len < 60 ? len : 60),
                      line);

@@ -61,17 +61,21 @@ typedef struct CalibrateSample {
     double us;     /* median time */
 } CalibrateSample;
 
+/* The compute sweep, every device computing at once. */
+typedef struct CalibrateCompute {
+    int ngemm; /* 0: not measured */
+    double gemm_dim[CALIBRATE_MAX_GEMMS];
+    double gemm_us[CALIBRATE_MAX_GEMMS]; /* one square GEMM on one device */
+    double mem_floats, mem_us;           /* one memcpy of mem_floats floats */
+    double vec_floats, vec_us;           /* one prime_add of vec_floats floats, in cache */
+} CalibrateCompute;
+
 /* What one world measured. */
 typedef struct CalibrateWorld {
     int ndev;
     int nsamples;
     CalibrateSample samples[COMM_KIND_COUNT * CALIBRATE_MAX_SIZES];
-    /* Compute, when it was measured (ngemm 0 otherwise). */
-    int ngemm;
-    double gemm_dim[CALIBRATE_MAX_GEMMS];
-    double gemm_us[CALIBRATE_MAX_GEMMS]; /* one GEMM, one device, all computing */
-    double mem_floats, mem_us;           /* one memcpy of mem_floats floats */
-    double vec_floats, vec_us;           /* one prime_add of vec_floats floats */
+    CalibrateCompute compute; /* when it was asked for */
 } CalibrateWorld;
 
 /* Volume one device sends in a collective of `kind` on a buffer of
