@@ -3,6 +3,9 @@
 #   mpi/runtime          unit test of the backend: p2p and collective byte
 #                        counters, gathered counters, share, trace, errors
 #                        (tests/unit/test_runtime_mpi.c; labels mpi, unit)
+#   mpi/calibrate        primec calibrate --backend mpi --quick, its profile
+#                        read by primec cost, and its errors
+#                        (tests/mpi/calibrate.sh; labels mpi, unit)
 #   mpi/run/PARTITION    a stdlib matmul partition (m=96, k=64, n=80) built
 #                        with `primec build --target mpi` and run as 4
 #                        processes with --check; the report must equal the
@@ -95,3 +98,13 @@ foreach(family opt llama2 bloom)
                          PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
   endforeach()
 endforeach()
+
+# `primec calibrate --backend mpi`: a quick calibration through mpiexec
+# and primec-calibrate-mpi whose profile `primec cost` accepts, and the
+# errors for a missing mpiexec, a missing helper and a failed run.
+add_test(NAME mpi/calibrate
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi/calibrate.sh $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime ${PRIMEC_MPI_RUN_DIR}/calibrate)
+set_tests_properties(mpi/calibrate PROPERTIES LABELS "mpi;unit" TIMEOUT 120
+                     ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
+                     PASS_REGULAR_EXPRESSION "PASS: primec calibrate" FAIL_REGULAR_EXPRESSION "FAIL:")

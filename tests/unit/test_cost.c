@@ -11,7 +11,10 @@
  * phase overlaps its shifts with compute, a row split's all-reduce costs
  * exactly the alpha-beta formula in the right link class, the bytes
  * equal the schedule's own predictions, memory scales with the element
- * size. Calibration: a very small sweep gives positive, finite numbers.
+ * size. Calibration: a very small sweep gives positive, finite numbers;
+ * the samples' text form (what primec-calibrate-mpi prints) round-trips,
+ * fits like the sweep it came from, and malformed text is refused with
+ * the line at fault.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -573,6 +576,89 @@ static void test_calibrate_quick(void **state)
     free(res);
 }
 
+/* The text form of a world's samples: write, parse, fit. */
+static void test_calibrate_samples_text(void **state)
+{
+    (void)state;
+    CalibrateOptions opt;
+    calibrate_options_quick(&opt);
+    CalibrateWorld *w = calloc(2, sizeof *w);
+    assert_non_null(w);
+    /* Synthetic samples of a machine with alpha 3 us, beta 2 GB/s, and
+     * GEMMs at 10 GFLOP/s with half_dim 32. */
+    w[0].ndev = 2;
+    for (int k = 0; k < COMM_KIND_COUNT; ++k)
+        for (long b = 1024; b <= 1L << 20; b *= 4) {
+            CalibrateSample *cs = &w[0].samples[w[0].nsamples++];
+            cs->kind = (CommKind)k;
+            cs->gsize = 2;
+            cs->bytes = (double)b;
+            cs->volume = calibrate_volume(cs->kind, cs->bytes, 2);
+            cs->us = 3 + cs->volume / 2e3;
+        }
+    CalibrateCompute *c = &w[0].compute;
+    for (int d = 16; d <= 64; d *= 2) {
+        c->gemm_dim[c->ngemm] = d;
+        c->gemm_us[c->ngemm++] = 2.0 * d * d * d / (1e4 * d / (d + 32.0));
+    }
+    c->mem_floats = 262144;
+    c->mem_us = 100;
+    c->vec_floats = 1024;
+    c->vec_us = 0.5;
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    fprintf(f, "a line of mpiexec's before the samples\n");
+    calibrate_world_write(&w[0], f);
+    fclose(f);
+    char err[256] = "";
+    if (!calibrate_world_parse(text, &w[1], err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(w[1].ndev, 2);
+    assert_int_equal(w[1].nsamples, w[0].nsamples);
+    for (int i = 0; i < w[0].nsamples; ++i) {
+        assert_int_equal(w[1].samples[i].kind, w[0].samples[i].kind);
+        assert_true(w[1].samples[i].volume == w[0].samples[i].volume);
+        assert_true(fabs(w[1].samples[i].us - w[0].samples[i].us) < 1e-6);
+    }
+    assert_int_equal(w[1].compute.ngemm, 3);
+    assert_true(w[1].compute.mem_us == 100 && w[1].compute.vec_floats == 1024);
+
+    CalibrateResult *res = malloc(sizeof *res);
+    assert_non_null(res);
+    if (!calibrate_fit_worlds(&opt, &w[1], CALIBRATE_MPI, 1.5, res, err, sizeof err))
+        fail_msg("%s", err);
+    assert_string_equal(res->profile.name, "cpu-mpi");
+    for (int k = 0; k < COMM_KIND_COUNT; ++k)
+        for (int l = 0; l < LINK_CLASS_COUNT; ++l) {
+            assert_true(fabs(res->profile.link[k][l].alpha_us - 3) < 1e-3);
+            assert_true(fabs(res->profile.link[k][l].beta_GBps - 2) < 1e-3);
+        }
+    assert_true(fabs(res->profile.peak_tflops - 0.01) < 1e-6);
+    assert_true(fabs(res->profile.gemm_half_dim - 32) < 1e-3);
+    assert_true(fabs(res->profile.mem_bandwidth_GBps - 8.0 * 262144 / 100 / 1e3) < 1e-9);
+    free(res);
+
+    /* Malformed text: the line at fault. */
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"comm p2p 1024 1\nend\n", "no 'primec-calibrate-samples 1' header"},
+        {"primec-calibrate-samples 1 devices 0\nend\n", "line 1: bad header"},
+        {"primec-calibrate-samples 1 devices 2\ncomm p2p 1024 1\n", "the samples end early (no 'end' line after line 2)"},
+        {"primec-calibrate-samples 1 devices 2\ncomm bogus 1024 1\nend\n", "line 2: bad comm sample"},
+        {"primec-calibrate-samples 1 devices 2\ncomm p2p 1024\nend\n", "line 2: unexpected 'comm p2p 1024'"},
+        {"primec-calibrate-samples 1 devices 2\ngemm 16 -1\nend\n", "line 2: unexpected 'gemm 16 -1'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        err[0] = '\0';
+        assert_int_equal(calibrate_world_parse(bad[i].text, &w[1], err, sizeof err), 0);
+        assert_string_equal(err, bad[i].msg);
+    }
+    free(text);
+    free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_cost_training_memory),
         cmocka_unit_test(test_cost_print),
         cmocka_unit_test(test_calibrate_quick),
+        cmocka_unit_test(test_calibrate_samples_text),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
