@@ -5,6 +5,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +31,7 @@ typedef struct Planner {
     long *min_peak;            /* per instance: the smallest candidate peak, kept or dropped */
     const char **min_peak_use; /* per instance: which partition gives it */
     Arena *scratch;            /* one candidate's schedule; reset after each */
+    Model plan_model;          /* the model on the planned mesh (for slice tables) */
     PtrVec memo;               /* Memo*: candidates already scheduled */
 } Planner;
 
@@ -104,14 +107,20 @@ static Layout layout_copy(Arena *arena, const Layout *l) {
     return c;
 }
 
-/* What a candidate's schedule depends on. */
+/* What a candidate's schedule depends on: the operator, its shapes and
+ * arguments, and the slices its partition gives each device at each step
+ * (partitions and axis bindings that slice alike, e.g. a replication
+ * bound to either axis of a 2-D mesh, schedule alike). */
 typedef struct CandKey {
     const Op *op;
-    const Partition *partition;
-    int axis_map[IR_MAX_AXES];
     long dim_sizes[IR_MAX_DIMS];
     int same_as[IR_MAX_INPUTS]; /* the first argument that is the same tensor */
     int weight[IR_MAX_INPUTS];
+    long steps;
+    long nslices[IR_MAX_DIMS];
+    long nslice; /* entries of slice[] */
+    uint64_t hash; /* of slice[] */
+    const long *slice;
 } CandKey;
 
 typedef struct Memo {
@@ -119,12 +128,18 @@ typedef struct Memo {
     PlanCandidate *result; /* NULL: the candidate does not schedule */
 } Memo;
 
-static void cand_key(const Model *m, const Instance *inst, CandKey *key) {
+static void cand_key(const Model *m, const Instance *inst, const SliceTable *st, CandKey *key) {
     memset(key, 0, sizeof *key);
     key->op = inst->op;
-    key->partition = inst->partition;
-    memcpy(key->axis_map, inst->axis_map, sizeof key->axis_map);
     memcpy(key->dim_sizes, inst->dim_sizes, sizeof key->dim_sizes);
+    key->steps = st->steps;
+    memcpy(key->nslices, st->nslices, sizeof key->nslices);
+    key->nslice = (long)st->ndims * st->ndev * st->steps;
+    key->slice = st->slice;
+    uint64_t h = 14695981039346656037u;
+    for (long k = 0; k < key->nslice; ++k)
+        h = (h ^ (uint64_t)st->slice[k]) * 1099511628211u;
+    key->hash = h;
     for (int a = 0; a < inst->op->ninputs; ++a) {
         key->same_as[a] = a;
         for (int b = a - 1; b >= 0; --b)
@@ -137,17 +152,20 @@ static void cand_key(const Model *m, const Instance *inst, CandKey *key) {
 static const Memo *memo_find(const Planner *p, const CandKey *key) {
     for (int k = 0; k < p->memo.count; ++k) {
         const Memo *e = p->memo.items[k];
-        if (e->key.op == key->op && e->key.partition == key->partition &&
-            memcmp(&e->key, key, sizeof *key) == 0)
+        if (e->key.op == key->op && e->key.hash == key->hash &&
+            memcmp(&e->key, key, offsetof(CandKey, slice)) == 0 &&
+            memcmp(e->key.slice, key->slice, sizeof(long) * (size_t)key->nslice) == 0)
             return e;
     }
     return NULL;
 }
 
-static const Memo *memo_add(Planner *p, const CandKey *key, PlanCandidate *result) {
+static Memo *memo_add(Planner *p, const CandKey *key) {
     Memo *e = ARENA_NEW(p->arena, Memo);
     e->key = *key;
-    e->result = result;
+    long *slice = ARENA_ARRAY(p->arena, long, key->nslice + 1);
+    memcpy(slice, key->slice, sizeof(long) * (size_t)key->nslice);
+    e->key.slice = slice;
     ptrvec_push(p->arena, &p->memo, e);
     return e;
 }
@@ -195,12 +213,19 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
         return;
     /* Instances of one operator with the same shapes, argument pattern
      * and partition binding have the same schedule: scheduled once. */
+    SliceTable st;
+    arena_reset(p->scratch);
+    DiagSink mute;
+    diag_init(&mute, p->sink->sources, p->scratch, NULL);
+    if (!partition_eval(p->scratch, &mute, &p->plan_model, &pc->inst, &st))
+        return;
     CandKey key;
-    cand_key(m, &pc->inst, &key);
+    cand_key(m, &pc->inst, &st, &key);
     const Memo *hit = memo_find(p, &key);
     if (!hit) {
-        int ok = schedule_alone(p, i, pc);
-        hit = memo_add(p, &key, ok ? pc : NULL);
+        Memo *e = memo_add(p, &key); /* copies the key out of the scratch arena */
+        e->result = schedule_alone(p, i, pc) ? pc : NULL;
+        hit = e;
     }
     if (!hit->result)
         return;
@@ -555,32 +580,38 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
     memset(out, 0, sizeof *out);
     out->nlive = live_at(p, j + 1, out->live);
     int assign[64];
+    /* Where each incoming edge's producer and each live producer after j
+     * sit in the state before j (-1: j itself). */
+    int nedges = p->in_edges[j].count, nc = ncand(p, j);
+    int edge_at[IR_MAX_INPUTS * 2 + 1], from_at[64];
+    ICE_ASSERT(nedges <= IR_MAX_INPUTS * 2);
+    for (int e = 0; e < nedges; ++e) {
+        const Edge *ed = p->in_edges[j].items[e];
+        edge_at[e] = -1;
+        for (int x = 0; x < in->nlive; ++x)
+            if (in->live[x] == ed->from)
+                edge_at[e] = x;
+        ICE_ASSERT(edge_at[e] >= 0);
+    }
+    for (int x = 0; x < out->nlive; ++x) {
+        from_at[x] = -1;
+        for (int y = 0; y < in->nlive; ++y)
+            if (in->live[y] == out->live[x])
+                from_at[x] = y;
+        ICE_ASSERT(from_at[x] >= 0 || out->live[x] == j);
+    }
     for (int s = 0; s < in->count; ++s) {
         const State *st = &in->states[s];
-        for (int c = 0; c < ncand(p, j); ++c) {
+        for (int c = 0; c < nc; ++c) {
             double cost = st->cost + own_time(p, j, c);
-            for (int e = 0; e < p->in_edges[j].count; ++e) {
+            for (int e = 0; e < nedges; ++e) {
                 const Edge *ed = p->in_edges[j].items[e];
-                int ci = -1;
-                for (int x = 0; x < in->nlive; ++x)
-                    if (in->live[x] == ed->from)
-                        ci = st->assign[x];
-                ICE_ASSERT(ci >= 0);
-                cost += ed->time[ci * ncand(p, j) + c];
+                cost += ed->time[st->assign[edge_at[e]] * nc + c];
             }
             if (isinf(cost))
                 continue;
-            for (int x = 0; x < out->nlive; ++x) {
-                int who = out->live[x];
-                if (who == j) {
-                    assign[x] = c;
-                } else {
-                    assign[x] = -1;
-                    for (int y = 0; y < in->nlive; ++y)
-                        if (in->live[y] == who)
-                            assign[x] = st->assign[y];
-                }
-            }
+            for (int x = 0; x < out->nlive; ++x)
+                assign[x] = from_at[x] < 0 ? c : st->assign[from_at[x]];
             state_offer(p, out, assign, cost, s, c);
         }
     }
@@ -854,6 +885,8 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     p->opt = opt;
     p->plan = out;
     p->n = model->ninstances;
+    p->plan_model = *model;
+    p->plan_model.mesh = opt->mesh;
     last_planner = p;
     out->model = model;
     out->mesh = opt->mesh;
@@ -875,9 +908,10 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
                 p->last_use[i] = j;
         }
     /* Candidates; identical instances of repeated layers share them. */
-    p->scratch = arena_create();
+    p->scratch = opt->scratch ? opt->scratch : arena_create();
     int ok = collect_candidates(p);
-    arena_destroy(p->scratch);
+    if (!opt->scratch)
+        arena_destroy(p->scratch);
     p->scratch = NULL;
     if (!ok)
         return 0;

@@ -53,6 +53,10 @@ typedef struct PlanOptions {
     PlanDpFn dp_cost;
     void *ctx;
     int pinned_only; /* candidates: only the partition each instance pins */
+    /* Optional: an arena for temporaries that plan_model resets as it
+     * likes (a caller planning many meshes passes the same one, so the
+     * memory stays mapped); NULL: plan_model makes its own. */
+    Arena *scratch;
 } PlanOptions;
 
 typedef struct PlanCandidate {

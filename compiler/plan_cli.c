@@ -163,6 +163,7 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
                          long tp_max, int pinned_only, CostCtx *ctx, Result *best, long *plans,
                          PlanOptions *failed_opt, int *have_failed) {
     int have = 0;
+    Arena *spare = NULL, *scratch = arena_create();
     for (long dp = 1; dp <= n; dp *= 2) {
         long t = n / dp;
         if (t > tp_max)
@@ -190,30 +191,39 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
             opt.dp_cost = price_dp;
             opt.ctx = ctx;
             opt.pinned_only = pinned_only;
-            /* Each mesh plans in its own arena; the losers' are freed
-             * (their memory is reused by the next mesh). */
-            r.arena = arena_create();
+            /* Each mesh plans in its own arena: a loser's is reset and
+             * used by the next mesh, so its memory stays mapped. */
+            r.arena = spare ? spare : arena_create();
+            spare = NULL;
+            opt.scratch = scratch;
             DiagSink mute;
             diag_init(&mute, &c->sources, r.arena, NULL);
             if (!plan_model(r.arena, &mute, &c->module, m, &opt, &r.plan)) {
-                arena_destroy(r.arena);
+                arena_reset(r.arena);
+                spare = r.arena;
                 if (!*have_failed) {
                     *failed_opt = opt;
+                    failed_opt->scratch = NULL; /* freed below */
                     *have_failed = 1;
                 }
                 continue;
             }
             ++*plans;
             if (!have || r.plan.time < best->plan.time) {
-                if (have)
-                    arena_destroy(best->arena);
+                if (have) {
+                    arena_reset(best->arena);
+                    spare = best->arena;
+                }
                 *best = r;
                 have = 1;
             } else {
-                arena_destroy(r.arena);
+                arena_reset(r.arena);
+                spare = r.arena;
             }
         }
     }
+    arena_destroy(spare);
+    arena_destroy(scratch);
     return have;
 }
 

@@ -118,7 +118,7 @@ static int store_find(const Store *st, long tile) {
 static void store_add(Builder *b, Store *st, long tile, int slot) {
     if (st->count == st->cap) {
         int cap = st->cap ? st->cap * 2 : 4;
-        Held *items = ARENA_ARRAY(b->arena, Held, cap);
+        Held *items = ARENA_ARRAY_UNINIT(b->arena, Held, cap);
         if (st->count)
             memcpy(items, st->items, sizeof(Held) * (size_t)st->count);
         st->items = items;
@@ -148,17 +148,17 @@ static void machine_copy(Builder *b, Machine *dst, const Machine *src) {
     dst->ntensors = src->ntensors;
     dst->ndev = src->ndev;
     for (int t = 0; t < src->ntensors; ++t) {
-        dst->stores[t] = ARENA_ARRAY(b->arena, Store, src->ndev);
+        dst->stores[t] = ARENA_ARRAY_UNINIT(b->arena, Store, src->ndev);
         for (int d = 0; d < src->ndev; ++d) {
             const Store *s = &src->stores[t][d];
             Store *o = &dst->stores[t][d];
             o->count = o->cap = s->count;
-            o->items = s->count ? ARENA_ARRAY(b->arena, Held, s->count) : NULL;
+            o->items = s->count ? ARENA_ARRAY_UNINIT(b->arena, Held, s->count) : NULL;
             if (s->count)
                 memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
         }
         size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS;
-        dst->slot_used[t] = arena_alloc(b->arena, words);
+        dst->slot_used[t] = arena_alloc_uninit(b->arena, words);
         memcpy(dst->slot_used[t], src->slot_used[t], words);
     }
 }
@@ -175,7 +175,7 @@ static PrimeAction *act(Builder *b, int dev, int op) {
     PhaseSched *ph = b->ph;
     if (ph->nactions[dev] == ph->action_cap[dev]) {
         int cap = ph->action_cap[dev] ? ph->action_cap[dev] * 2 : 16;
-        PrimeAction *a = ARENA_ARRAY(b->arena, PrimeAction, cap);
+        PrimeAction *a = ARENA_ARRAY_UNINIT(b->arena, PrimeAction, cap);
         if (ph->nactions[dev])
             memcpy(a, ph->actions[dev], sizeof(PrimeAction) * (size_t)ph->nactions[dev]);
         ph->actions[dev] = a;
@@ -296,14 +296,14 @@ static int cmp_long(const void *a, const void *b) {
 static Layout layout_of(Builder *b, int tensor) {
     Layout l;
     l.ndev = b->ndev;
-    l.count = ARENA_ARRAY(b->arena, int, b->ndev);
-    l.tiles = ARENA_ARRAY(b->arena, long *, b->ndev);
-    l.slots = ARENA_ARRAY(b->arena, int *, b->ndev);
+    l.count = ARENA_ARRAY_UNINIT(b->arena, int, b->ndev);
+    l.tiles = ARENA_ARRAY_UNINIT(b->arena, long *, b->ndev);
+    l.slots = ARENA_ARRAY_UNINIT(b->arena, int *, b->ndev);
     for (int d = 0; d < b->ndev; ++d) {
         const Store *st = store_of(b, tensor, d);
         l.count[d] = st->count;
-        l.tiles[d] = ARENA_ARRAY(b->arena, long, st->count + 1);
-        l.slots[d] = ARENA_ARRAY(b->arena, int, st->count + 1);
+        l.tiles[d] = ARENA_ARRAY_UNINIT(b->arena, long, st->count + 1);
+        l.slots[d] = ARENA_ARRAY_UNINIT(b->arena, int, st->count + 1);
         for (int i = 0; i < st->count; ++i)
             l.tiles[d][i] = st->items[i].tile;
         qsort(l.tiles[d], (size_t)st->count, sizeof(long), cmp_long);
@@ -907,7 +907,7 @@ static void run_phase(Builder *b, PhaseSched *ph) {
     long *last_need[SCHED_MAX_OPERANDS];
     for (int i = 0; i < ph->nin; ++i) {
         const SchedTensor *ts = &b->s->tensors[ph->in[i].tensor];
-        last_need[i] = ARENA_ARRAY(b->arena, long, (size_t)ndev * ts->ntiles);
+        last_need[i] = arena_alloc_uninit(b->arena, sizeof(long) * (size_t)ndev * ts->ntiles);
         for (long x = 0; x < (long)ndev * ts->ntiles; ++x)
             last_need[i][x] = -1;
         for (long s = 0; s < T; ++s)
