@@ -722,7 +722,7 @@ void cost_training_memory(const Schedule *s, const Profile *p, const CostOptions
     for (int d = 0; d < ndev; ++d) {
         out->state_bytes[d] = 16 * out->params[d];
         long peak = s->pred_peak ? s->pred_peak[d] / (long)sizeof(float) * eb : 0;
-        out->total_bytes[d] = peak + 12 * out->params[d];
+        out->total_bytes[d] = peak + COST_ADAM_STATE_BYTES * out->params[d];
         if (out->state_bytes[d] > out->max_state_bytes)
             out->max_state_bytes = out->state_bytes[d];
         if (out->total_bytes[d] > out->max_total_bytes)

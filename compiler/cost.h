@@ -72,6 +72,10 @@ typedef struct PhaseCost {
     StepCost *steps;
 } PhaseCost;
 
+/* Optimizer state per weight parameter that the schedule does not hold:
+ * the fp32 master copy and Adam's two moments. */
+#define COST_ADAM_STATE_BYTES 12
+
 /* Training state of the weights, per device, from the weights' home
  * layouts: fp16 weight (2) + fp16 gradient (2) + fp32 master copy (4) +
  * two fp32 Adam moments (8) = 16 bytes per parameter. */

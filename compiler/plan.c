@@ -319,18 +319,22 @@ static int schedule_alone(Planner *p, int i, PlanCandidate *pc) {
             dout_tensor = t;
     }
     pc->cost = p->opt->cost(s, scratch, p->opt->ctx);
-    /* Persistent: weights and their gradients, and stashed inputs;
-     * data-parallel gradient all-reduce of the weights a device holds. */
+    /* Persistent: weights, their gradients and optimizer state, and
+     * stashed inputs; data-parallel gradient all-reduce of the weights a
+     * device holds. */
     long persistent = 0, wbytes = 0;
+    long eb = p->opt->elem_bytes > 0 ? p->opt->elem_bytes : (long)sizeof(float);
     for (int d = 0; d < sm->mesh.ndev; ++d) {
         long mine = 0, w = 0;
         for (int a = 0; a < inst->op->ninputs; ++a) {
             int t = in_tensor[a];
             if (t < 0)
                 continue;
-            long bytes = (long)s->home[t].count[d] * s->tensors[t].tile_elems * (long)sizeof(float);
-            mine += s->tensors[t].is_weight ? 2 * bytes : bytes;
-            w += s->tensors[t].is_weight ? bytes : 0;
+            long elems = (long)s->home[t].count[d] * s->tensors[t].tile_elems;
+            mine += s->tensors[t].is_weight
+                        ? elems * (2 * eb + p->opt->state_bytes_per_param)
+                        : elems * eb;
+            w += s->tensors[t].is_weight ? elems * (long)sizeof(float) : 0;
         }
         if (mine > persistent)
             persistent = mine;
@@ -339,8 +343,9 @@ static int schedule_alone(Planner *p, int i, PlanCandidate *pc) {
     }
     pc->cost.persistent = persistent;
     if (p->opt->dp > 1 && p->opt->dp_cost) {
-        pc->cost.time += p->opt->dp_cost(wbytes, p->opt->dp, p->opt->ctx);
-        pc->cost.coll_bytes += wbytes * 2 * (p->opt->dp - 1) / p->opt->dp;
+        long moved = 0;
+        pc->cost.time += p->opt->dp_cost(wbytes, p->opt->dp, p->opt->ctx, &moved);
+        pc->cost.coll_bytes += moved;
     }
     /* Keep what the edges need; the schedule goes with the scratch arena. */
     for (int a = 0; a < inst->op->ninputs; ++a) {

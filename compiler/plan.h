@@ -40,14 +40,24 @@ typedef double (*PlanMoveFn)(long bytes_per_device, void *ctx);
 
 /* Data parallelism around the planned mesh: dp replicas of it, each on
  * 1/dp of the tokens; weight gradients are all-reduced over the dp
- * replicas (priced by dp_cost from the bytes of weight a device holds). */
-typedef double (*PlanDpFn)(long weight_bytes_per_device, int dp, void *ctx);
+ * replicas (priced by dp_cost from the bytes of weight a device holds,
+ * 4-byte elements as the schedule counts them; it returns seconds and
+ * sets the bytes it moves per device, as the cost model reports them). */
+typedef double (*PlanDpFn)(long weight_bytes_per_device, int dp, void *ctx,
+                           long *collective_bytes_per_device);
 
 typedef struct PlanOptions {
     Mesh mesh;         /* the mesh to plan on (one data-parallel replica) */
     int dp;            /* data-parallel replicas; 1: none */
     long token_size;   /* the token dimension's size (first dim of the first input) */
     long memory_limit; /* bytes per device; 0: none */
+    /* Bytes per element of the reported memory (0: 4, as the schedule
+     * counts), and per weight parameter of optimizer state beyond the
+     * weight and its gradient (mixed-precision Adam: 12, fp32 master
+     * copy and two moments); both must match what `cost` reports as a
+     * schedule's peak. */
+    int elem_bytes;
+    int state_bytes_per_param;
     PlanCostFn cost;
     PlanMoveFn move;
     PlanDpFn dp_cost;

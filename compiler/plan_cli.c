@@ -26,6 +26,7 @@ typedef struct CostCtx {
     const Profile *profile;
     CostOptions opt;
     Arena *arena;
+    long tp; /* devices of the mesh being planned (one data-parallel replica) */
 } CostCtx;
 
 static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx) {
@@ -46,7 +47,7 @@ static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx) {
     /* The schedule counts 4-byte elements; report at the element size. */
     pc.coll_bytes = coll / 4 * c->opt.elem_bytes;
     pc.p2p_bytes = p2p / 4 * c->opt.elem_bytes;
-    pc.peak = r.max_peak_bytes;
+    pc.peak = r.memory.max_total_bytes; /* with optimizer state */
     return pc;
 }
 
@@ -55,9 +56,14 @@ static double price_move(long bytes, void *ctx) {
     return cost_p2p_us(c->profile, LINK_INTRA, (double)bytes / 4 * c->opt.elem_bytes) * 1e-6;
 }
 
-static double price_dp(long weight_bytes, int dp, void *ctx) {
+/* The data-parallel gradient all-reduce: replica r's device k is rank
+ * r * tp + k, so a group is {k, tp + k, 2 tp + k, ...}. */
+static double price_dp(long weight_bytes, int dp, void *ctx, long *moved) {
     CostCtx *c = ctx;
-    return cost_collective_us(c->profile, COMM_ALLREDUCE, LINK_INTER,
+    *moved = weight_bytes / 4 * c->opt.elem_bytes * 2 * (dp - 1) / dp;
+    int dpn = c->opt.devices_per_node > 0 ? c->opt.devices_per_node : c->profile->devices_per_node;
+    LinkClass link = (long)dp * c->tp > dpn ? LINK_INTER : LINK_INTRA;
+    return cost_collective_us(c->profile, COMM_ALLREDUCE, link,
                               (double)weight_bytes / 4 * c->opt.elem_bytes, dp) *
            1e-6;
 }
@@ -112,18 +118,103 @@ static void mesh_2d(Mesh *m, long a) {
     m->ndev = (int)(a * a);
 }
 
+/* The chosen plan as a model of one data-parallel replica: the model's
+ * instances with the chosen partitions and mesh-axis bindings, on the
+ * planned mesh, at the shapes the candidates were scheduled at (tokens
+ * divided among the replicas). This is what `-o` writes and what
+ * `primec build` of that file runs. */
+static Model *planned_model(Arena *arena, const Model *m, const Result *r) {
+    Model *pm = ARENA_NEW(arena, Model);
+    *pm = *m;
+    pm->mesh = r->mesh;
+    pm->strict = 0;
+    pm->tensors = ARENA_ARRAY(arena, ModelTensor, m->ntensors + 1);
+    memcpy(pm->tensors, m->tensors, sizeof(ModelTensor) * (size_t)m->ntensors);
+    pm->instances = ARENA_ARRAY(arena, Instance, m->ninstances + 1);
+    for (int i = 0; i < m->ninstances; ++i) {
+        const PlanCandidate *pc = r->plan.cands[i].items[r->plan.choice[i]];
+        Instance *inst = &pm->instances[i];
+        *inst = m->instances[i];
+        inst->partition = pc->partition;
+        memcpy(inst->axis_map, pc->inst.axis_map, sizeof inst->axis_map);
+        inst->nsize_params = pc->inst.nsize_params;
+        memcpy(inst->size_param_names, pc->inst.size_param_names, sizeof inst->size_param_names);
+        memcpy(inst->size_param_values, pc->inst.size_param_values,
+               sizeof inst->size_param_values);
+        inst->steps = pc->inst.steps;
+        memcpy(inst->dim_sizes, pc->inst.dim_sizes, sizeof inst->dim_sizes);
+        const Op *op = inst->op;
+        for (int a = 0; a <= op->ninputs; ++a) {
+            const OpTensor *ot = a < op->ninputs ? &op->inputs[a] : &op->output;
+            ModelTensor *mt = &pm->tensors[a < op->ninputs ? inst->args[a] : inst->result];
+            for (int x = 0; x < ot->ndims; ++x)
+                mt->sizes[x] = inst->dim_sizes[ot->dims[x]];
+        }
+    }
+    return pm;
+}
+
+/* The chosen plan scheduled as one program (not instance by instance as
+ * the search prices it): exactly what the built program moves and holds,
+ * priced by the same cost model, plus the data-parallel gradient
+ * all-reduce. 0 when it does not schedule (an internal limit). */
+static int schedule_plan(Compilation *c, const Model *m, const Result *r, CostCtx *ctx,
+                         PlanCost *out, long *dp_bytes) {
+    *dp_bytes = 0;
+    Arena *arena = arena_create();
+    DiagSink mute;
+    diag_init(&mute, &c->sources, arena, NULL);
+    Schedule *s = schedule_build(arena, &mute, planned_model(arena, m, r));
+    if (!s) {
+        arena_destroy(arena);
+        return 0;
+    }
+    *out = price_schedule(s, arena, ctx);
+    if (r->dp > 1) {
+        long wbytes = 0;
+        for (int d = 0; d < s->model->mesh.ndev; ++d) {
+            long w = 0;
+            for (int t = 0; t < s->ntensors; ++t)
+                if (s->tensors[t].is_weight && !s->tensors[t].is_grad)
+                    w += (long)s->home[t].count[d] * s->tensors[t].tile_elems * (long)sizeof(float);
+            if (w > wbytes)
+                wbytes = w;
+        }
+        long moved = 0;
+        ctx->tp = r->mesh.ndev;
+        out->time += price_dp(wbytes, r->dp, ctx, &moved);
+        out->coll_bytes += moved;
+        *dp_bytes = moved;
+    }
+    arena_destroy(arena);
+    return 1;
+}
+
+static void print_cost_json(const PlanCost *pc, long dp_bytes) {
+    printf("{\"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, \"memory_bytes\": %ld, "
+           "\"dp_collective_bytes\": %ld}",
+           pc->time, pc->coll_bytes, pc->p2p_bytes, pc->peak, dp_bytes);
+}
+
 static void write_plan_prime(FILE *f, const Model *m, const Result *r, const char *source,
                              Arena *arena) {
     fprintf(f,
             "// Plan chosen by `primec plan` for model '%s': %d devices as %d data-parallel\n"
             "// replica%s of the mesh below. Check it with `primec check`.\n",
             m->name, r->mesh.ndev * r->dp, r->dp, r->dp == 1 ? "" : "s");
+    if (r->dp > 1)
+        fprintf(f,
+                "// This model is one replica: its activations hold 1/%d of the tokens. The\n"
+                "// all-reduce of weight gradients across the replicas is in the plan's cost\n"
+                "// but not in this program.\n",
+                r->dp);
+    const Model *pm = planned_model(arena, m, r);
     fprintf(f, "import \"%s\";\n\nmodel %s_planned {\n    mesh(", source, m->name);
     for (int a = 0; a < r->mesh.naxes; ++a)
         fprintf(f, "%s%s: %ld", a ? ", " : "", r->mesh.names[a], r->mesh.sizes[a]);
     fprintf(f, ");\n");
-    for (int t = 0; t < m->ntensors; ++t) {
-        const ModelTensor *mt = &m->tensors[t];
+    for (int t = 0; t < pm->ntensors; ++t) {
+        const ModelTensor *mt = &pm->tensors[t];
         if (mt->role == TENSOR_ACTIVATION)
             continue;
         fprintf(f, "    %s %s[", mt->role == TENSOR_INPUT ? "input" : "weight", mt->name);
@@ -159,16 +250,26 @@ static void print_plan(const Model *m, const Result *r, const Profile *prof, Are
     fprintf(out, "  redistribution between instances: %.1f us\n", r->plan.edge_time * 1e6);
 }
 
+/* The tensor-parallel meshes a search may use. */
+typedef struct MeshSpace {
+    long tp_max; /* devices of one replica at most */
+    int naxes;   /* --mesh: 1 or 2 axes; 0: any */
+    long side;   /* --mesh: the size of every axis */
+} MeshSpace;
+
 static int search_meshes(Compilation *c, const Model *m, long n, long token, long memory_limit,
-                         long tp_max, int pinned_only, CostCtx *ctx, Result *best, long *plans,
+                         const MeshSpace *space, int pinned_only, CostCtx *ctx, Result *best, long *plans,
                          PlanOptions *failed_opt, int *have_failed) {
     int have = 0;
     Arena *spare = NULL, *scratch = arena_create();
     for (long dp = 1; dp <= n; dp *= 2) {
         long t = n / dp;
-        if (t > tp_max)
+        if (t > space->tp_max)
             continue;
         for (int shape = 0; shape < 2; ++shape) {
+            if (space->naxes && (space->naxes != shape + 1 ||
+                                 (shape == 0 ? space->side : space->side * space->side) != t))
+                continue;
             Result r;
             memset(&r, 0, sizeof r);
             if (shape == 0) {
@@ -189,6 +290,8 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
             opt.cost = price_schedule;
             opt.move = price_move;
             opt.dp_cost = price_dp;
+            opt.elem_bytes = ctx->opt.elem_bytes;
+            opt.state_bytes_per_param = COST_ADAM_STATE_BYTES;
             opt.ctx = ctx;
             opt.pinned_only = pinned_only;
             /* Each mesh plans in its own arena: a loser's is reset and
@@ -196,6 +299,7 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
             r.arena = spare ? spare : arena_create();
             spare = NULL;
             opt.scratch = scratch;
+            ctx->tp = t;
             DiagSink mute;
             diag_init(&mute, &c->sources, r.arena, NULL);
             if (!plan_model(r.arena, &mute, &c->module, m, &opt, &r.plan)) {
@@ -230,6 +334,7 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
 int plan_main(int argc, char **argv) {
     const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
     long devices = 0, memory_limit = 0, tp_max = 0; /* 0: 4 nodes' worth of the profile */
+    MeshSpace space = {0, 0, 0};
     int json = 0, elem_bytes = 4;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
@@ -244,6 +349,23 @@ int plan_main(int argc, char **argv) {
             profile_name = argv[++i];
         } else if (!strcmp(a, "--tp-max") && has) {
             tp_max = atol(argv[++i]);
+        } else if (!strcmp(a, "--mesh") && has) {
+            /* T: a 1-D mesh of T devices; SxS: a 2-D S x S mesh. */
+            char *end;
+            long side = strtol(argv[++i], &end, 10), side2 = side;
+            space.naxes = 1;
+            if (*end == 'x') {
+                space.naxes = 2;
+                side2 = strtol(end + 1, &end, 10);
+            }
+            if (*end || side < 1 || side != side2 || (side & (side - 1))) {
+                fprintf(stderr,
+                        "primec: error: bad --mesh '%s' (T or SxS, powers of two, e.g. 8 or "
+                        "4x4)\n",
+                        argv[i]);
+                return 2;
+            }
+            space.side = side;
         } else if (!strcmp(a, "--elem-bytes") && has) {
             elem_bytes = atoi(argv[++i]);
         } else if (!strcmp(a, "-o") && has) {
@@ -269,7 +391,8 @@ int plan_main(int argc, char **argv) {
     }
     if (!file) {
         fprintf(stderr, "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
-                        "[--memory-limit BYTES] [--elem-bytes 2|4] [--json] [-o OUT.prime]\n");
+                        "[--memory-limit BYTES] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
+                        "[--json] [-o OUT.prime]\n");
         return 2;
     }
     if (devices < 0 || (devices & (devices - 1)) || elem_bytes < 1 || tp_max < 0) {
@@ -285,6 +408,9 @@ int plan_main(int argc, char **argv) {
     }
     if (tp_max == 0)
         tp_max = 4L * (prof.devices_per_node > 0 ? prof.devices_per_node : 8);
+    space.tp_max = tp_max;
+    if (space.naxes)
+        space.tp_max = space.naxes == 1 ? space.side : space.side * space.side;
     Compilation c;
     compilation_init(&c, file, stderr);
     c.model_name = model_name;
@@ -306,6 +432,12 @@ int plan_main(int argc, char **argv) {
             continue;
         any = 1;
         long n = devices ? devices : m->mesh.ndev;
+        if (space.naxes && n % space.tp_max) {
+            diag_error_plain(&c.sink, "--mesh needs a multiple of %ld devices ('%s' has %ld)",
+                             space.tp_max, m->name, n);
+            rc = 1;
+            break;
+        }
         long token = 0;
         for (int t = 0; t < m->ntensors && !token; ++t)
             if (m->tensors[t].role == TENSOR_INPUT && m->tensors[t].ndims)
@@ -315,7 +447,7 @@ int plan_main(int argc, char **argv) {
         long plans = 0;
         PlanOptions failed_opt;
         int have_failed = 0;
-        int have = search_meshes(&c, m, n, token, memory_limit, tp_max, 0, &ctx, &best, &plans, &failed_opt,
+        int have = search_meshes(&c, m, n, token, memory_limit, &space, 0, &ctx, &best, &plans, &failed_opt,
                                  &have_failed);
         double ms = now_ms() - t0;
         if (!have) {
@@ -338,9 +470,24 @@ int plan_main(int argc, char **argv) {
             long base_plans = 0;
             PlanOptions ignored;
             int ignored_failed = 0;
-            have_base = search_meshes(&c, m, n, token, memory_limit, tp_max, 1, &ctx, &base, &base_plans,
+            have_base = search_meshes(&c, m, n, token, memory_limit, &space, 1, &ctx, &base, &base_plans,
                                       &ignored, &ignored_failed);
         }
+        /* Both plans scheduled whole: what their programs do. */
+        PlanCost exact, base_exact;
+        long dp_bytes = 0, base_dp_bytes = 0;
+        memset(&base_exact, 0, sizeof base_exact);
+        if (!schedule_plan(&c, m, &best, &ctx, &exact, &dp_bytes)) {
+            diag_error(&c.sink, m->name_span, "the plan chosen for '%s' does not schedule as one program",
+                       m->name);
+            rc = 1;
+            arena_destroy(best.arena);
+            if (have_base)
+                arena_destroy(base.arena);
+            break;
+        }
+        int have_base_exact =
+            have_base && schedule_plan(&c, m, &base, &ctx, &base_exact, &base_dp_bytes);
         double pinned_time = have_base ? base.plan.time : -1;
         long pinned_coll = base.plan.coll_bytes, pinned_p2p = base.plan.p2p_bytes, pinned_mem = base.plan.memory;
         if (json) {
@@ -357,16 +504,37 @@ int plan_main(int argc, char **argv) {
             printf("], \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
                    "\"memory_bytes\": %ld, \"pinned_time_s\": %.9g, \"pinned_collective_bytes\": "
                    "%ld, \"pinned_p2p_bytes\": %ld, \"pinned_memory_bytes\": %ld, \"pinned_dp\": %d, "
-                   "\"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s}\n",
+                   "\"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s, ",
                    best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory,
                    pinned_time, pinned_coll, pinned_p2p, pinned_mem, base.dp,
                    best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
+            printf("\"schedule\": ");
+            print_cost_json(&exact, dp_bytes);
+            printf(", \"pinned_schedule\": ");
+            if (have_base_exact)
+                print_cost_json(&base_exact, base_dp_bytes);
+            else
+                printf("null");
+            printf("}\n");
         } else {
             print_plan(m, &best, &prof, c.arena, stdout);
             printf("predicted step time %.1f us; collective %ld B/device, point-to-point %ld "
                    "B/device, memory %ld B/device\n",
                    best.plan.time * 1e6, best.plan.coll_bytes, best.plan.p2p_bytes,
                    best.plan.memory);
+            printf("scheduled as one program (what `primec build` of the plan runs, per "
+                   "replica): step %.1f us; collective %ld B/device, point-to-point %ld B/device, "
+                   "memory %ld B/device\n",
+                   exact.time * 1e6, exact.coll_bytes, exact.p2p_bytes, exact.peak);
+            if (have_base_exact)
+                printf("pinned partitions scheduled as one program: step %.1f us; collective %ld "
+                       "B/device, point-to-point %ld B/device, memory %ld B/device; planned vs "
+                       "pinned: throughput %.2fx, collective bytes %.2f, memory %.2f\n",
+                       base_exact.time * 1e6, base_exact.coll_bytes, base_exact.p2p_bytes,
+                       base_exact.peak, base_exact.time / exact.time,
+                       base_exact.coll_bytes ? (double)exact.coll_bytes / (double)base_exact.coll_bytes
+                                             : 0.0,
+                       base_exact.peak ? (double)exact.peak / (double)base_exact.peak : 0.0);
             if (pinned_time >= 0) {
                 printf("pinned partitions (the model's `use` clauses), best mesh and data "
                        "parallelism for them (%d replica%s): %.1f us, collective %ld B/device, "

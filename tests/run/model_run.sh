@@ -5,7 +5,11 @@
 #   d1    the model on one device: its `mesh(d: 4)` becomes `mesh(d: 1)`
 #   mpi   built with --target mpi and run as 4 MPI processes
 #   plan  `primec plan` chooses its partitions (-o planned.prime), and the
-#         planned model is built and run
+#         planned model is built and run; plan:LIMIT plans under
+#         --memory-limit LIMIT, plan:LIMIT:MESH also on --mesh MESH,
+#         plan:LIMIT:MESH:N on N devices (N / MESH data-parallel replicas). The bytes `primec plan --json` reports for
+#         the plan scheduled as one program must equal the built program's
+#         predicted (and, by --check, counted) bytes on the busiest device.
 # Each builds with `primec build --model`, runs `--check`, and requires
 # exit 0, "check passed" and "counters equal the compiler's prediction".
 set -u
@@ -28,9 +32,24 @@ d1)
 mpi)
     target=mpi
     ;;
-plan)
-    "$primec" plan "$file" --model "$model" --profile v100 -o "$dir/planned.prime" >"$dir/plan.out" ||
-        { cat "$dir/plan.out"; fail "primec plan"; }
+plan | plan:*)
+    limit=
+    case $mode in
+    plan:*:*:*)
+        rest=${mode#plan:}
+        devices=${rest##*:}
+        rest=${rest%:*}
+        limit="--memory-limit ${rest%%:*} --mesh ${rest#*:} --devices $devices"
+        ;;
+    plan:*:*)
+        rest=${mode#plan:}
+        limit="--memory-limit ${rest%%:*} --mesh ${rest#*:}"
+        ;;
+    plan:*) limit="--memory-limit ${mode#plan:}" ;;
+    esac
+    # shellcheck disable=SC2086
+    "$primec" plan "$file" --model "$model" --profile v100 $limit --json -o "$dir/planned.prime" \
+        >"$dir/plan.out" || { cat "$dir/plan.out"; fail "primec plan"; }
     cat "$dir/plan.out"
     file=$dir/planned.prime
     model=${model}_planned
@@ -50,4 +69,22 @@ cat "$dir/run.out"
 [ "$rc" -eq 0 ] || fail "$exe --check exited with $rc"
 grep -q "^check passed$" "$dir/run.out" || fail "no 'check passed'"
 grep -q "counters equal the compiler's prediction" "$dir/run.out" || fail "counters differ from the prediction"
+case $mode in
+plan*)
+    "$primec" explain "$file" --model "$model" --json >"$dir/explain.json" || fail "primec explain"
+    python3 - "$dir/plan.out" "$dir/explain.json" <<'EOF' || fail "the plan's bytes differ from the program's"
+import json, sys
+plan = json.load(open(sys.argv[1]))["schedule"]
+# The program is one data-parallel replica: the plan's collective bytes
+# also count the gradient all-reduce across replicas.
+plan_coll = plan["collective_bytes"] - plan["dp_collective_bytes"]
+devs = json.load(open(sys.argv[2]))["per_device"]
+coll = max(d["collective"] for d in devs)
+p2p = max(d["shift"] + d["redist"] for d in devs)
+print("plan: collective %d (+%d data-parallel), p2p %d; program: collective %d, p2p %d"
+      % (plan_coll, plan["dp_collective_bytes"], plan["p2p_bytes"], coll, p2p))
+sys.exit(0 if (plan_coll, plan["p2p_bytes"]) == (coll, p2p) else 1)
+EOF
+    ;;
+esac
 echo PASS
