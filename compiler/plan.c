@@ -10,8 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Between instance `from` and consumer `to`'s argument `arg`: from's
+ * result (from_arg -1), or, for a model input or weight that several
+ * instances read, the layout its first reader `from` reads it in
+ * (argument from_arg): the whole program stores it there, converts it
+ * for later readers and sums their gradient contributions there. */
 typedef struct Edge {
-    int from, to, arg; /* producer instance, consumer instance, consumer argument */
+    int from, to, arg; /* source instance, consumer instance, consumer argument */
+    int from_arg;
     double *time;      /* [ci * ncand(to) + cj] */
     long *bytes;       /* busiest device, forward + backward */
 } Edge;
@@ -24,9 +30,14 @@ typedef struct Planner {
     const PlanOptions *opt;
     Plan *plan;
     int n;
-    int *last_use;             /* per instance: the last consumer of its result, or -1 */
+    int *last_use;             /* per instance: the last instance an edge leads to from it, or -1 */
     PtrVec edges;              /* Edge* */
     PtrVec *in_edges;          /* per consumer instance: Edge* */
+    /* Per instance: future_cls[i][c] is the first candidate that every
+     * edge leaving i prices like c. A DP state records these classes,
+     * not candidates: states that only differ within a class have the
+     * same future and are merged (keeping the cheaper past). */
+    int **future_cls;
     double lambda;             /* memory penalty per byte of persistent memory */
     long *min_peak;            /* per instance: the smallest candidate peak, kept or dropped */
     const char **min_peak_use; /* per instance: which partition gives it */
@@ -401,32 +412,43 @@ static int same_tiles(const SchedTensor *ta, const Layout *la, const SchedTensor
     return 1;
 }
 
-/* What an edge sees of a producer candidate: its output and the layout
- * of its output gradient. */
-static int same_producer_side(const PlanCandidate *x, const PlanCandidate *y) {
-    return x->has_dout == y->has_dout && same_tiles(&x->out_t, &x->out_l, &y->out_t, &y->out_l) &&
-           (!x->has_dout || same_tiles(&x->dout_t, &x->dout_l, &y->dout_t, &y->dout_l));
+/* What an edge sees of a candidate: a value's tiling and layout (the
+ * result for a = -1, else argument a) and its gradient's. */
+typedef struct Side {
+    const SchedTensor *t, *dt;
+    const Layout *l, *dl;
+    int has_grad;
+} Side;
+
+static Side side_of(const PlanCandidate *c, int a) {
+    Side s;
+    if (a < 0) {
+        s.t = &c->out_t, s.l = &c->out_l, s.dt = &c->dout_t, s.dl = &c->dout_l;
+        s.has_grad = c->has_dout;
+    } else {
+        s.t = &c->in_t[a], s.l = &c->in_l[a], s.dt = &c->din_t[a], s.dl = &c->din_l[a];
+        s.has_grad = c->has_din[a];
+    }
+    return s;
 }
 
-/* What an edge sees of a consumer candidate: argument a's input layout
- * and the layout of its gradient. */
-static int same_consumer_side(const PlanCandidate *x, const PlanCandidate *y, int a) {
-    return x->has_din[a] == y->has_din[a] &&
-           same_tiles(&x->in_t[a], &x->in_l[a], &y->in_t[a], &y->in_l[a]) &&
-           (!x->has_din[a] || same_tiles(&x->din_t[a], &x->din_l[a], &y->din_t[a], &y->din_l[a]));
+static int same_side(const Side *x, const Side *y) {
+    return x->has_grad == y->has_grad && same_tiles(x->t, x->l, y->t, y->l) &&
+           (!x->has_grad || same_tiles(x->dt, x->dl, y->dt, y->dl));
 }
 
-/* class[c]: the first candidate whose side of the edge equals c's. */
+/* class[c]: the first candidate of instance i whose side a equals c's. */
 static int *side_classes(Planner *p, int i, int a) {
     int n = ncand(p, i);
     int *cls = ARENA_ARRAY(p->arena, int, n + 1);
     for (int c = 0; c < n; ++c) {
         cls[c] = c;
+        Side sc = side_of(cand(p, i, c), a);
         for (int k = 0; k < c; ++k) {
             if (cls[k] != k)
                 continue;
-            if (a < 0 ? same_producer_side(cand(p, i, k), cand(p, i, c))
-                      : same_consumer_side(cand(p, i, k), cand(p, i, c), a)) {
+            Side sk = side_of(cand(p, i, k), a);
+            if (same_side(&sk, &sc)) {
                 cls[c] = k;
                 break;
             }
@@ -435,22 +457,37 @@ static int *side_classes(Planner *p, int i, int a) {
     return cls;
 }
 
+/* The first reader of model tensor t (instance and argument), or -1. */
+static int first_reader(const Model *m, int t, int *arg) {
+    for (int j = 0; j < m->ninstances; ++j)
+        for (int a = 0; a < m->instances[j].op->ninputs; ++a)
+            if (m->instances[j].args[a] == t) {
+                *arg = a;
+                return j;
+            }
+    return -1;
+}
+
 static void build_edges(Planner *p) {
     const Model *m = p->model;
     for (int j = 0; j < p->n; ++j) {
         const Instance *inst = &m->instances[j];
         for (int a = 0; a < inst->op->ninputs; ++a) {
-            int i = m->tensors[inst->args[a]].producer;
-            if (i < 0)
-                continue;
+            int i = m->tensors[inst->args[a]].producer, from_arg = -1;
+            if (i < 0) {
+                i = first_reader(m, inst->args[a], &from_arg);
+                if (i == j) /* read by its first reader only (maybe twice) */
+                    continue;
+            }
             Edge *e = ARENA_NEW(p->arena, Edge);
             e->from = i;
             e->to = j;
             e->arg = a;
+            e->from_arg = from_arg;
             e->time = ARENA_ARRAY(p->arena, double, ncand(p, i) * ncand(p, j));
             e->bytes = ARENA_ARRAY(p->arena, long, ncand(p, i) * ncand(p, j));
             /* Candidates that look the same from the edge share its costs. */
-            int *from_cls = side_classes(p, i, -1), *to_cls = side_classes(p, j, a);
+            int *from_cls = side_classes(p, i, from_arg), *to_cls = side_classes(p, j, a);
             int nj = ncand(p, j);
             for (int ci = 0; ci < ncand(p, i); ++ci) {
                 const PlanCandidate *A = cand(p, i, ci);
@@ -464,12 +501,11 @@ static void build_edges(Planner *p) {
                     }
                     long fmax = 0, bmax = 0;
                     double t = 0;
-                    long fb = sched_conversion_bytes(&A->out_t, &A->out_l, &B->in_t[a], &B->in_l[a],
-                                                     &fmax);
+                    Side sa = side_of(A, from_arg), sb = side_of(B, a);
+                    long fb = sched_conversion_bytes(sa.t, sa.l, sb.t, sb.l, &fmax);
                     long bb = 0;
-                    if (B->has_din[a] && A->has_dout)
-                        bb = sched_conversion_bytes(&B->din_t[a], &B->din_l[a], &A->dout_t,
-                                                    &A->dout_l, &bmax);
+                    if (sb.has_grad && sa.has_grad)
+                        bb = sched_conversion_bytes(sb.dt, sb.dl, sa.dt, sa.dl, &bmax);
                     if (fb < 0 || bb < 0) {
                         t = INFINITY;
                     } else {
@@ -485,6 +521,40 @@ static void build_edges(Planner *p) {
             ptrvec_push(p->arena, &p->edges, e);
             ptrvec_push(p->arena, &p->in_edges[j], e);
         }
+    }
+}
+
+/* future_cls of every instance, from the sides its leaving edges read. */
+static void future_classes(Planner *p) {
+    p->future_cls = ARENA_ARRAY(p->arena, int *, p->n);
+    for (int i = 0; i < p->n; ++i) {
+        int n = ncand(p, i), sides[IR_MAX_INPUTS + 1], nsides = 0;
+        for (int e = 0; e < p->edges.count; ++e) {
+            const Edge *ed = p->edges.items[e];
+            if (ed->from != i)
+                continue;
+            int seen = 0;
+            for (int k = 0; k < nsides; ++k)
+                seen |= sides[k] == ed->from_arg;
+            if (!seen)
+                sides[nsides++] = ed->from_arg;
+        }
+        int *cls = ARENA_ARRAY(p->arena, int, n + 1);
+        for (int c = 0; c < n; ++c) {
+            cls[c] = c;
+            for (int k = 0; k < c && cls[c] == c; ++k) {
+                if (cls[k] != k)
+                    continue;
+                int same = 1;
+                for (int x = 0; x < nsides && same; ++x) {
+                    Side sk = side_of(cand(p, i, k), sides[x]), sc = side_of(cand(p, i, c), sides[x]);
+                    same = same_side(&sk, &sc);
+                }
+                if (same)
+                    cls[c] = k;
+            }
+        }
+        p->future_cls[i] = cls;
     }
 }
 
@@ -616,7 +686,7 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
             if (isinf(cost))
                 continue;
             for (int x = 0; x < out->nlive; ++x)
-                assign[x] = from_at[x] < 0 ? c : st->assign[from_at[x]];
+                assign[x] = from_at[x] < 0 ? p->future_cls[j][c] : st->assign[from_at[x]];
             state_offer(p, out, assign, cost, s, c);
         }
     }
@@ -906,10 +976,15 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
         p->min_peak[i] = -1;
     for (int i = 0; i < p->n; ++i)
         p->last_use[i] = -1;
+    /* An instance stays in the DP state while a later instance reads its
+     * result, or reads a model input or weight it read first. */
     for (int j = 0; j < p->n; ++j)
         for (int a = 0; a < model->instances[j].op->ninputs; ++a) {
-            int i = model->tensors[model->instances[j].args[a]].producer;
-            if (i >= 0 && j > p->last_use[i])
+            int t = model->instances[j].args[a], first_arg;
+            int i = model->tensors[t].producer;
+            if (i < 0)
+                i = first_reader(model, t, &first_arg);
+            if (i >= 0 && i < j && j > p->last_use[i])
                 p->last_use[i] = j;
         }
     /* Candidates; identical instances of repeated layers share them. */
@@ -921,6 +996,7 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     if (!ok)
         return 0;
     build_edges(p);
+    future_classes(p);
     double best = solve(p);
     if (isinf(best)) {
         diag_error(sink, model->name_span, "no plan for '%s' connects its instances", model->name);

@@ -51,9 +51,14 @@ static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx) {
     return pc;
 }
 
+/* A conversion between instances: the most any device receives, over
+ * the links of the mesh (inter-node when the mesh spans nodes, as most
+ * of its pairs then do). */
 static double price_move(long bytes, void *ctx) {
     CostCtx *c = ctx;
-    return cost_p2p_us(c->profile, LINK_INTRA, (double)bytes / 4 * c->opt.elem_bytes) * 1e-6;
+    int dpn = c->opt.devices_per_node > 0 ? c->opt.devices_per_node : c->profile->devices_per_node;
+    LinkClass link = c->tp > dpn ? LINK_INTER : LINK_INTRA;
+    return cost_p2p_us(c->profile, link, (double)bytes / 4 * c->opt.elem_bytes) * 1e-6;
 }
 
 /* The data-parallel gradient all-reduce: replica r's device k is rank
