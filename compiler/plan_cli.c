@@ -493,63 +493,76 @@ int plan_main(int argc, char **argv) {
         }
         int have_base_exact =
             have_base && schedule_plan(&c, m, &base, &ctx, &base_exact, &base_dp_bytes);
-        double pinned_time = have_base ? base.plan.time : -1;
-        long pinned_coll = base.plan.coll_bytes, pinned_p2p = base.plan.p2p_bytes, pinned_mem = base.plan.memory;
+        /* The search is exact under its own estimate (instances priced one
+         * by one, conversions between them); the final choice is made as
+         * one program: when the model's pinned partitions run faster than
+         * the search's optimum, they are kept. */
+        int keep_pinned = have_base_exact && base_exact.time < exact.time;
+        const Result *chosen = keep_pinned ? &base : &best;
+        const PlanCost *chosen_exact = keep_pinned ? &base_exact : &exact;
+        long chosen_dp_bytes = keep_pinned ? base_dp_bytes : dp_bytes;
         if (json) {
-            printf("{\"model\": \"%s\", \"devices\": %ld, \"profile\": \"%s\", \"dp\": %d, "
-                   "\"mesh\": [",
-                   m->name, n, prof.name, best.dp);
-            for (int a = 0; a < best.mesh.naxes; ++a)
-                printf("%s{\"axis\": \"%s\", \"size\": %ld}", a ? ", " : "", best.mesh.names[a],
-                       best.mesh.sizes[a]);
+            printf("{\"model\": \"%s\", \"devices\": %ld, \"profile\": \"%s\", \"chosen\": \"%s\", "
+                   "\"dp\": %d, \"mesh\": [",
+                   m->name, n, prof.name, keep_pinned ? "pinned" : "search", chosen->dp);
+            for (int a = 0; a < chosen->mesh.naxes; ++a)
+                printf("%s{\"axis\": \"%s\", \"size\": %ld}", a ? ", " : "", chosen->mesh.names[a],
+                       chosen->mesh.sizes[a]);
             printf("], \"instances\": [");
             for (int i = 0; i < m->ninstances; ++i)
                 printf("%s{\"name\": \"%s\", \"use\": \"%s\"}", i ? ", " : "", m->instances[i].name,
-                       plan_use_text(c.arena, &best.plan, i));
-            printf("], \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
-                   "\"memory_bytes\": %ld, \"pinned_time_s\": %.9g, \"pinned_collective_bytes\": "
-                   "%ld, \"pinned_p2p_bytes\": %ld, \"pinned_memory_bytes\": %ld, \"pinned_dp\": %d, "
-                   "\"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s, ",
-                   best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes, best.plan.memory,
-                   pinned_time, pinned_coll, pinned_p2p, pinned_mem, base.dp,
-                   best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
-            printf("\"schedule\": ");
-            print_cost_json(&exact, dp_bytes);
-            printf(", \"pinned_schedule\": ");
-            if (have_base_exact)
-                print_cost_json(&base_exact, base_dp_bytes);
-            else
-                printf("null");
-            printf("}\n");
-        } else {
-            print_plan(m, &best, &prof, c.arena, stdout);
-            printf("predicted step time %.1f us; collective %ld B/device, point-to-point %ld "
-                   "B/device, memory %ld B/device\n",
-                   best.plan.time * 1e6, best.plan.coll_bytes, best.plan.p2p_bytes,
+                       plan_use_text(c.arena, &chosen->plan, i));
+            printf("], \"schedule\": ");
+            print_cost_json(chosen_exact, chosen_dp_bytes);
+            printf(", \"search\": {\"dp\": %d, \"time_s\": %.9g, \"collective_bytes\": %ld, "
+                   "\"p2p_bytes\": %ld, \"memory_bytes\": %ld, \"schedule\": ",
+                   best.dp, best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes,
                    best.plan.memory);
-            printf("scheduled as one program (what `primec build` of the plan runs, per "
-                   "replica): step %.1f us; collective %ld B/device, point-to-point %ld B/device, "
-                   "memory %ld B/device\n",
-                   exact.time * 1e6, exact.coll_bytes, exact.p2p_bytes, exact.peak);
-            if (have_base_exact)
-                printf("pinned partitions scheduled as one program: step %.1f us; collective %ld "
-                       "B/device, point-to-point %ld B/device, memory %ld B/device; planned vs "
-                       "pinned: throughput %.2fx, collective bytes %.2f, memory %.2f\n",
+            print_cost_json(&exact, dp_bytes);
+            printf("}, \"pinned\": ");
+            if (have_base) {
+                printf("{\"dp\": %d, \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
+                       "\"memory_bytes\": %ld, \"schedule\": ",
+                       base.dp, base.plan.time, base.plan.coll_bytes, base.plan.p2p_bytes,
+                       base.plan.memory);
+                if (have_base_exact)
+                    print_cost_json(&base_exact, base_dp_bytes);
+                else
+                    printf("null");
+                printf("}");
+            } else {
+                printf("null");
+            }
+            printf(", \"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s}\n",
+                   best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
+        } else {
+            print_plan(m, chosen, &prof, c.arena, stdout);
+            printf("search estimate: step %.1f us; collective %ld B/device, point-to-point %ld "
+                   "B/device, memory %ld B/device\n",
+                   chosen->plan.time * 1e6, chosen->plan.coll_bytes, chosen->plan.p2p_bytes,
+                   chosen->plan.memory);
+            printf("as one program (what `primec build` of this plan runs): step %.1f us; "
+                   "collective %ld B/device, point-to-point %ld B/device, memory %ld B/device\n",
+                   chosen_exact->time * 1e6, chosen_exact->coll_bytes, chosen_exact->p2p_bytes,
+                   chosen_exact->peak);
+            if (keep_pinned)
+                printf("the search's optimum, (%d-device mesh) x %d, estimated %.1f us, runs %.1f us as "
+                       "one program: slower than the model's pinned partitions, which are kept\n",
+                       best.mesh.ndev, best.dp, best.plan.time * 1e6, exact.time * 1e6);
+            if (have_base_exact) {
+                printf("pinned partitions (the model's `use` clauses) on their best mesh, %d "
+                       "replica%s: search estimate %.1f us; as one program %.1f us, collective %ld "
+                       "B/device, point-to-point %ld B/device, memory %ld B/device\n",
+                       base.dp, base.dp == 1 ? "" : "s", base.plan.time * 1e6,
                        base_exact.time * 1e6, base_exact.coll_bytes, base_exact.p2p_bytes,
-                       base_exact.peak, base_exact.time / exact.time,
-                       base_exact.coll_bytes ? (double)exact.coll_bytes / (double)base_exact.coll_bytes
-                                             : 0.0,
-                       base_exact.peak ? (double)exact.peak / (double)base_exact.peak : 0.0);
-            if (pinned_time >= 0) {
-                printf("pinned partitions (the model's `use` clauses), best mesh and data "
-                       "parallelism for them (%d replica%s): %.1f us, collective %ld B/device, "
-                       "point-to-point %ld B/device, memory %ld B/device\n",
-                       base.dp, base.dp == 1 ? "" : "s", pinned_time * 1e6, pinned_coll,
-                       pinned_p2p, pinned_mem);
-                printf("planned vs pinned: throughput %.2fx, collective bytes %.2f, memory %.2f\n",
-                       pinned_time / best.plan.time,
-                       pinned_coll ? (double)best.plan.coll_bytes / (double)pinned_coll : 0.0,
-                       pinned_mem ? (double)best.plan.memory / (double)pinned_mem : 0.0);
+                       base_exact.peak);
+                printf("chosen vs pinned, as one program: throughput %.2fx, collective bytes %.2f, "
+                       "memory %.2f\n",
+                       base_exact.time / chosen_exact->time,
+                       base_exact.coll_bytes
+                           ? (double)chosen_exact->coll_bytes / (double)base_exact.coll_bytes
+                           : 0.0,
+                       base_exact.peak ? (double)chosen_exact->peak / (double)base_exact.peak : 0.0);
             }
             printf("searched %ld candidates in %ld mesh shapes in %.1f ms%s\n",
                    best.plan.candidates, plans, ms,
@@ -559,7 +572,7 @@ int plan_main(int argc, char **argv) {
             FILE *f = fopen(out_path, "w");
             if (f) {
                 char *real = realpath(file, NULL);
-                write_plan_prime(f, m, &best, real ? real : file, c.arena);
+                write_plan_prime(f, m, chosen, real ? real : file, c.arena);
                 free(real);
                 fclose(f);
             } else {

@@ -12,7 +12,7 @@ add_test(NAME plan/cli/opt-4096
          COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
                  --model opt_megatron --devices 4096 --profile v100 --elem-bytes 2 --json)
 set_tests_properties(plan/cli/opt-4096 PROPERTIES LABELS unit TIMEOUT 120
-                     PASS_REGULAR_EXPRESSION "\"devices\": 4096.*\"pinned_time_s\": [0-9]")
+                     PASS_REGULAR_EXPRESSION "\"devices\": 4096.*\"pinned\": {\"dp\": [0-9]+, \"time_s\": [0-9]")
 add_test(NAME plan/cli/memory-limit
          COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime
                  --memory-limit 1K)
