@@ -182,6 +182,10 @@ static Memo *memo_add(Planner *p, const CandKey *key) {
 }
 
 static int schedule_alone(Planner *p, int i, PlanCandidate *pc);
+static void fill_candidate(Planner *p, const Instance *inst, const int *local_of, int result,
+                           const Schedule *s, PlanCandidate *pc);
+static void add_transposed(Planner *p, const Instance *inst, const Model *sm, const int *local_of,
+                           int result, const Schedule *s, const PlanCandidate *pc);
 
 static void try_candidate(Planner *p, int i, const Partition *part, const int *axis_map) {
     const Model *m = p->model;
@@ -311,6 +315,52 @@ static int schedule_alone(Planner *p, int i, PlanCandidate *pc) {
     Schedule *s = schedule_build(scratch, &mute, sm);
     if (!s)
         return 0;
+    fill_candidate(p, inst, local_of, result, s, pc);
+    const Mesh *mesh = &p->opt->mesh;
+    if (mesh->naxes == 2 && mesh->sizes[0] == mesh->sizes[1])
+        add_transposed(p, inst, sm, local_of, result, s, pc);
+    return 1;
+}
+
+/* On a square 2-D mesh, the candidate with the partition's axes bound the
+ * other way round is the same work on transposed devices: its schedule
+ * is s transposed (priced again: links differ), recorded for when the
+ * search reaches that binding. */
+static void add_transposed(Planner *p, const Instance *inst, const Model *sm, const int *local_of,
+                           int result, const Schedule *s, const PlanCandidate *pc) {
+    Arena *scratch = p->scratch;
+    Instance *ti = ARENA_NEW(scratch, Instance);
+    *ti = pc->inst;
+    for (int a = 0; a < pc->partition->naxes; ++a)
+        ti->axis_map[a] = 1 - pc->inst.axis_map[a];
+    if (!bind_silently(ti, pc->partition, &p->opt->mesh))
+        return;
+    DiagSink mute;
+    diag_init(&mute, p->sink->sources, scratch, NULL);
+    SliceTable st;
+    if (!partition_eval(scratch, &mute, &p->plan_model, ti, &st))
+        return;
+    CandKey key;
+    cand_key(sm, ti, &st, &key);
+    if (memo_find(p, &key))
+        return;
+    Model *tm = ARENA_NEW(scratch, Model);
+    *tm = *sm;
+    tm->instances = ti;
+    PlanCandidate *tc = ARENA_NEW(p->arena, PlanCandidate);
+    tc->partition = pc->partition;
+    tc->inst = *ti;
+    memcpy(tc->axis_map, ti->axis_map, sizeof tc->axis_map);
+    fill_candidate(p, inst, local_of, result, schedule_transpose(scratch, s, tm), tc);
+    memo_add(p, &key)->result = tc;
+}
+
+/* Prices schedule s of candidate pc (instance inst scheduled alone, its
+ * arguments local_of[] and result `result` in the one-instance model)
+ * and keeps what the edges need. */
+static void fill_candidate(Planner *p, const Instance *inst, const int *local_of, int result,
+                           const Schedule *s, PlanCandidate *pc) {
+    Arena *scratch = p->scratch;
     int in_tensor[IR_MAX_INPUTS], din_tensor[IR_MAX_INPUTS], out_tensor = -1, dout_tensor = -1;
     for (int a = 0; a < inst->op->ninputs; ++a)
         in_tensor[a] = din_tensor[a] = -1;
@@ -335,7 +385,7 @@ static int schedule_alone(Planner *p, int i, PlanCandidate *pc) {
      * device holds. */
     long persistent = 0, wbytes = 0;
     long eb = p->opt->elem_bytes > 0 ? p->opt->elem_bytes : (long)sizeof(float);
-    for (int d = 0; d < sm->mesh.ndev; ++d) {
+    for (int d = 0; d < s->model->mesh.ndev; ++d) {
         long mine = 0, w = 0;
         for (int a = 0; a < inst->op->ninputs; ++a) {
             int t = in_tensor[a];
@@ -377,7 +427,6 @@ static int schedule_alone(Planner *p, int i, PlanCandidate *pc) {
         pc->dout_t = s->tensors[dout_tensor];
         pc->dout_l = layout_copy(p->arena, &s->home[dout_tensor]);
     }
-    return 1;
 }
 
 static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, int a,
@@ -675,19 +724,36 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
                 from_at[x] = y;
         ICE_ASSERT(from_at[x] >= 0 || out->live[x] == j);
     }
+    /* From one state, candidates of j in one future class (all of them
+     * when j is not awaited later) lead to the same next state: only the
+     * cheapest of each class is offered. */
+    int j_live = 0;
+    for (int x = 0; x < out->nlive; ++x)
+        j_live |= from_at[x] < 0;
+    double *best = ARENA_ARRAY(p->arena, double, nc + 1);
+    int *best_c = ARENA_ARRAY(p->arena, int, nc + 1);
     for (int s = 0; s < in->count; ++s) {
         const State *st = &in->states[s];
+        for (int k = 0; k < nc; ++k)
+            best[k] = INFINITY;
         for (int c = 0; c < nc; ++c) {
             double cost = st->cost + own_time(p, j, c);
             for (int e = 0; e < nedges; ++e) {
                 const Edge *ed = p->in_edges[j].items[e];
                 cost += ed->time[st->assign[edge_at[e]] * nc + c];
             }
-            if (isinf(cost))
+            int k = j_live ? p->future_cls[j][c] : 0;
+            if (cost < best[k]) {
+                best[k] = cost;
+                best_c[k] = c;
+            }
+        }
+        for (int k = 0; k < nc; ++k) {
+            if (isinf(best[k]))
                 continue;
             for (int x = 0; x < out->nlive; ++x)
-                assign[x] = from_at[x] < 0 ? p->future_cls[j][c] : st->assign[from_at[x]];
-            state_offer(p, out, assign, cost, s, c);
+                assign[x] = from_at[x] < 0 ? k : st->assign[from_at[x]];
+            state_offer(p, out, assign, best[k], s, best_c[k]);
         }
     }
 }
