@@ -4,7 +4,12 @@ devices and compare with its pinned (Megatron-LM) partitions given their
 best mesh and data-parallel degree, under the same cost model.
 
     bench/plan_table.py [--primec build-rel/compiler/primec] [--profile v100]
-                        [--elem-bytes 2] [--repeat 5]
+                        [--elem-bytes 2] [--repeat 5] [--set layers|mlp]
+
+--set layers (default): one decoder layer of OPT-175B, Llama-2-70B and
+BLOOM-176B (batch of one sequence) on 4, 8, 16, 32 and 4096 devices.
+--set mlp: OPT-175B's MLP block with a batch of 1, 8 and 32 sequences
+(examples/opt_mlp.prime) on 8, 16 and 32 devices.
 
 Prints a Markdown table: the throughput ratio (planned / Megatron) under
 the search's own estimate (instances priced one by one plus conversions
@@ -25,6 +30,12 @@ MODELS = [
     ("BLOOM-176B layer", "examples/bloom_layer.prime", "bloom_megatron"),
 ]
 
+MLP_MODELS = [
+    ("OPT-175B MLP, batch 1", "examples/opt_mlp.prime", "opt_mlp_b1"),
+    ("OPT-175B MLP, batch 8", "examples/opt_mlp.prime", "opt_mlp_b8"),
+    ("OPT-175B MLP, batch 32", "examples/opt_mlp.prime", "opt_mlp_b32"),
+]
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -32,12 +43,16 @@ def main():
     ap.add_argument("--profile", default="v100")
     ap.add_argument("--elem-bytes", default="2")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--devices", default="4,8,16,32,4096")
+    ap.add_argument("--devices", default=None)
+    ap.add_argument("--set", choices=["layers", "mlp"], default="layers")
     args = ap.parse_args()
+    models = MODELS if args.set == "layers" else MLP_MODELS
+    if args.devices is None:
+        args.devices = "4,8,16,32,4096" if args.set == "layers" else "8,16,32"
     print("| model | devices | plan (mesh x dp) | search estimate vs Megatron | search optimum as one program | chosen as one program: throughput | collective bytes | memory | search ms (median) |")
     print("|---|---|---|---|---|---|---|---|---|")
     ratios, exact_ratios = {}, {}
-    for title, path, model in MODELS:
+    for title, path, model in models:
         for n in [int(x) for x in args.devices.split(",")]:
             times, last = [], None
             for _ in range(args.repeat):

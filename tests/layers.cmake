@@ -20,13 +20,21 @@ endforeach()
 # memory).
 # Then a plan on a 2 x 2 mesh, where each partition can be bound to the
 # mesh axes in two ways, and one of 4 data-parallel replicas of a 2-device
-# mesh (the program built is one replica).
-foreach(case opt:700K llama2:1700K bloom:700K opt:700K:2x2 bloom:2G:2:8)
+# mesh (the program built is one replica); last, OPT's MLP block on a
+# 2 x 2 mesh, where the limit leaves square grids.
+foreach(case opt:700K llama2:1700K bloom:700K opt:700K:2x2 bloom:2G:2:8 opt_mlp:300K:2x2)
   string(REPLACE ":" ";" parts ${case})
   list(GET parts 0 family)
   list(GET parts 1 limit)
   list(LENGTH parts nparts)
-  set(name ${family}_small_megatron)
+  if(family STREQUAL "opt_mlp")
+    set(model opt_mlp_small)
+    set(file ${CMAKE_SOURCE_DIR}/examples/opt_mlp.prime)
+  else()
+    set(model ${family}_small_megatron)
+    set(file ${CMAKE_SOURCE_DIR}/examples/${family}_layer.prime)
+  endif()
+  set(name ${model})
   set(mode plan:${limit})
   if(nparts GREATER_EQUAL 3)
     list(GET parts 2 mesh)
@@ -38,10 +46,9 @@ foreach(case opt:700K llama2:1700K bloom:700K opt:700K:2x2 bloom:2G:2:8)
     set(name ${name}_on${devices})
     set(mode ${mode}:${devices})
   endif()
-  set(file ${CMAKE_SOURCE_DIR}/examples/${family}_layer.prime)
   add_test(NAME layers/plan-limit/${name}
            COMMAND sh ${PRIMEC_LAYER_SH} ${mode} $<TARGET_FILE:primec> ${file}
-                   ${family}_small_megatron ${CMAKE_CURRENT_BINARY_DIR}/layers/plan-limit/${name})
+                   ${model} ${CMAKE_CURRENT_BINARY_DIR}/layers/plan-limit/${name})
   set_tests_properties(layers/plan-limit/${name} PROPERTIES
                        LABELS run TIMEOUT 600 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()

@@ -1,5 +1,6 @@
 # Transformer layer tests (label "run"): the example models of OPT,
-# Llama 2 and BLOOM layers (examples/*_layer.prime), whose operators are
+# Llama 2 and BLOOM layers (examples/*_layer.prime) and of OPT's MLP block
+# (examples/opt_mlp.prime), whose operators are
 # stdlib/transformer.prime and stdlib/elementwise.prime.
 #
 # Every model is found by reading the files:
@@ -16,7 +17,7 @@ set(PRIMEC_MODELS_DIR ${CMAKE_CURRENT_BINARY_DIR}/models)
 # primec build -o creates only the last component of its output directory.
 file(MAKE_DIRECTORY ${PRIMEC_MODELS_DIR})
 
-set(PRIMEC_MODEL_FILES opt_layer llama2_layer bloom_layer)
+set(PRIMEC_MODEL_FILES opt_layer llama2_layer bloom_layer opt_mlp)
 set(PRIMEC_MODELS_COUNT 0)
 foreach(file ${PRIMEC_MODEL_FILES})
   set(path ${CMAKE_SOURCE_DIR}/examples/${file}.prime)
