@@ -344,7 +344,18 @@ int plan_main(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (!strcmp(a, "--json")) {
+        if (!strcmp(a, "--help")) {
+            printf("usage: primec plan FILE [--model M] [--devices N] [--profile P] "
+                   "[--memory-limit BYTES] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
+                   "[--json] [-o OUT.prime]\n"
+                   "chooses a partition for every operator instance of each model in FILE (or M)\n"
+                   "for N devices (default: the model's mesh) on profile P (default h100), over\n"
+                   "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
+                   "(default: four nodes), or on --mesh only; prints the plan, its estimate and\n"
+                   "its cost as one program next to the model's pinned partitions; -o writes it\n"
+                   "as a .prime model. See docs/planner.md.\n");
+            return 0;
+        } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--model") && has) {
             model_name = argv[++i];
@@ -438,7 +449,9 @@ int plan_main(int argc, char **argv) {
         any = 1;
         long n = devices ? devices : m->mesh.ndev;
         if (space.naxes && n % space.tp_max) {
-            diag_error_plain(&c.sink, "--mesh needs a multiple of %ld devices ('%s' has %ld)",
+            diag_error_plain(&c.sink,
+                             "--mesh needs a multiple of %ld devices; '%s' is planned on %ld "
+                             "(see --devices)",
                              space.tp_max, m->name, n);
             rc = 1;
             break;
