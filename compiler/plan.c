@@ -43,6 +43,7 @@ typedef struct Planner {
     const char **min_peak_use; /* per instance: which partition gives it */
     Arena *scratch;            /* one candidate's schedule; reset after each */
     Model plan_model;          /* the model on the planned mesh (for slice tables) */
+    int *first_inst, *first_arg; /* per model tensor: its first reader and argument, or -1 */
     PtrVec memo;               /* Memo*: candidates already scheduled */
 } Planner;
 
@@ -507,14 +508,46 @@ static int *side_classes(Planner *p, int i, int a) {
 }
 
 /* The first reader of model tensor t (instance and argument), or -1. */
-static int first_reader(const Model *m, int t, int *arg) {
-    for (int j = 0; j < m->ninstances; ++j)
-        for (int a = 0; a < m->instances[j].op->ninputs; ++a)
-            if (m->instances[j].args[a] == t) {
-                *arg = a;
-                return j;
-            }
-    return -1;
+static int first_reader(const Planner *p, int t, int *arg) {
+    *arg = p->first_arg[t];
+    return p->first_inst[t];
+}
+
+/* Every model tensor's first reader, in one pass. */
+static void find_first_readers(Planner *p) {
+    const Model *m = p->model;
+    p->first_inst = ARENA_ARRAY(p->arena, int, m->ntensors + 1);
+    p->first_arg = ARENA_ARRAY(p->arena, int, m->ntensors + 1);
+    for (int t = 0; t < m->ntensors; ++t)
+        p->first_inst[t] = p->first_arg[t] = -1;
+    for (int j = m->ninstances - 1; j >= 0; --j)
+        for (int a = m->instances[j].op->ninputs - 1; a >= 0; --a) {
+            p->first_inst[m->instances[j].args[a]] = j;
+            p->first_arg[m->instances[j].args[a]] = a;
+        }
+}
+
+/* The instance one layer earlier with the same candidates, or -1. */
+static int twin_of(const Planner *p, int i) {
+    const Model *m = p->model;
+    int t = i - m->layer_size;
+    if (m->layer_count < 2 || t < m->layer_first || i >= m->layer_first + m->layer_size * m->layer_count)
+        return -1;
+    return p->plan->cands[t].items == p->plan->cands[i].items ? t : -1;
+}
+
+/* An edge already built between the twins of e's ends, whose costs e's
+ * are (same candidates on both ends, same arguments). */
+static const Edge *twin_edge(const Planner *p, const Edge *e) {
+    int tf = twin_of(p, e->from), tt = twin_of(p, e->to);
+    if (tf < 0 || tt < 0)
+        return NULL;
+    for (int k = 0; k < p->in_edges[tt].count; ++k) {
+        const Edge *x = p->in_edges[tt].items[k];
+        if (x->from == tf && x->arg == e->arg && x->from_arg == e->from_arg)
+            return x;
+    }
+    return NULL;
 }
 
 static void build_edges(Planner *p) {
@@ -524,7 +557,7 @@ static void build_edges(Planner *p) {
         for (int a = 0; a < inst->op->ninputs; ++a) {
             int i = m->tensors[inst->args[a]].producer, from_arg = -1;
             if (i < 0) {
-                i = first_reader(m, inst->args[a], &from_arg);
+                i = first_reader(p, inst->args[a], &from_arg);
                 if (i == j) /* read by its first reader only (maybe twice) */
                     continue;
             }
@@ -533,6 +566,14 @@ static void build_edges(Planner *p) {
             e->to = j;
             e->arg = a;
             e->from_arg = from_arg;
+            const Edge *twin = twin_edge(p, e);
+            if (twin) {
+                e->time = twin->time;
+                e->bytes = twin->bytes;
+                ptrvec_push(p->arena, &p->edges, e);
+                ptrvec_push(p->arena, &p->in_edges[j], e);
+                continue;
+            }
             e->time = ARENA_ARRAY(p->arena, double, ncand(p, i) * ncand(p, j));
             e->bytes = ARENA_ARRAY(p->arena, long, ncand(p, i) * ncand(p, j));
             /* Candidates that look the same from the edge share its costs. */
@@ -576,18 +617,22 @@ static void build_edges(Planner *p) {
 /* future_cls of every instance, from the sides its leaving edges read. */
 static void future_classes(Planner *p) {
     p->future_cls = ARENA_ARRAY(p->arena, int *, p->n);
+    /* sides_of[i]: bit a + 1 when an edge leaves i from side a. */
+    unsigned *sides_of = ARENA_ARRAY(p->arena, unsigned, p->n);
+    for (int e = 0; e < p->edges.count; ++e) {
+        const Edge *ed = p->edges.items[e];
+        sides_of[ed->from] |= 1u << (ed->from_arg + 1);
+    }
     for (int i = 0; i < p->n; ++i) {
-        int n = ncand(p, i), sides[IR_MAX_INPUTS + 1], nsides = 0;
-        for (int e = 0; e < p->edges.count; ++e) {
-            const Edge *ed = p->edges.items[e];
-            if (ed->from != i)
-                continue;
-            int seen = 0;
-            for (int k = 0; k < nsides; ++k)
-                seen |= sides[k] == ed->from_arg;
-            if (!seen)
-                sides[nsides++] = ed->from_arg;
+        int t = twin_of(p, i);
+        if (t >= 0 && sides_of[t] == sides_of[i]) {
+            p->future_cls[i] = p->future_cls[t];
+            continue;
         }
+        int n = ncand(p, i), sides[IR_MAX_INPUTS + 1], nsides = 0;
+        for (int a = -1; a < IR_MAX_INPUTS; ++a)
+            if (sides_of[i] & (1u << (a + 1)))
+                sides[nsides++] = a;
         int *cls = ARENA_ARRAY(p->arena, int, n + 1);
         for (int c = 0; c < n; ++c) {
             cls[c] = c;
@@ -758,40 +803,98 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
     }
 }
 
-/* Runs instances [lo, hi) from `start`; fills steps[lo+1..hi] (steps[k]
- * is the layer before instance k). */
+/* Runs instances [lo, hi): steps[0] holds the states before instance
+ * lo; fills steps[1..hi-lo] (steps[j - lo] is the layer before j). */
 static void dp_range(Planner *p, int lo, int hi, Layer *steps) {
     for (int j = lo; j < hi; ++j)
-        dp_step(p, j, &steps[j], &steps[j + 1]);
+        dp_step(p, j, &steps[j - lo], &steps[j - lo + 1]);
 }
 
-/* (min, +) product C = A B of k x k matrices. */
-static void minplus(const double *A, const double *B, double *C, int k) {
+/* The states before instance lo: the one state (no cost) in which the
+ * instance awaited there, if any, chose candidate class `cls`. */
+static Layer *dp_start(Planner *p, int lo, int hi, int cls) {
+    Layer *steps = ARENA_ARRAY(p->arena, Layer, hi - lo + 1);
+    steps[0].nlive = live_at(p, lo, steps[0].live);
+    int assign[1] = {cls};
+    state_offer(p, &steps[0], assign, 0, -1, -1);
+    return steps;
+}
+
+/* Writes the choices of instances [lo, hi) + offset from state s of the
+ * last step of a dp_range over [lo, hi). */
+static void backtrack(Planner *p, const Layer *steps, int lo, int hi, int s, int offset) {
+    for (int j = hi; j > lo; --j) {
+        const State *st = &steps[j - lo].states[s];
+        p->plan->choice[j - 1 + offset] = st->chosen;
+        s = st->prev;
+    }
+}
+
+/* The state of a one-live layer in which the awaited instance chose class b, or -1. */
+static int state_with(const Layer *L, int b) {
+    for (int s = 0; s < L->count; ++s)
+        if (L->states[s].assign[0] == b)
+            return s;
+    return -1;
+}
+
+/* (min, +) product C = A B of k x k matrices, with the argmin. */
+static void minplus(const double *A, const double *B, double *C, int *mid, int k) {
     for (int a = 0; a < k; ++a)
         for (int b = 0; b < k; ++b) {
             double best = INFINITY;
+            int at = -1;
             for (int x = 0; x < k; ++x) {
                 double v = A[a * k + x] + B[x * k + b];
-                if (v < best)
+                if (v < best) {
                     best = v;
+                    at = x;
+                }
             }
             C[a * k + b] = best;
+            mid[a * k + b] = at;
         }
 }
 
-/* The optimum through the layer power: prefix (up to the end of the
- * first layer), the transfer matrix of one interior layer raised to
- * L - 1, then the suffix. Returns -1 when the structure does not allow it. */
-static double power_optimum(Planner *p) {
+/* The boundary classes of the layers, found by the layer power. */
+typedef struct Power {
+    int k;
+    int levels;
+    double **B; /* B[t] = M^(2^t) */
+    int **Bmid; /* t >= 1: the boundary in the middle of B[t]'s path */
+    int *path;  /* boundary class after each layer */
+    int npath;
+} Power;
+
+static void expand_B(Power *w, int a, int b, int t) {
+    if (t == 0) {
+        w->path[w->npath++] = b;
+        return;
+    }
+    int m = w->Bmid[t][a * w->k + b];
+    expand_B(w, a, m, t - 1);
+    expand_B(w, m, b, t - 1);
+}
+
+/* The optimum through the layer power, with the choices: the prefix (up
+ * to the end of the first layer) and the suffix (after the last) by the
+ * dynamic program, the L - 1 interior layers as the (min, +) power of one
+ * layer's transfer matrix between boundary classes, in log2(L - 1)
+ * squarings; each interior layer's choices are read back from the one-
+ * layer program of its two boundary classes. Returns -1 when the
+ * structure does not allow it (fewer than 3 layers, or something other
+ * than the previous layer's last instance awaited at a boundary). */
+static double power_solve(Planner *p) {
     const Model *m = p->model;
     int first = m->layer_first, size = m->layer_size, L = m->layer_count;
     if (L < 3 || size < 1)
         return -1;
-    /* At each layer boundary only the previous layer's last instance may be awaited. */
     for (int l = 1; l <= L; ++l) {
         int live[64];
         int at = first + l * size;
         int n = live_at(p, at, live);
+        if (l == L && at == p->n && n == 0)
+            break; /* the model ends with the layers */
         if (n != 1 || live[0] != at - 1)
             return -1;
     }
@@ -800,71 +903,121 @@ static double power_optimum(Planner *p) {
     for (int l = 1; l < L; ++l)
         if (ncand(p, first + l * size + size - 1) != k)
             return -1;
-    Layer *steps = ARENA_ARRAY(p->arena, Layer, p->n + 1);
+    const int *rep = p->future_cls[b0];
     /* Prefix: from nothing to the end of layer 0. */
-    steps[0].nlive = 0;
+    int pre_hi = first + size;
+    Layer *pre = ARENA_ARRAY(p->arena, Layer, pre_hi + 1);
     int none[1] = {0};
-    state_offer(p, &steps[0], none, 0, -1, -1);
-    dp_range(p, 0, first + size, steps);
-    double *P = ARENA_ARRAY(p->arena, double, k);
-    for (int a = 0; a < k; ++a)
-        P[a] = INFINITY;
-    const Layer *pre = &steps[first + size];
-    for (int s = 0; s < pre->count; ++s)
-        P[pre->states[s].assign[0]] = pre->states[s].cost;
-    /* Transfer matrix of layer 1. */
-    double *M = ARENA_ARRAY(p->arena, double, k *k);
+    state_offer(p, &pre[0], none, 0, -1, -1);
+    dp_range(p, 0, pre_hi, pre);
+    const Layer *pre_last = &pre[pre_hi];
+    /* Transfer matrix of one interior layer (layer 1), from each class. */
     int lo = first + size, hi = first + 2 * size;
+    Layer **one = ARENA_ARRAY(p->arena, Layer *, k);
+    double *M = ARENA_ARRAY(p->arena, double, k *k);
+    for (int a = 0; a < k * k; ++a)
+        M[a] = INFINITY;
     for (int a = 0; a < k; ++a) {
-        Layer *tmp = ARENA_ARRAY(p->arena, Layer, p->n + 1);
-        tmp[lo].nlive = live_at(p, lo, tmp[lo].live);
-        int assign[1] = {a};
-        state_offer(p, &tmp[lo], assign, 0, -1, -1);
-        dp_range(p, lo, hi, tmp);
-        for (int b = 0; b < k; ++b)
-            M[a * k + b] = INFINITY;
-        for (int s = 0; s < tmp[hi].count; ++s)
-            M[a * k + tmp[hi].states[s].assign[0]] = tmp[hi].states[s].cost;
+        if (rep[a] != a)
+            continue;
+        one[a] = dp_start(p, lo, hi, a);
+        dp_range(p, lo, hi, one[a]);
+        const Layer *last = &one[a][hi - lo];
+        for (int s = 0; s < last->count; ++s)
+            M[a * k + last->states[s].assign[0]] = last->states[s].cost;
     }
-    /* R = M^(L-1) by squaring. */
-    double *R = ARENA_ARRAY(p->arena, double, k *k), *T = ARENA_ARRAY(p->arena, double, k *k);
-    double *B = ARENA_ARRAY(p->arena, double, k *k);
+    /* B[t] = M^(2^t), and R = M^(L-1) from the bits of L - 1. */
+    Power w;
+    memset(&w, 0, sizeof w);
+    w.k = k;
+    int e = L - 1;
+    while ((1 << w.levels) <= e)
+        w.levels++;
+    w.B = ARENA_ARRAY(p->arena, double *, w.levels);
+    w.Bmid = ARENA_ARRAY(p->arena, int *, w.levels);
+    w.B[0] = M;
+    for (int t = 1; t < w.levels; ++t) {
+        w.B[t] = ARENA_ARRAY(p->arena, double, k *k);
+        w.Bmid[t] = ARENA_ARRAY(p->arena, int, k *k);
+        minplus(w.B[t - 1], w.B[t - 1], w.B[t], w.Bmid[t], k);
+    }
+    /* R_c = R_{c-1} B[t_c] over the set bits t_c of L - 1; R_0 = identity. */
+    int nbits = 0, bits[32];
+    for (int t = 0; t < w.levels; ++t)
+        if (e & (1 << t))
+            bits[nbits++] = t;
+    double **R = ARENA_ARRAY(p->arena, double *, nbits + 1);
+    int **Rmid = ARENA_ARRAY(p->arena, int *, nbits + 1);
+    R[0] = ARENA_ARRAY(p->arena, double, k *k);
     for (int a = 0; a < k; ++a)
         for (int b = 0; b < k; ++b)
-            R[a * k + b] = a == b ? 0 : INFINITY;
-    memcpy(B, M, sizeof(double) * (size_t)(k * k));
-    for (int e = L - 1; e > 0; e >>= 1) {
-        if (e & 1) {
-            minplus(R, B, T, k);
-            memcpy(R, T, sizeof(double) * (size_t)(k * k));
-        }
-        minplus(B, B, T, k);
-        memcpy(B, T, sizeof(double) * (size_t)(k * k));
+            R[0][a * k + b] = a == b ? 0 : INFINITY;
+    for (int c = 1; c <= nbits; ++c) {
+        R[c] = ARENA_ARRAY(p->arena, double, k *k);
+        Rmid[c] = ARENA_ARRAY(p->arena, int, k *k);
+        minplus(R[c - 1], w.B[bits[c - 1]], R[c], Rmid[c], k);
     }
-    /* Suffix from each boundary candidate. */
+    /* Suffix from each boundary class; the best total. */
     int end = first + L * size;
     double best = INFINITY;
+    int best_a = -1, best_b = -1;
+    Layer *best_suffix = NULL;
     for (int b = 0; b < k; ++b) {
+        if (rep[b] != b)
+            continue;
         double mid = INFINITY;
-        for (int a = 0; a < k; ++a)
-            if (P[a] + R[a * k + b] < mid)
-                mid = P[a] + R[a * k + b];
+        int mid_a = -1;
+        for (int s = 0; s < pre_last->count; ++s) {
+            int a = pre_last->states[s].assign[0];
+            double v = pre_last->states[s].cost + R[nbits][a * k + b];
+            if (v < mid) {
+                mid = v;
+                mid_a = a;
+            }
+        }
         if (isinf(mid))
             continue;
-        Layer *tmp = ARENA_ARRAY(p->arena, Layer, p->n + 1);
-        tmp[end].nlive = live_at(p, end, tmp[end].live);
-        int assign[1] = {b};
-        state_offer(p, &tmp[end], assign, 0, -1, -1);
-        dp_range(p, end, p->n, tmp);
-        for (int s = 0; s < tmp[p->n].count; ++s)
-            if (mid + tmp[p->n].states[s].cost < best)
-                best = mid + tmp[p->n].states[s].cost;
+        Layer *suffix = dp_start(p, end, p->n, b);
+        dp_range(p, end, p->n, suffix);
+        const Layer *fin = &suffix[p->n - end];
+        for (int s = 0; s < fin->count; ++s)
+            if (mid + fin->states[s].cost < best) {
+                best = mid + fin->states[s].cost;
+                best_a = mid_a;
+                best_b = b;
+                best_suffix = suffix;
+            }
     }
+    if (best_a < 0)
+        return INFINITY;
+    /* Choices: the boundary classes layer by layer, then each part. */
+    w.path = ARENA_ARRAY(p->arena, int, L + 1);
+    w.path[w.npath++] = best_a;
+    int *ends = ARENA_ARRAY(p->arena, int, nbits + 1); /* R_c's right boundary */
+    ends[nbits] = best_b;
+    for (int c = nbits; c >= 1; --c)
+        ends[c - 1] = Rmid[c][best_a * k + ends[c]];
+    for (int c = 1; c <= nbits; ++c)
+        expand_B(&w, ends[c - 1], ends[c], bits[c - 1]);
+    ICE_ASSERT(w.npath == L && w.path[L - 1] == best_b);
+    backtrack(p, pre, 0, pre_hi, state_with(pre_last, best_a), 0);
+    for (int l = 1; l < L; ++l) {
+        const Layer *layer = one[w.path[l - 1]];
+        int s = state_with(&layer[hi - lo], w.path[l]);
+        ICE_ASSERT(s >= 0);
+        backtrack(p, layer, lo, hi, s, (l - 1) * size);
+    }
+    const Layer *fin = &best_suffix[p->n - end];
+    int s_fin = 0;
+    for (int s = 1; s < fin->count; ++s)
+        if (fin->states[s].cost < fin->states[s_fin].cost)
+            s_fin = s;
+    backtrack(p, best_suffix, end, p->n, s_fin, 0);
     return best;
 }
 
 /* The linear dynamic program over all instances; fills plan->choice. */
-static double solve(Planner *p) {
+static double linear_solve(Planner *p) {
     Layer *steps = ARENA_ARRAY(p->arena, Layer, p->n + 1);
     steps[0].nlive = 0;
     int none[1] = {0};
@@ -873,13 +1026,16 @@ static double solve(Planner *p) {
     if (steps[p->n].count == 0)
         return INFINITY;
     ICE_ASSERT(steps[p->n].count == 1 && steps[p->n].nlive == 0);
-    int s = 0;
-    for (int j = p->n; j > 0; --j) {
-        const State *st = &steps[j].states[s];
-        p->plan->choice[j - 1] = st->chosen;
-        s = st->prev;
-    }
+    backtrack(p, steps, 0, p->n, 0, 0);
     return steps[p->n].states[0].cost;
+}
+
+/* The optimum and its choices: through the layer power when the layers
+ * repeat, else linearly. */
+static double solve(Planner *p) {
+    double pw = power_solve(p);
+    p->plan->used_power = pw >= 0;
+    return pw >= 0 ? pw : linear_solve(p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1042,6 +1198,7 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
         p->min_peak[i] = -1;
     for (int i = 0; i < p->n; ++i)
         p->last_use[i] = -1;
+    find_first_readers(p);
     /* An instance stays in the DP state while a later instance reads its
      * result, or reads a model input or weight it read first. */
     for (int j = 0; j < p->n; ++j)
@@ -1049,7 +1206,7 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
             int t = model->instances[j].args[a], first_arg;
             int i = model->tensors[t].producer;
             if (i < 0)
-                i = first_reader(model, t, &first_arg);
+                i = first_reader(p, t, &first_arg);
             if (i >= 0 && i < j && j > p->last_use[i])
                 p->last_use[i] = j;
         }
@@ -1070,6 +1227,37 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     }
     summarise(p);
     if (opt->memory_limit && out->memory > opt->memory_limit) {
+        /* No plan needs less than every instance's smallest persistent
+         * memory plus the largest of the smallest transient peaks. */
+        long lb_persistent = 0, lb_transient = 0, worst_persistent = -1;
+        int worst = 0;
+        for (int i = 0; i < p->n; ++i) {
+            long mp = -1, mt = -1;
+            for (int c = 0; c < ncand(p, i); ++c) {
+                const PlanCost *pc = &cand(p, i, c)->cost;
+                if (mp < 0 || pc->persistent < mp)
+                    mp = pc->persistent;
+                if (mt < 0 || pc->peak - pc->persistent < mt)
+                    mt = pc->peak - pc->persistent;
+            }
+            lb_persistent += mp;
+            if (mt > lb_transient)
+                lb_transient = mt;
+            if (mp > worst_persistent) {
+                worst_persistent = mp;
+                worst = i;
+            }
+        }
+        if (lb_persistent + lb_transient > opt->memory_limit) {
+            diag_error(sink, model->name_span,
+                       "no plan of '%s' fits in %ld bytes per device: every plan needs at least %ld",
+                       model->name, opt->memory_limit, lb_persistent + lb_transient);
+            diag_note(sink, model->instances[worst].span,
+                      "the largest part is '%s' (at least %ld bytes of weights, their gradients "
+                      "and optimizer state, and stashed inputs per device)",
+                      model->instances[worst].name, worst_persistent);
+            return 0;
+        }
         /* Penalise persistent memory until the plan fits. */
         double scale = out->time / (double)(out->memory > 0 ? out->memory : 1);
         long smallest = out->memory;
@@ -1100,12 +1288,21 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
         out->penalised = 1;
         best = out->time;
     }
-    double pw = power_optimum(p);
-    if (pw >= 0) {
-        out->used_power = 1;
-        out->power_time = pw;
-        if (!out->penalised && fabs(pw - best) > 1e-9 * (fabs(best) + 1e-30))
-            ICE("layer power optimum %.17g differs from the linear optimum %.17g", pw, best);
+    if (out->used_power && !out->penalised) {
+        /* The choices read back from the layer power cost what it found;
+         * on models small enough, the linear program agrees. */
+        out->power_time = best;
+        double found = objective(p, out->choice);
+        if (fabs(found - best) > 1e-9 * (fabs(best) + 1e-30))
+            ICE("the layer power's choices cost %.17g, not its optimum %.17g", found, best);
+        if (p->n <= 512) {
+            int *kept = ARENA_ARRAY(p->arena, int, p->n);
+            memcpy(kept, out->choice, sizeof(int) * (size_t)p->n);
+            double lin = linear_solve(p);
+            if (fabs(lin - best) > 1e-9 * (fabs(best) + 1e-30))
+                ICE("layer power optimum %.17g differs from the linear optimum %.17g", best, lin);
+            memcpy(out->choice, kept, sizeof(int) * (size_t)p->n);
+        }
     }
     return 1;
 }

@@ -1,6 +1,7 @@
 /*
  * plan_cli.c — `primec plan FILE --model M [--devices N] [--profile P]
- * [--memory-limit BYTES] [--elem-bytes B] [--json] [-o OUT.prime]`.
+ * [--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes B] [--json]
+ * [-o OUT.prime]`.
  *
  * Meshes tried for N devices: for every data-parallel degree dp (a power
  * of two, N / dp at most --tp-max), the tensor-parallel mesh (t) and, when
@@ -20,6 +21,7 @@
 #include "cost.h"
 #include "pipeline.h"
 #include "plan.h"
+#include "printer.h"
 #include "profile.h"
 
 typedef struct CostCtx {
@@ -159,18 +161,20 @@ static Model *planned_model(Arena *arena, const Model *m, const Result *r) {
     return pm;
 }
 
-/* The chosen plan scheduled as one program (not instance by instance as
- * the search prices it): exactly what the built program moves and holds,
+/* A plan scheduled as one program (not instance by instance as the
+ * search prices it): exactly what the built program moves and holds,
  * priced by the same cost model, plus the data-parallel gradient
- * all-reduce. 0 when it does not schedule (an internal limit). */
+ * all-reduce. 0 when it does not schedule (e.g. more stored tensors than
+ * the runtime's limit), with the scheduler's first error in `why`. */
 static int schedule_plan(Compilation *c, const Model *m, const Result *r, CostCtx *ctx,
-                         PlanCost *out, long *dp_bytes) {
+                         PlanCost *out, long *dp_bytes, char *why, size_t why_size) {
     *dp_bytes = 0;
     Arena *arena = arena_create();
     DiagSink mute;
     diag_init(&mute, &c->sources, arena, NULL);
     Schedule *s = schedule_build(arena, &mute, planned_model(arena, m, r));
     if (!s) {
+        snprintf(why, why_size, "%s", mute.count ? mute.items[0].message : "no schedule");
         arena_destroy(arena);
         return 0;
     }
@@ -195,7 +199,14 @@ static int schedule_plan(Compilation *c, const Model *m, const Result *r, CostCt
     return 1;
 }
 
-static void print_cost_json(const PlanCost *pc, long dp_bytes) {
+/* A plan as one program in JSON, or an object saying why it has none. */
+static void print_cost_json(const PlanCost *pc, long dp_bytes, const char *why) {
+    if (!pc) {
+        printf("{\"error\": ");
+        printer_json_string(stdout, why);
+        printf("}");
+        return;
+    }
     printf("{\"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, \"memory_bytes\": %ld, "
            "\"dp_collective_bytes\": %ld}",
            pc->time, pc->coll_bytes, pc->p2p_bytes, pc->peak, dp_bytes);
@@ -338,7 +349,8 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
 
 int plan_main(int argc, char **argv) {
     const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
-    long devices = 0, memory_limit = 0, tp_max = 0; /* 0: 4 nodes' worth of the profile */
+    long devices = 0, tp_max = 0; /* 0: 4 nodes' worth of the profile */
+    long memory_limit = -1;       /* -1: the profile's device memory; 0: none */
     MeshSpace space = {0, 0, 0};
     int json = 0, elem_bytes = 4;
     for (int i = 1; i < argc; ++i) {
@@ -346,14 +358,16 @@ int plan_main(int argc, char **argv) {
         int has = i + 1 < argc;
         if (!strcmp(a, "--help")) {
             printf("usage: primec plan FILE [--model M] [--devices N] [--profile P] "
-                   "[--memory-limit BYTES] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
+                   "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
                    "[--json] [-o OUT.prime]\n"
                    "chooses a partition for every operator instance of each model in FILE (or M)\n"
                    "for N devices (default: the model's mesh) on profile P (default h100), over\n"
                    "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
-                   "(default: four nodes), or on --mesh only; prints the plan, its estimate and\n"
-                   "its cost as one program next to the model's pinned partitions; -o writes it\n"
-                   "as a .prime model. See docs/planner.md.\n");
+                   "(default: four nodes), or on --mesh only, within --memory-limit per device\n"
+                   "(default: the profile's device memory; none: no limit); prints the plan, its\n"
+                   "estimate and"
+                   " its cost as one program next to the model's pinned partitions; -o\n"
+                   "writes it as a .prime model. See docs/planner.md.\n");
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
@@ -387,11 +401,14 @@ int plan_main(int argc, char **argv) {
         } else if (!strcmp(a, "-o") && has) {
             out_path = argv[++i];
         } else if (!strcmp(a, "--memory-limit") && has) {
-            int ok;
-            memory_limit = parse_bytes(argv[++i], &ok);
+            int ok = 1;
+            if (!strcmp(argv[++i], "none"))
+                memory_limit = 0;
+            else
+                memory_limit = parse_bytes(argv[i], &ok);
             if (!ok) {
                 fprintf(stderr,
-                        "primec: error: bad --memory-limit '%s' (e.g. 16G, 512M, 1000000)\n",
+                        "primec: error: bad --memory-limit '%s' (e.g. 16G, 512M, 1000000, none)\n",
                         argv[i]);
                 return 2;
             }
@@ -407,7 +424,7 @@ int plan_main(int argc, char **argv) {
     }
     if (!file) {
         fprintf(stderr, "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
-                        "[--memory-limit BYTES] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
+                        "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
                         "[--json] [-o OUT.prime]\n");
         return 2;
     }
@@ -424,6 +441,8 @@ int plan_main(int argc, char **argv) {
     }
     if (tp_max == 0)
         tp_max = 4L * (prof.devices_per_node > 0 ? prof.devices_per_node : 8);
+    if (memory_limit < 0)
+        memory_limit = (long)(prof.mem_capacity_GB * 1e9);
     space.tp_max = tp_max;
     if (space.naxes)
         space.tp_max = space.naxes == 1 ? space.side : space.side * space.side;
@@ -494,25 +513,19 @@ int plan_main(int argc, char **argv) {
         /* Both plans scheduled whole: what their programs do. */
         PlanCost exact, base_exact;
         long dp_bytes = 0, base_dp_bytes = 0;
+        char why[512] = "", base_why[512] = "";
+        memset(&exact, 0, sizeof exact);
         memset(&base_exact, 0, sizeof base_exact);
-        if (!schedule_plan(&c, m, &best, &ctx, &exact, &dp_bytes)) {
-            diag_error(&c.sink, m->name_span, "the plan chosen for '%s' does not schedule as one program",
-                       m->name);
-            rc = 1;
-            arena_destroy(best.arena);
-            if (have_base)
-                arena_destroy(base.arena);
-            break;
-        }
-        int have_base_exact =
-            have_base && schedule_plan(&c, m, &base, &ctx, &base_exact, &base_dp_bytes);
+        int have_exact = schedule_plan(&c, m, &best, &ctx, &exact, &dp_bytes, why, sizeof why);
+        int have_base_exact = have_base && schedule_plan(&c, m, &base, &ctx, &base_exact,
+                                                         &base_dp_bytes, base_why, sizeof base_why);
         /* The search is exact under its own estimate (instances priced one
          * by one, conversions between them); the final choice is made as
          * one program: when the model's pinned partitions run faster than
          * the search's optimum, they are kept. */
-        int keep_pinned = have_base_exact && base_exact.time < exact.time;
+        int keep_pinned = have_exact && have_base_exact && base_exact.time < exact.time;
         const Result *chosen = keep_pinned ? &base : &best;
-        const PlanCost *chosen_exact = keep_pinned ? &base_exact : &exact;
+        const PlanCost *chosen_exact = keep_pinned ? &base_exact : have_exact ? &exact : NULL;
         long chosen_dp_bytes = keep_pinned ? base_dp_bytes : dp_bytes;
         if (json) {
             printf("{\"model\": \"%s\", \"devices\": %ld, \"profile\": \"%s\", \"chosen\": \"%s\", "
@@ -526,22 +539,19 @@ int plan_main(int argc, char **argv) {
                 printf("%s{\"name\": \"%s\", \"use\": \"%s\"}", i ? ", " : "", m->instances[i].name,
                        plan_use_text(c.arena, &chosen->plan, i));
             printf("], \"schedule\": ");
-            print_cost_json(chosen_exact, chosen_dp_bytes);
+            print_cost_json(chosen_exact, chosen_dp_bytes, why);
             printf(", \"search\": {\"dp\": %d, \"time_s\": %.9g, \"collective_bytes\": %ld, "
                    "\"p2p_bytes\": %ld, \"memory_bytes\": %ld, \"schedule\": ",
                    best.dp, best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes,
                    best.plan.memory);
-            print_cost_json(&exact, dp_bytes);
+            print_cost_json(have_exact ? &exact : NULL, dp_bytes, why);
             printf("}, \"pinned\": ");
             if (have_base) {
                 printf("{\"dp\": %d, \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
                        "\"memory_bytes\": %ld, \"schedule\": ",
                        base.dp, base.plan.time, base.plan.coll_bytes, base.plan.p2p_bytes,
                        base.plan.memory);
-                if (have_base_exact)
-                    print_cost_json(&base_exact, base_dp_bytes);
-                else
-                    printf("null");
+                print_cost_json(have_base_exact ? &base_exact : NULL, base_dp_bytes, base_why);
                 printf("}");
             } else {
                 printf("null");
@@ -554,21 +564,30 @@ int plan_main(int argc, char **argv) {
                    "B/device, memory %ld B/device\n",
                    chosen->plan.time * 1e6, chosen->plan.coll_bytes, chosen->plan.p2p_bytes,
                    chosen->plan.memory);
-            printf("as one program (what `primec build` of this plan runs): step %.1f us; "
-                   "collective %ld B/device, point-to-point %ld B/device, memory %ld B/device\n",
-                   chosen_exact->time * 1e6, chosen_exact->coll_bytes, chosen_exact->p2p_bytes,
-                   chosen_exact->peak);
+            if (chosen_exact)
+                printf("as one program (what `primec build` of this plan runs): step %.1f us; "
+                       "collective %ld B/device, point-to-point %ld B/device, memory %ld B/device\n",
+                       chosen_exact->time * 1e6, chosen_exact->coll_bytes, chosen_exact->p2p_bytes,
+                       chosen_exact->peak);
+            else
+                printf("as one program: not scheduled (%s); the plan is the search's\n", why);
             if (keep_pinned)
                 printf("the search's optimum, (%d-device mesh) x %d, estimated %.1f us, runs %.1f us as "
                        "one program: slower than the model's pinned partitions, which are kept\n",
                        best.mesh.ndev, best.dp, best.plan.time * 1e6, exact.time * 1e6);
-            if (have_base_exact) {
+            if (have_base) {
                 printf("pinned partitions (the model's `use` clauses) on their best mesh, %d "
-                       "replica%s: search estimate %.1f us; as one program %.1f us, collective %ld "
-                       "B/device, point-to-point %ld B/device, memory %ld B/device\n",
-                       base.dp, base.dp == 1 ? "" : "s", base.plan.time * 1e6,
-                       base_exact.time * 1e6, base_exact.coll_bytes, base_exact.p2p_bytes,
-                       base_exact.peak);
+                       "replica%s: search estimate %.1f us",
+                       base.dp, base.dp == 1 ? "" : "s", base.plan.time * 1e6);
+                if (have_base_exact)
+                    printf("; as one program %.1f us, collective %ld B/device, point-to-point %ld "
+                           "B/device, memory %ld B/device\n",
+                           base_exact.time * 1e6, base_exact.coll_bytes, base_exact.p2p_bytes,
+                           base_exact.peak);
+                else
+                    printf("; as one program: not scheduled (%s)\n", base_why);
+            }
+            if (chosen_exact && have_base_exact)
                 printf("chosen vs pinned, as one program: throughput %.2fx, collective bytes %.2f, "
                        "memory %.2f\n",
                        base_exact.time / chosen_exact->time,
@@ -576,7 +595,9 @@ int plan_main(int argc, char **argv) {
                            ? (double)chosen_exact->coll_bytes / (double)base_exact.coll_bytes
                            : 0.0,
                        base_exact.peak ? (double)chosen_exact->peak / (double)base_exact.peak : 0.0);
-            }
+            else if (have_base)
+                printf("chosen vs pinned, search estimates: throughput %.2fx\n",
+                       base.plan.time / chosen->plan.time);
             printf("searched %ld candidates in %ld mesh shapes in %.1f ms%s\n",
                    best.plan.candidates, plans, ms,
                    best.plan.used_power ? " (layers composed as a (min,+) matrix power)" : "");

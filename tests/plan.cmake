@@ -18,3 +18,18 @@ add_test(NAME plan/cli/memory-limit
                  --memory-limit 1K)
 set_tests_properties(plan/cli/memory-limit PROPERTIES LABELS unit TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "the smallest found needs [0-9]+")
+
+# The whole OPT-175B model (96 layers, the example's layer repeated): on
+# 32 H200 devices the layers are composed as a (min,+) matrix power; on 32
+# V100s no tensor- and data-parallel plan fits the devices' memory.
+set(PRIMEC_OPT96 ${CMAKE_CURRENT_BINARY_DIR}/opt96.prime)
+add_test(NAME plan/cli/opt-96-layers
+         COMMAND sh -c "sed 's/param layers = 1, s = 2048/param layers = 96, s = 2048/' \"$1\" >\"$2\" && \"$3\" plan \"$2\" --model opt_megatron --devices 32 --profile h200 --elem-bytes 2 --json"
+                 sh ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime ${PRIMEC_OPT96} $<TARGET_FILE:primec>)
+set_tests_properties(plan/cli/opt-96-layers PROPERTIES LABELS unit TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "\"use\": \"[a-z_]+\\(d: d\\)\"}\\].*\"layer_power\": true")
+add_test(NAME plan/cli/opt-96-layers-v100
+         COMMAND sh -c "sed 's/param layers = 1, s = 2048/param layers = 96, s = 2048/' \"$1\" >\"$2.v100\" && \"$3\" plan \"$2.v100\" --model opt_megatron --devices 32 --profile v100 --elem-bytes 2"
+                 sh ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime ${PRIMEC_OPT96} $<TARGET_FILE:primec>)
+set_tests_properties(plan/cli/opt-96-layers-v100 PROPERTIES LABELS unit TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "fits in 34360000000 bytes per device: every plan needs at least [0-9]+")

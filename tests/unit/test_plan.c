@@ -168,6 +168,55 @@ static void test_layer_power(void **state)
     plan_and_compare(layers, 2, 0, 0, 1);
 }
 
+/* Many layers, with instances before and after them: too many
+ * assignments to enumerate, so the layer power's choices are checked
+ * against their own cost and (inside plan_model) the linear program. */
+static const char *long_stack =
+    "model long_stack {\n"
+    "    param t = 16, h = 16;\n"
+    "    mesh(d: 2);\n"
+    "    input x0[t, h];\n"
+    "    x = relu(x0) use cols;\n"
+    "    layer(x -> y) repeat 7 {\n"
+    "        weight w[h, h];\n"
+    "        a = matmul(x, w) use column;\n"
+    "        g = relu(a) use cols;\n"
+    "        y = add(g, x) use cols;\n"
+    "    }\n"
+    "    l = sumsq(y) use replicate;\n"
+    "}\n";
+
+static void test_layer_power_long(void **state)
+{
+    (void)state;
+    write_file(long_stack);
+    Compilation c;
+    compilation_init(&c, path, NULL);
+    c.sink.out = NULL;
+    assert_int_equal(pipeline_run(&c, "resolve"), 1);
+    const Model *m = c.module.models.items[0];
+    assert_int_equal(m->layer_count, 7);
+    for (int square = 0; square < 2; ++square) {
+        PlanOptions opt;
+        memset(&opt, 0, sizeof opt);
+        opt.mesh.naxes = square ? 2 : 1;
+        opt.mesh.names[0] = square ? "i" : "d";
+        opt.mesh.names[1] = "j";
+        opt.mesh.sizes[0] = opt.mesh.sizes[1] = 2;
+        opt.mesh.ndev = square ? 4 : 2;
+        opt.dp = 1;
+        opt.cost = bytes_cost;
+        opt.move = bytes_move;
+        Plan plan;
+        assert_int_equal(plan_model(c.arena, &c.sink, &c.module, m, &opt, &plan), 1);
+        assert_int_equal(plan.used_power, 1);
+        assert_true(fabs(plan.power_time - plan.time) <= 1e-12 * plan.time + 1e-15);
+        assert_true(fabs(plan_assignment_time(&plan, plan.choice) - plan.time) <= 1e-12 * plan.time + 1e-15);
+    }
+    compilation_free(&c);
+    unlink(path);
+}
+
 static void test_memory_limit_unmet(void **state)
 {
     (void)state;
@@ -182,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_mlp_square),
         cmocka_unit_test(test_residual_keeps_state),
         cmocka_unit_test(test_layer_power),
+        cmocka_unit_test(test_layer_power_long),
         cmocka_unit_test(test_memory_limit_unmet),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
