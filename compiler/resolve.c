@@ -3,6 +3,7 @@
  */
 #include "resolve.h"
 
+#include <stdint.h>
 #include <string.h>
 
 typedef struct Resolver {
@@ -490,12 +491,6 @@ static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, i
     }
 }
 
-static int find_tensor(const Model *m, Sym name) {
-    for (int i = 0; i < m->ntensors; ++i)
-        if (m->tensors[i].name == name)
-            return i;
-    return -1;
-}
 
 static int is_pow2(long v) {
     return v > 0 && (v & (v - 1)) == 0;
@@ -636,6 +631,10 @@ typedef struct ModelCtx {
     const ModelItem *mesh_item;
     PtrVec failed; /* Sym: results of instances that had errors (no cascades) */
     int mesh_bad;  /* the mesh had an error: partitions are not bound to it */
+    /* The model's tensors by name (open addressing over interned names,
+     * at most half full): index + 1, 0 for an empty slot. */
+    int *by_name;
+    int by_name_cap;
 } ModelCtx;
 
 /* Names inside one copy of a repeated layer: names the block defines get
@@ -675,6 +674,39 @@ static Sym map_use(Resolver *r, const Rename *rn, Sym name) {
     if (is_local(rn, name))
         return suffixed(r, name, rn->index);
     return name;
+}
+
+static size_t name_slot(Sym name, int cap) {
+    return (size_t)(((uintptr_t)name >> 4) * 2654435761u) & (size_t)(cap - 1);
+}
+
+static int find_tensor(const ModelCtx *mc, Sym name) {
+    if (!mc->by_name_cap)
+        return -1;
+    for (size_t k = name_slot(name, mc->by_name_cap); mc->by_name[k];
+         k = (k + 1) & (size_t)(mc->by_name_cap - 1))
+        if (mc->m->tensors[mc->by_name[k] - 1].name == name)
+            return mc->by_name[k] - 1;
+    return -1;
+}
+
+/* Indexes the model's newest tensor by its name. */
+static void index_tensor(Resolver *r, ModelCtx *mc) {
+    const Model *m = mc->m;
+    if (2 * m->ntensors > mc->by_name_cap) {
+        mc->by_name_cap = mc->by_name_cap ? mc->by_name_cap * 2 : 64;
+        mc->by_name = ARENA_ARRAY(r->arena, int, mc->by_name_cap);
+        for (int t = 0; t < m->ntensors - 1; ++t) {
+            size_t k = name_slot(m->tensors[t].name, mc->by_name_cap);
+            while (mc->by_name[k])
+                k = (k + 1) & (size_t)(mc->by_name_cap - 1);
+            mc->by_name[k] = t + 1;
+        }
+    }
+    size_t k = name_slot(m->tensors[m->ntensors - 1].name, mc->by_name_cap);
+    while (mc->by_name[k])
+        k = (k + 1) & (size_t)(mc->by_name_cap - 1);
+    mc->by_name[k] = m->ntensors;
 }
 
 static ModelTensor *model_new_tensor(Resolver *r, ModelCtx *mc) {
@@ -813,9 +845,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
         case MITEM_INPUT:
         case MITEM_WEIGHT: {
             Sym defname = map_def(r, rn, it->name.name);
-            if (find_tensor(m, defname) >= 0) {
+            if (find_tensor(mc, defname) >= 0) {
                 diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
-                diag_note(r->sink, m->tensors[find_tensor(m, defname)].span, "previous definition");
+                diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span, "previous definition");
                 mc->ok = 0;
                 break;
             }
@@ -849,6 +881,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 break;
             }
             m->ntensors++;
+            index_tensor(r, mc);
             break;
         }
         case MITEM_INSTANCE: {
@@ -859,9 +892,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 break;
             }
             Sym defname = map_def(r, rn, it->name.name);
-            if (find_tensor(m, defname) >= 0) {
+            if (find_tensor(mc, defname) >= 0) {
                 diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
-                diag_note(r->sink, m->tensors[find_tensor(m, defname)].span, "previous definition");
+                diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span, "previous definition");
                 mc->ok = 0;
                 break;
             }
@@ -884,7 +917,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             }
             for (int a = 0; a < it->args.count && iok; ++a) {
                 const Ident *arg = it->args.items[a];
-                int ti = find_tensor(m, map_use(r, rn, arg->name));
+                int ti = find_tensor(mc, map_use(r, rn, arg->name));
                 if (ti < 0) {
                     const ModelItem *later = defined_later(mc, rn, it, arg->name);
                     int failed_before = 0;
@@ -965,6 +998,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 }
             }
             m->ntensors++;
+            index_tensor(r, mc);
             m->ninstances++;
             break;
         }
