@@ -43,7 +43,10 @@ typedef enum PhaseKind {
 } PhaseKind;
 const char *phase_name(PhaseKind kind);
 
-#define SCHED_MAX_TENSORS PRIME_MAX_TENSORS
+/* Storage tensors of one schedule. A program holds at most
+ * PRIME_MAX_TENSORS (checked when it is emitted); larger models can still
+ * be scheduled, explained and costed. */
+#define SCHED_MAX_TENSORS 8192
 #define SCHED_MAX_OPERANDS (IR_MAX_INPUTS + 2)
 
 /* A storage tensor: one model tensor (or its gradient) in one tiling.
