@@ -18,6 +18,11 @@
 typedef struct Edge {
     int from, to, arg; /* source instance, consumer instance, consumer argument */
     int from_arg;
+    /* A merge edge between consecutive readers of one value (from reads it
+     * as from_arg, to as arg): when both gradients' partial sums are
+     * all-reduced alike, a program adds them first and all-reduces once,
+     * so the edge gives back one all-reduce (a negative cost). */
+    int merge;
     double *time;      /* [ci * ncand(to) + cj] */
     long *bytes;       /* busiest device, forward + backward */
 } Edge;
@@ -44,6 +49,7 @@ typedef struct Planner {
     Arena *scratch;            /* one candidate's schedule; reset after each */
     Model plan_model;          /* the model on the planned mesh (for slice tables) */
     int *first_inst, *first_arg; /* per model tensor: its first reader and argument, or -1 */
+    int *prev_inst, *prev_arg;   /* per [instance * IR_MAX_INPUTS + argument]: see find_first_readers */
     PtrVec memo;               /* Memo*: candidates already scheduled */
 } Planner;
 
@@ -356,6 +362,27 @@ static void add_transposed(Planner *p, const Instance *inst, const Model *sm, co
     memo_add(p, &key)->result = tc;
 }
 
+/* What the all-reduces of input a's gradient sum, as a hash (0: none). */
+static uint64_t reduce_signature(const Schedule *s, int a) {
+    uint64_t h = 0;
+    for (int q = 0; q < s->phases.count; ++q) {
+        const PhaseSched *ph = s->phases.items[q];
+        if ((ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD) || ph->inst != 0 || ph->wrt != a)
+            continue;
+        for (int g = 0; g < ph->groups.count; ++g) {
+            const Collective *c = ph->groups.items[g];
+            if (!h)
+                h = 14695981039346656037u;
+            h = (h ^ (uint64_t)c->tile) * 1099511628211u;
+            h = (h ^ (uint64_t)c->elems) * 1099511628211u;
+            h = (h ^ (uint64_t)c->reduce_scatter) * 1099511628211u;
+            for (int m = 0; m < c->gsize; ++m)
+                h = (h ^ (uint64_t)c->group[m]) * 1099511628211u;
+        }
+    }
+    return h;
+}
+
 /* Prices schedule s of candidate pc (instance inst scheduled alone, its
  * arguments local_of[] and result `result` in the one-instance model)
  * and keeps what the edges need. */
@@ -428,6 +455,8 @@ static void fill_candidate(Planner *p, const Instance *inst, const int *local_of
         pc->dout_t = s->tensors[dout_tensor];
         pc->dout_l = layout_copy(p->arena, &s->home[dout_tensor]);
     }
+    for (int a = 0; a < inst->op->ninputs; ++a)
+        pc->reduce_sig[a] = reduce_signature(s, a);
 }
 
 static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, int a,
@@ -468,22 +497,28 @@ typedef struct Side {
     const SchedTensor *t, *dt;
     const Layout *l, *dl;
     int has_grad;
+    uint64_t reduce_sig; /* inputs: their gradient's all-reduce */
+    double reduce_time;
 } Side;
 
 static Side side_of(const PlanCandidate *c, int a) {
     Side s;
+    memset(&s, 0, sizeof s);
     if (a < 0) {
         s.t = &c->out_t, s.l = &c->out_l, s.dt = &c->dout_t, s.dl = &c->dout_l;
         s.has_grad = c->has_dout;
     } else {
         s.t = &c->in_t[a], s.l = &c->in_l[a], s.dt = &c->din_t[a], s.dl = &c->din_l[a];
         s.has_grad = c->has_din[a];
+        s.reduce_sig = c->reduce_sig[a];
+        s.reduce_time = c->cost.reduce_time[a];
     }
     return s;
 }
 
 static int same_side(const Side *x, const Side *y) {
-    return x->has_grad == y->has_grad && same_tiles(x->t, x->l, y->t, y->l) &&
+    return x->has_grad == y->has_grad && x->reduce_sig == y->reduce_sig &&
+           x->reduce_time == y->reduce_time && same_tiles(x->t, x->l, y->t, y->l) &&
            (!x->has_grad || same_tiles(x->dt, x->dl, y->dt, y->dl));
 }
 
@@ -525,6 +560,24 @@ static void find_first_readers(Planner *p) {
             p->first_inst[m->instances[j].args[a]] = j;
             p->first_arg[m->instances[j].args[a]] = a;
         }
+    /* The reader before each (instance, argument) of the same value (the
+     * first argument of an instance that reads it twice), or -1. */
+    int *last_inst = ARENA_ARRAY(p->arena, int, m->ntensors + 1);
+    int *last_arg = ARENA_ARRAY(p->arena, int, m->ntensors + 1);
+    p->prev_inst = ARENA_ARRAY(p->arena, int, (size_t)m->ninstances * IR_MAX_INPUTS + 1);
+    p->prev_arg = ARENA_ARRAY(p->arena, int, (size_t)m->ninstances * IR_MAX_INPUTS + 1);
+    for (int t = 0; t < m->ntensors; ++t)
+        last_inst[t] = -1;
+    for (int j = 0; j < m->ninstances; ++j)
+        for (int a = 0; a < m->instances[j].op->ninputs; ++a) {
+            int t = m->instances[j].args[a], k = j * IR_MAX_INPUTS + a;
+            p->prev_inst[k] = last_inst[t] == j ? -1 : last_inst[t];
+            p->prev_arg[k] = last_arg[t];
+            if (last_inst[t] != j) {
+                last_inst[t] = j;
+                last_arg[t] = a;
+            }
+        }
 }
 
 /* The instance one layer earlier with the same candidates, or -1. */
@@ -544,10 +597,84 @@ static const Edge *twin_edge(const Planner *p, const Edge *e) {
         return NULL;
     for (int k = 0; k < p->in_edges[tt].count; ++k) {
         const Edge *x = p->in_edges[tt].items[k];
-        if (x->from == tf && x->arg == e->arg && x->from_arg == e->from_arg)
+        if (x->from == tf && x->arg == e->arg && x->from_arg == e->from_arg && x->merge == e->merge)
             return x;
     }
     return NULL;
+}
+
+/* An edge from instance i (its result, or its argument from_arg) to
+ * instance j's argument a, with its costs for every pair of candidates. */
+static void add_edge(Planner *p, int i, int j, int a, int from_arg, int merge) {
+    Edge *e = ARENA_NEW(p->arena, Edge);
+    e->from = i;
+    e->to = j;
+    e->arg = a;
+    e->from_arg = from_arg;
+    e->merge = merge;
+    const Edge *twin = twin_edge(p, e);
+    if (twin) {
+        e->time = twin->time;
+        e->bytes = twin->bytes;
+        ptrvec_push(p->arena, &p->edges, e);
+        ptrvec_push(p->arena, &p->in_edges[j], e);
+        return;
+    }
+    int ni = ncand(p, i), nj = ncand(p, j);
+    e->time = ARENA_ARRAY(p->arena, double, ni * nj);
+    e->bytes = ARENA_ARRAY(p->arena, long, ni * nj);
+    /* Candidates that look the same from the edge share its costs. */
+    int *from_cls = side_classes(p, i, from_arg), *to_cls = side_classes(p, j, a);
+    for (int ci = 0; ci < ni; ++ci) {
+        const PlanCandidate *A = cand(p, i, ci);
+        for (int cj = 0; cj < nj; ++cj) {
+            const PlanCandidate *B = cand(p, j, cj);
+            int at = ci * nj + cj;
+            if (from_cls[ci] != ci || to_cls[cj] != cj) {
+                int k = from_cls[ci] * nj + to_cls[cj];
+                e->time[at] = e->time[k];
+                e->bytes[at] = e->bytes[k];
+                continue;
+            }
+            Side sa = side_of(A, from_arg), sb = side_of(B, a);
+            if (merge) {
+                /* The program sums the two contributions where they land
+                 * and all-reduces once: one all-reduce less. */
+                int merged = sa.reduce_sig && sa.reduce_sig == sb.reduce_sig && sa.has_grad &&
+                             sb.has_grad && same_tiles(sa.dt, sa.dl, sb.dt, sb.dl);
+                e->time[at] = merged ? -B->cost.reduce_time[a] : 0;
+                e->bytes[at] = merged ? -B->cost.reduce_bytes[a] : 0;
+                continue;
+            }
+            long fmax = 0, bmax = 0;
+            double t = 0;
+            long fb = sched_conversion_bytes(sa.t, sa.l, sb.t, sb.l, &fmax);
+            long bb = 0;
+            if (sb.has_grad && sa.has_grad)
+                bb = sched_conversion_bytes(sb.dt, sb.dl, sa.dt, sa.dl, &bmax);
+            if (fb < 0 || bb < 0) {
+                t = INFINITY;
+            } else {
+                if (fmax > 0)
+                    t += p->opt->move(fmax, p->opt->ctx);
+                if (bmax > 0)
+                    t += p->opt->move(bmax, p->opt->ctx);
+            }
+            e->time[at] = t;
+            e->bytes[at] = fmax + bmax;
+        }
+    }
+    if (merge) {
+        /* A merge that no pair of candidates makes is no edge (it would
+         * only keep i in the DP state). */
+        int any = 0;
+        for (int k = 0; k < ni * nj && !any; ++k)
+            any = e->time[k] != 0;
+        if (!any)
+            return;
+    }
+    ptrvec_push(p->arena, &p->edges, e);
+    ptrvec_push(p->arena, &p->in_edges[j], e);
 }
 
 static void build_edges(Planner *p) {
@@ -561,57 +688,16 @@ static void build_edges(Planner *p) {
                 if (i == j) /* read by its first reader only (maybe twice) */
                     continue;
             }
-            Edge *e = ARENA_NEW(p->arena, Edge);
-            e->from = i;
-            e->to = j;
-            e->arg = a;
-            e->from_arg = from_arg;
-            const Edge *twin = twin_edge(p, e);
-            if (twin) {
-                e->time = twin->time;
-                e->bytes = twin->bytes;
-                ptrvec_push(p->arena, &p->edges, e);
-                ptrvec_push(p->arena, &p->in_edges[j], e);
-                continue;
-            }
-            e->time = ARENA_ARRAY(p->arena, double, ncand(p, i) * ncand(p, j));
-            e->bytes = ARENA_ARRAY(p->arena, long, ncand(p, i) * ncand(p, j));
-            /* Candidates that look the same from the edge share its costs. */
-            int *from_cls = side_classes(p, i, from_arg), *to_cls = side_classes(p, j, a);
-            int nj = ncand(p, j);
-            for (int ci = 0; ci < ncand(p, i); ++ci) {
-                const PlanCandidate *A = cand(p, i, ci);
-                for (int cj = 0; cj < nj; ++cj) {
-                    const PlanCandidate *B = cand(p, j, cj);
-                    if (from_cls[ci] != ci || to_cls[cj] != cj) {
-                        int k = from_cls[ci] * nj + to_cls[cj];
-                        e->time[ci * nj + cj] = e->time[k];
-                        e->bytes[ci * nj + cj] = e->bytes[k];
-                        continue;
-                    }
-                    long fmax = 0, bmax = 0;
-                    double t = 0;
-                    Side sa = side_of(A, from_arg), sb = side_of(B, a);
-                    long fb = sched_conversion_bytes(sa.t, sa.l, sb.t, sb.l, &fmax);
-                    long bb = 0;
-                    if (sb.has_grad && sa.has_grad)
-                        bb = sched_conversion_bytes(sb.dt, sb.dl, sa.dt, sa.dl, &bmax);
-                    if (fb < 0 || bb < 0) {
-                        t = INFINITY;
-                    } else {
-                        if (fmax > 0)
-                            t += p->opt->move(fmax, p->opt->ctx);
-                        if (bmax > 0)
-                            t += p->opt->move(bmax, p->opt->ctx);
-                    }
-                    e->time[ci * ncand(p, j) + cj] = t;
-                    e->bytes[ci * ncand(p, j) + cj] = fmax + bmax;
-                }
-            }
-            ptrvec_push(p->arena, &p->edges, e);
-            ptrvec_push(p->arena, &p->in_edges[j], e);
+            add_edge(p, i, j, a, from_arg, 0);
         }
     }
+    /* Consecutive readers of one value: their gradients' all-reduces. */
+    for (int j = 0; j < p->n; ++j)
+        for (int a = 0; a < m->instances[j].op->ninputs; ++a) {
+            int k = j * IR_MAX_INPUTS + a;
+            if (p->prev_inst[k] >= 0)
+                add_edge(p, p->prev_inst[k], j, a, p->prev_arg[k], 1);
+        }
 }
 
 /* future_cls of every instance, from the sides its leaving edges read. */
@@ -1059,7 +1145,10 @@ static void summarise(Planner *p) {
         const Edge *ed = p->edges.items[e];
         int k = plan->choice[ed->from] * ncand(p, ed->to) + plan->choice[ed->to];
         plan->edge_time += ed->time[k];
-        plan->p2p_bytes += ed->bytes[k];
+        if (ed->merge)
+            plan->coll_bytes += ed->bytes[k];
+        else
+            plan->p2p_bytes += ed->bytes[k];
     }
     plan->time += plan->edge_time;
     plan->memory = persistent + transient;
@@ -1199,17 +1288,6 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     for (int i = 0; i < p->n; ++i)
         p->last_use[i] = -1;
     find_first_readers(p);
-    /* An instance stays in the DP state while a later instance reads its
-     * result, or reads a model input or weight it read first. */
-    for (int j = 0; j < p->n; ++j)
-        for (int a = 0; a < model->instances[j].op->ninputs; ++a) {
-            int t = model->instances[j].args[a], first_arg;
-            int i = model->tensors[t].producer;
-            if (i < 0)
-                i = first_reader(p, t, &first_arg);
-            if (i >= 0 && i < j && j > p->last_use[i])
-                p->last_use[i] = j;
-        }
     /* Candidates; identical instances of repeated layers share them. */
     p->scratch = opt->scratch ? opt->scratch : arena_create();
     int ok = collect_candidates(p);
@@ -1219,6 +1297,14 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     if (!ok)
         return 0;
     build_edges(p);
+    /* An instance stays in the DP state while an edge leads from it to a
+     * later instance (a reader of its result, a later reader of an input
+     * it read first, the next reader of a value it reads). */
+    for (int e = 0; e < p->edges.count; ++e) {
+        const Edge *ed = p->edges.items[e];
+        if (ed->to > p->last_use[ed->from])
+            p->last_use[ed->from] = ed->to;
+    }
     future_classes(p);
     double best = solve(p);
     if (isinf(best)) {

@@ -21,6 +21,8 @@
 #ifndef PRIMEC_PLAN_H
 #define PRIMEC_PLAN_H
 
+#include <stdint.h>
+
 #include "diag.h"
 #include "ir.h"
 #include "schedule.h"
@@ -31,6 +33,10 @@ typedef struct PlanCost {
     long p2p_bytes;  /* shift + redistribution bytes, the busiest device */
     long peak;       /* peak bytes of the schedule, the busiest device */
     long persistent; /* weights, their gradients and stashed inputs, per device */
+    /* Per input: the all-reduce of its gradient's partial sums (time, and
+     * bytes of the busiest device), 0 when the gradient is complete. */
+    double reduce_time[IR_MAX_INPUTS];
+    long reduce_bytes[IR_MAX_INPUTS];
 } PlanCost;
 
 /* How a schedule and a conversion are priced (the cost model). The
@@ -81,6 +87,10 @@ typedef struct PlanCandidate {
     Layout in_l[IR_MAX_INPUTS], din_l[IR_MAX_INPUTS], out_l, dout_l;
     int has_din[IR_MAX_INPUTS];
     int has_dout;
+    /* Per input: what its gradient's all-reduce sums (groups, tiles and
+     * sizes), 0 for none; two equal ones of consecutive readers of a
+     * value are one all-reduce in a program. */
+    uint64_t reduce_sig[IR_MAX_INPUTS];
 } PlanCandidate;
 
 typedef struct Plan {

@@ -50,6 +50,16 @@ static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx) {
     pc.coll_bytes = coll / 4 * c->opt.elem_bytes;
     pc.p2p_bytes = p2p / 4 * c->opt.elem_bytes;
     pc.peak = r.memory.max_total_bytes; /* with optimizer state */
+    /* The all-reduces of each input's gradient (instance 0: a schedule
+     * of one instance alone). */
+    for (int k = 0; k < r.nphases; ++k) {
+        const PhaseSched *ph = r.phases[k].phase;
+        if (!ph || ph->inst != 0 || (ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD) ||
+            ph->wrt < 0 || ph->wrt >= IR_MAX_INPUTS)
+            continue;
+        pc.reduce_time[ph->wrt] += r.phases[k].collective_us * 1e-6;
+        pc.reduce_bytes[ph->wrt] += r.phases[k].collective_bytes / s->model->mesh.ndev;
+    }
     return pc;
 }
 

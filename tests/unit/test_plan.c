@@ -46,6 +46,17 @@ static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx)
     c.time = 1e-6 * (double)worst + 1e-7 * (double)peak;
     c.coll_bytes = worst;
     c.peak = peak;
+    /* Gradient all-reduces per input, priced like the rest. */
+    for (int q = 0; q < s->phases.count; ++q) {
+        const PhaseSched *ph = s->phases.items[q];
+        if (ph->inst != 0 || (ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD))
+            continue;
+        for (int g = 0; g < ph->groups.count; ++g) {
+            const Collective *col = ph->groups.items[g];
+            c.reduce_bytes[ph->wrt] += col->bytes / s->model->mesh.ndev;
+            c.reduce_time[ph->wrt] += 1e-6 * (double)(col->bytes / s->model->mesh.ndev);
+        }
+    }
     return c;
 }
 
