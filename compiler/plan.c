@@ -264,6 +264,7 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
         pc->out_l = from->out_l;
         pc->dout_l = from->dout_l;
         pc->has_dout = from->has_dout;
+        memcpy(pc->reduce_sig, from->reduce_sig, sizeof pc->reduce_sig);
     }
     if (p->min_peak[i] < 0 || pc->cost.peak < p->min_peak[i]) {
         p->min_peak[i] = pc->cost.peak;
