@@ -33,3 +33,14 @@ add_test(NAME plan/cli/opt-96-layers-v100
                  sh ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime ${PRIMEC_OPT96} $<TARGET_FILE:primec>)
 set_tests_properties(plan/cli/opt-96-layers-v100 PROPERTIES LABELS unit TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "fits in 34360000000 bytes per device: every plan needs at least [0-9]+")
+
+# The search's estimate of the Megatron-LM plans counts the collective
+# bytes their programs move: q, k and v's partial input gradients are
+# all-reduced once (merge edges), as the program does.
+foreach(family opt llama2 bloom)
+  add_test(NAME plan/estimate-collectives/${family}
+           COMMAND sh -c "\"$1\" plan \"$2\" --model \"$3\" --profile v100 --json | python3 -c 'import json, sys; p = json.load(sys.stdin)[\"pinned\"]; print(p[\"collective_bytes\"], p[\"schedule\"][\"collective_bytes\"]); sys.exit(p[\"collective_bytes\"] != p[\"schedule\"][\"collective_bytes\"])'"
+                   sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/${family}_layer.prime
+                   ${family}_small_megatron)
+  set_tests_properties(plan/estimate-collectives/${family} PROPERTIES LABELS unit TIMEOUT 120)
+endforeach()
