@@ -777,12 +777,13 @@ static unsigned long assign_hash(const int *assign, int n) {
 static int state_find(const Layer *L, const int *assign) {
     if (!L->hash_cap)
         return -1;
-    int k = (int)(assign_hash(assign, L->nlive) % (unsigned long)L->hash_cap);
+    int mask = L->hash_cap - 1; /* a power of two */
+    int k = (int)(assign_hash(assign, L->nlive) & (unsigned long)mask);
     while (L->hash[k] >= 0) {
         if (L->nlive == 0 ||
             memcmp(L->states[L->hash[k]].assign, assign, sizeof(int) * (size_t)L->nlive) == 0)
             return L->hash[k];
-        k = (k + 1) % L->hash_cap;
+        k = (k + 1) & mask;
     }
     return -1;
 }
@@ -790,15 +791,16 @@ static int state_find(const Layer *L, const int *assign) {
 static void state_index(Planner *p, Layer *L, int s) {
     if (2 * (s + 1) > L->hash_cap) {
         L->hash_cap = L->hash_cap ? L->hash_cap * 2 : 64;
-        L->hash = ARENA_ARRAY(p->arena, int, L->hash_cap);
+        L->hash = ARENA_ARRAY_UNINIT(p->arena, int, L->hash_cap);
         for (int i = 0; i < L->hash_cap; ++i)
             L->hash[i] = -1;
         for (int i = 0; i < s; ++i)
             state_index(p, L, i);
     }
-    int k = (int)(assign_hash(L->states[s].assign, L->nlive) % (unsigned long)L->hash_cap);
+    int mask = L->hash_cap - 1;
+    int k = (int)(assign_hash(L->states[s].assign, L->nlive) & (unsigned long)mask);
     while (L->hash[k] >= 0)
-        k = (k + 1) % L->hash_cap;
+        k = (k + 1) & mask;
     L->hash[k] = s;
 }
 
@@ -815,14 +817,14 @@ static void state_offer(Planner *p, Layer *L, const int *assign, double cost, in
     }
     if (L->count == L->cap) {
         int cap = L->cap ? L->cap * 2 : 16;
-        State *n = ARENA_ARRAY(p->arena, State, cap);
+        State *n = ARENA_ARRAY_UNINIT(p->arena, State, cap);
         if (L->count)
             memcpy(n, L->states, sizeof(State) * (size_t)L->count);
         L->states = n;
         L->cap = cap;
     }
     State *st = &L->states[L->count++];
-    st->assign = ARENA_ARRAY(p->arena, int, L->nlive + 1);
+    st->assign = ARENA_ARRAY_UNINIT(p->arena, int, L->nlive + 1);
     if (L->nlive)
         memcpy(st->assign, assign, sizeof(int) * (size_t)L->nlive);
     st->cost = cost;
