@@ -147,19 +147,31 @@ static void machine_init(Builder *b) {
 static void machine_copy(Builder *b, Machine *dst, const Machine *src) {
     dst->ntensors = src->ntensors;
     dst->ndev = src->ndev;
+    /* One block for every store, held tile and slot bitmap. */
+    size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS, total = 0;
     for (int t = 0; t < src->ntensors; ++t) {
-        dst->stores[t] = ARENA_ARRAY_UNINIT(b->arena, Store, src->ndev);
+        total += sizeof(Store) * (size_t)src->ndev + words;
+        for (int d = 0; d < src->ndev; ++d)
+            total += sizeof(Held) * (size_t)src->stores[t][d].count;
+    }
+    char *at = arena_alloc_uninit(b->arena, total ? total : 1);
+    for (int t = 0; t < src->ntensors; ++t) {
+        dst->stores[t] = (Store *)at;
+        at += sizeof(Store) * (size_t)src->ndev;
+        dst->slot_used[t] = (uint64_t *)at;
+        at += words;
+        memcpy(dst->slot_used[t], src->slot_used[t], words);
         for (int d = 0; d < src->ndev; ++d) {
             const Store *s = &src->stores[t][d];
             Store *o = &dst->stores[t][d];
             o->count = o->cap = s->count;
-            o->items = s->count ? ARENA_ARRAY_UNINIT(b->arena, Held, s->count) : NULL;
-            if (s->count)
+            o->items = NULL;
+            if (s->count) {
+                o->items = (Held *)at;
+                at += sizeof(Held) * (size_t)s->count;
                 memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
+            }
         }
-        size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS;
-        dst->slot_used[t] = arena_alloc_uninit(b->arena, words);
-        memcpy(dst->slot_used[t], src->slot_used[t], words);
     }
 }
 
