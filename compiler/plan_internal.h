@@ -1,0 +1,72 @@
+/*
+ * plan_internal.h — what the planner's files share: its edges, its state
+ * and its dynamic program (plan_dp.c). plan.c builds the candidates and
+ * edges and drives the search; plan.h is the interface.
+ */
+#ifndef PRIMEC_PLAN_INTERNAL_H
+#define PRIMEC_PLAN_INTERNAL_H
+
+#include "plan.h"
+
+/* Between instance `from` and consumer `to`'s argument `arg`: from's
+ * result (from_arg -1), or, for a model input or weight that several
+ * instances read, the layout its first reader `from` reads it in
+ * (argument from_arg): the whole program stores it there, converts it
+ * for later readers and sums their gradient contributions there. */
+typedef struct Edge {
+    int from, to, arg; /* source instance, consumer instance, consumer argument */
+    int from_arg;
+    /* A merge edge between consecutive readers of one value (from reads it
+     * as from_arg, to as arg): when both gradients' partial sums are
+     * all-reduced alike, a program adds them first and all-reduces once,
+     * so the edge gives back one all-reduce (a negative cost). */
+    int merge;
+    double *time;      /* [ci * ncand(to) + cj] */
+    long *bytes;       /* busiest device, forward + backward */
+} Edge;
+
+typedef struct Planner {
+    Arena *arena;
+    DiagSink *sink;
+    const Module *module;
+    const Model *model;
+    const PlanOptions *opt;
+    Plan *plan;
+    int n;
+    int *last_use;             /* per instance: the last instance an edge leads to from it, or -1 */
+    PtrVec edges;              /* Edge* */
+    PtrVec *in_edges;          /* per consumer instance: Edge* */
+    /* Per instance: future_cls[i][c] is the first candidate that every
+     * edge leaving i prices like c. A DP state records these classes,
+     * not candidates: states that only differ within a class have the
+     * same future and are merged (keeping the cheaper past). */
+    int **future_cls;
+    double lambda;             /* memory penalty per byte of persistent memory */
+    long *min_peak;            /* per instance: the smallest candidate peak, kept or dropped */
+    const char **min_peak_use; /* per instance: which partition gives it */
+    Arena *scratch;            /* one candidate's schedule; reset after each */
+    Model plan_model;          /* the model on the planned mesh (for slice tables) */
+    int *first_inst, *first_arg; /* per model tensor: its first reader and argument, or -1 */
+    int *prev_inst, *prev_arg;   /* per [instance * IR_MAX_INPUTS + argument]: see find_first_readers */
+    PtrVec memo;               /* Memo*: candidates already scheduled */
+} Planner;
+
+static inline int ncand(const Planner *p, int i) {
+    return p->plan->cands[i].count;
+}
+static inline PlanCandidate *cand(const Planner *p, int i, int c) {
+    return p->plan->cands[i].items[c];
+}
+
+static inline double own_time(const Planner *p, int i, int c) {
+    const PlanCandidate *pc = cand(p, i, c);
+    return pc->cost.time + p->lambda * (double)pc->cost.persistent;
+}
+
+/* The optimum of the objective, with plan->choice filled: through the
+ * layer power when the layers repeat (plan->used_power), else linearly. */
+double plan_solve(Planner *p);
+/* The linear dynamic program over all instances; fills plan->choice. */
+double plan_linear_solve(Planner *p);
+
+#endif
