@@ -82,7 +82,7 @@ typedef struct CandKey {
     int weight[IR_MAX_INPUTS];
     long steps;
     long nslices[IR_MAX_DIMS];
-    long nslice; /* entries of slice[] */
+    long nslice;   /* entries of slice[] */
     uint64_t hash; /* of slice[] */
     const long *slice;
 } CandKey;
@@ -367,9 +367,8 @@ static void fill_candidate(Planner *p, const Instance *inst, const int *local_of
             if (t < 0)
                 continue;
             long elems = (long)s->home[t].count[d] * s->tensors[t].tile_elems;
-            mine += s->tensors[t].is_weight
-                        ? elems * (2 * eb + p->opt->state_bytes_per_param)
-                        : elems * eb;
+            mine += s->tensors[t].is_weight ? elems * (2 * eb + p->opt->state_bytes_per_param)
+                                            : elems * eb;
             w += s->tensors[t].is_weight ? elems * (long)sizeof(float) : 0;
         }
         if (mine > persistent)
@@ -511,8 +510,8 @@ static void find_first_readers(Planner *p) {
      * first argument of an instance that reads it twice), or -1. */
     int *last_inst = ARENA_ARRAY(p->arena, int, m->ntensors + 1);
     int *last_arg = ARENA_ARRAY(p->arena, int, m->ntensors + 1);
-    p->prev_inst = ARENA_ARRAY(p->arena, int, (size_t)m->ninstances * IR_MAX_INPUTS + 1);
-    p->prev_arg = ARENA_ARRAY(p->arena, int, (size_t)m->ninstances * IR_MAX_INPUTS + 1);
+    p->prev_inst = ARENA_ARRAY(p->arena, int, (size_t)m->ninstances *IR_MAX_INPUTS + 1);
+    p->prev_arg = ARENA_ARRAY(p->arena, int, (size_t)m->ninstances *IR_MAX_INPUTS + 1);
     for (int t = 0; t < m->ntensors; ++t)
         last_inst[t] = -1;
     for (int j = 0; j < m->ninstances; ++j)
@@ -531,7 +530,8 @@ static void find_first_readers(Planner *p) {
 static int twin_of(const Planner *p, int i) {
     const Model *m = p->model;
     int t = i - m->layer_size;
-    if (m->layer_count < 2 || t < m->layer_first || i >= m->layer_first + m->layer_size * m->layer_count)
+    if (m->layer_count < 2 || t < m->layer_first ||
+        i >= m->layer_first + m->layer_size * m->layer_count)
         return -1;
     return p->plan->cands[t].items == p->plan->cands[i].items ? t : -1;
 }
@@ -568,8 +568,8 @@ static void add_edge(Planner *p, int i, int j, int a, int from_arg, int merge) {
         return;
     }
     int ni = ncand(p, i), nj = ncand(p, j);
-    e->time = ARENA_ARRAY(p->arena, double, ni * nj);
-    e->bytes = ARENA_ARRAY(p->arena, long, ni * nj);
+    e->time = ARENA_ARRAY(p->arena, double, ni *nj);
+    e->bytes = ARENA_ARRAY(p->arena, long, ni *nj);
     /* Candidates that look the same from the edge share its costs. */
     int *from_cls = side_classes(p, i, from_arg), *to_cls = side_classes(p, j, a);
     for (int ci = 0; ci < ni; ++ci) {
@@ -674,7 +674,8 @@ static void future_classes(Planner *p) {
                     continue;
                 int same = 1;
                 for (int x = 0; x < nsides && same; ++x) {
-                    Side sk = side_of(cand(p, i, k), sides[x]), sc = side_of(cand(p, i, c), sides[x]);
+                    Side sk = side_of(cand(p, i, k), sides[x]),
+                         sc = side_of(cand(p, i, c), sides[x]);
                     same = same_side(&sk, &sc);
                 }
                 if (same)
@@ -896,9 +897,10 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
             }
         }
         if (lb_persistent + lb_transient > opt->memory_limit) {
-            diag_error(sink, model->name_span,
-                       "no plan of '%s' fits in %ld bytes per device: every plan needs at least %ld",
-                       model->name, opt->memory_limit, lb_persistent + lb_transient);
+            diag_error(
+                sink, model->name_span,
+                "no plan of '%s' fits in %ld bytes per device: every plan needs at least %ld",
+                model->name, opt->memory_limit, lb_persistent + lb_transient);
             diag_note(sink, model->instances[worst].span,
                       "the largest part is '%s' (at least %ld bytes of weights, their gradients "
                       "and optimizer state, and stashed inputs per device)",

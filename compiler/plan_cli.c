@@ -156,8 +156,7 @@ static Model *planned_model(Arena *arena, const Model *m, const Result *r) {
         memcpy(inst->axis_map, pc->inst.axis_map, sizeof inst->axis_map);
         inst->nsize_params = pc->inst.nsize_params;
         memcpy(inst->size_param_names, pc->inst.size_param_names, sizeof inst->size_param_names);
-        memcpy(inst->size_param_values, pc->inst.size_param_values,
-               sizeof inst->size_param_values);
+        memcpy(inst->size_param_values, pc->inst.size_param_values, sizeof inst->size_param_values);
         inst->steps = pc->inst.steps;
         memcpy(inst->dim_sizes, pc->inst.dim_sizes, sizeof inst->dim_sizes);
         const Op *op = inst->op;
@@ -217,9 +216,10 @@ static void print_cost_json(const PlanCost *pc, long dp_bytes, const char *why) 
         printf("}");
         return;
     }
-    printf("{\"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, \"memory_bytes\": %ld, "
-           "\"dp_collective_bytes\": %ld}",
-           pc->time, pc->coll_bytes, pc->p2p_bytes, pc->peak, dp_bytes);
+    printf(
+        "{\"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, \"memory_bytes\": %ld, "
+        "\"dp_collective_bytes\": %ld}",
+        pc->time, pc->coll_bytes, pc->p2p_bytes, pc->peak, dp_bytes);
 }
 
 static void write_plan_prime(FILE *f, const Model *m, const Result *r, const char *source,
@@ -284,8 +284,8 @@ typedef struct MeshSpace {
 } MeshSpace;
 
 static int search_meshes(Compilation *c, const Model *m, long n, long token, long memory_limit,
-                         const MeshSpace *space, int pinned_only, CostCtx *ctx, Result *best, long *plans,
-                         PlanOptions *failed_opt, int *have_failed) {
+                         const MeshSpace *space, int pinned_only, CostCtx *ctx, Result *best,
+                         long *plans, PlanOptions *failed_opt, int *have_failed) {
     int have = 0;
     Arena *spare = NULL, *scratch = arena_create();
     for (long dp = 1; dp <= n; dp *= 2) {
@@ -433,9 +433,10 @@ int plan_main(int argc, char **argv) {
         }
     }
     if (!file) {
-        fprintf(stderr, "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
-                        "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
-                        "[--json] [-o OUT.prime]\n");
+        fprintf(stderr,
+                "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
+                "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
+                "[--json] [-o OUT.prime]\n");
         return 2;
     }
     if (devices < 0 || (devices & (devices - 1)) || elem_bytes < 1 || tp_max < 0) {
@@ -494,8 +495,8 @@ int plan_main(int argc, char **argv) {
         long plans = 0;
         PlanOptions failed_opt;
         int have_failed = 0;
-        int have = search_meshes(&c, m, n, token, memory_limit, &space, 0, &ctx, &best, &plans, &failed_opt,
-                                 &have_failed);
+        int have = search_meshes(&c, m, n, token, memory_limit, &space, 0, &ctx, &best, &plans,
+                                 &failed_opt, &have_failed);
         double ms = now_ms() - t0;
         if (!have) {
             /* Say why on the first mesh tried. */
@@ -517,8 +518,8 @@ int plan_main(int argc, char **argv) {
             long base_plans = 0;
             PlanOptions ignored;
             int ignored_failed = 0;
-            have_base = search_meshes(&c, m, n, token, memory_limit, &space, 1, &ctx, &base, &base_plans,
-                                      &ignored, &ignored_failed);
+            have_base = search_meshes(&c, m, n, token, memory_limit, &space, 1, &ctx, &base,
+                                      &base_plans, &ignored, &ignored_failed);
         }
         /* Both plans scheduled whole: what their programs do. */
         PlanCost exact, base_exact;
@@ -557,16 +558,18 @@ int plan_main(int argc, char **argv) {
             print_cost_json(have_exact ? &exact : NULL, dp_bytes, why);
             printf("}, \"pinned\": ");
             if (have_base) {
-                printf("{\"dp\": %d, \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
-                       "\"memory_bytes\": %ld, \"schedule\": ",
-                       base.dp, base.plan.time, base.plan.coll_bytes, base.plan.p2p_bytes,
-                       base.plan.memory);
+                printf(
+                    "{\"dp\": %d, \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
+                    "\"memory_bytes\": %ld, \"schedule\": ",
+                    base.dp, base.plan.time, base.plan.coll_bytes, base.plan.p2p_bytes,
+                    base.plan.memory);
                 print_cost_json(have_base_exact ? &base_exact : NULL, base_dp_bytes, base_why);
                 printf("}");
             } else {
                 printf("null");
             }
-            printf(", \"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": %s}\n",
+            printf(", \"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": "
+                   "%s}\n",
                    best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
         } else {
             print_plan(m, chosen, &prof, c.arena, stdout);
@@ -575,14 +578,16 @@ int plan_main(int argc, char **argv) {
                    chosen->plan.time * 1e6, chosen->plan.coll_bytes, chosen->plan.p2p_bytes,
                    chosen->plan.memory);
             if (chosen_exact)
-                printf("as one program (what `primec build` of this plan runs): step %.1f us; "
-                       "collective %ld B/device, point-to-point %ld B/device, memory %ld B/device\n",
-                       chosen_exact->time * 1e6, chosen_exact->coll_bytes, chosen_exact->p2p_bytes,
-                       chosen_exact->peak);
+                printf(
+                    "as one program (what `primec build` of this plan runs): step %.1f us; "
+                    "collective %ld B/device, point-to-point %ld B/device, memory %ld B/device\n",
+                    chosen_exact->time * 1e6, chosen_exact->coll_bytes, chosen_exact->p2p_bytes,
+                    chosen_exact->peak);
             else
                 printf("as one program: not scheduled (%s); the plan is the search's\n", why);
             if (keep_pinned)
-                printf("the search's optimum, (%d-device mesh) x %d, estimated %.1f us, runs %.1f us as "
+                printf("the search's optimum, (%d-device mesh) x %d, estimated %.1f us, runs %.1f "
+                       "us as "
                        "one program: slower than the model's pinned partitions, which are kept\n",
                        best.mesh.ndev, best.dp, best.plan.time * 1e6, exact.time * 1e6);
             if (have_base) {
@@ -604,7 +609,8 @@ int plan_main(int argc, char **argv) {
                        base_exact.coll_bytes
                            ? (double)chosen_exact->coll_bytes / (double)base_exact.coll_bytes
                            : 0.0,
-                       base_exact.peak ? (double)chosen_exact->peak / (double)base_exact.peak : 0.0);
+                       base_exact.peak ? (double)chosen_exact->peak / (double)base_exact.peak
+                                       : 0.0);
             else if (have_base)
                 printf("chosen vs pinned, search estimates: throughput %.2fx\n",
                        base.plan.time / chosen->plan.time);

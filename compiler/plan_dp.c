@@ -395,4 +395,3 @@ double plan_solve(Planner *p) {
     p->plan->used_power = pw >= 0;
     return pw >= 0 ? pw : plan_linear_solve(p);
 }
-

@@ -21,8 +21,8 @@ typedef struct Edge {
      * all-reduced alike, a program adds them first and all-reduces once,
      * so the edge gives back one all-reduce (a negative cost). */
     int merge;
-    double *time;      /* [ci * ncand(to) + cj] */
-    long *bytes;       /* busiest device, forward + backward */
+    double *time; /* [ci * ncand(to) + cj] */
+    long *bytes;  /* busiest device, forward + backward */
 } Edge;
 
 typedef struct Planner {
@@ -33,22 +33,23 @@ typedef struct Planner {
     const PlanOptions *opt;
     Plan *plan;
     int n;
-    int *last_use;             /* per instance: the last instance an edge leads to from it, or -1 */
-    PtrVec edges;              /* Edge* */
-    PtrVec *in_edges;          /* per consumer instance: Edge* */
+    int *last_use;    /* per instance: the last instance an edge leads to from it, or -1 */
+    PtrVec edges;     /* Edge* */
+    PtrVec *in_edges; /* per consumer instance: Edge* */
     /* Per instance: future_cls[i][c] is the first candidate that every
      * edge leaving i prices like c. A DP state records these classes,
      * not candidates: states that only differ within a class have the
      * same future and are merged (keeping the cheaper past). */
     int **future_cls;
-    double lambda;             /* memory penalty per byte of persistent memory */
-    long *min_peak;            /* per instance: the smallest candidate peak, kept or dropped */
-    const char **min_peak_use; /* per instance: which partition gives it */
-    Arena *scratch;            /* one candidate's schedule; reset after each */
-    Model plan_model;          /* the model on the planned mesh (for slice tables) */
+    double lambda;               /* memory penalty per byte of persistent memory */
+    long *min_peak;              /* per instance: the smallest candidate peak, kept or dropped */
+    const char **min_peak_use;   /* per instance: which partition gives it */
+    Arena *scratch;              /* one candidate's schedule; reset after each */
+    Model plan_model;            /* the model on the planned mesh (for slice tables) */
     int *first_inst, *first_arg; /* per model tensor: its first reader and argument, or -1 */
-    int *prev_inst, *prev_arg;   /* per [instance * IR_MAX_INPUTS + argument]: see find_first_readers */
-    PtrVec memo;               /* Memo*: candidates already scheduled */
+    int *prev_inst,
+        *prev_arg; /* per [instance * IR_MAX_INPUTS + argument]: see find_first_readers */
+    PtrVec memo;   /* Memo*: candidates already scheduled */
 } Planner;
 
 static inline int ncand(const Planner *p, int i) {

@@ -256,13 +256,15 @@ static void resolve_op(Resolver *r, const OpDecl *decl) {
                 if (op->inputs[a].name == st->target.name)
                     which = a;
             if (which < 0) {
-                diag_error(r->sink, st->target.span, "'grad %s': '%s' is not an input of operator '%s'",
-                           st->target.name, st->target.name, op->name);
+                diag_error(r->sink, st->target.span,
+                           "'grad %s': '%s' is not an input of operator '%s'", st->target.name,
+                           st->target.name, op->name);
                 ok = 0;
                 continue;
             }
             if (grads[which]) {
-                diag_error(r->sink, st->span, "the derivative of '%s' is stated twice", st->target.name);
+                diag_error(r->sink, st->span, "the derivative of '%s' is stated twice",
+                           st->target.name);
                 diag_note(r->sink, grads[which]->span, "first statement");
                 ok = 0;
                 continue;
@@ -301,8 +303,8 @@ static void resolve_op(Resolver *r, const OpDecl *decl) {
     if (!ok)
         return;
     if (nforward == 0) {
-        diag_error(r->sink, decl->name.span, "operator '%s' states derivatives but computes nothing",
-                   op->name);
+        diag_error(r->sink, decl->name.span,
+                   "operator '%s' states derivatives but computes nothing", op->name);
         return;
     }
     if (nforward == 1 && decl->body.count >= 1) {
@@ -490,7 +492,6 @@ static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, i
         return 0;
     }
 }
-
 
 static int is_pow2(long v) {
     return v > 0 && (v & (v - 1)) == 0;
@@ -847,7 +848,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             Sym defname = map_def(r, rn, it->name.name);
             if (find_tensor(mc, defname) >= 0) {
                 diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
-                diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span, "previous definition");
+                diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span,
+                          "previous definition");
                 mc->ok = 0;
                 break;
             }
@@ -894,7 +896,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             Sym defname = map_def(r, rn, it->name.name);
             if (find_tensor(mc, defname) >= 0) {
                 diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
-                diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span, "previous definition");
+                diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span,
+                          "previous definition");
                 mc->ok = 0;
                 break;
             }

@@ -657,8 +657,7 @@ static void phase_error_note(Builder *b) {
 }
 
 /* Emits an all-reduce in phase ph: every member, in group order. */
-static void emit_collective(Builder *b, PhaseSched *ph, Collective *col)
-{
+static void emit_collective(Builder *b, PhaseSched *ph, Collective *col) {
     int tag = b->next_tag++;
     if (!b->dry) {
         ptrvec_push(b->arena, &ph->collectives, col);
@@ -1363,8 +1362,7 @@ static int add_box(Builder *b, PhaseSched *ph, const PrimeBox *box) {
 }
 
 /* Is storage tensor t read by a phase after the current one? */
-static int read_after(Builder *b, int t)
-{
+static int read_after(Builder *b, int t) {
     for (int q = b->phase_index + 1; q < b->s->phases.count; ++q) {
         const PhaseSched *qh = b->s->phases.items[q];
         for (int i = 0; i < qh->nin; ++i)
@@ -1379,8 +1377,7 @@ static int read_after(Builder *b, int t)
  * (the rows that prime_reduce_scatter_sum leaves it) and nobody else reads
  * the tile: those all-reduces become reduce-scatters, which send half the
  * bytes. `from` must not be read again. */
-static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, const Layout *target)
-{
+static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, const Layout *target) {
     if (b->dry || !b->reduced || b->reduced[from].count == 0 ||
         b->reduced_phase[from] != b->phase_index - 1 || read_after(b, from) ||
         b->s->tensors[from].check)
@@ -1410,7 +1407,8 @@ static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, con
                 long blo[IR_MAX_DIMS], bhi[IR_MAX_DIMS];
                 int overlap = 1;
                 for (int x = 0; x < tt->ndims && overlap; ++x) {
-                    long tlo = sched_tile_coord(tt, tile, x) * tt->extent[x], thi = tlo + tt->extent[x];
+                    long tlo = sched_tile_coord(tt, tile, x) * tt->extent[x],
+                         thi = tlo + tt->extent[x];
                     blo[x] = tlo > lo[x] ? tlo : lo[x];
                     bhi[x] = thi < hi[x] ? thi : hi[x];
                     overlap = blo[x] < bhi[x];
@@ -1424,7 +1422,8 @@ static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, con
                     if (blo[x] != lo[x] || bhi[x] != hi[x])
                         return;
                 long n = tf->tile_elems, g = col->gsize;
-                if ((blo[0] - lo[0]) * rowlen != pos * n / g || (bhi[0] - lo[0]) * rowlen != (pos + 1) * n / g)
+                if ((blo[0] - lo[0]) * rowlen != pos * n / g ||
+                    (bhi[0] - lo[0]) * rowlen != (pos + 1) * n / g)
                     return;
             }
             if (pos >= 0 && pieces != 1)
@@ -1449,8 +1448,7 @@ static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, con
  * the same tiles), an all-to-all (the same exchange, different tiles),
  * or a general exchange. */
 static const char *conversion_pattern(Builder *b, int n, const int *dst, const int *src,
-                                      const Layout *target)
-{
+                                      const Layout *target) {
     if (n == 0)
         return "local slice";
     unsigned char *pair = arena_alloc(b->arena, (size_t)b->ndev * (size_t)b->ndev);
@@ -1634,10 +1632,11 @@ static long prepare_inputs(Builder *b, PhaseSched *ph) {
                 ICE("value of '%s' is held nowhere before the %s phase of '%s'",
                     b->s->tensors[tensor].name, phase_name(ph->kind), who);
             const char *reason =
-                b->dry ? TRIAL_REASON
-                       : arena_printf(b->arena,
-                                      "the %s phase of '%s' tiles '%s' differently from its producer",
-                                      phase_name(ph->kind), who, b->s->tensors[from].name);
+                b->dry
+                    ? TRIAL_REASON
+                    : arena_printf(b->arena,
+                                   "the %s phase of '%s' tiles '%s' differently from its producer",
+                                   phase_name(ph->kind), who, b->s->tensors[from].name);
             bytes += convert(b, ph, from, tensor, &b->need[tensor], reason);
         } else {
             const char *reason =
@@ -1728,16 +1727,14 @@ static int storage_like(Builder *b, int like) {
 /* What happens after a backward or gradient phase: the gradient is added
  * into the value's gradient so far (several consumers), a weight's
  * gradient lands in the weight's home layout, weights go home. */
-static void flush_collectives(Builder *b, PhaseSched *ph, PtrVec *list)
-{
+static void flush_collectives(Builder *b, PhaseSched *ph, PtrVec *list) {
     for (int i = 0; i < list->count; ++i)
         emit_collective(b, ph, list->items[i]);
     list->count = 0;
 }
 
 /* Do two lists of all-reduces reduce the same tiles over the same groups? */
-static int same_collectives(const PtrVec *x, const PtrVec *y)
-{
+static int same_collectives(const PtrVec *x, const PtrVec *y) {
     if (x->count != y->count)
         return 0;
     for (int i = 0; i < x->count; ++i) {
@@ -1754,8 +1751,7 @@ static int same_collectives(const PtrVec *x, const PtrVec *y)
     return 1;
 }
 
-static int same_layout(Builder *b, int t1, int t2)
-{
+static int same_layout(Builder *b, int t1, int t2) {
     for (int d = 0; d < b->ndev; ++d) {
         const Store *x = store_of(b, t1, d), *y = store_of(b, t2, d);
         if (x->count != y->count)
@@ -1768,8 +1764,7 @@ static int same_layout(Builder *b, int t1, int t2)
 }
 
 /* acc += contrib, tile by tile on every device (same tiles). */
-static void add_tiles(Builder *b, int acc, int contrib)
-{
+static void add_tiles(Builder *b, int acc, int contrib) {
     for (int d = 0; d < b->ndev; ++d) {
         const Store *sa = store_of(b, acc, d), *sc = store_of(b, contrib, d);
         for (int i = 0; i < sa->count; ++i) {
@@ -1788,8 +1783,7 @@ static void add_tiles(Builder *b, int acc, int contrib)
  * -1 for the first contribution). Partial sums that would be all-reduced
  * are, when the layouts and groups agree, added locally first and
  * all-reduced once after the last contribution (the Megatron-LM way). */
-static long phase_epilogue(Builder *b, PhaseSched *ph, int acc, int mt, int more_later)
-{
+static long phase_epilogue(Builder *b, PhaseSched *ph, int acc, int mt, int more_later) {
     long bytes = 0;
     const SchedTensor *out = &b->s->tensors[ph->out.tensor];
     int contrib = ph->out.tensor;
@@ -1835,8 +1829,7 @@ static long phase_epilogue(Builder *b, PhaseSched *ph, int acc, int mt, int more
 }
 
 /* Does a phase after p produce another contribution to mt's gradient? */
-static int more_contributions(const Schedule *s, int p, int mt)
-{
+static int more_contributions(const Schedule *s, int p, int mt) {
     for (int q = p + 1; q < s->phases.count; ++q) {
         const PhaseSched *qh = s->phases.items[q];
         if ((qh->kind == PHASE_BWD || qh->kind == PHASE_GRAD) &&
@@ -2268,7 +2261,9 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
             PhaseSched *ph = new_phase(b, mt->role == TENSOR_WEIGHT ? PHASE_GRAD : PHASE_BWD, i);
             ph->wrt = a;
             const Expr *stated = stated_grad(inst->op, inst->op->inputs[a].name);
-            Expr *d = stated ? NULL : ad_derive(arena, sink, body_value(inst->op), inst->op->inputs[a].name);
+            Expr *d = stated
+                          ? NULL
+                          : ad_derive(arena, sink, body_value(inst->op), inst->op->inputs[a].name);
             if (!stated && !d)
                 return NULL;
             Ident dyid = {dy_name, inst->op->output.span};
@@ -2280,7 +2275,8 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
                 ptrvec_push(arena, &dims, dim);
             }
             Expr *dyref = ast_new_index(arena, inst->op->output.span, dyid, dims);
-            ph->expr = stated ? stated : ast_new_binary(arena, inst->op->output.span, '*', dyref, d);
+            ph->expr =
+                stated ? stated : ast_new_binary(arena, inst->op->output.span, '*', dyref, d);
             /* A second contribution to a gradient gets its own storage. */
             int first = grad_storage[inst->args[a]] < 0;
             ph->out.tensor = storage_for(b, inst->args[a], 1, i, &inst->op->inputs[a], !first);
@@ -2527,7 +2523,7 @@ Schedule *schedule_transpose(Arena *arena, const Schedule *s, const Model *model
         SliceTable *o = &t->slices[i];
         *o = *st;
         long per_dim = (long)st->ndev * st->steps;
-        o->slice = ARENA_ARRAY(arena, long, (size_t)st->ndims * (size_t)per_dim + 1);
+        o->slice = ARENA_ARRAY(arena, long, (size_t)st->ndims *(size_t)per_dim + 1);
         for (int x = 0; x < st->ndims; ++x)
             for (int d = 0; d < st->ndev; ++d)
                 for (long k = 0; k < st->steps; ++k)
