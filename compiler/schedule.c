@@ -175,6 +175,27 @@ static void machine_copy(Builder *b, Machine *dst, const Machine *src) {
     }
 }
 
+/* Copies the stores of the listed tensors only (a trial run of one phase
+ * touches its own operands and nothing else). */
+static void machine_copy_some(Builder *b, Machine *dst, const Machine *src, const int *tensors,
+                              int n) {
+    size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS;
+    for (int k = 0; k < n; ++k) {
+        int t = tensors[k];
+        dst->stores[t] = ARENA_ARRAY_UNINIT(b->arena, Store, src->ndev);
+        dst->slot_used[t] = arena_alloc_uninit(b->arena, words);
+        memcpy(dst->slot_used[t], src->slot_used[t], words);
+        for (int d = 0; d < src->ndev; ++d) {
+            const Store *s = &src->stores[t][d];
+            Store *o = &dst->stores[t][d];
+            o->count = o->cap = s->count;
+            o->items = s->count ? ARENA_ARRAY_UNINIT(b->arena, Held, s->count) : NULL;
+            if (s->count)
+                memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* Actions                                                             */
 
@@ -1257,18 +1278,32 @@ static void learn_needs(Builder *b, PhaseSched *ph) {
             b->need[ph->in[i].tensor] = cache[i];
         return;
     }
-    Machine saved;
-    machine_copy(b, &saved, &b->m);
-    int was_dry = b->dry, was_failed = b->failed, was_tag = b->next_tag;
-    int ins[SCHED_MAX_OPERANDS];
+    int ins[SCHED_MAX_OPERANDS + 1];
     int nins = phase_inputs(ph, ins);
+    /* The trial runs touch the phase's operands only: those are saved. */
+    int touched[SCHED_MAX_OPERANDS + 1], ntouched = nins;
+    memcpy(touched, ins, sizeof(int) * (size_t)nins);
+    int out_listed = 0;
+    for (int i = 0; i < nins; ++i)
+        out_listed |= ins[i] == ph->out.tensor;
+    if (!out_listed)
+        touched[ntouched++] = ph->out.tensor;
+    Machine saved;
+    saved.ntensors = b->m.ntensors;
+    saved.ndev = b->m.ndev;
+    machine_copy_some(b, &saved, &b->m, touched, ntouched);
+#ifndef NDEBUG
+    Machine whole; /* checks that the trials touch nothing else */
+    machine_copy(b, &whole, &b->m);
+#endif
+    int was_dry = b->dry, was_failed = b->failed, was_tag = b->next_tag;
     b->dry = 1;
     for (int i = 0; i < nins; ++i) {
         b->need[ins[i]] = layout_empty(b);
         b->track_need[ins[i]] = 1;
     }
     for (int pass = 0; pass < 3; ++pass) {
-        machine_copy(b, &b->m, &saved);
+        machine_copy_some(b, &b->m, &saved, touched, ntouched);
         int before = 0, after = 0;
         for (int i = 0; i < nins; ++i) {
             for (int d = 0; d < b->ndev; ++d) {
@@ -1292,7 +1327,20 @@ static void learn_needs(Builder *b, PhaseSched *ph) {
     }
     for (int i = 0; i < nins; ++i)
         b->track_need[ins[i]] = 0;
-    machine_copy(b, &b->m, &saved);
+#ifndef NDEBUG
+    for (int t = 0; t < whole.ntensors; ++t) {
+        int listed = 0;
+        for (int k = 0; k < ntouched; ++k)
+            listed |= touched[k] == t;
+        for (int d = 0; d < b->ndev && !listed; ++d) {
+            const Store *x = &whole.stores[t][d], *y = &b->m.stores[t][d];
+            if (x->count != y->count ||
+                (x->count && memcmp(x->items, y->items, sizeof(Held) * (size_t)x->count)))
+                ICE("a trial run of a phase changed storage tensor %d, not one of its operands", t);
+        }
+    }
+#endif
+    machine_copy_some(b, &b->m, &saved, touched, ntouched);
     b->dry = was_dry;
     b->failed = was_failed;
     b->next_tag = was_tag; /* trial tags are never emitted */
