@@ -569,8 +569,21 @@ int plan_main(int argc, char **argv) {
                 printf("null");
             }
             printf(", \"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": "
-                   "%s}\n",
+                   "%s, \"planned_source\": ",
                    best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
+            /* The plan as the .prime text -o writes, for tools that build it. */
+            char *text = NULL;
+            size_t len = 0;
+            FILE *mem = open_memstream(&text, &len);
+            if (!mem)
+                ICE("out of memory (open_memstream)");
+            char *real = realpath(file, NULL);
+            write_plan_prime(mem, m, chosen, real ? real : file, c.arena);
+            free(real);
+            fclose(mem);
+            printer_json_string(stdout, text);
+            free(text);
+            printf("}\n");
         } else {
             print_plan(m, chosen, &prof, c.arena, stdout);
             printf("search estimate: step %.1f us; collective %ld B/device, point-to-point %ld "

@@ -50,6 +50,10 @@ plan | plan:*)
     # shellcheck disable=SC2086
     "$primec" plan "$file" --model "$model" --profile v100 $limit --json -o "$dir/planned.prime" \
         >"$dir/plan.out" || { cat "$dir/plan.out"; fail "primec plan"; }
+    # The JSON carries the same plan as the file -o writes.
+    python3 -c 'import json, sys; sys.stdout.write(json.load(open(sys.argv[1]))["planned_source"])' \
+        "$dir/plan.out" >"$dir/from_json.prime" || fail "no planned_source in the JSON"
+    cmp -s "$dir/from_json.prime" "$dir/planned.prime" || fail "the JSON's plan differs from -o's"
     cat "$dir/plan.out"
     file=$dir/planned.prime
     model=${model}_planned
