@@ -44,3 +44,10 @@ foreach(family opt llama2 bloom)
                    ${family}_small_megatron)
   set_tests_properties(plan/estimate-collectives/${family} PROPERTIES LABELS unit TIMEOUT 120)
 endforeach()
+
+# --memory-limit none: no limit (the default is the profile's device memory).
+add_test(NAME plan/cli/memory-limit-none
+         COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime
+                 --memory-limit none)
+set_tests_properties(plan/cli/memory-limit-none PROPERTIES LABELS unit TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "as one program \\(what `primec build` of this plan runs\\)")
