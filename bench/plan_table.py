@@ -15,8 +15,9 @@ Prints a Markdown table: the throughput ratio (planned / Megatron) under
 the search's own estimate (instances priced one by one plus conversions
 between them), and with both plans scheduled as one program each (what
 `primec build` would run, data-parallel all-reduce added): throughput,
-collective-byte and memory ratios (memory with mixed-precision Adam
-state); and the planner's search time (median of --repeat runs, one
+collective time, collective bytes and memory ratios (memory with
+mixed-precision Adam state), and the share of Megatron's step spent in
+collectives; and the planner's search time (median of --repeat runs, one
 thread).
 """
 import argparse
@@ -49,8 +50,8 @@ def main():
     models = MODELS if args.set == "layers" else MLP_MODELS
     if args.devices is None:
         args.devices = "4,8,16,32,4096" if args.set == "layers" else "8,16,32"
-    print("| model | devices | plan (mesh x dp) | search estimate vs Megatron | search optimum as one program | chosen as one program: throughput | collective bytes | memory | search ms (median) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| model | devices | plan (mesh x dp) | search estimate vs Megatron | search optimum as one program | chosen as one program: throughput | collective time | collective bytes | memory | Megatron's collective share | search ms (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     ratios, exact_ratios = {}, {}
     for title, path, model in models:
         for n in [int(x) for x in args.devices.split(",")]:
@@ -68,12 +69,14 @@ def main():
             ex, base = last["schedule"], pinned["schedule"]
             ex_thr = base["time_s"] / ex["time_s"]
             coll = ex["collective_bytes"] / base["collective_bytes"] if base["collective_bytes"] else float("nan")
+            ctime = ex["collective_time_s"] / base["collective_time_s"] if base["collective_time_s"] else float("nan")
+            share = base["collective_time_s"] / base["time_s"]
             mem = ex["memory_bytes"] / base["memory_bytes"] if base["memory_bytes"] else float("nan")
             ratios.setdefault(n, []).append(thr)
             exact_ratios.setdefault(n, []).append(ex_thr)
-            print("| %s | %d | (%s) x %d%s | %.2fx | %.2fx | %.2fx | %.2f | %.2f | %.1f |" % (
+            print("| %s | %d | (%s) x %d%s | %.2fx | %.2fx | %.2fx | %.2f | %.2f | %.2f | %.0f%% | %.1f |" % (
                 title, n, mesh, last["dp"], " (pinned kept)" if last["chosen"] == "pinned" else "",
-                thr, search_exact, ex_thr, coll, mem, statistics.median(times)))
+                thr, search_exact, ex_thr, ctime, coll, mem, 100 * share, statistics.median(times)))
     for n, r in sorted(ratios.items()):
         print("\ngeometric mean throughput ratio on %d devices: search estimate %.2fx, chosen plan as one program %.2fx"
               % (n, statistics.geometric_mean(r), statistics.geometric_mean(exact_ratios[n])), end="")

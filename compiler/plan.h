@@ -33,6 +33,7 @@ typedef struct PlanCost {
     long p2p_bytes;  /* shift + redistribution bytes, the busiest device */
     long peak;       /* peak bytes of the schedule, the busiest device */
     long persistent; /* weights, their gradients and stashed inputs, per device */
+    double coll_time; /* seconds of collectives on the slowest device (0 when not priced) */
     /* Per input: the all-reduce of its gradient's partial sums (time, and
      * bytes of the busiest device), 0 when the gradient is complete. */
     double reduce_time[IR_MAX_INPUTS];
