@@ -78,14 +78,9 @@ static void write_file(const char *text)
     fclose(f);
 }
 
-static void plan_and_compare(const char *text, long mesh_n, int square, long limit, int expect_ok)
+/* Plan options over mesh (d: n) or (i: n, j: n), priced by bytes. */
+static PlanOptions bytes_options(long mesh_n, int square, long limit)
 {
-    write_file(text);
-    Compilation c;
-    compilation_init(&c, path, NULL);
-    c.sink.out = NULL;
-    assert_int_equal(pipeline_run(&c, "resolve"), 1);
-    const Model *m = c.module.models.items[0];
     PlanOptions opt;
     memset(&opt, 0, sizeof opt);
     opt.mesh.naxes = square ? 2 : 1;
@@ -98,6 +93,18 @@ static void plan_and_compare(const char *text, long mesh_n, int square, long lim
     opt.memory_limit = limit;
     opt.cost = bytes_cost;
     opt.move = bytes_move;
+    return opt;
+}
+
+static void plan_and_compare(const char *text, long mesh_n, int square, long limit, int expect_ok)
+{
+    write_file(text);
+    Compilation c;
+    compilation_init(&c, path, NULL);
+    c.sink.out = NULL;
+    assert_int_equal(pipeline_run(&c, "resolve"), 1);
+    const Model *m = c.module.models.items[0];
+    PlanOptions opt = bytes_options(mesh_n, square, limit);
     Plan plan;
     int ok = plan_model(c.arena, &c.sink, &c.module, m, &opt, &plan);
     assert_int_equal(ok, expect_ok);
@@ -208,16 +215,7 @@ static void test_layer_power_long(void **state)
     const Model *m = c.module.models.items[0];
     assert_int_equal(m->layer_count, 7);
     for (int square = 0; square < 2; ++square) {
-        PlanOptions opt;
-        memset(&opt, 0, sizeof opt);
-        opt.mesh.naxes = square ? 2 : 1;
-        opt.mesh.names[0] = square ? "i" : "d";
-        opt.mesh.names[1] = "j";
-        opt.mesh.sizes[0] = opt.mesh.sizes[1] = 2;
-        opt.mesh.ndev = square ? 4 : 2;
-        opt.dp = 1;
-        opt.cost = bytes_cost;
-        opt.move = bytes_move;
+        PlanOptions opt = bytes_options(2, square, 0);
         Plan plan;
         assert_int_equal(plan_model(c.arena, &c.sink, &c.module, m, &opt, &plan), 1);
         assert_int_equal(plan.used_power, 1);
