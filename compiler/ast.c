@@ -13,6 +13,7 @@
 
 #include "diag.h"
 
+#include <limits.h>
 #include <string.h>
 
 static const char *const expr_kind_names[] = {
@@ -33,7 +34,22 @@ static Expr *new_expr(Arena *a, ExprKind kind, Span span) {
     Expr *e = ARENA_NEW(a, Expr);
     e->kind = kind;
     e->span = span;
+    e->depth = 1;
+    e->nodes = 1;
     return e;
+}
+
+static int count_add(int a, int b) {
+    return a > AST_COUNT_MAX - b ? AST_COUNT_MAX : a + b;
+}
+
+/* Accounts for child as an operand of e. */
+static void add_child(Expr *e, const Expr *child) {
+    if (!child)
+        return;
+    if (child->depth >= e->depth)
+        e->depth = count_add(child->depth, 1);
+    e->nodes = count_add(e->nodes, child->nodes);
 }
 
 Expr *ast_new_int(Arena *a, Span span, long value) {
@@ -62,12 +78,15 @@ Expr *ast_new_binary(Arena *a, Span span, char op, Expr *lhs, Expr *rhs) {
     e->op = op;
     e->lhs = lhs;
     e->rhs = rhs;
+    add_child(e, lhs);
+    add_child(e, rhs);
     return e;
 }
 
 Expr *ast_new_neg(Arena *a, Span span, Expr *operand) {
     Expr *e = new_expr(a, EXPR_NEG, span);
     e->lhs = operand;
+    add_child(e, operand);
     return e;
 }
 
@@ -76,12 +95,16 @@ Expr *ast_new_call(Arena *a, Span span, Ident name, PtrVec args) {
     e->name = name.name;
     e->name_span = name.span;
     e->args = args;
+    for (int i = 0; i < args.count; i++)
+        add_child(e, args.items[i]);
     return e;
 }
 
 Expr *ast_new_radix(Arena *a, Span span, PtrVec parts) {
     Expr *e = new_expr(a, EXPR_RADIX, span);
     e->args = parts;
+    for (int i = 0; i < parts.count; i++)
+        add_child(e, parts.items[i]);
     return e;
 }
 
@@ -368,7 +391,10 @@ static void dump_op(const OpDecl *op, FILE *out, int level) {
     for (int i = 0; i < op->body.count; i++) {
         const Stmt *s = op->body.items[i];
         indent(out, level + 1);
-        fprintf(out, "(%s %s ", s->kind == STMT_ACCUM ? "+=" : s->kind == STMT_GRAD ? "grad" : "=",
+        fprintf(out, "(%s %s ",
+                s->kind == STMT_ACCUM  ? "+="
+                : s->kind == STMT_GRAD ? "grad"
+                                       : "=",
                 s->target.name);
         if (s->has_dims) {
             dump_idents(&s->target_dims, out);
@@ -578,33 +604,56 @@ void ast_print_expr(const Expr *expr, FILE *out) {
     print_expr(expr, out);
 }
 
-int ast_int_binary(char op, long a, long b, long *out) {
-    long m;
+AstIntStatus ast_int_op(char op, long a, long b, long *out) {
+    long r;
     switch (op) {
     case '+':
-        *out = a + b;
-        return 1;
+        if (__builtin_add_overflow(a, b, &r))
+            return AST_INT_OVERFLOW;
+        break;
     case '-':
-        *out = a - b;
-        return 1;
+        if (__builtin_sub_overflow(a, b, &r))
+            return AST_INT_OVERFLOW;
+        break;
     case '*':
-        *out = a * b;
-        return 1;
+        if (__builtin_mul_overflow(a, b, &r))
+            return AST_INT_OVERFLOW;
+        break;
     case '^':
-        *out = a ^ b;
-        return 1;
+        r = a ^ b;
+        break;
     case '/':
         if (b == 0)
-            return 0;
-        *out = a / b;
-        return 1;
+            return AST_INT_DIV_ZERO;
+        if (a == LONG_MIN && b == -1)
+            return AST_INT_OVERFLOW;
+        r = a / b;
+        break;
     case '%':
         if (b == 0)
-            return 0;
-        m = b < 0 ? -b : b;
-        *out = ((a % m) + m) % m;
-        return 1;
+            return AST_INT_DIV_ZERO;
+        /* The mathematical modulo, in [0, |b|): with |b| = 2^63 (b the
+         * most negative integer) every a but that one is its own
+         * remainder, and negative ones need 2^63 added, which fits. */
+        if (b == LONG_MIN) {
+            r = a == LONG_MIN ? 0 : a >= 0 ? a : a + LONG_MAX + 1;
+        } else {
+            long m = b < 0 ? -b : b;
+            r = a % m; /* never LONG_MIN % -1: m > 0 */
+            if (r < 0)
+                r += m;
+        }
+        break;
     default:
         ICE("bad binary operator '%c'", op);
     }
+    *out = r;
+    return AST_INT_OK;
+}
+
+AstIntStatus ast_int_neg(long a, long *out) {
+    if (a == LONG_MIN)
+        return AST_INT_OVERFLOW;
+    *out = -a;
+    return AST_INT_OK;
 }

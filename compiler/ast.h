@@ -53,7 +53,22 @@ struct Expr {
     Expr *lhs;   /* EXPR_BINARY; EXPR_NEG operand */
     Expr *rhs;   /* EXPR_BINARY */
     PtrVec args; /* EXPR_CALL, EXPR_RADIX: Expr*; EXPR_INDEX: Ident* (dimension names) */
+    /* Set by the constructors, so that no pass needs to recurse to learn
+     * them: depth counts the nodes on the longest path to a leaf (1 for a
+     * leaf); nodes counts the nodes of the tree as a recursive walk visits
+     * them (a subexpression shared by a derivative counts once per use).
+     * Both saturate at AST_COUNT_MAX. */
+    int depth;
+    int nodes;
 };
+
+#define AST_COUNT_MAX (1 << 30)
+
+/* The limits the parser enforces on every expression (parse.c), so that
+ * the recursive passes over expressions (resolve, partition, autodiff,
+ * schedule, cost, emit and the printers) run in bounded stack and time. */
+#define AST_MAX_EXPR_DEPTH 256
+#define AST_MAX_EXPR_NODES 10000
 
 /* X[m, k] in an op signature. */
 typedef struct TensorParam {
@@ -63,7 +78,7 @@ typedef struct TensorParam {
 } TensorParam;
 
 typedef enum StmtKind {
-    STMT_ACCUM, /* Y[m, n] += expr;  sums over dimensions absent from Y */
+    STMT_ACCUM,  /* Y[m, n] += expr;  sums over dimensions absent from Y */
     STMT_ASSIGN, /* Y = expr;  or  Y[m, n] = expr;  elementwise */
     STMT_GRAD    /* grad X = expr;  a stated derivative: dX += expr, which may name
                   * dY, the incoming gradient; used instead of the derived one */
@@ -220,10 +235,19 @@ Decl *ast_new_model_decl(Arena *a, ModelDecl *model);
 /* span: the whole declaration; path: unquoted, unescaped. */
 Decl *ast_new_import_decl(Arena *a, Span span, const char *path, Span path_span);
 
+typedef enum AstIntStatus {
+    AST_INT_OK,
+    AST_INT_DIV_ZERO, /* `/` or `%` by zero */
+    AST_INT_OVERFLOW  /* the result does not fit in 64 bits */
+} AstIntStatus;
+
 /* The integer value of `a op b` for op in + - * / % ^ (% is the
- * mathematical modulo, in [0, |b|)). Returns 0 on division by zero. The
- * one arithmetic of DSIs and model parameters. */
-int ast_int_binary(char op, long a, long b, long *out);
+ * mathematical modulo, in [0, |b|)), in checked 64-bit arithmetic: *out
+ * is set only on AST_INT_OK. The one arithmetic of DSIs and model
+ * parameters. */
+AstIntStatus ast_int_op(char op, long a, long b, long *out);
+/* -a, checked: AST_INT_OVERFLOW for the most negative 64-bit integer. */
+AstIntStatus ast_int_neg(long a, long *out);
 
 /* Writes a readable S-expression dump (for --dump-after=parse and golden
  * tests). Deterministic. */

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+static Expr *derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt);
+
 int ad_is_zero(const Expr *e) {
     return e && e->kind == EXPR_INT && e->value == 0;
 }
@@ -62,7 +64,7 @@ static Expr *chain(Arena *arena, DiagSink *sink, const Expr *call, Expr *u, Expr
     }
     Expr *d;
     if (!strcmp(f, "exp"))
-        d = call1(arena, sp, "exp", u);
+        d = (Expr *)call; /* exp(u) itself, shared */
     else if (!strcmp(f, "log"))
         d = ast_new_binary(arena, sp, '/', num(arena, sp, 1), u);
     else if (!strcmp(f, "sqrt"))
@@ -96,7 +98,7 @@ static Expr *chain(Arena *arena, DiagSink *sink, const Expr *call, Expr *u, Expr
     return mul(arena, d, du);
 }
 
-Expr *ad_derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt) {
+static Expr *derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt) {
     Expr *dl, *dr;
     switch (e->kind) {
     case EXPR_INT:
@@ -105,13 +107,13 @@ Expr *ad_derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt) {
     case EXPR_INDEX:
         return num(arena, e->span, e->name == wrt ? 1 : 0);
     case EXPR_NEG:
-        dl = ad_derive(arena, sink, e->lhs, wrt);
+        dl = derive(arena, sink, e->lhs, wrt);
         if (!dl)
             return NULL;
         return ad_is_zero(dl) ? dl : ast_new_neg(arena, e->span, dl);
     case EXPR_BINARY:
-        dl = ad_derive(arena, sink, e->lhs, wrt);
-        dr = ad_derive(arena, sink, e->rhs, wrt);
+        dl = derive(arena, sink, e->lhs, wrt);
+        dr = derive(arena, sink, e->rhs, wrt);
         if (!dl || !dr)
             return NULL;
         switch (e->op) {
@@ -136,12 +138,17 @@ Expr *ad_derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt) {
     case EXPR_CALL: {
         if (strcmp(e->name, "size") == 0)
             return num(arena, e->span, 0);
+        /* Each argument is differentiated once: differentiating it again
+         * for the chain rule would double the work at every level of
+         * nested calls. */
+        Expr *du = NULL;
         int constant = 1;
         for (int i = 0; i < e->args.count && constant; ++i) {
-            Expr *da = ad_derive(arena, sink, e->args.items[i], wrt);
+            Expr *da = derive(arena, sink, e->args.items[i], wrt);
             if (!da)
                 return NULL;
             constant = ad_is_zero(da);
+            du = da;
         }
         if (constant)
             return num(arena, e->span, 0);
@@ -150,14 +157,25 @@ Expr *ad_derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt) {
                        e->args.count);
             return NULL;
         }
-        Expr *u = e->args.items[0];
-        Expr *du = ad_derive(arena, sink, u, wrt);
-        if (!du)
-            return NULL;
-        return chain(arena, sink, e, u, du);
+        return chain(arena, sink, e, e->args.items[0], du);
     }
     default:
         diag_error(sink, e->span, "cannot differentiate this expression");
         return NULL;
     }
+}
+
+Expr *ad_derive(Arena *arena, DiagSink *sink, const Expr *e, Sym wrt) {
+    Expr *d = derive(arena, sink, e, wrt);
+    /* The derivative shares the body's subexpressions (a DAG whose size
+     * is linear in the body's), but the passes after this one walk it as
+     * a tree: bound the tree. */
+    if (d && d->nodes > AD_MAX_NODES) {
+        diag_error(sink, e->span,
+                   "the derivative of this expression with respect to '%s' has %s%d operators and "
+                   "operands; at most %d are supported",
+                   wrt, d->nodes >= AST_COUNT_MAX ? "more than " : "", d->nodes, AD_MAX_NODES);
+        return NULL;
+    }
+    return d;
 }

@@ -4,6 +4,8 @@
 #include "partition.h"
 
 #include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 void mesh_coords(const Mesh *mesh, int rank, long *coords) {
@@ -43,11 +45,65 @@ static int lookup_name(const Instance *inst, Sym name, const long *axis_values, 
     ICE("unresolved name '%s' in partition '%s'", name, p->name);
 }
 
-/* Largest value of expr over all points (for mixed radix). */
-static int expr_range(const Expr *expr, const Instance *inst, long *out);
+/* One DSI's evaluation for one instance.
+ *
+ * A mixed-radix tuple (a, b, c) is a * (R(b) + 1) * (R(c) + 1) + b * (R(c)
+ * + 1) + c, where R(x) is the largest value x takes over all points of
+ * the partition. Each part's R is computed once per DSI, innermost tuples
+ * first, and kept in a table by node (`ranges`), so nested tuples cost
+ * one sweep over the points per part instead of a sweep per evaluation
+ * (which was exponential in the nesting). */
+typedef struct Eval {
+    const Instance *inst;
+    long sizes[IR_MAX_AXES]; /* the partition's axis sizes as bound */
+    long npoints;            /* product of sizes */
+    /* R of every radix part after the first, open addressing by node. */
+    const Expr **range_keys;
+    long *range_values;
+    size_t range_cap; /* a power of two, or 0 */
+    /* Where evaluation failed: the subexpression and why. */
+    const Expr *failed;
+    AstIntStatus why;
+    long fa, fb; /* its operands */
+} Eval;
 
-static int eval(const Expr *e, const Instance *inst, const long *av, long t, long *out) {
+static size_t range_slot(const Eval *ev, const Expr *e) {
+    return (size_t)(((uintptr_t)e >> 4) * 2654435761u) & (ev->range_cap - 1);
+}
+
+static long *range_find(const Eval *ev, const Expr *e) {
+    if (!ev->range_cap)
+        return NULL;
+    for (size_t k = range_slot(ev, e); ev->range_keys[k]; k = (k + 1) & (ev->range_cap - 1))
+        if (ev->range_keys[k] == e)
+            return &ev->range_values[k];
+    return NULL;
+}
+
+static void range_put(Eval *ev, const Expr *e, long value) {
+    size_t k = range_slot(ev, e);
+    while (ev->range_keys[k] && ev->range_keys[k] != e)
+        k = (k + 1) & (ev->range_cap - 1);
+    ev->range_keys[k] = e;
+    ev->range_values[k] = value;
+}
+
+static int fail(Eval *ev, const Expr *e, AstIntStatus why, long a, long b) {
+    if (ev) {
+        ev->failed = e;
+        ev->why = why;
+        ev->fa = a;
+        ev->fb = b;
+    }
+    return 0;
+}
+
+/* The value of e at one point, in checked 64-bit arithmetic. ev may be
+ * NULL outside partition_eval (then a tuple is a domain error: its ranges
+ * are unknown). */
+static int eval(Eval *ev, const Expr *e, const Instance *inst, const long *av, long t, long *out) {
     long a, b;
+    AstIntStatus st;
     switch (e->kind) {
     case EXPR_INT:
         *out = e->value;
@@ -55,27 +111,35 @@ static int eval(const Expr *e, const Instance *inst, const long *av, long t, lon
     case EXPR_NAME:
         return lookup_name(inst, e->name, av, t, out);
     case EXPR_NEG:
-        if (!eval(e->lhs, inst, av, t, &a))
+        if (!eval(ev, e->lhs, inst, av, t, &a))
             return 0;
-        *out = -a;
+        if ((st = ast_int_neg(a, out)) != AST_INT_OK)
+            return fail(ev, e, st, a, 0);
         return 1;
     case EXPR_BINARY:
-        if (!eval(e->lhs, inst, av, t, &a) || !eval(e->rhs, inst, av, t, &b))
+        if (!eval(ev, e->lhs, inst, av, t, &a) || !eval(ev, e->rhs, inst, av, t, &b))
             return 0;
-        return ast_int_binary(e->op, a, b, out);
+        if ((st = ast_int_op(e->op, a, b, out)) != AST_INT_OK)
+            return fail(ev, e, st, a, b);
+        return 1;
     case EXPR_RADIX: {
         long v = 0;
         for (int i = 0; i < e->args.count; ++i) {
             const Expr *part = e->args.items[i];
-            long pv, range;
-            if (!eval(part, inst, av, t, &pv))
+            long pv;
+            if (!eval(ev, part, inst, av, t, &pv))
                 return 0;
             if (i > 0) {
-                if (!expr_range(part, inst, &range))
+                if (!ev)
                     return 0;
-                v = v * (range + 1);
+                const long *range = range_find(ev, part);
+                if (!range)
+                    ICE("mixed-radix part evaluated before its range");
+                if (__builtin_add_overflow(*range, 1, &a) || __builtin_mul_overflow(v, a, &v))
+                    return fail(ev, e, AST_INT_OVERFLOW, 0, 0);
             }
-            v += pv;
+            if (__builtin_add_overflow(v, pv, &v))
+                return fail(ev, e, AST_INT_OVERFLOW, 0, 0);
         }
         *out = v;
         return 1;
@@ -85,36 +149,31 @@ static int eval(const Expr *e, const Instance *inst, const long *av, long t, lon
     }
 }
 
-/* The partition's axis sizes as bound for this instance. */
-static void part_axis_sizes(const Instance *inst, const Mesh *mesh, long *sizes) {
-    for (int a = 0; a < inst->partition->naxes; ++a)
-        sizes[a] = mesh->sizes[inst->axis_map[a]];
+/* The number of radix parts after the first in e (the table's load). */
+static size_t count_ranges(const Expr *e) {
+    if (!e)
+        return 0;
+    size_t n = count_ranges(e->lhs) + count_ranges(e->rhs);
+    if (e->kind == EXPR_RADIX || e->kind == EXPR_CALL)
+        for (int i = 0; i < e->args.count; ++i)
+            n += count_ranges(e->args.items[i]) + (e->kind == EXPR_RADIX && i > 0);
+    return n;
 }
 
-/* Mixed radix needs the range of each part; the mesh is not reachable
- * from inside eval, so the bound sizes travel through a file-scope pointer
- * set for the duration of one partition_eval call. */
-static const Mesh *current_mesh;
-
-static int expr_range(const Expr *expr, const Instance *inst, long *out) {
-    ICE_ASSERT(current_mesh != NULL);
-    const Partition *p = inst->partition;
-    long sizes[IR_MAX_AXES];
-    part_axis_sizes(inst, current_mesh, sizes);
-    long npoints = 1;
-    for (int a = 0; a < p->naxes; ++a)
-        npoints *= sizes[a];
+/* The largest value of expr over all points (av, t) of the instance. */
+static int expr_range(Eval *ev, const Expr *expr, long *out) {
+    const Partition *p = ev->inst->partition;
     long best = LONG_MIN;
-    for (long t = 0; t < inst->steps; ++t) {
-        for (long pt = 0; pt < npoints; ++pt) {
+    for (long t = 0; t < ev->inst->steps; ++t) {
+        for (long pt = 0; pt < ev->npoints; ++pt) {
             long av[IR_MAX_AXES];
             long rest = pt;
             for (int a = p->naxes - 1; a >= 0; --a) {
-                av[a] = rest % sizes[a];
-                rest /= sizes[a];
+                av[a] = rest % ev->sizes[a];
+                rest /= ev->sizes[a];
             }
             long v;
-            if (!eval(expr, inst, av, t, &v))
+            if (!eval(ev, expr, ev->inst, av, t, &v))
                 return 0;
             if (v > best)
                 best = v;
@@ -124,9 +183,93 @@ static int expr_range(const Expr *expr, const Instance *inst, long *out) {
     return 1;
 }
 
+/* Computes R of every radix part in e, innermost first. */
+static int compute_ranges(Eval *ev, const Expr *e) {
+    if (!e)
+        return 1;
+    if (!compute_ranges(ev, e->lhs) || !compute_ranges(ev, e->rhs))
+        return 0;
+    if (e->kind != EXPR_RADIX && e->kind != EXPR_CALL)
+        return 1;
+    for (int i = 0; i < e->args.count; ++i) {
+        const Expr *part = e->args.items[i];
+        if (!compute_ranges(ev, part))
+            return 0;
+        long range;
+        if (e->kind == EXPR_RADIX && i > 0 && !range_find(ev, part)) {
+            if (!expr_range(ev, part, &range))
+                return 0;
+            range_put(ev, part, range);
+        }
+    }
+    return 1;
+}
+
+/* Prepares the evaluation of one DSI for inst on mesh. */
+static void eval_init(Arena *arena, Eval *ev, const Instance *inst, const Mesh *mesh,
+                      const Expr *dsi) {
+    memset(ev, 0, sizeof *ev);
+    ev->inst = inst;
+    ev->npoints = 1;
+    for (int a = 0; a < inst->partition->naxes; ++a) {
+        ev->sizes[a] = mesh->sizes[inst->axis_map[a]];
+        ev->npoints *= ev->sizes[a]; /* at most the mesh's devices */
+    }
+    size_t n = count_ranges(dsi);
+    if (n) {
+        ev->range_cap = 16;
+        while (ev->range_cap < 2 * n)
+            ev->range_cap *= 2;
+        ev->range_keys = ARENA_ARRAY(arena, const Expr *, ev->range_cap);
+        ev->range_values = ARENA_ARRAY(arena, long, ev->range_cap);
+    }
+}
+
 int partition_eval_expr(const Expr *expr, const Instance *inst, const long *axis_values, long t,
                         long *out) {
-    return eval(expr, inst, axis_values, t, out);
+    return eval(NULL, expr, inst, axis_values, t, out);
+}
+
+/* Reports a failed evaluation of dsi (for dimension d of inst). */
+static void report_failure(DiagSink *sink, const Eval *ev, const DsiAssign *dsi, const Op *op,
+                           int d, const Instance *inst) {
+    const Expr *at = ev->failed ? ev->failed : dsi->value;
+    if (ev->why == AST_INT_DIV_ZERO)
+        diag_error(sink, at->span, "DSI of '%s' divides by zero", op->dims[d]);
+    else if (at->kind == EXPR_BINARY)
+        diag_error(sink, at->span,
+                   "DSI of '%s' overflows 64-bit integers: %ld %c %ld does not fit in 64 bits",
+                   op->dims[d], ev->fa, at->op, ev->fb);
+    else if (at->kind == EXPR_NEG)
+        diag_error(sink, at->span,
+                   "DSI of '%s' overflows 64-bit integers: -(%ld) does not fit in 64 bits",
+                   op->dims[d], ev->fa);
+    else
+        diag_error(sink, at->span,
+                   "DSI of '%s' overflows 64-bit integers: the mixed-radix value does not fit in "
+                   "64 bits",
+                   op->dims[d]);
+    diag_note(sink, inst->use_span, "partition '%s' applied here", inst->partition->name);
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The smallest value in [0, maxv] that none of the n values takes, or -1. */
+static long first_unused(Arena *arena, const long *values, long n, long maxv) {
+    long *sorted = ARENA_ARRAY(arena, long, (size_t)n);
+    memcpy(sorted, values, sizeof(long) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof(long), cmp_long);
+    long next = 0;
+    for (long i = 0; i < n && next <= maxv; ++i) {
+        if (sorted[i] > next)
+            return next;
+        if (sorted[i] == next)
+            next++;
+    }
+    return next <= maxv ? next : -1;
 }
 
 /* The partition's axis values at a device. */
@@ -151,29 +294,46 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
     out->naxes = mesh->naxes;
     for (int a = 0; a < mesh->naxes; ++a)
         out->axis_sizes[a] = mesh->sizes[a];
-    out->slice = ARENA_ARRAY(arena, long, (size_t)op->ndims * mesh->ndev * inst->steps);
-    current_mesh = mesh;
+    /* Every DSI is evaluated at every (device, step) point. */
+    long npoints;
+    if (__builtin_mul_overflow((long)mesh->ndev, inst->steps, &npoints) ||
+        npoints > PARTITION_MAX_POINTS) {
+        const AxisDecl *steps = p ? p->steps : NULL;
+        diag_error(sink, steps ? steps->size->span : inst->use_span,
+                   "%ld steps on %d devices are more than the %ld (device, step) points a "
+                   "partition may have",
+                   inst->steps, mesh->ndev, (long)PARTITION_MAX_POINTS);
+        if (steps)
+            diag_note(sink, inst->use_span, "partition '%s' applied here", p->name);
+        return 0;
+    }
+    out->slice = ARENA_ARRAY(arena, long, (size_t)op->ndims *(size_t)npoints);
 
     for (int d = 0; d < op->ndims; ++d) {
         const DsiAssign *dsi = p ? p->dsi[d] : NULL;
         long maxv = 0;
         int dim_ok = 1;
+        Eval ev;
+        if (dsi) {
+            eval_init(arena, &ev, inst, mesh, dsi->value);
+            if (!compute_ranges(&ev, dsi->value)) {
+                report_failure(sink, &ev, dsi, op, d, inst);
+                ok = 0;
+                continue;
+            }
+        }
         for (int dev = 0; dev < mesh->ndev && dim_ok; ++dev) {
             long av[IR_MAX_AXES];
             axis_values_at(mesh, inst, dev, av);
             for (long t = 0; t < inst->steps; ++t) {
                 long v = 0;
                 if (dsi) {
-                    if (!eval(dsi->value, inst, av, t, &v)) {
-                        diag_error(sink, dsi->value->span, "DSI of '%s' divides by zero",
-                                   op->dims[d]);
-                        diag_note(sink, inst->use_span, "partition '%s' applied here", p->name);
+                    if (!eval(&ev, dsi->value, inst, av, t, &v)) {
+                        report_failure(sink, &ev, dsi, op, d, inst);
                         dim_ok = 0;
                         break;
                     }
                     if (v < 0) {
-                        long coords[IR_MAX_AXES];
-                        mesh_coords(mesh, dev, coords);
                         diag_error(sink, dsi->value->span,
                                    "DSI of '%s' is negative (%ld) on device %d at step %ld",
                                    op->dims[d], v, dev, t);
@@ -191,26 +351,20 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
             ok = 0;
             continue;
         }
-        long count = maxv + 1;
-        out->nslices[d] = count;
-        /* Every slice of the dimension must be used somewhere. */
-        unsigned char *used = arena_alloc(arena, (size_t)count);
-        for (long x = 0; x < (long)mesh->ndev * inst->steps; ++x)
-            used[out->slice[(long)d * mesh->ndev * inst->steps + x]] = 1;
-        for (long s = 0; s < count; ++s) {
-            if (!used[s]) {
-                diag_error(sink, dsi->value->span,
-                           "slice %ld of dimension '%s' is never computed (the DSI takes values up "
-                           "to %ld but skips %ld)",
-                           s, op->dims[d], maxv, s);
-                diag_note(sink, inst->use_span, "partition '%s' applied here", p->name);
-                ok = 0;
-                dim_ok = 0;
-                break;
-            }
-        }
-        if (!dim_ok)
+        /* Every slice of the dimension must be used somewhere. maxv may
+         * be far more than the points (and LONG_MAX): no table by slice. */
+        long skipped = first_unused(arena, &out->slice[(long)d * npoints], npoints, maxv);
+        if (skipped >= 0) {
+            diag_error(sink, dsi->value->span,
+                       "slice %ld of dimension '%s' is never computed (the DSI takes values up "
+                       "to %ld but skips %ld)",
+                       skipped, op->dims[d], maxv, skipped);
+            diag_note(sink, inst->use_span, "partition '%s' applied here", p->name);
+            ok = 0;
             continue;
+        }
+        long count = maxv + 1; /* maxv < npoints: every value up to it is taken */
+        out->nslices[d] = count;
         if (inst->dim_sizes[d] % count != 0) {
             diag_error(sink, dsi->value->span,
                        "%ld slices do not divide dimension '%s' of size %ld", count, op->dims[d],
@@ -222,6 +376,5 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
         }
         out->extent[d] = inst->dim_sizes[d] / count;
     }
-    current_mesh = NULL;
     return ok;
 }

@@ -11,12 +11,21 @@
  * size, and the expression is well defined (no division by zero).
  * Coverage of whole sub-operators and reductions is checked per phase by
  * schedule, which sees how partial results combine.
+ *
+ * Evaluation is in checked 64-bit arithmetic: an overflow is reported at
+ * the subexpression that overflows. A mixed-radix tuple's part ranges are
+ * computed once per DSI, so evaluation is linear in the DSI's size and in
+ * the number of points, whatever the nesting of tuples.
  */
 #ifndef PRIMEC_PARTITION_H
 #define PRIMEC_PARTITION_H
 
 #include "diag.h"
 #include "ir.h"
+
+/* The most (device, step) points one instance's partition may have: its
+ * slice tables hold one value per point and dimension. */
+#define PARTITION_MAX_POINTS (1L << 22)
 
 typedef struct SliceTable {
     int ndev;
@@ -42,8 +51,9 @@ int mesh_rank(const Mesh *mesh, const long *coords);
 int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Instance *inst,
                    SliceTable *out);
 
-/* Evaluates one partition expression at one point; used by explain to
- * print DSI values. Returns 0 on a domain error (division by zero). */
+/* Evaluates one partition expression at one point. Returns 0 on a domain
+ * error (division by zero, overflow) and for a mixed-radix tuple, whose
+ * value needs the ranges partition_eval computes. */
 int partition_eval_expr(const Expr *expr, const Instance *inst, const long *axis_values, long t,
                         long *out);
 

@@ -454,9 +454,13 @@ static void resolve_partition(Resolver *r, const PartitionDecl *decl) {
 typedef struct ParamVal {
     Sym name;
     long value;
+    int failed; /* its expression had an error */
     Span span;
 } ParamVal;
 
+/* A parameter expression's value, in checked 64-bit arithmetic; reports
+ * (at the subexpression) and returns 0 on an unknown name, a division by
+ * zero or an overflow. */
 static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, int nparams,
                            long *out) {
     long a, b;
@@ -468,7 +472,7 @@ static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, i
         for (int i = 0; i < nparams; ++i) {
             if (params[i].name == e->name) {
                 *out = params[i].value;
-                return 1;
+                return !params[i].failed; /* reported where it is defined */
             }
         }
         diag_error(r->sink, e->span, "unknown parameter '%s'", e->name);
@@ -476,21 +480,65 @@ static int eval_param_expr(Resolver *r, const Expr *e, const ParamVal *params, i
     case EXPR_NEG:
         if (!eval_param_expr(r, e->lhs, params, nparams, &a))
             return 0;
-        *out = -a;
+        if (ast_int_neg(a, out) != AST_INT_OK) {
+            diag_error(r->sink, e->span, "integer overflow: -(%ld) does not fit in 64 bits", a);
+            return 0;
+        }
         return 1;
     case EXPR_BINARY:
         if (!eval_param_expr(r, e->lhs, params, nparams, &a) ||
             !eval_param_expr(r, e->rhs, params, nparams, &b))
             return 0;
-        if (!ast_int_binary(e->op, a, b, out)) {
+        switch (ast_int_op(e->op, a, b, out)) {
+        case AST_INT_OK:
+            return 1;
+        case AST_INT_DIV_ZERO:
             diag_error(r->sink, e->span, "division by zero");
             return 0;
+        case AST_INT_OVERFLOW:
+            diag_error(r->sink, e->span, "integer overflow: %ld %c %ld does not fit in 64 bits", a,
+                       e->op, b);
+            return 0;
         }
-        return 1;
+        ICE("bad integer status");
     default:
         diag_error(r->sink, e->span, "a parameter is an integer expression");
         return 0;
     }
+}
+
+/* The most devices of a mesh. The device count is an int in the IR, and
+ * a schedule's tables grow with it. (Its natural home is ir.h.) */
+#define MESH_MAX_DEVICES 4096
+
+/* The largest size of a tensor dimension: the generated program passes
+ * dimension sizes to BLAS, whose sizes are 32-bit ints. */
+#define RESOLVE_MAX_DIM 2147483647L
+/* The most elements of one tensor. Schedules count bytes (4 per element)
+ * per device, step and phase and sum them over devices, instances and
+ * phases in 64-bit integers; this leaves those sums 2^26 of headroom. */
+#define RESOLVE_MAX_ELEMS (1L << 36)
+
+/* Checks that tensor t (its sizes set) has a countable number of elements,
+ * reporting at where. */
+static int check_elements(Resolver *r, const ModelTensor *t, Span where) {
+    long n = 1;
+    for (int x = 0; x < t->ndims; ++x) {
+        if (__builtin_mul_overflow(n, t->sizes[x], &n)) {
+            diag_error(r->sink, where,
+                       "the element count of tensor '%s' overflows 64-bit integers; a tensor has "
+                       "at most %ld elements",
+                       t->name, RESOLVE_MAX_ELEMS);
+            return 0;
+        }
+    }
+    if (n > RESOLVE_MAX_ELEMS) {
+        diag_error(r->sink, where,
+                   "tensor '%s' has %ld elements; a tensor has at most %ld (2^36) elements",
+                   t->name, n, RESOLVE_MAX_ELEMS);
+        return 0;
+    }
+    return 1;
 }
 
 static int is_pow2(long v) {
@@ -782,14 +830,16 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                     mc->ok = 0;
                 }
             }
-            long v;
-            if (!eval_param_expr(r, it->value, mc->params, mc->nparams, &v)) {
+            long v = 0;
+            int failed = !eval_param_expr(r, it->value, mc->params, mc->nparams, &v);
+            if (failed)
                 mc->ok = 0;
-                break;
-            }
+            /* A parameter in error is still known, so that its uses are
+             * not reported again. */
             mc->params[mc->nparams].name = it->name.name;
             mc->params[mc->nparams].value = v;
             mc->params[mc->nparams].span = it->name.span;
+            mc->params[mc->nparams].failed = failed;
             mc->nparams++;
             break;
         }
@@ -809,10 +859,13 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 mc->ok = 0;
                 break;
             }
+            long ndev = 1;
+            int overflow = 0;
             for (int a = 0; a < it->axes.count; ++a) {
                 const AxisDecl *ax = it->axes.items[a];
                 long v;
                 if (!eval_param_expr(r, ax->size, mc->params, mc->nparams, &v)) {
+                    mc->mesh_bad = 1;
                     mc->ok = 0;
                     continue;
                 }
@@ -835,13 +888,26 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 m->mesh.sizes[m->mesh.naxes] = v;
                 m->mesh.spans[m->mesh.naxes] = ax->span;
                 m->mesh.naxes++;
-                m->mesh.ndev *= (int)v;
+                if (!overflow && __builtin_mul_overflow(ndev, v, &ndev))
+                    overflow = 1;
             }
-            if (m->mesh.ndev > 4096) {
-                diag_error(r->sink, it->span,
-                           "a mesh of %d devices is larger than the supported 4096", m->mesh.ndev);
+            /* The device count is an int from here on: it is checked
+             * before it is narrowed. */
+            if (overflow || ndev > MESH_MAX_DEVICES) {
+                if (overflow)
+                    diag_error(r->sink, it->span,
+                               "the mesh's device count overflows 64-bit integers; a mesh has at "
+                               "most %d devices",
+                               MESH_MAX_DEVICES);
+                else
+                    diag_error(r->sink, it->span,
+                               "a mesh of %ld devices is larger than the supported %d", ndev,
+                               MESH_MAX_DEVICES);
+                mc->mesh_bad = 1;
                 mc->ok = 0;
+                ndev = 1;
             }
+            m->mesh.ndev = (int)ndev;
             break;
         case MITEM_INPUT:
         case MITEM_WEIGHT: {
@@ -876,10 +942,21 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                     tok = 0;
                     continue;
                 }
+                if (v > RESOLVE_MAX_DIM) {
+                    diag_error(r->sink, ((const Expr *)it->dims.items[x])->span,
+                               "dimension size %ld is larger than the supported %ld (the "
+                               "generated program passes sizes to BLAS as 32-bit integers)",
+                               v, (long)RESOLVE_MAX_DIM);
+                    tok = 0;
+                    continue;
+                }
                 t->sizes[t->ndims++] = v;
             }
+            if (tok && !check_elements(r, t, it->span))
+                tok = 0;
             if (!tok) {
                 mc->ok = 0;
+                ptrvec_push(r->arena, &mc->failed, (void *)defname); /* no cascades */
                 break;
             }
             m->ntensors++;
@@ -983,6 +1060,11 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             t->ndims = op->output.ndims;
             for (int x = 0; x < op->output.ndims; ++x)
                 t->sizes[x] = inst->dim_sizes[op->output.dims[x]];
+            if (!check_elements(r, t, it->span)) {
+                mc->ok = 0;
+                ptrvec_push(r->arena, &mc->failed, (void *)defname);
+                break;
+            }
             inst->result = m->ntensors;
             if (it->use && mc->mesh_bad) {
                 mc->ok = 0; /* reported at the mesh */
