@@ -22,8 +22,8 @@
 #include "explain.h"
 #include "format.h"
 #include "pipeline.h"
-#include "prime_rt.h"
 #include "plan_cli.h"
+#include "prime_rt.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
@@ -84,6 +84,30 @@ static int write_file(const char *path, const char *text, size_t len) {
     int ok = fwrite(text, 1, len, f) == len;
     ok &= fclose(f) == 0;
     return ok;
+}
+
+/* Refuses an input that is not a regular file (a directory, a device such
+ * as /dev/zero, a FIFO) before any work, with a clearer message than the
+ * loader's errno. A file that does not exist is left to the loader. */
+static int input_ok(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "primec: error: cannot open '%s': %s\n", path,
+                S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+        return 0;
+    }
+    return 1;
+}
+
+/* Flushes stdout; reports and returns 0 if anything written to it was
+ * lost. */
+static int stdout_ok(void) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 1;
+    fprintf(stderr, "primec: error: cannot write the output: %s\n",
+            errno ? strerror(errno) : "write error");
+    return 0;
 }
 
 /* What `build --target` compiles with and links against: the same
@@ -155,9 +179,12 @@ int main(int argc, char **argv) {
             emit_only = 1;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump_after = a + 13;
-        } else if ((strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 ||
-                    strcmp(a, "-o") == 0 || strcmp(a, "--cc") == 0) &&
-                   i + 1 < argc) {
+        } else if (strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 ||
+                   strcmp(a, "-o") == 0 || strcmp(a, "--cc") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
+                return EXIT_USAGE;
+            }
             const char *v = argv[++i];
             if (strcmp(a, "--model") == 0)
                 model = v;
@@ -205,6 +232,9 @@ int main(int argc, char **argv) {
     if (tgt && strcmp(cc, PRIMEC_CC) == 0)
         cc = tgt->cc; /* no --cc: the target's own compiler */
 
+    if (!input_ok(file))
+        return EXIT_USAGE;
+
     Compilation c;
     compilation_init(&c, file, stderr);
     c.model_name = model;
@@ -220,7 +250,7 @@ int main(int argc, char **argv) {
     }
     if (c.dumped) {
         compilation_free(&c);
-        return EXIT_OK;
+        return stdout_ok() ? EXIT_OK : EXIT_USAGE;
     }
     if (strcmp(command, "check") == 0) {
         for (int i = 0; i < c.schedules.count; ++i) {
@@ -281,6 +311,10 @@ int main(int argc, char **argv) {
             free(formatted);
         }
     }
+    /* Output that could not be written (a full disk, a closed pipe) is an
+     * I/O error, not a success. */
+    if (!stdout_ok() && rc == EXIT_OK)
+        rc = EXIT_USAGE;
     compilation_free(&c);
     return rc;
 }

@@ -12,11 +12,14 @@
 #define _XOPEN_SOURCE 700
 #include "plan_cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cost.h"
 #include "pipeline.h"
@@ -89,7 +92,12 @@ static double price_dp(long weight_bytes, int dp, void *ctx, long *moved) {
 
 static long parse_bytes(const char *s, int *ok) {
     char *end;
+    errno = 0;
     double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v)) {
+        *ok = 0;
+        return 0;
+    }
     double mul = 1;
     if (!strcmp(end, "K") || !strcmp(end, "KiB"))
         mul = 1024.0;
@@ -103,8 +111,26 @@ static long parse_bytes(const char *s, int *ok) {
         *ok = 0;
         return 0;
     }
-    *ok = v > 0;
-    return (long)(v * mul);
+    /* A positive byte count that fits a long with room for the sums the
+     * planner makes of it. */
+    *ok = v > 0 && v * mul < 0x1p62;
+    return *ok ? (long)(v * mul) : 0;
+}
+
+/* The most devices plan accepts (data-parallel replicas of meshes of at
+ * most PLAN_MAX_MESH devices, the limit of a model's mesh). */
+#define PLAN_MAX_DEVICES (1L << 20)
+#define PLAN_MAX_MESH 4096L
+
+/* The whole of s as a decimal integer in [lo, hi]; 0 if it is not one. */
+static int parse_count(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
 }
 
 static double now_ms(void) {
@@ -360,15 +386,26 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
     return have;
 }
 
+static int writable_path(const char *path);
+
 int plan_main(int argc, char **argv) {
     const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
     long devices = 0, tp_max = 0; /* 0: 4 nodes' worth of the profile */
     long memory_limit = -1;       /* -1: the profile's device memory; 0: none */
     MeshSpace space = {0, 0, 0};
     int json = 0, elem_bytes = 4;
+    static const char *const with_value[] = {"--model",  "--devices",      "--profile",
+                                             "--tp-max", "--mesh",         "--elem-bytes",
+                                             "-o",       "--memory-limit", NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         int has = i + 1 < argc;
+        for (int k = 0; with_value[k] && !has; ++k) {
+            if (!strcmp(a, with_value[k])) {
+                fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
+                return 2;
+            }
+        }
         if (!strcmp(a, "--help")) {
             printf("usage: primec plan FILE [--model M] [--devices N] [--profile P] "
                    "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
@@ -387,21 +424,33 @@ int plan_main(int argc, char **argv) {
         } else if (!strcmp(a, "--model") && has) {
             model_name = argv[++i];
         } else if (!strcmp(a, "--devices") && has) {
-            devices = atol(argv[++i]);
+            if (!parse_count(argv[++i], 1, PLAN_MAX_DEVICES, &devices) ||
+                (devices & (devices - 1))) {
+                fprintf(stderr,
+                        "primec: error: bad --devices '%s' (a power of two from 1 to %ld)\n",
+                        argv[i], PLAN_MAX_DEVICES);
+                return 2;
+            }
         } else if (!strcmp(a, "--profile") && has) {
             profile_name = argv[++i];
         } else if (!strcmp(a, "--tp-max") && has) {
-            tp_max = atol(argv[++i]);
+            if (!parse_count(argv[++i], 1, PLAN_MAX_MESH, &tp_max)) {
+                fprintf(stderr, "primec: error: bad --tp-max '%s' (a count from 1 to %ld)\n",
+                        argv[i], PLAN_MAX_MESH);
+                return 2;
+            }
         } else if (!strcmp(a, "--mesh") && has) {
             /* T: a 1-D mesh of T devices; SxS: a 2-D S x S mesh. */
             char *end;
+            errno = 0;
             long side = strtol(argv[++i], &end, 10), side2 = side;
             space.naxes = 1;
             if (*end == 'x') {
                 space.naxes = 2;
                 side2 = strtol(end + 1, &end, 10);
             }
-            if (*end || side < 1 || side != side2 || (side & (side - 1))) {
+            if (*end || errno || side < 1 || side != side2 || (side & (side - 1)) ||
+                side > (space.naxes == 1 ? PLAN_MAX_MESH : 64)) {
                 fprintf(stderr,
                         "primec: error: bad --mesh '%s' (T or SxS, powers of two, e.g. 8 or "
                         "4x4)\n",
@@ -410,7 +459,15 @@ int plan_main(int argc, char **argv) {
             }
             space.side = side;
         } else if (!strcmp(a, "--elem-bytes") && has) {
-            elem_bytes = atoi(argv[++i]);
+            long eb;
+            if (!parse_count(argv[++i], 1, 8, &eb)) {
+                fprintf(stderr,
+                        "primec: error: bad --elem-bytes '%s' (bytes per element, e.g. 2 "
+                        "or 4)\n",
+                        argv[i]);
+                return 2;
+            }
+            elem_bytes = (int)eb;
         } else if (!strcmp(a, "-o") && has) {
             out_path = argv[++i];
         } else if (!strcmp(a, "--memory-limit") && has) {
@@ -442,11 +499,9 @@ int plan_main(int argc, char **argv) {
                 "[--json] [-o OUT.prime]\n");
         return 2;
     }
-    if (devices < 0 || (devices & (devices - 1)) || elem_bytes < 1 || tp_max < 0) {
-        fprintf(stderr,
-                "primec: error: --devices must be a power of two and --elem-bytes positive\n");
+    /* The output path is checked before the search, which can take long. */
+    if (out_path && !writable_path(out_path))
         return 2;
-    }
     Profile prof;
     char err[512];
     if (!profile_load(profile_name, &prof, err, sizeof err)) {
@@ -460,6 +515,12 @@ int plan_main(int argc, char **argv) {
     space.tp_max = tp_max;
     if (space.naxes)
         space.tp_max = space.naxes == 1 ? space.side : space.side * space.side;
+    struct stat in;
+    if (stat(file, &in) == 0 && !S_ISREG(in.st_mode)) {
+        fprintf(stderr, "primec: error: cannot open '%s': %s\n", file,
+                S_ISDIR(in.st_mode) ? "it is a directory" : "not a regular file");
+        return 2;
+    }
     Compilation c;
     compilation_init(&c, file, stderr);
     c.model_name = model_name;
@@ -636,13 +697,17 @@ int plan_main(int argc, char **argv) {
         }
         if (out_path) {
             FILE *f = fopen(out_path, "w");
+            int written = 0;
             if (f) {
                 char *real = realpath(file, NULL);
                 write_plan_prime(f, m, chosen, real ? real : file, c.arena);
                 free(real);
-                fclose(f);
-            } else {
-                fprintf(stderr, "primec: error: cannot write '%s'\n", out_path);
+                written = !ferror(f);
+                written &= fclose(f) == 0;
+            }
+            if (!written) {
+                fprintf(stderr, "primec: error: cannot write '%s': %s\n", out_path,
+                        strerror(errno));
                 rc = 2;
             }
         }
@@ -657,5 +722,35 @@ int plan_main(int argc, char **argv) {
     }
     diag_finish(&c.sink);
     compilation_free(&c);
+    /* Output that could not be written is an I/O error. */
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "primec: error: cannot write the output: %s\n",
+                errno ? strerror(errno) : "write error");
+        rc = 2;
+    }
     return rc;
+}
+
+/* Can path be written (the file is writable, or its folder takes new
+ * files)? Reports why not. A device such as /dev/stdout is accepted. */
+static int writable_path(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode) || access(path, W_OK) != 0) {
+            fprintf(stderr, "primec: error: cannot write '%s': %s\n", path,
+                    S_ISDIR(st.st_mode) ? "it is a directory" : strerror(errno));
+            return 0;
+        }
+        return 1;
+    }
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        ICE("out of memory");
+    int ok = access(dir, W_OK | X_OK) == 0;
+    if (!ok)
+        fprintf(stderr, "primec: error: cannot write '%s': %s\n", path, strerror(errno));
+    free(dir);
+    return ok;
 }

@@ -4,15 +4,20 @@
  * A SourceFile owns a NUL-terminated copy of the text (in the arena) and
  * the byte offset of the first byte of every line. A newline ends a line;
  * a final newline does not start another one, so an offset at the very
- * end of a file maps to the end of its last line. Files are limited to
- * under 4 GiB because Spans hold 32-bit offsets.
+ * end of a file maps to the end of its last line. Only regular files are
+ * read, of at most SOURCE_MAX_BYTES (Spans hold 32-bit offsets, and the
+ * whole file is parsed in memory).
  */
+#define _POSIX_C_SOURCE 200809L
 #include "source.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "diag.h"
 
@@ -54,41 +59,65 @@ uint32_t source_add(SourceMap *map, const char *name, const char *text, size_t l
     return (uint32_t)map->count++;
 }
 
+/* The largest source file: far more than any model needs, and small
+ * enough that parsing it stays within memory and Spans' 32-bit offsets. */
+#define SOURCE_MAX_BYTES (16u << 20)
+
 int source_load(SourceMap *map, const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
+    /* O_NONBLOCK: opening a FIFO without a writer must not wait; it is
+     * refused below like every file that is not a regular one. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    size_t cap = 4096, len = 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    /* A directory, a device (/dev/zero never ends) or a pipe: refused at
+     * once, as is a file above the size limit, before reading a byte. */
+    if (!S_ISREG(st.st_mode) || st.st_size > (off_t)SOURCE_MAX_BYTES) {
+        close(fd);
+        errno = S_ISDIR(st.st_mode) ? EISDIR : !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
+        return -1;
+    }
+    /* The file may grow while it is read: read at most one byte more
+     * than the limit. */
+    size_t cap = (size_t)st.st_size + 1, len = 0;
     char *buf = malloc(cap);
     if (!buf)
         ICE("out of memory reading '%s'", path);
     for (;;) {
         if (len == cap) {
-            if (cap >= (size_t)UINT32_MAX / 2) {
+            if (cap > SOURCE_MAX_BYTES) {
                 free(buf);
-                fclose(fp);
+                close(fd);
                 errno = EFBIG;
                 return -1;
             }
-            cap *= 2;
+            cap = cap * 2 > SOURCE_MAX_BYTES + 1 ? SOURCE_MAX_BYTES + 1 : cap * 2;
             char *grown = realloc(buf, cap);
             if (!grown)
                 ICE("out of memory reading '%s'", path);
             buf = grown;
         }
-        size_t got = fread(buf + len, 1, cap - len, fp);
-        len += got;
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int saved = errno ? errno : EIO;
+            free(buf);
+            close(fd);
+            errno = saved;
+            return -1;
+        }
         if (got == 0)
             break;
+        len += (size_t)got;
     }
-    if (ferror(fp)) {
-        int saved = errno ? errno : EIO;
-        free(buf);
-        fclose(fp);
-        errno = saved;
-        return -1;
-    }
-    fclose(fp);
+    close(fd);
     uint32_t id = source_add(map, path, buf, len);
     free(buf);
     return (int)id;

@@ -32,3 +32,21 @@ add_custom_target(update-golden
   DEPENDS primec
   COMMENT "rewriting tests/golden expected files (review them with git diff)"
   VERBATIM)
+
+# Write errors (a full disk) are I/O errors: exit 2 and a message, never a
+# silent success. Their output is the command's whole output, so they are
+# checked by status and message rather than as golden files.
+foreach(case "explain;model.prime;>/dev/full;cannot write the output"
+             "check;model.prime;>/dev/full;cannot write the output"
+             "plan;model.prime -o /dev/full;>/dev/null;cannot write '/dev/full'")
+  list(GET case 0 command)
+  list(GET case 1 args)
+  list(GET case 2 redirect)
+  list(GET case 3 message)
+  string(REPLACE "model.prime -o /dev/full" "output" what "${args}")
+  string(REPLACE "model.prime" "stdout" what "${what}")
+  add_test(NAME golden/cli/write-error-${command}-${what}
+           COMMAND sh -c "cd '${PRIMEC_GOLDEN_DIR}/cli' && \"$1\" ${command} ${args} ${redirect} 2>\"$2\"; rc=$?; cat \"$2\"; [ $rc -eq 2 ] && grep -q \"${message}\" \"$2\""
+                   sh $<TARGET_FILE:primec> ${PRIMEC_GOLDEN_WORK}/write-error-${command}.stderr)
+  set_tests_properties(golden/cli/write-error-${command}-${what} PROPERTIES LABELS golden TIMEOUT 60)
+endforeach()
