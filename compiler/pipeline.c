@@ -285,13 +285,37 @@ static int check_unused_partitions(Compilation *c) {
     return ok;
 }
 
-static int pass_schedule(Compilation *c) {
-    int ok = check_unused_partitions(c);
+static int pass_phases(Compilation *c) {
+    int ok = 1;
     for (int i = 0; i < c->module.models.count; ++i) {
         const Model *m = c->module.models.items[i];
         if (!selected(c, m))
             continue;
-        Schedule *s = schedule_build(c->arena, &c->sink, m);
+        PhaseList *pl = phases_derive(c->arena, &c->sink, m);
+        if (!pl)
+            ok = 0;
+        ptrvec_push(c->arena, &c->phase_lists, pl);
+    }
+    return ok;
+}
+
+static void dump_phases(Compilation *c) {
+    for (int i = 0; i < c->phase_lists.count; ++i)
+        phases_dump(c->phase_lists.items[i], c->dump_out);
+}
+
+static int pass_schedule(Compilation *c) {
+    int ok = check_unused_partitions(c);
+    /* The partition and phases passes left one slice table per instance
+     * and one phase list per selected model, in model order. */
+    int k = 0, n = 0;
+    for (int i = 0; i < c->module.models.count; ++i) {
+        const Model *m = c->module.models.items[i];
+        if (!selected(c, m))
+            continue;
+        const SliceTable *const *slices = (const SliceTable *const *)c->slice_tables.items + k;
+        k += m->ninstances;
+        Schedule *s = schedule_build_from(c->arena, &c->sink, m, slices, c->phase_lists.items[n++]);
         if (!s)
             ok = 0;
         else
@@ -364,6 +388,7 @@ static const struct {
     {"parse", pass_parse, dump_parse},
     {"resolve", pass_resolve, dump_resolve},
     {"partition", pass_partition, dump_partition},
+    {"phases", pass_phases, dump_phases},
     {"schedule", pass_schedule, dump_schedule},
     {"emit", pass_emit, dump_emit},
 };
@@ -377,7 +402,7 @@ int pipeline_has_pass(const char *name) {
 }
 
 const char *pipeline_pass_list(void) {
-    return "parse, resolve, partition, schedule, emit";
+    return "parse, resolve, partition, phases, schedule, emit";
 }
 
 void compilation_init(Compilation *c, const char *input, FILE *diag_out) {

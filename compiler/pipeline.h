@@ -2,9 +2,10 @@
  * pipeline.h — the compilation context and the flat pass pipeline.
  *
  * Read top to bottom, the pipeline runs
- *     parse -> resolve -> partition -> schedule -> emit
- * (partition evaluates DSIs and schedule derives the phases, residency,
- * communication, reductions, alignment and memory of every instance).
+ *     parse -> resolve -> partition -> phases -> schedule -> emit
+ * (partition evaluates DSIs, phases derives the backward and gradient
+ * einsums, and schedule the residency, communication, reductions,
+ * alignment and memory of every instance).
  * `--dump-after=PASS` prints the IR after any pass and stops there.
  * Everything a compilation allocates lives in its arena; there is no
  * global compiler state.
@@ -32,7 +33,8 @@ typedef struct Compilation {
     PtrVec programs; /* Program*: stdlib first */
     Module module;
     PtrVec schedules;    /* Schedule*, one per model */
-    PtrVec slice_tables; /* for the partition dump */
+    PtrVec slice_tables; /* SliceTable*, one per instance of every selected model */
+    PtrVec phase_lists;  /* PhaseList*, one per selected model */
     const char *emit_target;
     PtrVec emitted; /* char*: emitted program text per schedule */
 } Compilation;

@@ -2,9 +2,11 @@
  * schedule.h — lower a model's partitioned operator instances into the
  * three training phases, per device and per step.
  *
- * From the forward einsum Y = sum X * W the pass derives, per input, its
- * gradient einsum (backward: activation inputs; gradient: weights). All
- * phases use the instance's (device, t) -> slice map; backward and
+ * The phases pass (phases.h) derives from the forward einsum
+ * Y = sum X * W, per input, its gradient einsum (backward: activation
+ * inputs; gradient: weights); this pass binds their operands to storage
+ * tensors. All phases use the instance's (device, t) -> slice map (the
+ * partition pass's slice tables); backward and
  * gradient may sweep t in forward or reversed order, and the pass picks
  * the order with the least redistribution at the phase boundaries.
  *
@@ -31,23 +33,14 @@
 #include "diag.h"
 #include "ir.h"
 #include "partition.h"
+#include "phases.h" /* PhaseKind, phase_name, and the phase list bound here */
 #include "prime_sched.h"
-
-typedef enum PhaseKind {
-    PHASE_INIT,
-    PHASE_FWD,
-    PHASE_DYIN,
-    PHASE_BWD,
-    PHASE_GRAD,
-    PHASE_KIND_COUNT
-} PhaseKind;
-const char *phase_name(PhaseKind kind);
 
 /* Storage tensors of one schedule. A program holds at most
  * PRIME_MAX_TENSORS (checked when it is emitted); larger models can still
  * be scheduled, explained and costed. */
 #define SCHED_MAX_TENSORS 8192
-#define SCHED_MAX_OPERANDS (IR_MAX_INPUTS + 2)
+#define SCHED_MAX_OPERANDS PHASE_MAX_OPERANDS
 
 /* A storage tensor: one model tensor (or its gradient) in one tiling.
  * A tensor that two instances tile differently has two storage tensors;
@@ -102,8 +95,9 @@ typedef struct Move {
     long bytes;         /* over all devices */
     const char *reason; /* boundaries: why the layouts differ */
     int from_tensor;    /* MOVE_CONVERSION: the storage tensor converted from */
-    const char *pattern; /* MOVE_CONVERSION: "local slice", "all-gather", "all-to-all", "exchange" */
-    Layout have, need;  /* boundaries: both layouts */
+    const char
+        *pattern;      /* MOVE_CONVERSION: "local slice", "all-gather", "all-to-all", "exchange" */
+    Layout have, need; /* boundaries: both layouts */
 } Move;
 
 typedef struct PhaseSched PhaseSched;
@@ -112,11 +106,11 @@ typedef struct Collective {
     int tensor;
     long tile;
     int gsize;
-    int *group; /* ranks */
-    int *slots; /* the slot of the tile on each member */
-    int reduce_scatter; /* member p ends with chunk p only (see prime_rt.h) */
+    int *group;               /* ranks */
+    int *slots;               /* the slot of the tile on each member */
+    int reduce_scatter;       /* member p ends with chunk p only (see prime_rt.h) */
     struct PhaseSched *phase; /* where it runs */
-    int *action;        /* per member: index of its action in phase->actions */
+    int *action;              /* per member: index of its action in phase->actions */
     long elems;
     long bytes; /* over all members */
 } Collective;
@@ -139,6 +133,7 @@ struct PhaseSched {
     int nin;
     Operand in[SCHED_MAX_OPERANDS];
     const Expr *expr;   /* out[...] += expr over the instance's dimensions */
+    const Phase *phase; /* the phase of the phase list this binds */
     long replication;   /* how many complete copies of each output tile */
     PtrVec moves;       /* Move*: between steps */
     PtrVec boundary;    /* Move*: redistributions at the start/end */
@@ -181,8 +176,15 @@ typedef struct Schedule {
 } Schedule;
 
 /* Builds the schedule of a model. Returns NULL after reporting
- * diagnostics. */
+ * diagnostics. Evaluates the partitions and derives the phases itself;
+ * schedule_build_from takes them from the passes that made them. */
 Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model);
+
+/* Builds the schedule of a model from the slice table of every instance
+ * (slices[i] for instance i, from partition_eval) and its phase list
+ * (phases_derive). Returns NULL after reporting diagnostics. */
+Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
+                              const SliceTable *const *slices, const PhaseList *phases);
 
 /* The schedule of s with the two axes of its square mesh (i: n, j: n)
  * swapped: device (i, j) does what (j, i) did in s. Per-rank action

@@ -1,0 +1,185 @@
+/*
+ * phases.c — the phase list of a model and the einsums of its backward
+ * and gradient phases (see phases.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "phases.h"
+
+#include <string.h>
+
+#include "autodiff.h"
+
+const char *phase_name(PhaseKind kind) {
+    static const char *const names[] = {"init", "forward", "dy-in", "backward", "gradient"};
+    return kind < PHASE_KIND_COUNT ? names[kind] : "?";
+}
+
+static const Expr *body_value(const Op *op) {
+    for (int i = 0; i < op->decl->body.count; ++i) {
+        const Stmt *st = op->decl->body.items[i];
+        if (st->kind != STMT_GRAD)
+            return st->value;
+    }
+    ICE("operator '%s' has no forward statement", op->name);
+}
+
+/* The derivative the operator states for input `name`, or NULL. */
+static const Expr *stated_grad(const Op *op, Sym name) {
+    for (int i = 0; i < op->decl->body.count; ++i) {
+        const Stmt *st = op->decl->body.items[i];
+        if (st->kind == STMT_GRAD && st->target.name == name)
+            return st->value;
+    }
+    return NULL;
+}
+
+/* Lists every tensor named in e (an input of op, or dY), once each, in
+ * the order of first mention. */
+static void collect_operands(Phase *ph, const Expr *e, const Op *op, Sym dy_name) {
+    if (!e || (e->kind == EXPR_CALL && strcmp(e->name, "size") == 0))
+        return;
+    if (e->kind == EXPR_NAME && e->name != dy_name) {
+        int tensor_named = 0;
+        for (int i = 0; i < op->ninputs; ++i)
+            tensor_named |= op->inputs[i].name == e->name;
+        if (!tensor_named)
+            return; /* a dimension index */
+    }
+    if (e->kind == EXPR_INDEX || e->kind == EXPR_NAME) {
+        for (int i = 0; i < ph->nin; ++i)
+            if (ph->in[i].name == e->name)
+                return;
+        int input = -2;
+        if (e->name == dy_name)
+            input = -1;
+        else
+            for (int i = 0; i < op->ninputs; ++i)
+                if (op->inputs[i].name == e->name)
+                    input = i;
+        if (input == -2)
+            ICE("tensor '%s' in the body of '%s' is not an input", e->name, op->name);
+        if (ph->nin == PHASE_MAX_OPERANDS)
+            ICE("too many operands");
+        ph->in[ph->nin].name = e->name;
+        ph->in[ph->nin].input = input;
+        ph->nin++;
+        return;
+    }
+    collect_operands(ph, e->lhs, op, dy_name);
+    collect_operands(ph, e->rhs, op, dy_name);
+    for (int i = 0; i < e->args.count; ++i)
+        if (e->kind == EXPR_CALL || e->kind == EXPR_RADIX)
+            collect_operands(ph, e->args.items[i], op, dy_name);
+}
+
+static Phase *add_phase(PhaseList *pl, PhaseKind kind, int inst) {
+    Phase *ph = &pl->items[pl->count++];
+    memset(ph, 0, sizeof *ph);
+    ph->kind = kind;
+    ph->inst = inst;
+    ph->out_tensor = -1;
+    return ph;
+}
+
+static Sym grad_name(Arena *arena, Sym name) {
+    return arena_intern(arena, arena_printf(arena, "d%s", name), strlen(name) + 1);
+}
+
+/* dX[...] += dY[...] * (de / dX), or the derivative the operator states.
+ * Returns 0 after a diagnostic. */
+static int derive_input(Arena *arena, DiagSink *sink, const Instance *inst, int a, Phase *ph) {
+    const Op *op = inst->op;
+    const Expr *stated = stated_grad(op, op->inputs[a].name);
+    if (stated) {
+        ph->expr = stated;
+    } else {
+        Expr *d = ad_derive(arena, sink, body_value(op), op->inputs[a].name);
+        if (!d)
+            return 0;
+        Ident dyid = {ph->dy_name, op->output.span};
+        PtrVec dims = {0};
+        for (int x = 0; x < op->output.ndims; ++x) {
+            Ident *dim = ARENA_NEW(arena, Ident);
+            dim->name = op->dims[op->output.dims[x]];
+            dim->span = op->output.span;
+            ptrvec_push(arena, &dims, dim);
+        }
+        Expr *dyref = ast_new_index(arena, op->output.span, dyid, dims);
+        ph->expr = ast_new_binary(arena, op->output.span, '*', dyref, d);
+    }
+    ph->wrt = a;
+    ph->out = &op->inputs[a];
+    ph->out_name = grad_name(arena, op->inputs[a].name);
+    ph->out_tensor = inst->args[a];
+    ph->out_grad = 1;
+    collect_operands(ph, ph->expr, op, ph->dy_name);
+    return 1;
+}
+
+PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
+    PhaseList *pl = ARENA_NEW(arena, PhaseList);
+    pl->model = model;
+    int n = 2;
+    for (int i = 0; i < model->ninstances; ++i)
+        n += 1 + model->instances[i].op->ninputs;
+    pl->items = ARENA_ARRAY(arena, Phase, n);
+    /* Forward in order, dY of the outputs, then backward and gradient of
+     * every input of every instance in reverse order. */
+    add_phase(pl, PHASE_INIT, -1);
+    for (int i = 0; i < model->ninstances; ++i) {
+        const Instance *inst = &model->instances[i];
+        Phase *ph = add_phase(pl, PHASE_FWD, i);
+        ph->expr = body_value(inst->op);
+        ph->out = &inst->op->output;
+        ph->out_name = inst->op->output.name;
+        ph->out_tensor = inst->result;
+        collect_operands(ph, ph->expr, inst->op, NULL);
+    }
+    add_phase(pl, PHASE_DYIN, -1);
+    for (int i = model->ninstances - 1; i >= 0; --i) {
+        const Instance *inst = &model->instances[i];
+        Sym dy_name = grad_name(arena, inst->op->output.name);
+        for (int a = 0; a < inst->op->ninputs; ++a) {
+            const ModelTensor *mt = &model->tensors[inst->args[a]];
+            Phase *ph = add_phase(pl, mt->role == TENSOR_WEIGHT ? PHASE_GRAD : PHASE_BWD, i);
+            ph->dy_name = dy_name;
+            if (!derive_input(arena, sink, inst, a, ph))
+                return NULL;
+        }
+    }
+    return pl;
+}
+
+/* The model's name for an operand of a phase. */
+static const char *operand_model_name(const PhaseList *pl, const Phase *ph, const PhaseOperand *o) {
+    const Instance *inst = &pl->model->instances[ph->inst];
+    if (o->input < 0)
+        return NULL;
+    return pl->model->tensors[inst->args[o->input]].name;
+}
+
+void phases_dump(const PhaseList *pl, FILE *out) {
+    const Model *model = pl->model;
+    fprintf(out, "phases %s\n", model->name);
+    for (int p = 0; p < pl->count; ++p) {
+        const Phase *ph = &pl->items[p];
+        if (ph->inst < 0) {
+            fprintf(out, " %s\n", phase_name(ph->kind));
+            continue;
+        }
+        const Instance *inst = &model->instances[ph->inst];
+        const char *yname = model->tensors[inst->result].name;
+        fprintf(out, " %s of %s: %s%s[", phase_name(ph->kind), inst->name, ph->out_grad ? "d" : "",
+                model->tensors[ph->out_tensor].name);
+        for (int x = 0; x < ph->out->ndims; ++x)
+            fprintf(out, "%s%s", x ? ", " : "", inst->op->dims[ph->out->dims[x]]);
+        fprintf(out, "] += ");
+        ast_print_expr(ph->expr, out);
+        for (int i = 0; i < ph->nin; ++i) {
+            const char *name = operand_model_name(pl, ph, &ph->in[i]);
+            fprintf(out, "%s %s = %s%s", i ? "," : "  with", ph->in[i].name, name ? "" : "d",
+                    name ? name : yname);
+        }
+        fprintf(out, "\n");
+    }
+}

@@ -1,0 +1,75 @@
+/*
+ * phases.h — the training phases of a model, derived from its operators.
+ *
+ * A model trains in phases: init (inputs and weights filled), the forward
+ * phase of every instance in program order, dy-in (the gradients of the
+ * outputs arrive), then, for every instance in reverse order and every
+ * input X of its operator, a backward phase (X an activation or an input)
+ * or a gradient phase (X a weight):
+ *     dX[dims of X] += dY[dims of Y] * (de / dX)
+ * where the operator's body is Y[...] += e. de/dX comes from reverse-mode
+ * differentiation of e (autodiff.h) unless the operator states the
+ * derivative itself (`grad dX = ...`).
+ *
+ * This pass works on the model alone: its phases name operator tensors
+ * and model tensors, not tilings. The schedule pass binds every operand
+ * to a storage tensor in the tiling its instance's partition gives it.
+ */
+#ifndef PRIMEC_PHASES_H
+#define PRIMEC_PHASES_H
+
+#include <stdio.h>
+
+#include "diag.h"
+#include "ir.h"
+
+typedef enum PhaseKind {
+    PHASE_INIT,
+    PHASE_FWD,
+    PHASE_DYIN,
+    PHASE_BWD,
+    PHASE_GRAD,
+    PHASE_KIND_COUNT
+} PhaseKind;
+const char *phase_name(PhaseKind kind);
+
+/* Operands of one phase: the operator's inputs and dY. */
+#define PHASE_MAX_OPERANDS (IR_MAX_INPUTS + 2)
+
+/* An operand as the phase's expression names it. */
+typedef struct PhaseOperand {
+    Sym name;
+    int input; /* index of the operator input it is; -1 for dY */
+} PhaseOperand;
+
+typedef struct Phase {
+    PhaseKind kind;
+    int inst;         /* instance index; -1 for init and dy-in */
+    int wrt;          /* backward/gradient: the operator input differentiated */
+    const Expr *expr; /* out[...] += expr over the instance's dimensions */
+    Sym out_name;     /* "Y" (forward), "dX" (the gradient of input X) */
+    const OpTensor *out;
+    int out_tensor; /* the model tensor the output is (or is the gradient of) */
+    int out_grad;
+    Sym dy_name; /* backward/gradient: "dY" */
+    int nin;     /* operands in the order the expression first names them */
+    PhaseOperand in[PHASE_MAX_OPERANDS];
+} Phase;
+
+/* Every phase of a model, in execution order. */
+typedef struct PhaseList {
+    const Model *model;
+    int count;
+    Phase *items;
+} PhaseList;
+
+/* Derives the phases of a model (every instance must have a partition and
+ * a single forward statement). Returns NULL after reporting a derivative
+ * that cannot be taken. */
+PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model);
+
+/* Prints each phase with its einsum in the model's names, e.g.
+ *     backward of y: dx[m, k] += dY[m, n] * W[k, n]  with dY = dy, W = w */
+void phases_dump(const PhaseList *pl, FILE *out);
+
+#endif

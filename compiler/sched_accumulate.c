@@ -1,0 +1,295 @@
+/*
+ * sched_accumulate.c — accumulators of partial sums, coverage and the
+ * all-reduces that complete them.
+ *
+ * An accumulator counts how often each reduction slice was added into
+ * its output tile. At the end of a phase every output tile must have
+ * received every slice equally often (else a double count or missed
+ * voxels, reported at the DSI); the partial sums of a tile are split into
+ * groups that each hold every slice once, and each group is all-reduced.
+ */
+#include "sched_internal.h"
+
+long sched_red_id(const Builder *b, const AccState *as, int dev, long t) {
+    long id = 0;
+    for (int x = 0; x < as->nred_dims; ++x)
+        id = id * b->st->nslices[as->red_dims[x]] + slice_at(b->st, as->red_dims[x], dev, t);
+    return id;
+}
+
+Acc *sched_acc_new(Builder *b, const AccState *as, int dev, long tile, int slot) {
+    Acc *a = ARENA_NEW(b->arena, Acc);
+    a->dev = dev;
+    a->tile = tile;
+    a->slot = slot;
+    a->red = arena_alloc(b->arena, (size_t)as->nred);
+    a->red_step = ARENA_ARRAY(b->arena, long, as->nred);
+    a->first_dup = -1;
+    return a;
+}
+
+void sched_acc_add(Acc *a, long r, long step) {
+    if (a->red[r] && a->first_dup < 0) {
+        a->first_dup = r;
+        a->dup_steps[0] = a->red_step[r];
+        a->dup_steps[1] = step;
+    }
+    if (!a->red[r])
+        a->red_step[r] = step;
+    if (a->red[r] < 255)
+        a->red[r]++;
+}
+
+/* Merges what an arriving accumulator carried into the local partial. */
+void sched_acc_merge(Acc *into, const Acc *from, long nred) {
+    for (long r = 0; r < nred; ++r) {
+        if (from->red[r] && into->red[r] && into->first_dup < 0) {
+            into->first_dup = r;
+            into->dup_steps[0] = from->red_step[r];
+            into->dup_steps[1] = into->red_step[r];
+        }
+        if (from->red[r] && !into->red[r])
+            into->red_step[r] = from->red_step[r];
+        unsigned v = (unsigned)into->red[r] + from->red[r];
+        into->red[r] = (unsigned char)(v > 255 ? 255 : v);
+    }
+    if (from->first_dup >= 0 && into->first_dup < 0) {
+        into->first_dup = from->first_dup;
+        into->dup_steps[0] = from->dup_steps[0];
+        into->dup_steps[1] = from->dup_steps[1];
+    }
+}
+
+/* Can the accumulator of src travel to dst for the next step? Only if
+ * src moves off the tile and dst's next contribution is a reduction
+ * slice the accumulator lacks (else it would be counted twice: dst keeps
+ * its own accumulator, a replica). */
+int sched_acc_available(Builder *b, int tensor, int src, int dst, long tile, void *ctx) {
+    (void)tensor;
+    AccState *as = ctx;
+    const Acc *a = as->active[src];
+    if (!a || a->tile != tile || as->next_tile[src] == tile || as->claimed[src])
+        return 0;
+    return !a->red[sched_red_id(b, as, dst, op_step(b, b->ph, as->step + 1))];
+}
+
+int sched_retired_find(const AccState *as, int dev, long tile) {
+    for (int i = 0; i < as->retired[dev].count; ++i)
+        if (((Acc *)as->retired[dev].items[i])->tile == tile)
+            return i;
+    return -1;
+}
+
+static const char *red_name(Builder *b, const AccState *as, long r) {
+    char buf[256];
+    size_t n = 0;
+    buf[0] = 0;
+    long rest = r;
+    long vals[IR_MAX_DIMS];
+    for (int x = as->nred_dims - 1; x >= 0; --x) {
+        vals[x] = rest % b->st->nslices[as->red_dims[x]];
+        rest /= b->st->nslices[as->red_dims[x]];
+    }
+    for (int x = 0; x < as->nred_dims && n < sizeof buf - 40; ++x)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s=%ld", x ? ", " : "",
+                              b->inst->op->dims[as->red_dims[x]], vals[x]);
+    return arena_strdup(b->arena, buf);
+}
+
+/* The DSI of a reduction dimension, or failing that the partition, for
+ * pointing at in diagnostics. */
+static Span red_span(const Builder *b, const AccState *as) {
+    const Partition *p = b->inst->partition;
+    for (int x = 0; x < as->nred_dims; ++x)
+        if (p->dsi[as->red_dims[x]])
+            return p->dsi[as->red_dims[x]]->span;
+    return p->decl->name.span;
+}
+
+static void phase_error_note(Builder *b) {
+    diag_note(b->sink, b->inst->use_span, "partition '%s' applied to '%s' here",
+              b->inst->partition->name, b->inst->name);
+}
+
+/* Emits an all-reduce in phase ph: every member, in group order. */
+void sched_emit_collective(Builder *b, PhaseSched *ph, Collective *col) {
+    int tag = b->next_tag++;
+    if (!b->dry) {
+        ptrvec_push(b->arena, &ph->collectives, col);
+        ptrvec_push(b->arena, &ph->groups, col);
+    }
+    int gindex = ph->groups.count - 1;
+    col->phase = ph;
+    col->action = ARENA_ARRAY(b->arena, int, col->gsize);
+    for (int p = 0; p < col->gsize; ++p) {
+        col->action[p] = ph->nactions[col->group[p]];
+        PrimeAction *a = sched_act(b, col->group[p], PRIME_ACT_ALLREDUCE);
+        a->tensor = col->tensor;
+        a->slot = col->slots[p];
+        a->tag = tag;
+        a->arg = gindex;
+    }
+    if (!b->dry && b->reduced) {
+        if (b->reduced_phase[col->tensor] != b->phase_index) {
+            b->reduced[col->tensor].count = 0;
+            b->reduced_phase[col->tensor] = b->phase_index;
+        }
+        ptrvec_push(b->arena, &b->reduced[col->tensor], col);
+    }
+}
+
+/* All-reduces each group of a tile's partial sums (group_of[i]: the group
+ * of accumulator i, c groups) over the devices that hold them, or defers
+ * it to after the gradient's last contribution. */
+static void all_reduce_groups(Builder *b, PhaseSched *ph, long tile, const PtrVec *accs,
+                              const int *group_of, long c) {
+    const SchedTensor *out = &b->s->tensors[ph->out.tensor];
+    int nacc = accs->count;
+    for (long g = 0; g < c; ++g) {
+        int members[4096];
+        int slots[4096];
+        int gs = 0;
+        for (int i = 0; i < nacc && gs < 4096; ++i) {
+            if (group_of[i] == g) {
+                const Acc *a = accs->items[i];
+                members[gs] = a->dev;
+                slots[gs] = a->slot;
+                gs++;
+            }
+        }
+        if (gs < 2)
+            continue;
+        /* Ring order = rank order, so every member derives the same ring. */
+        for (int x = 1; x < gs; ++x)
+            for (int y = x; y > 0 && members[y - 1] > members[y]; --y) {
+                int tm = members[y], ts = slots[y];
+                members[y] = members[y - 1];
+                slots[y] = slots[y - 1];
+                members[y - 1] = tm;
+                slots[y - 1] = ts;
+            }
+        Collective *col = ARENA_NEW(b->arena, Collective);
+        col->tensor = ph->out.tensor;
+        col->tile = tile;
+        col->gsize = gs;
+        col->group = ARENA_ARRAY(b->arena, int, gs);
+        col->slots = ARENA_ARRAY(b->arena, int, gs);
+        memcpy(col->group, members, sizeof(int) * (size_t)gs);
+        memcpy(col->slots, slots, sizeof(int) * (size_t)gs);
+        col->elems = out->tile_elems;
+        for (int p = 0; p < gs; ++p)
+            col->bytes += (long)prime_allreduce_bytes((size_t)col->elems, gs, p);
+        if (b->defer) {
+            if (!b->dry)
+                ptrvec_push(b->arena, &b->deferred, col);
+        } else {
+            sched_emit_collective(b, ph, col);
+        }
+    }
+}
+
+/* Checks coverage of the output and all-reduces partial sums. */
+void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
+    const SchedTensor *out = &b->s->tensors[ph->out.tensor];
+    PtrVec *by_tile = ARENA_ARRAY(b->arena, PtrVec, out->ntiles);
+    for (int d = 0; d < b->ndev; ++d) {
+        for (int i = 0; i < as->retired[d].count; ++i) {
+            Acc *a = as->retired[d].items[i];
+            if (a->first_dup >= 0 && !b->failed) {
+                if (!b->dry) {
+                    diag_error(b->sink, red_span(b, as),
+                               "%s phase double counts: reduction slice (%s) is added twice into "
+                               "tile %s of '%s' on device %d (steps %ld and %ld)",
+                               phase_name(ph->kind), red_name(b, as, a->first_dup),
+                               sched_tile_name(b->arena, b->s, ph->out.tensor, a->tile), out->name,
+                               d, a->dup_steps[0], a->dup_steps[1]);
+                    phase_error_note(b);
+                }
+                b->failed = 1;
+            }
+            ptrvec_push(b->arena, &by_tile[a->tile], a);
+        }
+    }
+    if (b->failed)
+        return;
+    long replication = 0;
+    long *counts = ARENA_ARRAY(b->arena, long, as->nred);
+    for (long tile = 0; tile < out->ntiles; ++tile) {
+        PtrVec *accs = &by_tile[tile];
+        if (accs->count == 0) {
+            if (!b->dry) {
+                diag_error(b->sink, b->inst->partition->decl->name.span,
+                           "%s phase misses tile %s of '%s': no device computes it",
+                           phase_name(ph->kind),
+                           sched_tile_name(b->arena, b->s, ph->out.tensor, tile), out->name);
+                phase_error_note(b);
+            }
+            b->failed = 1;
+            return;
+        }
+        memset(counts, 0, sizeof(long) * (size_t)as->nred);
+        for (int i = 0; i < accs->count; ++i) {
+            const Acc *a = accs->items[i];
+            for (long r = 0; r < as->nred; ++r)
+                counts[r] += a->red[r];
+        }
+        long c = counts[0];
+        for (long r = 0; r < as->nred; ++r) {
+            if (counts[r] == 0 || counts[r] != c) {
+                long missing = r;
+                if (counts[r] != 0)
+                    for (long q = 0; q < as->nred; ++q)
+                        if (counts[q] < c)
+                            missing = q;
+                if (!b->dry) {
+                    diag_error(b->sink, red_span(b, as),
+                               "%s phase misses voxels: tile %s of '%s' never receives reduction "
+                               "slice (%s)%s",
+                               phase_name(ph->kind),
+                               sched_tile_name(b->arena, b->s, ph->out.tensor, tile), out->name,
+                               red_name(b, as, missing),
+                               counts[r] != 0 ? " as often as the others" : "");
+                    phase_error_note(b);
+                }
+                b->failed = 1;
+                return;
+            }
+        }
+        if (c > replication)
+            replication = c;
+        /* Group partial sums: each group receives every slice once. */
+        int nacc = accs->count;
+        int *group_of = ARENA_ARRAY(b->arena, int, nacc);
+        unsigned char **gred = ARENA_ARRAY(b->arena, unsigned char *, c);
+        for (long g = 0; g < c; ++g)
+            gred[g] = arena_alloc(b->arena, (size_t)as->nred);
+        for (int i = 0; i < nacc; ++i) {
+            const Acc *a = accs->items[i];
+            group_of[i] = -1;
+            for (long g = 0; g < c && group_of[i] < 0; ++g) {
+                int clash = 0;
+                for (long r = 0; r < as->nred && !clash; ++r)
+                    clash = a->red[r] && gred[g][r];
+                if (!clash) {
+                    group_of[i] = (int)g;
+                    for (long r = 0; r < as->nred; ++r)
+                        gred[g][r] = (unsigned char)(gred[g][r] | a->red[r]);
+                }
+            }
+            if (group_of[i] < 0) {
+                if (!b->dry) {
+                    diag_error(b->sink, red_span(b, as),
+                               "%s phase double counts: the partial sums of tile %s of '%s' cannot "
+                               "be split into complete sums",
+                               phase_name(ph->kind),
+                               sched_tile_name(b->arena, b->s, ph->out.tensor, tile), out->name);
+                    phase_error_note(b);
+                }
+                b->failed = 1;
+                return;
+            }
+        }
+        all_reduce_groups(b, ph, tile, accs, group_of, c);
+    }
+    ph->replication = replication;
+}

@@ -1,0 +1,204 @@
+/*
+ * sched_internal.h — what the files of the schedule pass share (private to
+ * them; the pass's interface is schedule.h).
+ *
+ * The builder keeps a model of the machine: for every storage tensor and
+ * device, the tiles the device holds and the slot of each. A phase is
+ * simulated step by step, appending to every rank's action list what the
+ * emitted program will do. Backward and gradient orders are chosen by a
+ * dry run of both on a copy of the machine, which also yields each
+ * phase's required initial residency. Accumulators remember which
+ * reduction slices they received, which is how double counting and
+ * missed slices are found.
+ *
+ * The files, in the order a phase uses them:
+ *   sched_machine.c     stores, slots and the actions appended per rank
+ *   sched_layout.c      tile ids and layouts (snapshots of the stores)
+ *   sched_moves.c       sources of tiles, redistribution, conversion
+ *   sched_accumulate.c  accumulators, coverage, all-reduces
+ *   sched_simulate.c    one phase step by step; residency trials
+ *   sched_boundary.c    inputs, epilogue, landing, sweep order, freeing
+ *   sched_predict.c     predicted bytes and peaks
+ *   sched_transpose.c   a schedule with the axes of a square mesh swapped
+ *   schedule.c          the driver: storage tensors, operands, the phase loop
+ */
+#ifndef PRIMEC_SCHED_INTERNAL_H
+#define PRIMEC_SCHED_INTERNAL_H
+
+#include "schedule.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SLOTS 1024
+#define SLOT_WORDS (MAX_SLOTS / 64)
+
+typedef struct Held {
+    long tile;
+    int slot;
+} Held;
+
+typedef struct Store {
+    Held *items;
+    int count;
+    int cap;
+} Store;
+
+typedef struct Acc {
+    long tile;
+    int slot;
+    int dev;
+    unsigned char *red; /* times each reduction slice was added */
+    long *red_step;     /* the step that first added it */
+    long first_dup;     /* first reduction slice added twice, or -1 */
+    long dup_steps[2];
+} Acc;
+
+typedef struct Machine {
+    int ntensors;
+    int ndev;
+    Store *stores[SCHED_MAX_TENSORS];       /* [dev] */
+    uint64_t *slot_used[SCHED_MAX_TENSORS]; /* bitmap: [dev * SLOT_WORDS + slot / 64] */
+} Machine;
+
+/* Moves of trial runs are discarded: their reasons are not written out. */
+#define TRIAL_REASON "(trial run)"
+
+typedef struct Builder {
+    Arena *arena;
+    DiagSink *sink;
+    Schedule *s;
+    const SliceTable *st;
+    int ndev;
+    long steps;
+    int dry; /* a trial run: no diagnostics, actions discarded */
+    int failed;
+    int next_tag;
+    PhaseSched *ph;
+    const Instance *inst; /* of the current phase */
+    int nsums;            /* storage tensors made for summing gradients (names) */
+    /* Partial sums of a gradient that more contributions will be added
+     * to are all-reduced once, after the last: sched_finish_accumulators puts
+     * the phase's all-reduces in `deferred` instead of emitting them, and
+     * pending[model tensor] holds those of the gradient summed so far. */
+    int defer;
+    PtrVec deferred;
+    PtrVec *pending;
+    /* The collectives that last produced each storage tensor's tiles and
+     * the phase index they ran in (a conversion right after may turn an
+     * all-reduce into a reduce-scatter). */
+    PtrVec *reduced;
+    int *reduced_phase;
+    int phase_index; /* of the phase being built */
+    /* The layout in which a forward phase first consumed each storage
+     * tensor: where that value's gradient is wanted next (the producer's
+     * backward phase reads it there in an aligned plan). */
+    Layout *consumed;
+    /* Per storage tensor, initialised when its id is handed out (below
+     * this point the Builder starts zeroed). */
+    Machine m;
+    /* Filled by a run: tiles a device needed that nobody held. */
+    Layout need[SCHED_MAX_TENSORS];
+    int track_need[SCHED_MAX_TENSORS];
+} Builder;
+
+static inline Store *store_of(Builder *b, int tensor, int dev) {
+    return &b->m.stores[tensor][dev];
+}
+
+typedef struct AccState {
+    Acc **active;   /* per device: the accumulator the device works on */
+    Acc **incoming; /* per device: an accumulator arriving for the next step */
+    int *incoming_slot;
+    int *sent_slot;  /* per device: an accumulator being sent, freed at the next wait */
+    PtrVec *retired; /* per device: Acc* kept on the device */
+    long nred;
+    int red_dims[IR_MAX_DIMS];
+    int nred_dims;
+    unsigned char *claimed; /* per device, while choosing travel sources */
+    long *next_tile;        /* per device */
+    long step;              /* the phase step being simulated */
+} AccState;
+
+/* Can device src serve tile `tile` of `tensor` to device dst? */
+typedef int (*CandidateFn)(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
+
+/* Tile of an operand at device dev and operator step t (not phase step). */
+static inline long tile_at(const Builder *b, const Operand *o, int dev, long t) {
+    return sched_operand_tile(b->s, b->ph, o, dev, t);
+}
+
+static inline long op_step(const Builder *b, const PhaseSched *ph, long s) {
+    return sched_op_step(b->s, ph, s);
+}
+
+/* sched_machine.c: the machine model (stores and slots) and the actions every rank runs. */
+int sched_store_find(const Store *st, long tile);
+void sched_store_add(Builder *b, Store *st, long tile, int slot);
+void sched_store_remove(Store *st, int index);
+void sched_machine_init(Builder *b);
+void sched_machine_copy(Builder *b, Machine *dst, const Machine *src);
+void sched_machine_copy_some(Builder *b, Machine *dst, const Machine *src, const int *tensors,
+                             int n);
+PrimeAction *sched_act(Builder *b, int dev, int op);
+int sched_slot_alloc(Builder *b, int tensor, int dev);
+int sched_emit_alloc(Builder *b, int tensor, int dev);
+void sched_emit_free(Builder *b, int tensor, int dev, int slot);
+void sched_emit_send(Builder *b, int tensor, int dev, int slot, int peer, int tag, int kind);
+void sched_emit_recv(Builder *b, int tensor, int dev, int slot, int peer, int tag);
+void sched_emit_wait_all(Builder *b);
+
+/* sched_layout.c: tiles and layouts. */
+Layout sched_layout_of(Builder *b, int tensor);
+Layout sched_layout_empty(Builder *b);
+int sched_layout_has(const Layout *l, int dev, long tile);
+void sched_layout_add(Builder *b, Layout *l, int dev, long tile);
+
+/* sched_moves.c: where a tile comes from, redistribution and conversion between tilings. */
+MoveKind sched_choose_sources(Builder *b, int tensor, int nrecv, const int *dst, const long *tile,
+                              CandidateFn cand, void *ctx, int exclusive, int *src,
+                              long *delta_out);
+int sched_holds_tile(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
+Move *sched_new_move(Builder *b, int tensor, long step, MoveKind kind, const long *delta, int n,
+                     const int *dst, const int *src, const long *tile);
+long sched_redistribute(Builder *b, PhaseSched *ph, int tensor, const Layout *target, int drop,
+                        const char *reason);
+int sched_value_holder(Builder *b, int tensor);
+int sched_holds_any(Builder *b, int tensor);
+long sched_convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *target,
+                   const char *reason);
+
+/* sched_accumulate.c: partial sums, coverage and all-reduces. */
+long sched_red_id(const Builder *b, const AccState *as, int dev, long t);
+Acc *sched_acc_new(Builder *b, const AccState *as, int dev, long tile, int slot);
+void sched_acc_add(Acc *a, long r, long step);
+void sched_acc_merge(Acc *into, const Acc *from, long nred);
+int sched_acc_available(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
+int sched_retired_find(const AccState *as, int dev, long tile);
+void sched_emit_collective(Builder *b, PhaseSched *ph, Collective *col);
+void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as);
+
+/* sched_simulate.c: one phase, step by step, and its trial runs. */
+void sched_run_phase(Builder *b, PhaseSched *ph);
+void sched_enter_phase(Builder *b, PhaseSched *ph);
+int sched_phase_inputs(const PhaseSched *ph, int *tensors);
+void sched_learn_needs(Builder *b, PhaseSched *ph);
+void sched_strict_check(Builder *b, PhaseSched *ph, int first_boundary);
+
+/* sched_boundary.c: phase boundaries, sweep order and freeing. */
+long sched_phase_exec(Builder *b, PhaseSched *ph);
+int sched_more_contributions(const Schedule *s, int p, int mt);
+void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_storage);
+void sched_free_dead(Builder *b, int p);
+long sched_phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage);
+
+/* sched_predict.c: bytes and peak memory from the action lists. */
+void sched_predict(Schedule *s, Arena *arena);
+
+/* schedule.c (the driver): storage tensors. */
+int sched_storage_like(Builder *b, int like);
+int sched_storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor *ot, int fresh);
+
+#endif

@@ -1,0 +1,178 @@
+/*
+ * sched_machine.c — the schedule's model of the machine and the actions it
+ * appends to every rank's list (see sched_internal.h).
+ *
+ * A Store lists the tiles one device holds of one storage tensor and the
+ * slot of each; a bitmap per tensor and device says which slots are in
+ * use. Trial runs copy the stores they touch and put them back.
+ * Actions go to the current phase's per-rank lists, except in a trial
+ * run (b->dry), where they are discarded.
+ */
+#include "sched_internal.h"
+
+int sched_store_find(const Store *st, long tile) {
+    for (int i = 0; i < st->count; ++i)
+        if (st->items[i].tile == tile)
+            return i;
+    return -1;
+}
+
+void sched_store_add(Builder *b, Store *st, long tile, int slot) {
+    if (st->count == st->cap) {
+        int cap = st->cap ? st->cap * 2 : 4;
+        Held *items = ARENA_ARRAY_UNINIT(b->arena, Held, cap);
+        if (st->count)
+            memcpy(items, st->items, sizeof(Held) * (size_t)st->count);
+        st->items = items;
+        st->cap = cap;
+    }
+    st->items[st->count].tile = tile;
+    st->items[st->count].slot = slot;
+    st->count++;
+}
+
+void sched_store_remove(Store *st, int index) {
+    st->items[index] = st->items[st->count - 1];
+    st->count--;
+}
+
+/* Gives the machine stores for every storage tensor defined so far. */
+void sched_machine_init(Builder *b) {
+    b->m.ndev = b->ndev;
+    for (int t = b->m.ntensors; t < b->s->ntensors; ++t) {
+        b->m.stores[t] = ARENA_ARRAY(b->arena, Store, b->ndev);
+        b->m.slot_used[t] = arena_alloc(b->arena, sizeof(uint64_t) * (size_t)b->ndev * SLOT_WORDS);
+    }
+    b->m.ntensors = b->s->ntensors;
+}
+
+void sched_machine_copy(Builder *b, Machine *dst, const Machine *src) {
+    dst->ntensors = src->ntensors;
+    dst->ndev = src->ndev;
+    /* One block for every store, held tile and slot bitmap. */
+    size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS, total = 0;
+    for (int t = 0; t < src->ntensors; ++t) {
+        total += sizeof(Store) * (size_t)src->ndev + words;
+        for (int d = 0; d < src->ndev; ++d)
+            total += sizeof(Held) * (size_t)src->stores[t][d].count;
+    }
+    char *at = arena_alloc_uninit(b->arena, total ? total : 1);
+    for (int t = 0; t < src->ntensors; ++t) {
+        dst->stores[t] = (Store *)at;
+        at += sizeof(Store) * (size_t)src->ndev;
+        dst->slot_used[t] = (uint64_t *)at;
+        at += words;
+        memcpy(dst->slot_used[t], src->slot_used[t], words);
+        for (int d = 0; d < src->ndev; ++d) {
+            const Store *s = &src->stores[t][d];
+            Store *o = &dst->stores[t][d];
+            o->count = o->cap = s->count;
+            o->items = NULL;
+            if (s->count) {
+                o->items = (Held *)at;
+                at += sizeof(Held) * (size_t)s->count;
+                memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
+            }
+        }
+    }
+}
+
+/* Copies the stores of the listed tensors only (a trial run of one phase
+ * touches its own operands and nothing else). */
+void sched_machine_copy_some(Builder *b, Machine *dst, const Machine *src, const int *tensors,
+                             int n) {
+    size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS;
+    for (int k = 0; k < n; ++k) {
+        int t = tensors[k];
+        dst->stores[t] = ARENA_ARRAY_UNINIT(b->arena, Store, src->ndev);
+        dst->slot_used[t] = arena_alloc_uninit(b->arena, words);
+        memcpy(dst->slot_used[t], src->slot_used[t], words);
+        for (int d = 0; d < src->ndev; ++d) {
+            const Store *s = &src->stores[t][d];
+            Store *o = &dst->stores[t][d];
+            o->count = o->cap = s->count;
+            o->items = s->count ? ARENA_ARRAY_UNINIT(b->arena, Held, s->count) : NULL;
+            if (s->count)
+                memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Actions                                                             */
+
+PrimeAction *sched_act(Builder *b, int dev, int op) {
+    static PrimeAction scratch;
+    if (b->dry || !b->ph) {
+        memset(&scratch, 0, sizeof scratch);
+        return &scratch;
+    }
+    PhaseSched *ph = b->ph;
+    if (ph->nactions[dev] == ph->action_cap[dev]) {
+        int cap = ph->action_cap[dev] ? ph->action_cap[dev] * 2 : 16;
+        PrimeAction *a = ARENA_ARRAY_UNINIT(b->arena, PrimeAction, cap);
+        if (ph->nactions[dev])
+            memcpy(a, ph->actions[dev], sizeof(PrimeAction) * (size_t)ph->nactions[dev]);
+        ph->actions[dev] = a;
+        ph->action_cap[dev] = cap;
+    }
+    PrimeAction *a = &ph->actions[dev][ph->nactions[dev]++];
+    memset(a, 0, sizeof *a);
+    a->op = op;
+    return a;
+}
+
+int sched_slot_alloc(Builder *b, int tensor, int dev) {
+    uint64_t *used = b->m.slot_used[tensor] + (size_t)dev * SLOT_WORDS;
+    for (int w = 0; w < SLOT_WORDS; ++w) {
+        if (used[w] == ~(uint64_t)0)
+            continue;
+        int bit = 0;
+        while (used[w] & ((uint64_t)1 << bit))
+            bit++;
+        used[w] |= (uint64_t)1 << bit;
+        int s = w * 64 + bit;
+        if (!b->dry && s + 1 > b->s->tensors[tensor].max_slots)
+            b->s->tensors[tensor].max_slots = s + 1;
+        return s;
+    }
+    ICE("more than %d live tiles of one tensor on one device", MAX_SLOTS);
+}
+
+/* Allocates a zeroed tile and returns its slot. */
+int sched_emit_alloc(Builder *b, int tensor, int dev) {
+    int slot = sched_slot_alloc(b, tensor, dev);
+    PrimeAction *a = sched_act(b, dev, PRIME_ACT_ALLOC);
+    a->tensor = tensor;
+    a->slot = slot;
+    return slot;
+}
+
+void sched_emit_free(Builder *b, int tensor, int dev, int slot) {
+    b->m.slot_used[tensor][(size_t)dev * SLOT_WORDS + slot / 64] &= ~((uint64_t)1 << (slot % 64));
+    PrimeAction *a = sched_act(b, dev, PRIME_ACT_FREE);
+    a->tensor = tensor;
+    a->slot = slot;
+}
+
+void sched_emit_send(Builder *b, int tensor, int dev, int slot, int peer, int tag, int kind) {
+    PrimeAction *a = sched_act(b, dev, PRIME_ACT_SEND);
+    a->tensor = tensor;
+    a->slot = slot;
+    a->peer = peer;
+    a->tag = tag;
+    a->kind = kind;
+}
+
+void sched_emit_recv(Builder *b, int tensor, int dev, int slot, int peer, int tag) {
+    PrimeAction *a = sched_act(b, dev, PRIME_ACT_RECV);
+    a->tensor = tensor;
+    a->slot = slot;
+    a->peer = peer;
+    a->tag = tag;
+}
+
+void sched_emit_wait_all(Builder *b) {
+    for (int d = 0; d < b->ndev; ++d)
+        sched_act(b, d, PRIME_ACT_WAIT);
+}

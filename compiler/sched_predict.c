@@ -1,0 +1,81 @@
+/*
+ * sched_predict.c — predicted bytes and peak memory per rank, from
+ * interpreting the action lists the emitted program runs (so they are
+ * exact for it).
+ */
+#include "sched_internal.h"
+
+void sched_predict(Schedule *s, Arena *arena) {
+    int ndev = s->model->mesh.ndev;
+    for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
+        s->pred_bytes[k] = ARENA_ARRAY(arena, long, ndev);
+    s->pred_peak = ARENA_ARRAY(arena, long, ndev);
+    for (int p = 0; p < s->phases.count; ++p) {
+        PhaseSched *ph = s->phases.items[p];
+        ph->peak = ARENA_ARRAY(arena, long, ndev);
+    }
+    for (int d = 0; d < ndev; ++d) {
+        long cur = 0, peak = 0;
+        for (int p = 0; p < s->phases.count; ++p) {
+            PhaseSched *ph = s->phases.items[p];
+            long phase_peak = cur, temps = 0;
+            for (int i = 0; i < ph->nactions[d]; ++i) {
+                const PrimeAction *a = &ph->actions[d][i];
+                long tile_bytes = a->op == PRIME_ACT_WAIT || a->op == PRIME_ACT_STEP
+                                      ? 0
+                                      : s->tensors[a->tensor].tile_elems * (long)sizeof(float);
+                switch (a->op) {
+                case PRIME_ACT_ALLOC:
+                    cur += tile_bytes;
+                    break;
+                case PRIME_ACT_FREE:
+                    cur -= tile_bytes;
+                    break;
+                case PRIME_ACT_SEND:
+                    s->pred_bytes[a->kind][d] += tile_bytes;
+                    break;
+                case PRIME_ACT_SEND_BOX:
+                case PRIME_ACT_RECV_BOX: {
+                    const PrimeBox *box = &ph->boxes[a->arg];
+                    long n = 1;
+                    for (int x = 0; x < box->ndims; ++x)
+                        n *= box->ext[x];
+                    cur += n * (long)sizeof(float);
+                    temps += n * (long)sizeof(float);
+                    if (a->op == PRIME_ACT_SEND_BOX)
+                        s->pred_bytes[a->kind][d] += n * (long)sizeof(float);
+                    break;
+                }
+                case PRIME_ACT_WAIT:
+                    cur -= temps;
+                    temps = 0;
+                    break;
+                case PRIME_ACT_ALLREDUCE:
+                case PRIME_ACT_REDUCE_SCATTER: {
+                    const Collective *c = ph->groups.items[a->arg];
+                    int pos = 0;
+                    while (c->group[pos] != d)
+                        pos++;
+                    s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] +=
+                        a->op == PRIME_ACT_ALLREDUCE
+                            ? (long)prime_allreduce_bytes((size_t)c->elems, c->gsize, pos)
+                            : (long)prime_reduce_scatter_bytes((size_t)c->elems, c->gsize, pos);
+                    long scratch = (long)prime_collective_scratch((size_t)c->elems, c->gsize) *
+                                   (long)sizeof(float);
+                    if (cur + scratch > phase_peak)
+                        phase_peak = cur + scratch;
+                    break;
+                }
+                default:
+                    break;
+                }
+                if (cur > phase_peak)
+                    phase_peak = cur;
+            }
+            ph->peak[d] = phase_peak;
+            if (phase_peak > peak)
+                peak = phase_peak;
+        }
+        s->pred_peak[d] = peak;
+    }
+}

@@ -1,0 +1,542 @@
+/*
+ * sched_simulate.c — one phase, simulated step by step on the machine
+ * model, and the trial runs that learn the residency a phase needs.
+ */
+#include "sched_internal.h"
+
+/* The index of the offsets row (global origin of every operator
+ * dimension's slice) of the sub-operator at (dev, t). */
+static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t) {
+    if (b->dry)
+        return 0;
+    long row[8] = {0};
+    for (int d = 0; d < b->st->ndims && d < 8; ++d)
+        row[d] = slice_at(b->st, d, dev, t) * b->st->extent[d];
+    unsigned long h = 1469598103934665603ul;
+    for (int x = 0; x < 8; ++x)
+        h = (h ^ (unsigned long)row[x]) * 1099511628211ul;
+    if (ph->noffsets * 2 >= ph->offset_hash_cap) {
+        /* Grow the rows and rebuild the hash (open addressing). */
+        int cap = ph->offset_cap ? ph->offset_cap * 2 : 16;
+        long(*n)[8] = arena_alloc(b->arena, sizeof(long[8]) * (size_t)cap);
+        if (ph->noffsets)
+            memcpy(n, ph->offsets, sizeof(long[8]) * (size_t)ph->noffsets);
+        ph->offsets = n;
+        ph->offset_cap = cap;
+        ph->offset_hash_cap = cap * 2;
+        ph->offset_hash = ARENA_ARRAY(b->arena, int, ph->offset_hash_cap);
+        for (int i = 0; i < ph->offset_hash_cap; ++i)
+            ph->offset_hash[i] = -1;
+        for (int i = 0; i < ph->noffsets; ++i) {
+            unsigned long g = 1469598103934665603ul;
+            for (int x = 0; x < 8; ++x)
+                g = (g ^ (unsigned long)ph->offsets[i][x]) * 1099511628211ul;
+            int k = (int)(g % (unsigned long)ph->offset_hash_cap);
+            while (ph->offset_hash[k] >= 0)
+                k = (k + 1) % ph->offset_hash_cap;
+            ph->offset_hash[k] = i;
+        }
+    }
+    int k = (int)(h % (unsigned long)ph->offset_hash_cap);
+    while (ph->offset_hash[k] >= 0) {
+        if (memcmp(ph->offsets[ph->offset_hash[k]], row, sizeof row) == 0)
+            return ph->offset_hash[k];
+        k = (k + 1) % ph->offset_hash_cap;
+    }
+    memcpy(ph->offsets[ph->noffsets], row, sizeof row);
+    ph->offset_hash[k] = ph->noffsets;
+    return ph->noffsets++;
+}
+
+/* An input operand that an earlier operand already brings (the same
+ * storage tensor indexed the same way, e.g. Y * Y). */
+static int operand_repeats(const PhaseSched *ph, int i) {
+    for (int j = 0; j < i; ++j) {
+        if (ph->in[j].tensor != ph->in[i].tensor)
+            continue;
+        if (ph->in[j].ndims == ph->in[i].ndims &&
+            memcmp(ph->in[j].opdims, ph->in[i].opdims, sizeof(int) * (size_t)ph->in[i].ndims) == 0)
+            return 1;
+        ICE("operand '%s' is used with two different index orders", ph->in[i].name);
+    }
+    return 0;
+}
+
+/* What a phase's simulation carries from stage to stage. */
+typedef struct StepState {
+    PhaseSched *ph;
+    AccState as;
+    long T;         /* steps of the phase */
+    long s, t;      /* the phase step being simulated and its operator step */
+    int *dst, *src; /* per receiver, while choosing sources */
+    long *tiles;
+    /* Steps at which each device last needs each input tile:
+     * last_need[i][dev * ntiles + tile]. */
+    long *last_need[SCHED_MAX_OPERANDS];
+    /* Per device and operand: a slot given away this step, freed at the wait. */
+    int *pending_free_slot;
+    /* Per operand: tiles arriving for the next step (device, slot, tile). */
+    int nadd[SCHED_MAX_OPERANDS];
+    int *add_dev[SCHED_MAX_OPERANDS];
+    int *add_slot[SCHED_MAX_OPERANDS];
+    long *add_tile[SCHED_MAX_OPERANDS];
+} StepState;
+
+static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
+    const int ndev = b->ndev;
+    AccState *as = &ss->as;
+    memset(ss, 0, sizeof *ss);
+    ss->ph = ph;
+    ss->T = b->steps;
+    as->active = ARENA_ARRAY(b->arena, Acc *, ndev);
+    as->incoming = ARENA_ARRAY(b->arena, Acc *, ndev);
+    as->incoming_slot = ARENA_ARRAY(b->arena, int, ndev);
+    as->sent_slot = ARENA_ARRAY(b->arena, int, ndev);
+    as->retired = ARENA_ARRAY(b->arena, PtrVec, ndev);
+    as->claimed = arena_alloc(b->arena, (size_t)ndev);
+    as->next_tile = ARENA_ARRAY(b->arena, long, ndev);
+    /* Reduction dimensions: operator dims absent from the output. */
+    as->nred = 1;
+    for (int d = 0; d < b->st->ndims; ++d) {
+        int in_out = 0;
+        for (int x = 0; x < ph->out.ndims; ++x)
+            in_out |= ph->out.opdims[x] == d;
+        if (!in_out) {
+            as->red_dims[as->nred_dims++] = d;
+            as->nred *= b->st->nslices[d];
+        }
+    }
+    for (int d = 0; d < ndev; ++d)
+        as->sent_slot[d] = -1;
+    for (int i = 0; i < ph->nin; ++i) {
+        const SchedTensor *ts = &b->s->tensors[ph->in[i].tensor];
+        long *last = arena_alloc_uninit(b->arena, sizeof(long) * (size_t)ndev * ts->ntiles);
+        for (long x = 0; x < (long)ndev * ts->ntiles; ++x)
+            last[x] = -1;
+        for (long s = 0; s < ss->T; ++s)
+            for (int d = 0; d < ndev; ++d)
+                last[(long)d * ts->ntiles + tile_at(b, &ph->in[i], d, op_step(b, ph, s))] = s;
+        for (int j = 0; j < i; ++j)
+            if (ph->in[j].tensor == ph->in[i].tensor)
+                for (long x = 0; x < (long)ndev * ts->ntiles; ++x)
+                    if (ss->last_need[j][x] > last[x])
+                        last[x] = ss->last_need[j][x];
+        ss->last_need[i] = last;
+    }
+    ss->dst = ARENA_ARRAY(b->arena, int, ndev);
+    ss->src = ARENA_ARRAY(b->arena, int, ndev);
+    ss->tiles = ARENA_ARRAY(b->arena, long, ndev);
+    ss->pending_free_slot = ARENA_ARRAY(b->arena, int, ndev *SCHED_MAX_OPERANDS);
+}
+
+/* Inputs needed now must be here (first step: from the initial
+ * residency; later: they arrived or were resident). A dry run learns the
+ * initial residency from what is missing. */
+static void step_check_inputs(Builder *b, StepState *ss) {
+    PhaseSched *ph = ss->ph;
+    for (int i = 0; i < ph->nin; ++i) {
+        int tensor = ph->in[i].tensor;
+        if (operand_repeats(ph, i))
+            continue;
+        for (int d = 0; d < b->ndev; ++d) {
+            long tile = tile_at(b, &ph->in[i], d, ss->t);
+            if (sched_store_find(store_of(b, tensor, d), tile) < 0) {
+                if (!b->dry || !b->track_need[tensor])
+                    ICE("tile %s of %s missing on device %d at step %ld",
+                        sched_tile_name(b->arena, b->s, tensor, tile), b->s->tensors[tensor].name,
+                        d, ss->s);
+                sched_layout_add(b, &b->need[tensor], d, tile);
+                sched_store_add(b, store_of(b, tensor, d), tile, sched_slot_alloc(b, tensor, d));
+            }
+        }
+    }
+}
+
+/* 1. Posts the moves of operand i that bring the next step's tiles. */
+static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
+    PhaseSched *ph = ss->ph;
+    int tensor = ph->in[i].tensor;
+    const SchedTensor *ts = &b->s->tensors[tensor];
+    int *dst = ss->dst, *src = ss->src;
+    long *tiles = ss->tiles;
+    int n = 0;
+    ss->add_dev[i] = ss->add_slot[i] = NULL;
+    ss->add_tile[i] = NULL;
+    if (operand_repeats(ph, i))
+        return;
+    for (int d = 0; d < b->ndev; ++d) {
+        long tile = tile_at(b, &ph->in[i], d, tn);
+        if (sched_store_find(store_of(b, tensor, d), tile) >= 0)
+            continue;
+        int any = 0;
+        for (int c = 0; c < b->ndev && !any; ++c)
+            any = sched_store_find(store_of(b, tensor, c), tile) >= 0;
+        if (!any)
+            continue; /* must be resident: learnt at the next step */
+        dst[n] = d;
+        tiles[n] = tile;
+        n++;
+    }
+    ss->add_dev[i] = ARENA_ARRAY(b->arena, int, n + 1);
+    ss->add_slot[i] = ARENA_ARRAY(b->arena, int, n + 1);
+    ss->add_tile[i] = ARENA_ARRAY(b->arena, long, n + 1);
+    if (n == 0)
+        return;
+    long delta[IR_MAX_AXES] = {0};
+    MoveKind kind =
+        sched_choose_sources(b, tensor, n, dst, tiles, sched_holds_tile, NULL, 0, src, delta);
+    int tag = b->next_tag++;
+    for (int r = 0; r < n; ++r) {
+        int slot = sched_emit_alloc(b, tensor, dst[r]);
+        sched_emit_recv(b, tensor, dst[r], slot, src[r], tag);
+        ss->add_dev[i][ss->nadd[i]] = dst[r];
+        ss->add_slot[i][ss->nadd[i]] = slot;
+        ss->add_tile[i][ss->nadd[i]] = tiles[r];
+        ss->nadd[i]++;
+    }
+    for (int r = 0; r < n; ++r) {
+        const Store *st = store_of(b, tensor, src[r]);
+        int idx = sched_store_find(st, tiles[r]);
+        sched_emit_send(b, tensor, src[r], st->items[idx].slot, dst[r], tag, PRIME_BYTES_SHIFT);
+        /* The source gives the tile up unless it needs it again. */
+        if (ss->last_need[i][(long)src[r] * ts->ntiles + tiles[r]] <= ss->s)
+            ss->pending_free_slot[src[r] * SCHED_MAX_OPERANDS + i] = st->items[idx].slot;
+    }
+    Move *mv = sched_new_move(b, tensor, ss->s, kind, delta, n, dst, src, tiles);
+    if (!b->dry)
+        ptrvec_push(b->arena, &ph->moves, mv);
+}
+
+static void step_post_moves(Builder *b, StepState *ss) {
+    for (int d = 0; d < b->ndev * SCHED_MAX_OPERANDS; ++d)
+        ss->pending_free_slot[d] = -1;
+    memset(ss->nadd, 0, sizeof ss->nadd);
+    if (ss->s + 1 >= ss->T)
+        return;
+    const long tn = op_step(b, ss->ph, ss->s + 1);
+    for (int i = 0; i < ss->ph->nin; ++i)
+        step_post_moves_of(b, ss, i, tn);
+}
+
+/* 2. Compute: every device adds its sub-operator into the accumulator of
+ * its output tile (a fresh partial while an accumulator arrives). */
+static void step_compute(Builder *b, StepState *ss) {
+    PhaseSched *ph = ss->ph;
+    AccState *as = &ss->as;
+    Acc **active = as->active;
+    for (int d = 0; d < b->ndev; ++d) {
+        long otile = tile_at(b, &ph->out, d, ss->t);
+        Acc *a = active[d];
+        int into_slot;
+        Acc *partial = NULL;
+        if (a && a->tile == otile) {
+            into_slot = a->slot;
+        } else if (as->incoming[d]) {
+            into_slot = sched_emit_alloc(b, ph->out.tensor, d);
+            partial = sched_acc_new(b, as, d, otile, into_slot);
+        } else {
+            int ri = sched_retired_find(as, d, otile);
+            if (ri >= 0) {
+                a = as->retired[d].items[ri];
+                as->retired[d].items[ri] = as->retired[d].items[--as->retired[d].count];
+            } else {
+                a = sched_acc_new(b, as, d, otile, sched_emit_alloc(b, ph->out.tensor, d));
+                ph->nlocal_acc += b->dry ? 0 : 1;
+            }
+            if (active[d] && active[d] != a)
+                ptrvec_push(b->arena, &as->retired[d], active[d]);
+            active[d] = a;
+            into_slot = a->slot;
+        }
+        PrimeAction *k = sched_act(b, d, PRIME_ACT_KERNEL);
+        k->tensor = ph->out.tensor;
+        k->slot = into_slot;
+        k->arg = kernel_offsets(b, ph, d, ss->t);
+        k->nin = ph->nin;
+        for (int i = 0; i < ph->nin; ++i) {
+            const Store *st = store_of(b, ph->in[i].tensor, d);
+            k->in_tensor[i] = ph->in[i].tensor;
+            k->in_slot[i] = st->items[sched_store_find(st, tile_at(b, &ph->in[i], d, ss->t))].slot;
+        }
+        sched_acc_add(partial ? partial : active[d], sched_red_id(b, as, d, ss->t), ss->s);
+        if (partial)
+            active[d] = partial;
+    }
+}
+
+/* 4. After the wait: merges arrived accumulators, frees what was given
+ * away, and records the tiles that arrived. */
+static void step_merge(Builder *b, StepState *ss) {
+    PhaseSched *ph = ss->ph;
+    AccState *as = &ss->as;
+    for (int d = 0; d < b->ndev; ++d) {
+        if (as->incoming[d]) {
+            PrimeAction *a = sched_act(b, d, PRIME_ACT_ADD);
+            a->tensor = ph->out.tensor;
+            a->slot = as->active[d]->slot;
+            a->nin = 1;
+            a->in_tensor[0] = ph->out.tensor;
+            a->in_slot[0] = as->incoming_slot[d];
+            sched_acc_merge(as->active[d], as->incoming[d], as->nred);
+            sched_emit_free(b, ph->out.tensor, d, as->incoming_slot[d]);
+            as->incoming[d] = NULL;
+        }
+        if (as->sent_slot[d] >= 0) {
+            sched_emit_free(b, ph->out.tensor, d, as->sent_slot[d]);
+            as->sent_slot[d] = -1;
+        }
+        for (int i = 0; i < ph->nin; ++i) {
+            int slot = ss->pending_free_slot[d * SCHED_MAX_OPERANDS + i];
+            if (slot < 0)
+                continue;
+            Store *st = store_of(b, ph->in[i].tensor, d);
+            for (int x = 0; x < st->count; ++x) {
+                if (st->items[x].slot == slot) {
+                    sched_store_remove(st, x);
+                    break;
+                }
+            }
+            sched_emit_free(b, ph->in[i].tensor, d, slot);
+        }
+    }
+    for (int i = 0; i < ph->nin; ++i)
+        for (int r = 0; r < ss->nadd[i]; ++r)
+            sched_store_add(b, store_of(b, ph->in[i].tensor, ss->add_dev[i][r]), ss->add_tile[i][r],
+                            ss->add_slot[i][r]);
+}
+
+/* 5. Accumulators that travel to the device that adds into their tile at
+ * the next step; those left behind stay on their device. */
+static void step_travel(Builder *b, StepState *ss) {
+    if (ss->s + 1 >= ss->T)
+        return;
+    PhaseSched *ph = ss->ph;
+    AccState *as = &ss->as;
+    Acc **active = as->active;
+    int *dst = ss->dst, *src = ss->src;
+    long *tiles = ss->tiles;
+    const long tn = op_step(b, ph, ss->s + 1);
+    int n = 0;
+    for (int d = 0; d < b->ndev; ++d) {
+        as->next_tile[d] = tile_at(b, &ph->out, d, tn);
+        as->claimed[d] = 0;
+    }
+    for (int d = 0; d < b->ndev; ++d) {
+        long want = as->next_tile[d];
+        if ((active[d] && active[d]->tile == want) || sched_retired_find(as, d, want) >= 0)
+            continue;
+        int any = 0;
+        for (int c = 0; c < b->ndev && !any; ++c)
+            any = sched_acc_available(b, ph->out.tensor, c, d, want, as);
+        if (!any)
+            continue;
+        dst[n] = d;
+        tiles[n] = want;
+        n++;
+    }
+    if (n > 0) {
+        long delta[IR_MAX_AXES] = {0};
+        MoveKind kind = sched_choose_sources(b, ph->out.tensor, n, dst, tiles, sched_acc_available,
+                                             as, 1, src, delta);
+        int tag = b->next_tag++;
+        int m = 0;
+        for (int r = 0; r < n; ++r) {
+            if (src[r] < 0)
+                continue; /* no free accumulator left: start a new partial */
+            as->claimed[src[r]] = 1;
+            dst[m] = dst[r];
+            src[m] = src[r];
+            tiles[m] = tiles[r];
+            m++;
+        }
+        for (int r = 0; r < m; ++r) {
+            int slot = sched_emit_alloc(b, ph->out.tensor, dst[r]);
+            sched_emit_recv(b, ph->out.tensor, dst[r], slot, src[r], tag);
+            as->incoming_slot[dst[r]] = slot;
+        }
+        for (int r = 0; r < m; ++r) {
+            Acc *a = active[src[r]];
+            sched_emit_send(b, ph->out.tensor, src[r], a->slot, dst[r], tag, PRIME_BYTES_SHIFT);
+            as->sent_slot[src[r]] = a->slot;
+            as->incoming[dst[r]] = a;
+            active[src[r]] = NULL;
+        }
+        if (m > 0) {
+            Move *mv = sched_new_move(b, ph->out.tensor, ss->s, kind, delta, m, dst, src, tiles);
+            mv->is_acc = 1;
+            if (!b->dry) {
+                ptrvec_push(b->arena, &ph->moves, mv);
+                ph->ntravel_acc += m;
+            }
+        }
+    }
+    for (int d = 0; d < b->ndev; ++d) {
+        if (active[d] && active[d]->tile != as->next_tile[d]) {
+            ptrvec_push(b->arena, &as->retired[d], active[d]);
+            active[d] = NULL;
+        }
+    }
+}
+
+/* After the last step: coverage and all-reduces, and the output's tiles
+ * in the accumulators' slots. */
+static void step_finish(Builder *b, StepState *ss) {
+    AccState *as = &ss->as;
+    for (int d = 0; d < b->ndev; ++d) {
+        if (as->active[d])
+            ptrvec_push(b->arena, &as->retired[d], as->active[d]);
+        if (as->incoming[d] || as->sent_slot[d] >= 0)
+            ICE("accumulator still in flight after the last step");
+    }
+    sched_finish_accumulators(b, ss->ph, as);
+    for (int d = 0; d < b->ndev; ++d) {
+        Store *st = store_of(b, ss->ph->out.tensor, d);
+        for (int i = 0; i < as->retired[d].count; ++i) {
+            const Acc *a = as->retired[d].items[i];
+            sched_store_add(b, st, a->tile, a->slot);
+        }
+    }
+}
+
+void sched_run_phase(Builder *b, PhaseSched *ph) {
+    StepState ss;
+    step_state_init(b, ph, &ss);
+    for (ss.s = 0; ss.s < ss.T; ++ss.s) {
+        ss.t = op_step(b, ph, ss.s);
+        ss.as.step = ss.s;
+        for (int d = 0; d < b->ndev; ++d)
+            sched_act(b, d, PRIME_ACT_STEP)->arg = (int)ss.s;
+        step_check_inputs(b, &ss);
+        step_post_moves(b, &ss); /* 1 */
+        step_compute(b, &ss);    /* 2 */
+        sched_emit_wait_all(b);  /* 3. this step's transfers */
+        step_merge(b, &ss);      /* 4 */
+        step_travel(b, &ss);     /* 5 */
+    }
+    step_finish(b, &ss);
+}
+
+void sched_enter_phase(Builder *b, PhaseSched *ph) {
+    b->ph = ph;
+    if (ph->inst >= 0) {
+        b->inst = &b->s->model->instances[ph->inst];
+        b->st = &b->s->slices[ph->inst];
+        b->steps = b->inst->steps;
+    }
+}
+
+/* Input storage tensors of a phase, each once. */
+int sched_phase_inputs(const PhaseSched *ph, int *tensors) {
+    int n = 0;
+    for (int i = 0; i < ph->nin; ++i) {
+        int dup = 0;
+        for (int j = 0; j < n; ++j)
+            dup |= tensors[j] == ph->in[i].tensor;
+        if (!dup)
+            tensors[n++] = ph->in[i].tensor;
+    }
+    return n;
+}
+
+/* Learns the residency each input needs at the start of the phase: a
+ * trial run from empty input stores records the tiles nobody could
+ * send; a second trial from that residency confirms it. */
+void sched_learn_needs(Builder *b, PhaseSched *ph) {
+    int rev = ph->reversed ? 1 : 0;
+    if (ph->need_cached[rev]) {
+        const Layout *cache = ph->need_cache[rev];
+        for (int i = 0; i < ph->nin; ++i)
+            b->need[ph->in[i].tensor] = cache[i];
+        return;
+    }
+    int ins[SCHED_MAX_OPERANDS + 1];
+    int nins = sched_phase_inputs(ph, ins);
+    /* The trial runs touch the phase's operands only: those are saved. */
+    int touched[SCHED_MAX_OPERANDS + 1], ntouched = nins;
+    memcpy(touched, ins, sizeof(int) * (size_t)nins);
+    int out_listed = 0;
+    for (int i = 0; i < nins; ++i)
+        out_listed |= ins[i] == ph->out.tensor;
+    if (!out_listed)
+        touched[ntouched++] = ph->out.tensor;
+    Machine saved;
+    saved.ntensors = b->m.ntensors;
+    saved.ndev = b->m.ndev;
+    sched_machine_copy_some(b, &saved, &b->m, touched, ntouched);
+#ifndef NDEBUG
+    Machine whole; /* checks that the trials touch nothing else */
+    sched_machine_copy(b, &whole, &b->m);
+#endif
+    int was_dry = b->dry, was_failed = b->failed, was_tag = b->next_tag;
+    b->dry = 1;
+    for (int i = 0; i < nins; ++i) {
+        b->need[ins[i]] = sched_layout_empty(b);
+        b->track_need[ins[i]] = 1;
+    }
+    for (int pass = 0; pass < 3; ++pass) {
+        sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
+        int before = 0, after = 0;
+        for (int i = 0; i < nins; ++i) {
+            for (int d = 0; d < b->ndev; ++d) {
+                store_of(b, ins[i], d)->count = 0;
+                for (int x = 0; x < b->need[ins[i]].count[d]; ++x)
+                    sched_store_add(b, store_of(b, ins[i], d), b->need[ins[i]].tiles[d][x],
+                                    sched_slot_alloc(b, ins[i], d));
+                before += b->need[ins[i]].count[d];
+            }
+        }
+        /* The output starts empty. */
+        for (int d = 0; d < b->ndev; ++d)
+            store_of(b, ph->out.tensor, d)->count = 0;
+        sched_run_phase(b, ph);
+        for (int i = 0; i < nins; ++i)
+            for (int d = 0; d < b->ndev; ++d)
+                after += b->need[ins[i]].count[d];
+        /* One step: nothing moves, so the first trial is exact. */
+        if ((pass > 0 && after == before) || b->steps == 1)
+            break;
+    }
+    for (int i = 0; i < nins; ++i)
+        b->track_need[ins[i]] = 0;
+#ifndef NDEBUG
+    for (int t = 0; t < whole.ntensors; ++t) {
+        int listed = 0;
+        for (int k = 0; k < ntouched; ++k)
+            listed |= touched[k] == t;
+        for (int d = 0; d < b->ndev && !listed; ++d) {
+            const Store *x = &whole.stores[t][d], *y = &b->m.stores[t][d];
+            if (x->count != y->count ||
+                (x->count && memcmp(x->items, y->items, sizeof(Held) * (size_t)x->count)))
+                ICE("a trial run of a phase changed storage tensor %d, not one of its operands", t);
+        }
+    }
+#endif
+    sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
+    b->dry = was_dry;
+    b->failed = was_failed;
+    b->next_tag = was_tag; /* trial tags are never emitted */
+    Layout *cache = ARENA_ARRAY(b->arena, Layout, ph->nin + 1);
+    for (int k = 0; k < ph->nin; ++k)
+        cache[k] = b->need[ph->in[k].tensor];
+    ph->need_cache[rev] = cache;
+    ph->need_cached[rev] = 1;
+}
+
+void sched_strict_check(Builder *b, PhaseSched *ph, int first_boundary) {
+    if (!b->s->model->strict || b->dry)
+        return;
+    for (int i = first_boundary; i < ph->boundary.count; ++i) {
+        const Move *mv = ph->boundary.items[i];
+        const Instance *inst = ph->inst >= 0 ? &b->s->model->instances[ph->inst] : NULL;
+        diag_error(b->sink, inst ? inst->span : b->s->model->name_span,
+                   "strict: '%s' needs a redistribution (%s, %ld bytes) in the %s phase: %s",
+                   b->s->tensors[mv->tensor].name, move_kind_name(mv->kind), mv->bytes,
+                   phase_name(ph->kind), mv->reason);
+        if (inst && inst->partition)
+            diag_note(
+                b->sink, inst->use_span,
+                "the layouts come from partition '%s' applied here; `primec explain` shows both",
+                inst->partition->name);
+        b->failed = 1;
+    }
+}
