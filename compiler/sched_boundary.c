@@ -355,8 +355,9 @@ long sched_phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         int acc = grad_storage[mt] != ph->out.tensor ? grad_storage[mt] : -1;
         bytes += sched_phase_epilogue(b, ph, acc, mt, sched_more_contributions(s, p, mt));
         if (model->tensors[mt].role == TENSOR_WEIGHT) {
-            int w = sched_storage_for(b, mt, 0, ph->inst, &inst->op->inputs[ph->wrt], 0);
-            if (s->home[w].ndev && acc < 0)
+            /* No storage: no phase reads the weight, so it has no home. */
+            int w = sched_storage_find(b, mt, 0, ph->inst, &inst->op->inputs[ph->wrt]);
+            if (w >= 0 && s->home[w].ndev && acc < 0)
                 bytes += sched_land(
                     b, ph, ph->out.tensor, &s->home[w],
                     arena_printf(arena,

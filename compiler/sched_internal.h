@@ -200,5 +200,8 @@ void sched_predict(Schedule *s, Arena *arena);
 /* schedule.c (the driver): storage tensors. */
 int sched_storage_like(Builder *b, int like);
 int sched_storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor *ot, int fresh);
+/* The storage tensor sched_storage_for(..., fresh = 0) returns, without
+ * making one: -1 when no phase reads or writes that tiling. */
+int sched_storage_find(const Builder *b, int mt, int is_grad, int inst, const OpTensor *ot);
 
 #endif

@@ -58,16 +58,35 @@ int sched_storage_like(Builder *b, int like) {
     return id;
 }
 
+/* The slices per dimension of operator tensor `ot` under instance inst. */
+static void tiling_of(const Schedule *s, int inst, const OpTensor *ot, long *nslices) {
+    const SliceTable *st = &s->slices[inst];
+    memset(nslices, 0, sizeof(long) * IR_MAX_DIMS);
+    for (int x = 0; x < ot->ndims; ++x)
+        nslices[x] = st->nslices[ot->dims[x]];
+}
+
+int sched_storage_find(const Builder *b, int mt, int is_grad, int inst, const OpTensor *ot) {
+    const Schedule *s = b->s;
+    long nslices[IR_MAX_DIMS];
+    tiling_of(s, inst, ot, nslices);
+    for (int u = 0; u < s->ntensors; ++u) {
+        const SchedTensor *o = &s->tensors[u];
+        if (o->model_tensor == mt && o->is_grad == is_grad &&
+            memcmp(o->nslices, nslices, sizeof nslices) == 0)
+            return u;
+    }
+    return -1;
+}
+
 /* The storage tensor of a model tensor (or its gradient) in the tiling
  * instance `inst` gives operator tensor `ot`. */
 int sched_storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor *ot, int fresh) {
     Schedule *s = b->s;
     const ModelTensor *t = &s->model->tensors[mt];
-    const SliceTable *st = &s->slices[inst];
     const Op *op = s->model->instances[inst].op;
-    long nslices[IR_MAX_DIMS] = {0};
-    for (int x = 0; x < ot->ndims; ++x)
-        nslices[x] = st->nslices[ot->dims[x]];
+    long nslices[IR_MAX_DIMS];
+    tiling_of(s, inst, ot, nslices);
     int copies = 0;
     for (int u = 0; u < s->ntensors; ++u) {
         SchedTensor *o = &s->tensors[u];
