@@ -229,14 +229,8 @@ static long sched_phase_epilogue(Builder *b, PhaseSched *ph, int acc, int mt, in
 }
 
 /* Does a phase after p produce another contribution to mt's gradient? */
-int sched_more_contributions(const Schedule *s, int p, int mt) {
-    for (int q = p + 1; q < s->phases.count; ++q) {
-        const PhaseSched *qh = s->phases.items[q];
-        if ((qh->kind == PHASE_BWD || qh->kind == PHASE_GRAD) &&
-            s->tensors[qh->out.tensor].model_tensor == mt)
-            return 1;
-    }
-    return 0;
+int sched_more_contributions(const Builder *b, int p, int mt) {
+    return b->last_contribution[mt] > p;
 }
 
 /* Bytes to bring a backward phase's input gradient from where it ends to
@@ -265,20 +259,30 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         ph->reversed = 0;
         return;
     }
+    /* A trial writes the phase's operands and output, and storage tensors
+     * it makes itself (dropped again): only those are saved. */
+    int touched[SCHED_MAX_OPERANDS + 1];
+    int ntouched = sched_phase_inputs(ph, touched), out_listed = 0;
+    for (int i = 0; i < ntouched; ++i)
+        out_listed |= touched[i] == ph->out.tensor;
+    if (!out_listed)
+        touched[ntouched++] = ph->out.tensor;
     for (int rev = 0; rev < 2; ++rev) {
         Machine saved;
-        sched_machine_copy(b, &saved, &b->m);
+        saved.ntensors = b->m.ntensors;
+        saved.ndev = b->m.ndev;
+        sched_machine_copy_some(b, &saved, &b->m, touched, ntouched);
+#ifndef NDEBUG
+        Machine whole; /* checks that the trial touches nothing else */
+        sched_machine_copy(b, &whole, &b->m);
+#endif
         int was_dry = b->dry, was_failed = b->failed, tag = b->next_tag;
-        int nvalues = b->s->model->ntensors;
-        PtrVec *pending = ARENA_ARRAY(b->arena, PtrVec, nvalues);
-        memcpy(pending, b->pending, sizeof(PtrVec) * (size_t)nvalues);
-        for (int v = 0; v < nvalues; ++v) {
-            /* A trial may flush a list: give it a copy of each. */
-            pending[v].items = NULL;
-            pending[v].count = pending[v].cap = 0;
-            for (int i = 0; i < b->pending[v].count; ++i)
-                ptrvec_push(b->arena, &pending[v], b->pending[v].items[i]);
-        }
+        /* A trial may flush or replace the deferred all-reduces of the
+         * phase's gradient (and only those): it gets a copy. */
+        int mt = b->s->tensors[ph->out.tensor].model_tensor;
+        PtrVec pending = {0};
+        for (int i = 0; i < b->pending[mt].count; ++i)
+            ptrvec_push(b->arena, &pending, b->pending[mt].items[i]);
         PtrVec deferred = b->deferred;
         b->dry = 1;
         b->failed = 0;
@@ -287,9 +291,13 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         bytes += downstream_bytes(b, ph);
         bytes += sched_phase_finish(b, ph, p, grad_storage);
         int failed = b->failed;
-        memcpy(b->pending, pending, sizeof(PtrVec) * (size_t)nvalues);
+        b->pending[mt] = pending;
         b->deferred = deferred;
-        sched_machine_copy(b, &b->m, &saved);
+#ifndef NDEBUG
+        sched_machine_check_untouched(b, &whole, touched, ntouched);
+#endif
+        sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
+        b->m.ntensors = saved.ntensors;
         b->dry = was_dry;
         b->failed = was_failed;
         b->next_tag = tag;
@@ -301,43 +309,106 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
     ph->reversed = best_rev;
 }
 
-/* A value's uses after phase index p (any tiling). */
-static int used_after(Builder *b, int tensor, int p) {
+/* Appends storage tensor `tensor` to its value's list (ids ascending). */
+void sched_value_link(Builder *b, int tensor) {
     const SchedTensor *t = &b->s->tensors[tensor];
-    for (int q = p + 1; q < b->s->phases.count; ++q) {
-        const PhaseSched *ph = b->s->phases.items[q];
-        for (int i = 0; i < ph->nin; ++i) {
-            const SchedTensor *u = &b->s->tensors[ph->in[i].tensor];
-            if (u->model_tensor == t->model_tensor && u->is_grad == t->is_grad)
-                return 1;
+    int v = t->model_tensor * 2 + t->is_grad;
+    b->value_next[tensor] = -1;
+    if (b->value_first[v] < 0)
+        b->value_first[v] = tensor;
+    else
+        b->value_next[b->value_end[v]] = tensor;
+    b->value_end[v] = tensor;
+}
+
+/* Computes the last reads of every storage tensor and value and the last
+ * contribution to every gradient, once the phases are bound. */
+void sched_liveness_init(Builder *b) {
+    Schedule *s = b->s;
+    int nphases = s->phases.count;
+    b->nlive = s->ntensors;
+    b->last_read = ARENA_ARRAY(b->arena, int, s->ntensors + 1);
+    b->value_last_read = ARENA_ARRAY(b->arena, int, 2 * s->model->ntensors + 1);
+    b->last_contribution = ARENA_ARRAY(b->arena, int, s->model->ntensors + 1);
+    b->read_last_at = ARENA_ARRAY(b->arena, IntList, nphases);
+    b->gained_flag = arena_alloc(b->arena, SCHED_MAX_TENSORS);
+    b->seen_at = ARENA_ARRAY(b->arena, int, SCHED_MAX_TENSORS);
+    for (int t = 0; t < s->ntensors; ++t)
+        b->last_read[t] = -1;
+    for (int v = 0; v < 2 * s->model->ntensors; ++v)
+        b->value_last_read[v] = -1;
+    for (int v = 0; v < s->model->ntensors; ++v)
+        b->last_contribution[v] = -1;
+    for (int q = 0; q < nphases; ++q) {
+        const PhaseSched *qh = s->phases.items[q];
+        for (int i = 0; i < qh->nin; ++i) {
+            const SchedTensor *u = &s->tensors[qh->in[i].tensor];
+            b->last_read[qh->in[i].tensor] = q;
+            b->value_last_read[u->model_tensor * 2 + u->is_grad] = q;
         }
+        if (qh->kind == PHASE_BWD || qh->kind == PHASE_GRAD)
+            b->last_contribution[s->tensors[qh->out.tensor].model_tensor] = q;
     }
-    return 0;
+    for (int t = 0; t < s->ntensors; ++t)
+        if (b->last_read[t] >= 0)
+            intlist_push(b->arena, &b->read_last_at[b->last_read[t]], t);
+}
+
+/* May tensor t be freed after phase p? It is not a result to check or a
+ * weight, holds tiles, and no later phase reads it, or no later phase
+ * reads this very storage and another tiling holds the value. */
+static int dead_after(Builder *b, int t, int p) {
+    const SchedTensor *ts = &b->s->tensors[t];
+    if (ts->check || (ts->is_weight && !ts->is_grad) || !sched_holds_any(b, t))
+        return 0;
+    if (b->value_last_read[ts->model_tensor * 2 + ts->is_grad] > p)
+        return last_read_of(b, t) <= p && sched_value_holder(b, t) >= 0;
+    return 1;
+}
+
+static int cmp_int(const void *x, const void *y) {
+    int a = *(const int *)x, c = *(const int *)y;
+    return (a > c) - (a < c);
 }
 
 /* After phase p: frees storage tensors no later phase reads, unless they
- * are results to check or weights. */
+ * are results to check or weights. Only tensors last read at p, those
+ * that gained tiles since the last call and those kept at the last call
+ * can be dead (in ascending id order, as a scan of all would find them),
+ * so the pass stays linear in the number of phases. */
 void sched_free_dead(Builder *b, int p) {
     PhaseSched *ph = b->s->phases.items[p];
-    for (int t = 0; t < b->s->ntensors; ++t) {
-        const SchedTensor *ts = &b->s->tensors[t];
-        if (ts->check || (ts->is_weight && !ts->is_grad) || !sched_holds_any(b, t))
-            continue;
-        if (used_after(b, t, p)) {
-            /* Keep it while it is the only tiling holding the value, or
-             * a later phase reads this very storage. */
-            int direct = 0;
-            for (int q = p + 1; q < b->s->phases.count && !direct; ++q) {
-                const PhaseSched *qh = b->s->phases.items[q];
-                for (int i = 0; i < qh->nin; ++i)
-                    direct |= qh->in[i].tensor == t;
+    IntList look = {0};
+    const IntList *from[3] = {&b->read_last_at[p], &b->gained, &b->kept};
+    for (int k = 0; k < 3; ++k)
+        for (int i = 0; i < from[k]->count; ++i) {
+            int t = from[k]->items[i];
+            if (b->seen_at[t] != p + 1) {
+                b->seen_at[t] = p + 1;
+                intlist_push(b->arena, &look, t);
             }
-            if (direct || sched_value_holder(b, t) < 0)
-                continue;
         }
-        b->ph = ph;
-        sched_free_all(b, t);
+    for (int i = 0; i < b->gained.count; ++i)
+        b->gained_flag[b->gained.items[i]] = 0;
+    b->gained.count = 0;
+    b->kept.count = 0;
+    if (look.count)
+        qsort(look.items, (size_t)look.count, sizeof(int), cmp_int);
+    for (int i = 0; i < look.count; ++i) {
+        int t = look.items[i];
+        if (dead_after(b, t, p)) {
+            b->ph = ph;
+            sched_free_all(b, t);
+        } else if (last_read_of(b, t) <= p && sched_holds_any(b, t)) {
+            intlist_push(b->arena, &b->kept, t);
+        }
     }
+#ifndef NDEBUG
+    for (int t = 0; t < b->s->ntensors; ++t)
+        if (dead_after(b, t, p))
+            ICE("storage tensor '%s' is dead after phase %d but was not freed",
+                b->s->tensors[t].name, p);
+#endif
 }
 
 /* After a backward or gradient phase: its gradient is summed with
@@ -353,7 +424,7 @@ long sched_phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_stora
     if (ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD) {
         int mt = inst->args[ph->wrt];
         int acc = grad_storage[mt] != ph->out.tensor ? grad_storage[mt] : -1;
-        bytes += sched_phase_epilogue(b, ph, acc, mt, sched_more_contributions(s, p, mt));
+        bytes += sched_phase_epilogue(b, ph, acc, mt, sched_more_contributions(b, p, mt));
         if (model->tensors[mt].role == TENSOR_WEIGHT) {
             /* No storage: no phase reads the weight, so it has no home. */
             int w = sched_storage_find(b, mt, 0, ph->inst, &inst->op->inputs[ph->wrt]);
@@ -371,13 +442,7 @@ long sched_phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         const SchedTensor *ts = &s->tensors[w];
         if (!ts->is_weight || ts->is_grad || !s->home[w].ndev)
             continue;
-        int read_later = 0;
-        for (int q = p + 1; q < s->phases.count && !read_later; ++q) {
-            const PhaseSched *qh = s->phases.items[q];
-            for (int k = 0; k < qh->nin; ++k)
-                read_later |= qh->in[k].tensor == w;
-        }
-        if (!read_later)
+        if (last_read_of(b, w) <= p)
             bytes += sched_land(
                 b, ph, w, &s->home[w],
                 arena_printf(arena, "'%s' must be back in its home layout for the optimizer step",

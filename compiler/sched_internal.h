@@ -66,6 +66,24 @@ typedef struct Machine {
 /* Moves of trial runs are discarded: their reasons are not written out. */
 #define TRIAL_REASON "(trial run)"
 
+/* A growable list of ints in the arena. */
+typedef struct IntList {
+    int *items;
+    int count, cap;
+} IntList;
+
+static inline void intlist_push(Arena *arena, IntList *l, int v) {
+    if (l->count == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 8;
+        int *items = ARENA_ARRAY_UNINIT(arena, int, cap);
+        if (l->count)
+            memcpy(items, l->items, sizeof(int) * (size_t)l->count);
+        l->items = items;
+        l->cap = cap;
+    }
+    l->items[l->count++] = v;
+}
+
 typedef struct Builder {
     Arena *arena;
     DiagSink *sink;
@@ -96,6 +114,26 @@ typedef struct Builder {
      * tensor: where that value's gradient is wanted next (the producer's
      * backward phase reads it there in an aligned plan). */
     Layout *consumed;
+    /* Liveness, from the bound phases (sched_liveness_init): the last
+     * phase that reads each storage tensor (-1: none), and each value
+     * (model tensor * 2 + is_grad) in any tiling; each value's storage
+     * tensors in id order (value_first, then value_next). */
+    int nlive; /* storage tensors when it was computed; later ones are never read */
+    int *last_read;
+    int *value_last_read;
+    int *value_first, *value_end, *value_next;
+    /* The last backward or gradient phase contributing to the gradient
+     * of each model tensor, -1: none. */
+    int *last_contribution;
+    /* What sched_free_dead looks at after phase p: the storage tensors
+     * last read there (read_last_at[p]), those that allocated a slot
+     * since its last call (gained), and those it kept though no later
+     * phase reads them directly (kept). A tensor outside these holds no
+     * tile it could free. */
+    IntList *read_last_at;
+    IntList gained, kept;
+    unsigned char *gained_flag; /* [storage tensor] */
+    int *seen_at;               /* [storage tensor]: phase index + 1 of its last look */
     /* Per storage tensor, initialised when its id is handed out (below
      * this point the Builder starts zeroed). */
     Machine m;
@@ -122,6 +160,11 @@ typedef struct AccState {
     long step;              /* the phase step being simulated */
 } AccState;
 
+/* The last phase that reads storage tensor t, -1: none. */
+static inline int last_read_of(const Builder *b, int t) {
+    return t < b->nlive ? b->last_read[t] : -1;
+}
+
 /* Can device src serve tile `tile` of `tensor` to device dst? */
 typedef int (*CandidateFn)(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
 
@@ -142,6 +185,9 @@ void sched_machine_init(Builder *b);
 void sched_machine_copy(Builder *b, Machine *dst, const Machine *src);
 void sched_machine_copy_some(Builder *b, Machine *dst, const Machine *src, const int *tensors,
                              int n);
+#ifndef NDEBUG
+void sched_machine_check_untouched(Builder *b, const Machine *whole, const int *touched, int n);
+#endif
 PrimeAction *sched_act(Builder *b, int dev, int op);
 int sched_slot_alloc(Builder *b, int tensor, int dev);
 int sched_emit_alloc(Builder *b, int tensor, int dev);
@@ -189,8 +235,10 @@ void sched_strict_check(Builder *b, PhaseSched *ph, int first_boundary);
 
 /* sched_boundary.c: phase boundaries, sweep order and freeing. */
 long sched_phase_exec(Builder *b, PhaseSched *ph);
-int sched_more_contributions(const Schedule *s, int p, int mt);
+int sched_more_contributions(const Builder *b, int p, int mt);
 void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_storage);
+void sched_liveness_init(Builder *b);
+void sched_value_link(Builder *b, int tensor);
 void sched_free_dead(Builder *b, int p);
 long sched_phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage);
 

@@ -98,6 +98,31 @@ void sched_machine_copy_some(Builder *b, Machine *dst, const Machine *src, const
     }
 }
 
+#ifndef NDEBUG
+/* Checks that no storage tensor outside touched[] differs from `whole`
+ * (a copy of the machine before a trial run). */
+void sched_machine_check_untouched(Builder *b, const Machine *whole, const int *touched, int n) {
+    size_t words = sizeof(uint64_t) * (size_t)b->ndev * SLOT_WORDS;
+    for (int t = 0; t < whole->ntensors; ++t) {
+        int listed = 0;
+        for (int k = 0; k < n; ++k)
+            listed |= touched[k] == t;
+        if (listed)
+            continue;
+        if (memcmp(whole->slot_used[t], b->m.slot_used[t], words) != 0)
+            ICE("a trial run of a phase changed the slots of storage tensor %d, not one of its "
+                "operands",
+                t);
+        for (int d = 0; d < b->ndev; ++d) {
+            const Store *x = &whole->stores[t][d], *y = &b->m.stores[t][d];
+            if (x->count != y->count ||
+                (x->count && memcmp(x->items, y->items, sizeof(Held) * (size_t)x->count)))
+                ICE("a trial run of a phase changed storage tensor %d, not one of its operands", t);
+        }
+    }
+}
+#endif
+
 /* ------------------------------------------------------------------ */
 /* Actions                                                             */
 
@@ -134,6 +159,10 @@ int sched_slot_alloc(Builder *b, int tensor, int dev) {
         int s = w * 64 + bit;
         if (!b->dry && s + 1 > b->s->tensors[tensor].max_slots)
             b->s->tensors[tensor].max_slots = s + 1;
+        if (b->gained_flag && !b->gained_flag[tensor]) {
+            b->gained_flag[tensor] = 1;
+            intlist_push(b->arena, &b->gained, tensor);
+        }
         return s;
     }
     ICE("more than %d live tiles of one tensor on one device", MAX_SLOTS);

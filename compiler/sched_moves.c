@@ -197,9 +197,8 @@ long sched_redistribute(Builder *b, PhaseSched *ph, int tensor, const Layout *ta
 /* Does any storage tensor of the same value hold tiles? Returns it. */
 int sched_value_holder(Builder *b, int tensor) {
     const SchedTensor *t = &b->s->tensors[tensor];
-    for (int u = 0; u < b->s->ntensors; ++u) {
-        const SchedTensor *o = &b->s->tensors[u];
-        if (u == tensor || o->model_tensor != t->model_tensor || o->is_grad != t->is_grad)
+    for (int u = b->value_first[t->model_tensor * 2 + t->is_grad]; u >= 0; u = b->value_next[u]) {
+        if (u == tensor)
             continue;
         for (int d = 0; d < b->ndev; ++d)
             if (store_of(b, u, d)->count)
@@ -235,13 +234,7 @@ static int add_box(Builder *b, PhaseSched *ph, const PrimeBox *box) {
 
 /* Is storage tensor t read by a phase after the current one? */
 static int read_after(Builder *b, int t) {
-    for (int q = b->phase_index + 1; q < b->s->phases.count; ++q) {
-        const PhaseSched *qh = b->s->phases.items[q];
-        for (int i = 0; i < qh->nin; ++i)
-            if (qh->in[i].tensor == t)
-                return 1;
-    }
-    return 0;
+    return last_read_of(b, t) > b->phase_index;
 }
 
 /* A conversion right after the all-reduces that produced `from`, in which

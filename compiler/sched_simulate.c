@@ -499,17 +499,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
     for (int i = 0; i < nins; ++i)
         b->track_need[ins[i]] = 0;
 #ifndef NDEBUG
-    for (int t = 0; t < whole.ntensors; ++t) {
-        int listed = 0;
-        for (int k = 0; k < ntouched; ++k)
-            listed |= touched[k] == t;
-        for (int d = 0; d < b->ndev && !listed; ++d) {
-            const Store *x = &whole.stores[t][d], *y = &b->m.stores[t][d];
-            if (x->count != y->count ||
-                (x->count && memcmp(x->items, y->items, sizeof(Held) * (size_t)x->count)))
-                ICE("a trial run of a phase changed storage tensor %d, not one of its operands", t);
-        }
-    }
+    sched_machine_check_untouched(b, &whole, touched, ntouched);
 #endif
     sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
     b->dry = was_dry;

@@ -54,6 +54,7 @@ int sched_storage_like(Builder *b, int like) {
     s->tensors[id].check = 0;
     s->tensors[id].fill_phase = -1;
     s->tensors[id].max_slots = 0;
+    sched_value_link(b, id);
     sched_machine_init(b);
     return id;
 }
@@ -118,6 +119,7 @@ int sched_storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor 
         o->ntiles *= nslices[x];
         o->dimnames[x] = op->dims[ot->dims[x]];
     }
+    sched_value_link(b, id);
     return id;
 }
 
@@ -293,7 +295,7 @@ static int run_phases(Builder *b, const int *grad_storage) {
         b->defer = 0;
         if (ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD) {
             int mt = s->tensors[ph->out.tensor].model_tensor;
-            b->defer = sched_more_contributions(s, p, mt) || b->pending[mt].count > 0;
+            b->defer = sched_more_contributions(b, p, mt) || b->pending[mt].count > 0;
         }
         if (ph->kind != PHASE_FWD)
             sched_choose_order(b, ph, p, grad_storage);
@@ -326,6 +328,11 @@ Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
     b->consumed = arena_alloc_uninit(arena, sizeof(Layout) * SCHED_MAX_TENSORS);
     b->reduced = arena_alloc_uninit(arena, sizeof(PtrVec) * SCHED_MAX_TENSORS);
     b->reduced_phase = arena_alloc_uninit(arena, sizeof(int) * SCHED_MAX_TENSORS);
+    b->value_next = arena_alloc_uninit(arena, sizeof(int) * SCHED_MAX_TENSORS);
+    b->value_first = ARENA_ARRAY_UNINIT(arena, int, 2 * model->ntensors + 1);
+    b->value_end = ARENA_ARRAY_UNINIT(arena, int, 2 * model->ntensors + 1);
+    for (int v = 0; v < 2 * model->ntensors; ++v)
+        b->value_first[v] = b->value_end[v] = -1;
     b->arena = arena;
     b->sink = sink;
     b->s = s;
@@ -339,6 +346,7 @@ Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
     bind_phases(b, phases, grad_storage);
     if (b->failed)
         return NULL;
+    sched_liveness_init(b);
     mark_checks(s, arena, grad_storage);
     sched_machine_init(b);
     b->pending = ARENA_ARRAY(arena, PtrVec, model->ntensors);
