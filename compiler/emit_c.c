@@ -5,11 +5,13 @@
 
 #include <string.h>
 
+#include "form.h"
 #include "printer.h"
 
 typedef struct Emitter {
     Printer p;
     const Schedule *s;
+    const ScheduleForm *form;
 } Emitter;
 
 static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole) {
@@ -279,44 +281,149 @@ static const char *kind_name(int kind) {
                                             : "PRIME_BYTES_REDIST";
 }
 
-static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
+/* The fields of one action, as a designated initializer. */
+static void print_action(Emitter *e, const PrimeAction *a) {
     const Schedule *s = e->s;
     Printer *p = &e->p;
-    int ndev = s->model->mesh.ndev;
+    printer_printf(p, "{.op = PRIME_ACT_%s", act_name(a->op));
+    if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP)
+        printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name, a->slot);
+    if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
+        a->op == PRIME_ACT_RECV_BOX)
+        printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
+    if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_SEND_BOX)
+        printer_printf(p, ", .kind = %s", kind_name(a->kind));
+    if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER)
+        printer_printf(p, ", .tag = %d", a->tag);
+    if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ALLREDUCE ||
+        a->op == PRIME_ACT_REDUCE_SCATTER || a->op == PRIME_ACT_SEND_BOX ||
+        a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
+        printer_printf(p, ", .arg = %d", a->arg);
+    if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_COPY_BOX) {
+        printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);
+        for (int k = 0; k < a->nin; ++k)
+            printer_printf(p, "%sT_%s", k ? ", " : "", s->tensors[a->in_tensor[k]].name);
+        printer_printf(p, "}, .in_slot = {");
+        for (int k = 0; k < a->nin; ++k)
+            printer_printf(p, "%s%d", k ? ", " : "", a->in_slot[k]);
+        printer_printf(p, "}");
+    }
+    printer_printf(p, "}");
+}
+
+static void print_ints(Printer *p, const int *v, int n) {
+    for (int i = 0; i < n; ++i)
+        printer_printf(p, "%s%d", i ? ", " : "", v[i]);
+}
+
+static void print_affine(Printer *p, const PrimeAffine *f, int naxes) {
+    printer_printf(p, "{%ld, %ld, {", f->base, f->modulus);
+    for (int a = 0; a < naxes; ++a)
+        printer_printf(p, "%s%ld", a ? ", " : "", f->coef[a]);
+    printer_printf(p, "%s}}", naxes ? "" : "0");
+}
+
+/* A phase in rank-parametric form: one list of action forms, with the
+ * tables its table-form fields need. */
+static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
+    Printer *p = &e->p;
+    const PrimePhaseForm *f = &pf->form;
+    int ndev = e->s->model->mesh.ndev, naxes = f->mesh->naxes;
+    for (int i = 0; i < f->nforms; ++i) {
+        const PrimeActionForm *af = &f->forms[i];
+        if (af->slots) {
+            printer_printf(p, "static const PrimeAffine phase%d_slots%d[] = {", index, i);
+            for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
+                printer_printf(p, "%s", k ? ", " : "");
+                print_affine(p, &af->slots[k], naxes);
+            }
+            printer_printf(p, "};\n");
+        }
+        if (af->peer_form == PRIME_FORM_TABLE) {
+            printer_printf(p, "static const int phase%d_peer%d[] = {", index, i);
+            print_ints(p, af->peer_table, ndev);
+            printer_printf(p, "};\n");
+        }
+        if (af->arg_form == PRIME_FORM_TABLE) {
+            printer_printf(p, "static const int phase%d_arg%d[] = {", index, i);
+            print_ints(p, af->arg_table, ndev);
+            printer_printf(p, "};\n");
+        }
+    }
+    if (f->nforms) {
+        printer_printf(p, "static const PrimeActionForm phase%d_forms[] = {\n", index);
+        printer_indent(p, 1);
+        for (int i = 0; i < f->nforms; ++i) {
+            const PrimeActionForm *af = &f->forms[i];
+            printer_printf(p, "{.a = ");
+            print_action(e, &af->a);
+            if (af->peer_form == PRIME_FORM_SHIFT) {
+                printer_printf(p, ", .peer_form = PRIME_FORM_SHIFT, .delta = {");
+                print_ints(p, af->delta, naxes);
+                printer_printf(p, "}");
+            } else if (af->peer_form == PRIME_FORM_TABLE) {
+                printer_printf(p, ", .peer_form = PRIME_FORM_TABLE, .peer_table = phase%d_peer%d",
+                               index, i);
+            }
+            if (af->arg_form == PRIME_FORM_AFFINE || af->arg_form == PRIME_FORM_GROUP)
+                printer_printf(p, ", .arg_form = PRIME_FORM_%s, .index = %d",
+                               af->arg_form == PRIME_FORM_AFFINE ? "AFFINE" : "GROUP", af->index);
+            else if (af->arg_form == PRIME_FORM_TABLE)
+                printer_printf(p, ", .arg_form = PRIME_FORM_TABLE, .arg_table = phase%d_arg%d",
+                               index, i);
+            if (af->slots)
+                printer_printf(p, ", .slots = phase%d_slots%d", index, i);
+            printer_printf(p, "},\n");
+        }
+        printer_indent(p, -1);
+        printer_printf(p, "};\n");
+    }
+    if (pf->noffset_forms) {
+        printer_printf(p, "static const PrimeOffsetForm phase%d_offset_forms[] = {\n", index);
+        printer_indent(p, 1);
+        for (int k = 0; k < pf->noffset_forms; ++k) {
+            const PrimeOffsetForm *of = &f->offset_forms[k];
+            printer_printf(p, "{%d, {", of->ndims);
+            for (int x = 0; x < of->ndims; ++x)
+                printer_printf(p, "%s%ld", x ? ", " : "", of->scale[x]);
+            printer_printf(p, "%s}, {", of->ndims ? "" : "0");
+            for (int x = 0; x < of->ndims; ++x) {
+                printer_printf(p, "%s", x ? ", " : "");
+                print_affine(p, &of->dim[x], naxes);
+            }
+            printer_printf(p, "}},\n");
+        }
+        printer_indent(p, -1);
+        printer_printf(p, "};\n");
+    }
+    if (pf->ngroup_forms) {
+        printer_printf(p, "static const PrimeGroupForm phase%d_group_forms[] = {", index);
+        for (int k = 0; k < pf->ngroup_forms; ++k) {
+            const PrimeGroupForm *g = &f->group_forms[k];
+            printer_printf(p, "%s{%#xu, %ld, {", k ? ", " : "", g->axes, g->count);
+            print_ints(p, g->step, naxes);
+            printer_printf(p, "%s}}", naxes ? "" : "0");
+        }
+        printer_printf(p, "};\n");
+    }
+    printer_printf(p, "static const PrimePhaseForm phase%d_form = {&mesh, %d, ", index, f->nforms);
+    printer_printf(p, f->nforms ? "phase%d_forms, " : "NULL, ", index);
+    printer_printf(p, pf->noffset_forms ? "phase%d_offset_forms, " : "NULL, ", index);
+    printer_printf(p, pf->ngroup_forms ? "phase%d_group_forms};\n" : "NULL};\n", index);
+}
+
+/* Per-rank action tables: the form of irregular phases. */
+static void emit_phase_ranks(Emitter *e, const PhaseSched *ph, int index) {
+    Printer *p = &e->p;
+    int ndev = e->s->model->mesh.ndev;
     for (int r = 0; r < ndev; ++r) {
         if (ph->nactions[r] == 0)
             continue;
         printer_printf(p, "static const PrimeAction phase%d_rank%d[] = {\n", index, r);
         printer_indent(p, 1);
         for (int i = 0; i < ph->nactions[r]; ++i) {
-            const PrimeAction *a = &ph->actions[r][i];
-            printer_printf(p, "{.op = PRIME_ACT_%s", act_name(a->op));
-            if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP)
-                printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name,
-                               a->slot);
-            if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
-                a->op == PRIME_ACT_RECV_BOX)
-                printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
-            if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_SEND_BOX)
-                printer_printf(p, ", .kind = %s", kind_name(a->kind));
-            if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER)
-                printer_printf(p, ", .tag = %d", a->tag);
-            if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL ||
-                a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER ||
-                a->op == PRIME_ACT_SEND_BOX ||
-                a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
-                printer_printf(p, ", .arg = %d", a->arg);
-            if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD ||
-                a->op == PRIME_ACT_COPY_BOX) {
-                printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);
-                for (int k = 0; k < a->nin; ++k)
-                    printer_printf(p, "%sT_%s", k ? ", " : "", s->tensors[a->in_tensor[k]].name);
-                printer_printf(p, "}, .in_slot = {");
-                for (int k = 0; k < a->nin; ++k)
-                    printer_printf(p, "%s%d", k ? ", " : "", a->in_slot[k]);
-                printer_printf(p, "}");
-            }
-            printer_printf(p, "},\n");
+            print_action(e, &ph->actions[r][i]);
+            printer_printf(p, ",\n");
         }
         printer_indent(p, -1);
         printer_printf(p, "};\n");
@@ -331,17 +438,28 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
     }
     printer_indent(p, -1);
     printer_printf(p, "};\nstatic const int phase%d_nactions[] = {", index);
-    for (int r = 0; r < ndev; ++r)
-        printer_printf(p, "%s%d", r ? ", " : "", ph->nactions[r]);
+    print_ints(p, ph->nactions, ndev);
     printer_printf(p, "};\n");
-    for (int g = 0; g < ph->groups.count; ++g) {
+}
+
+static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, int index) {
+    const Schedule *s = e->s;
+    Printer *p = &e->p;
+    int in_form = pf->fallback == NULL;
+    int need_groups = ph->groups.count && !in_form;
+    int need_offsets = ph->noffsets && (!in_form || pf->uses_offsets || !pf->noffset_forms);
+    if (in_form)
+        emit_phase_form(e, pf, index);
+    else
+        emit_phase_ranks(e, ph, index);
+    for (int g = 0; need_groups && g < ph->groups.count; ++g) {
         const Collective *c = ph->groups.items[g];
         printer_printf(p, "static const int phase%d_group%d[] = {", index, g);
         for (int i = 0; i < c->gsize; ++i)
             printer_printf(p, "%s%d", i ? ", " : "", c->group[i]);
         printer_printf(p, "};\n");
     }
-    if (ph->groups.count) {
+    if (need_groups) {
         printer_printf(p, "static const PrimeGroup phase%d_groups[] = {", index);
         for (int g = 0; g < ph->groups.count; ++g) {
             const Collective *c = ph->groups.items[g];
@@ -369,7 +487,7 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
         printer_indent(p, -1);
         printer_printf(p, "};\n");
     }
-    if (ph->noffsets) {
+    if (need_offsets) {
         printer_printf(p, "static const long phase%d_offsets[][8] = {\n", index);
         printer_indent(p, 1);
         for (int i = 0; i < ph->noffsets; ++i) {
@@ -385,15 +503,18 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
     if (compute)
         printer_printf(p, "static const PrimeKernelFn phase%d_kernels[] = {kernel%d};\n", index,
                        index);
-    printer_printf(
-        p, "static const PrimePhase phase%d = {\"%s%s%s\", phase%d_actions, phase%d_nactions, ",
-        index, phase_name(ph->kind), ph->inst >= 0 ? " " : "",
-        ph->inst >= 0 ? s->model->instances[ph->inst].name : "", index, index);
+    printer_printf(p, "static const PrimePhase phase%d = {\"%s%s%s\", ", index,
+                   phase_name(ph->kind), ph->inst >= 0 ? " " : "",
+                   ph->inst >= 0 ? s->model->instances[ph->inst].name : "");
+    if (in_form)
+        printer_printf(p, "NULL, NULL, ");
+    else
+        printer_printf(p, "phase%d_actions, phase%d_nactions, ", index, index);
     if (compute)
         printer_printf(p, "phase%d_kernels, ", index);
     else
         printer_printf(p, "NULL, ");
-    if (ph->groups.count)
+    if (need_groups)
         printer_printf(p, "phase%d_groups, ", index);
     else
         printer_printf(p, "NULL, ");
@@ -401,13 +522,46 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
         printer_printf(p, "phase%d_boxes, ", index);
     else
         printer_printf(p, "NULL, ");
-    if (ph->noffsets)
-        printer_printf(p, "phase%d_offsets};\n\n", index);
+    if (need_offsets)
+        printer_printf(p, "phase%d_offsets, ", index);
+    else
+        printer_printf(p, "NULL, ");
+    if (in_form)
+        printer_printf(p, "&phase%d_form};\n\n", index);
     else
         printer_printf(p, "NULL};\n\n");
 }
 
-static void emit_layout(Emitter *e, const char *tname, const char *what, const Layout *l) {
+static void emit_layout_form(Emitter *e, const char *tname, const char *what,
+                             const PrimeLayoutForm *f) {
+    Printer *p = &e->p;
+    int naxes = e->form->mesh.naxes;
+    printer_printf(p, "static const long %s_%s_nslices[] = {", tname, what);
+    for (int x = 0; x < f->ndims; ++x)
+        printer_printf(p, "%s%ld", x ? ", " : "", f->nslices[x]);
+    printer_printf(p, "%s};\n", f->ndims ? "" : "1");
+    printer_printf(p, "static const int %s_%s_slot[] = {", tname, what);
+    print_ints(p, f->slot, f->count);
+    printer_printf(p, "%s};\nstatic const PrimeAffine %s_%s_coord[] = {", f->count ? "" : "0",
+                   tname, what);
+    for (int i = 0; i < f->count * f->ndims; ++i) {
+        printer_printf(p, "%s", i ? ", " : "");
+        print_affine(p, &f->coord[i], naxes);
+    }
+    if (f->count * f->ndims == 0)
+        printer_printf(p, "{0, 1, {0}}");
+    printer_printf(p,
+                   "};\nstatic const PrimeLayoutForm %s_%s_form = {%d, %d, %s_%s_nslices, "
+                   "%s_%s_slot, %s_%s_coord};\n",
+                   tname, what, f->count, f->ndims, tname, what, tname, what, tname, what);
+}
+
+static void emit_layout(Emitter *e, const char *tname, const char *what, const Layout *l,
+                        const PrimeLayoutForm *f) {
+    if (f) {
+        emit_layout_form(e, tname, what, f);
+        return;
+    }
     Printer *p = &e->p;
     int ndev = e->s->model->mesh.ndev;
     for (int r = 0; r < ndev; ++r) {
@@ -439,10 +593,22 @@ static void emit_layout(Emitter *e, const char *tname, const char *what, const L
     }
 }
 
-char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
+/* A tensor descriptor's layout field: tables or a form. */
+static void print_layout_ref(Emitter *e, const char *tname, const char *what,
+                             const PrimeLayoutForm *f) {
+    if (f)
+        printer_printf(&e->p, "{NULL, NULL, NULL, &%s_%s_form}", tname, what);
+    else
+        printer_printf(&e->p, "{%s_%s_count, %s_%s_tiles, %s_%s_slots, NULL}", tname, what, tname,
+                       what, tname, what);
+}
+
+char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *source_name,
+                     size_t *len) {
     Emitter e;
     printer_init(&e.p);
     e.s = s;
+    e.form = form;
     Printer *p = &e.p;
     const Model *m = s->model;
     const char *base = strrchr(source_name, '/');
@@ -520,8 +686,12 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
     printer_indent(p, -1);
     printer_printf(p, "}\n\n");
 
+    printer_printf(p, "static const PrimeMesh mesh = {%d, {", m->mesh.naxes);
+    for (int a = 0; a < m->mesh.naxes; ++a)
+        printer_printf(p, "%s%ld", a ? ", " : "", m->mesh.sizes[a]);
+    printer_printf(p, "%s}};\n\n", m->mesh.naxes ? "" : "1");
     for (int k = 0; k < s->phases.count; ++k)
-        emit_phase(&e, s->phases.items[k], k);
+        emit_phase(&e, s->phases.items[k], &form->phases[k], k);
     printer_printf(p, "static const PrimePhase *const phases[] = {");
     for (int k = 0; k < s->phases.count; ++k)
         printer_printf(p, "%s&phase%d", k ? ", " : "", k);
@@ -530,9 +700,9 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
     for (int t = 0; t < s->ntensors; ++t) {
         const SchedTensor *ts = &s->tensors[t];
         if (ts->fill_phase >= 0)
-            emit_layout(&e, ts->name, "fill", &s->home[t]);
+            emit_layout(&e, ts->name, "fill", &s->home[t], form->home[t]);
         if (ts->check)
-            emit_layout(&e, ts->name, "final", &s->final[t]);
+            emit_layout(&e, ts->name, "final", &s->final[t], form->final[t]);
     }
     printer_printf(p, "\nstatic const PrimeTensorDesc tensors[] = {\n");
     printer_indent(p, 1);
@@ -550,15 +720,15 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
         printer_printf(p, "}, %d, %d, %d, %d, ", ts->max_slots, ts->fill_phase, ts->check,
                        2 * ts->model_tensor + ts->is_grad);
         if (ts->fill_phase >= 0)
-            printer_printf(p, "{%s_fill_count, %s_fill_tiles, %s_fill_slots}, ", ts->name, ts->name,
-                           ts->name);
+            print_layout_ref(&e, ts->name, "fill", form->home[t]);
         else
-            printer_printf(p, "{NULL, NULL, NULL}, ");
+            printer_printf(p, "{NULL, NULL, NULL, NULL}");
+        printer_printf(p, ", ");
         if (ts->check)
-            printer_printf(p, "{%s_final_count, %s_final_tiles, %s_final_slots}},\n", ts->name,
-                           ts->name, ts->name);
+            print_layout_ref(&e, ts->name, "final", form->final[t]);
         else
-            printer_printf(p, "{NULL, NULL, NULL}},\n");
+            printer_printf(p, "{NULL, NULL, NULL, NULL}");
+        printer_printf(p, "},\n");
     }
     printer_indent(p, -1);
     printer_printf(p, "};\n\n");
@@ -566,22 +736,26 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
     int ndev = m->mesh.ndev;
     printer_printf(p, "/* Predicted by primec: bytes sent per rank (shift, collective, "
                       "redistribution)\n * and peak bytes allocated per rank. */\n");
+    int nrows = form->predicted_uniform ? 1 : ndev;
+    if (form->predicted_uniform)
+        printer_printf(p, "/* Every rank's counts are the same. */\n");
     printer_printf(p, "static const long predicted_bytes[] = {\n");
     printer_indent(p, 1);
-    for (int r = 0; r < ndev; ++r) {
+    for (int r = 0; r < nrows; ++r) {
         for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
             printer_printf(p, "%s%ld", kind ? ", " : "", s->pred_bytes[kind][r]);
         printer_printf(p, ",\n");
     }
     printer_indent(p, -1);
     printer_printf(p, "};\nstatic const long predicted_peak[] = {");
-    for (int r = 0; r < ndev; ++r)
+    for (int r = 0; r < nrows; ++r)
         printer_printf(p, "%s%ld", r ? ", " : "", s->pred_peak[r]);
     printer_printf(p, "};\n\n");
     printer_printf(p,
                    "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
-                   "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g};\n\n",
-                   m->name, ndev, 2 * m->ntensors, s->phases.count, 1e-4);
+                   "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g, "
+                   "&mesh, %d};\n\n",
+                   m->name, ndev, 2 * m->ntensors, s->phases.count, 1e-4, form->predicted_uniform);
     printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
                       "argc, argv);\n}\n");
     return printer_take(p, len);

@@ -20,6 +20,7 @@
 #ifndef PRIME_PROGRAM_H
 #define PRIME_PROGRAM_H
 
+#include "prime_form.h"
 #include "prime_sched.h"
 
 #ifdef __cplusplus
@@ -33,6 +34,7 @@ typedef struct PrimeLayout {
     const int *count;         /* per rank */
     const long *const *tiles; /* per rank: tile ids */
     const int *const *slots;  /* per rank: slot of each tile */
+    const PrimeLayoutForm *form; /* when set, the layout of every rank (the rest NULL) */
 } PrimeLayout;
 
 typedef struct PrimeTensorDesc {
@@ -68,6 +70,10 @@ typedef struct PrimeProgram {
     const long *predicted_bytes;
     const long *predicted_peak;
     double tolerance; /* max relative error accepted by --check */
+    const PrimeMesh *mesh;
+    /* 1: predicted_bytes and predicted_peak hold one rank's counts, the
+     * same on every rank. */
+    int predicted_uniform;
 } PrimeProgram;
 
 int prime_program_main(const PrimeProgram *program, int argc, char **argv);

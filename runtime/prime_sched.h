@@ -84,6 +84,8 @@ typedef struct PrimeGroup {
     const int *ranks;
 } PrimeGroup;
 
+struct PrimePhaseForm;
+
 typedef struct PrimePhase {
     const char *name;
     const PrimeAction *const *actions; /* per rank */
@@ -92,21 +94,23 @@ typedef struct PrimePhase {
     const PrimeGroup *groups;
     const PrimeBox *boxes;
     const long (*offsets)[8]; /* KERNEL: offsets[arg], per operator dimension */
+    /* When set, the actions of every rank in rank-parametric form
+     * (prime_form.h); actions and nactions are then NULL. */
+    const struct PrimePhaseForm *form;
 } PrimePhase;
-
-#define PRIME_MAX_TENSORS 512
 
 typedef struct PrimeStore {
     int ntensors;
-    size_t tile_elems[PRIME_MAX_TENSORS];
-    int nslots[PRIME_MAX_TENSORS];
-    float **slots[PRIME_MAX_TENSORS]; /* slots[t][s]: NULL when free */
+    size_t *tile_elems; /* per tensor */
+    int *nslots;        /* per tensor */
+    float ***slots;     /* slots[t][s]: NULL when free */
 } PrimeStore;
 
 /* Sets up an empty store; max_slots[t] slots for tensor t. */
 PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile_elems,
                              const int *max_slots);
-/* Frees every live tile (through prime_free on dev) and the slot arrays. */
+/* Frees every live tile (through prime_free on dev) and the slot arrays;
+ * dev may be NULL for a store that holds no tile. */
 void prime_store_release(PrimeDev *dev, PrimeStore *store);
 
 /* Runs the phase's actions for this device's rank. Returns the first

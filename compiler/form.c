@@ -1,0 +1,412 @@
+/*
+ * form.c — rank-parametric forms of a schedule (see form.h).
+ *
+ * Each rank-dependent field is fitted from a few ranks (the origin and
+ * one step along each axis) and then checked on every rank; a phase is
+ * kept in form only if the runtime's expansion of it equals the
+ * schedule's list on every rank.
+ */
+#include "form.h"
+
+#include <string.h>
+
+typedef struct Fit {
+    Arena *arena;
+    const Schedule *s;
+    const PrimeMesh *mesh;
+    int ndev;
+    long coords0[PRIME_MAX_AXES];
+    int unit[PRIME_MAX_AXES]; /* the rank one step along axis a from the origin; -1 if size 1 */
+} Fit;
+
+/* Fits v(rank) = (base + sum coef[a] * c[a]) mod modulus through the
+ * origin and the unit ranks, then checks it on every rank. */
+static int fit_affine(const Fit *f, const long *v, long modulus, PrimeAffine *out) {
+    memset(out, 0, sizeof *out);
+    if (modulus <= 0)
+        return 0;
+    out->modulus = modulus;
+    out->base = v[0];
+    for (int a = 0; a < f->mesh->naxes; ++a) {
+        if (f->unit[a] < 0)
+            continue;
+        long c = (v[f->unit[a]] - v[0]) % modulus;
+        out->coef[a] = c < 0 ? c + modulus : c;
+    }
+    long coords[PRIME_MAX_AXES];
+    for (int r = 0; r < f->ndev; ++r) {
+        if (v[r] < 0 || v[r] >= modulus)
+            return 0;
+        prime_mesh_coords(f->mesh, r, coords);
+        if (prime_affine_eval(out, f->mesh, coords) != v[r])
+            return 0;
+    }
+    return 1;
+}
+
+static int shift_fits(const Fit *f, const int *peer, int *delta) {
+    long pc[PRIME_MAX_AXES], c[PRIME_MAX_AXES];
+    prime_mesh_coords(f->mesh, peer[0], pc);
+    for (int a = 0; a < f->mesh->naxes; ++a)
+        delta[a] = (int)pc[a];
+    for (int r = 0; r < f->ndev; ++r) {
+        prime_mesh_coords(f->mesh, r, c);
+        for (int a = 0; a < f->mesh->naxes; ++a)
+            c[a] = (c[a] + delta[a]) % f->mesh->size[a];
+        if (prime_mesh_rank(f->mesh, c) != peer[r])
+            return 0;
+    }
+    return 1;
+}
+
+static int is_collective(int op);
+
+/* Every field but peer, arg and slots, equal on every rank. A
+ * collective's tag may differ: each group's collective has its own, and
+ * a form gives all of them one (fit_group says when that is safe). */
+static int same_kind(const PrimeAction *a, const PrimeAction *b) {
+    if (a->op != b->op || a->tensor != b->tensor || a->kind != b->kind || a->nin != b->nin)
+        return 0;
+    if (a->tag != b->tag && !is_collective(a->op))
+        return 0;
+    for (int k = 0; k < a->nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
+        if (a->in_tensor[k] != b->in_tensor[k])
+            return 0;
+    return 1;
+}
+
+static int same_shape(const PrimeAction *a, const PrimeAction *b) {
+    if (!same_kind(a, b) || a->slot != b->slot)
+        return 0;
+    for (int k = 0; k < a->nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
+        if (a->in_slot[k] != b->in_slot[k])
+            return 0;
+    return 1;
+}
+
+/* Slots that differ between ranks as affine functions of the
+ * coordinates, modulo the tensor's slot count. NULL when they are the
+ * same everywhere; *ok = 0 when they fit no such function. */
+static const PrimeAffine *fit_slots(const Fit *f, const PhaseSched *ph, int i, long *v, int *ok) {
+    const PrimeAction *a0 = &ph->actions[0][i];
+    int nin = a0->nin < PRIME_MAX_KERNEL_INPUTS ? a0->nin : PRIME_MAX_KERNEL_INPUTS;
+    int differ = 0;
+    for (int r = 1; r < f->ndev && !differ; ++r)
+        differ = !same_shape(a0, &ph->actions[r][i]);
+    *ok = 1;
+    if (!differ)
+        return NULL;
+    PrimeAffine *out = ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS);
+    for (int k = 0; k <= nin && *ok; ++k) {
+        int tensor = k ? a0->in_tensor[k - 1] : a0->tensor;
+        for (int r = 0; r < f->ndev; ++r)
+            v[r] = k ? ph->actions[r][i].in_slot[k - 1] : ph->actions[r][i].slot;
+        *ok = fit_affine(f, v, f->s->tensors[tensor].max_slots, &out[k]);
+    }
+    for (int k = nin + 1; k <= PRIME_MAX_KERNEL_INPUTS; ++k)
+        out[k].modulus = 1;
+    return out;
+}
+
+static int has_peer(int op) {
+    return op == PRIME_ACT_SEND || op == PRIME_ACT_RECV || op == PRIME_ACT_SEND_BOX ||
+           op == PRIME_ACT_RECV_BOX;
+}
+
+static int is_collective(int op) {
+    return op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER;
+}
+
+static int *rank_table(const Fit *f, const int *v) {
+    int *t = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
+    memcpy(t, v, sizeof(int) * (size_t)f->ndev);
+    return t;
+}
+
+/* The offset form of kernel action i, appended unless an equal one exists. */
+static int fit_offsets(const Fit *f, const PhaseSched *ph, PhaseForm *pf, int i, long *scratch,
+                       PrimeOffsetForm *room) {
+    const SliceTable *st = &f->s->slices[ph->inst];
+    PrimeOffsetForm of;
+    memset(&of, 0, sizeof of);
+    of.ndims = st->ndims < 8 ? st->ndims : 8;
+    for (int x = 0; x < of.ndims; ++x) {
+        of.scale[x] = st->extent[x];
+        for (int r = 0; r < f->ndev; ++r) {
+            long o = ph->offsets[ph->actions[r][i].arg][x];
+            if (st->extent[x] <= 0 || o % st->extent[x])
+                return -1;
+            scratch[r] = o / st->extent[x];
+        }
+        if (!fit_affine(f, scratch, st->nslices[x], &of.dim[x]))
+            return -1;
+    }
+    for (int r = 0; r < f->ndev; ++r)
+        for (int x = of.ndims; x < 8; ++x)
+            if (ph->offsets[ph->actions[r][i].arg][x] != 0)
+                return -1;
+    for (int k = 0; k < pf->noffset_forms; ++k)
+        if (memcmp(&room[k], &of, sizeof of) == 0)
+            return k;
+    room[pf->noffset_forms] = of;
+    return pf->noffset_forms++;
+}
+
+/* The group form of collective action i: the axes along which rank 0's
+ * group spreads; every rank's group must be its sub-mesh along them.
+ * Then the groups partition the mesh: members of one group run action i
+ * together, and no two groups exchange a message, so every group can
+ * use rank 0's tag (tags of distinct collectives stay distinct). */
+static int group_matches(const Fit *f, const PhaseSched *ph, int i, const PrimeGroupForm *g,
+                         int *members) {
+    long rc[PRIME_MAX_AXES];
+    for (int r = 0; r < f->ndev; ++r) {
+        const Collective *cr = ph->groups.items[ph->actions[r][i].arg];
+        prime_mesh_coords(f->mesh, r, rc);
+        int n = prime_group_members(f->mesh, rc, g, members);
+        if (n != cr->gsize || memcmp(members, cr->group, sizeof(int) * (size_t)n) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int fit_group(const Fit *f, const PhaseSched *ph, PhaseForm *pf, int i, int *members,
+                     PrimeGroupForm *room) {
+    const Collective *c0 = ph->groups.items[ph->actions[0][i].arg];
+    PrimeGroupForm g;
+    memset(&g, 0, sizeof g);
+    long c[PRIME_MAX_AXES];
+    for (int p = 0; p < c0->gsize; ++p) {
+        prime_mesh_coords(f->mesh, c0->group[p], c);
+        for (int a = 0; a < f->mesh->naxes; ++a)
+            if (c[a] != f->coords0[a])
+                g.axes |= 1u << a;
+    }
+    int ok = group_matches(f, ph, i, &g, members);
+    /* Else a line through the origin: some member generates the group. */
+    for (int p = 0; !ok && p < c0->gsize; ++p) {
+        if (c0->group[p] == 0)
+            continue;
+        memset(&g, 0, sizeof g);
+        g.count = c0->gsize;
+        prime_mesh_coords(f->mesh, c0->group[p], c);
+        for (int a = 0; a < f->mesh->naxes; ++a)
+            g.step[a] = (int)c[a];
+        ok = group_matches(f, ph, i, &g, members);
+    }
+    if (!ok)
+        return -1;
+    for (int k = 0; k < pf->ngroup_forms; ++k)
+        if (memcmp(&room[k], &g, sizeof g) == 0)
+            return k;
+    room[pf->ngroup_forms] = g;
+    return pf->ngroup_forms++;
+}
+
+/* The resolved meaning of an action on a rank, for the proof: peers and
+ * args replaced by what they denote. */
+static int same_meaning(const PhaseSched *ph, const PrimeAction *want, const PrimeRankPhase *v,
+                        const PrimeAction *got) {
+    if (!same_shape(want, got) || want->peer != got->peer)
+        return 0;
+    if (want->op == PRIME_ACT_KERNEL && ph->offsets)
+        return memcmp(ph->offsets[want->arg], v->offsets[got->arg], sizeof(long[8])) == 0;
+    if (is_collective(want->op)) {
+        const Collective *c = ph->groups.items[want->arg];
+        const PrimeGroup *g = &v->groups[got->arg];
+        return g->size == c->gsize &&
+               memcmp(g->ranks, c->group, sizeof(int) * (size_t)c->gsize) == 0;
+    }
+    return want->arg == got->arg;
+}
+
+/* Runs the runtime's expansion of the form on every rank and compares. */
+static const char *prove_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) {
+    PrimePhase phase;
+    memset(&phase, 0, sizeof phase);
+    phase.name = "proof";
+    phase.form = &pf->form;
+    phase.offsets = pf->uses_offsets ? (const long(*)[8])ph->offsets : NULL;
+    for (int r = 0; r < f->ndev; ++r) {
+        PrimeRankPhase v;
+        if (prime_rank_phase(&phase, r, &v) != PRIME_OK)
+            return "out of memory while proving the form";
+        int ok = v.nactions == ph->nactions[r];
+        for (int i = 0; ok && i < v.nactions; ++i)
+            ok = same_meaning(ph, &ph->actions[r][i], &v, &v.actions[i]);
+        prime_rank_phase_release(&v);
+        if (!ok)
+            return "the expanded form differs from the per-rank schedule";
+    }
+    return NULL;
+}
+
+static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) {
+    int n = ph->nactions[0];
+    for (int r = 1; r < f->ndev; ++r)
+        if (ph->nactions[r] != n)
+            return "ranks run different numbers of actions";
+    for (int r = 1; r < f->ndev; ++r)
+        for (int i = 0; i < n; ++i)
+            if (!same_kind(&ph->actions[0][i], &ph->actions[r][i]))
+                return "ranks run different action sequences";
+    PrimeActionForm *forms = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
+    PrimeOffsetForm *offs = ARENA_ARRAY(f->arena, PrimeOffsetForm, n + 1);
+    PrimeGroupForm *gforms = ARENA_ARRAY(f->arena, PrimeGroupForm, n + 1);
+    long *scratch = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
+    int *ivals = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
+    int *members = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
+    int kernels_affine = 1, groups_fit = 1;
+    /* Kernels and collectives are all in form or all tables, so that a
+     * rank's offsets and groups come from one place. */
+    for (int i = 0; i < n && (kernels_affine || groups_fit); ++i) {
+        int op = ph->actions[0][i].op;
+        if (op == PRIME_ACT_KERNEL && kernels_affine && ph->offsets)
+            kernels_affine = fit_offsets(f, ph, pf, i, scratch, offs) >= 0;
+        if (is_collective(op) && groups_fit)
+            groups_fit = fit_group(f, ph, pf, i, members, gforms) >= 0;
+    }
+    pf->noffset_forms = 0;
+    pf->ngroup_forms = 0;
+    for (int i = 0; i < n; ++i) {
+        const PrimeAction *a0 = &ph->actions[0][i];
+        PrimeActionForm *af = &forms[i];
+        af->a = *a0;
+        int slots_ok;
+        af->slots = fit_slots(f, ph, i, scratch, &slots_ok);
+        if (!slots_ok)
+            return "ranks use slots that are no affine function of their coordinates";
+        if (has_peer(a0->op)) {
+            int same = 1;
+            for (int r = 0; r < f->ndev; ++r) {
+                ivals[r] = ph->actions[r][i].peer;
+                same &= ivals[r] == a0->peer;
+            }
+            if (same)
+                af->peer_form = PRIME_FORM_CONST;
+            else if (shift_fits(f, ivals, af->delta))
+                af->peer_form = PRIME_FORM_SHIFT, af->a.peer = 0;
+            else
+                af->peer_form = PRIME_FORM_TABLE, af->peer_table = rank_table(f, ivals),
+                af->a.peer = 0, pf->ntables++;
+        }
+        int same_arg = 1;
+        for (int r = 0; r < f->ndev; ++r) {
+            ivals[r] = ph->actions[r][i].arg;
+            same_arg &= ivals[r] == a0->arg;
+        }
+        if (a0->op == PRIME_ACT_KERNEL && ph->offsets && kernels_affine) {
+            af->arg_form = PRIME_FORM_AFFINE;
+            af->index = fit_offsets(f, ph, pf, i, scratch, offs);
+            af->a.arg = 0;
+        } else if (is_collective(a0->op) && groups_fit) {
+            af->arg_form = PRIME_FORM_GROUP;
+            af->index = fit_group(f, ph, pf, i, members, gforms);
+            af->a.arg = 0;
+        } else if (is_collective(a0->op)) {
+            return "collective groups are neither sub-meshes nor lines of the mesh";
+        } else if (!same_arg || a0->op == PRIME_ACT_KERNEL) {
+            /* Table args index the phase's own tables: keep them. */
+            af->arg_form = PRIME_FORM_TABLE;
+            af->arg_table = rank_table(f, ivals);
+            af->a.arg = 0;
+            pf->ntables++;
+            if (a0->op == PRIME_ACT_KERNEL)
+                pf->uses_offsets = 1;
+        }
+    }
+    pf->form.mesh = f->mesh;
+    pf->form.nforms = n;
+    pf->form.forms = forms;
+    pf->form.offset_forms = pf->noffset_forms ? offs : NULL;
+    pf->form.group_forms = pf->ngroup_forms ? gforms : NULL;
+    return prove_phase(f, ph, pf);
+}
+
+/* A layout in form: the same slots on every rank, each holding a tile
+ * whose slice indices are affine in the coordinates. */
+static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Layout *l) {
+    int n = l->count[0];
+    for (int r = 1; r < f->ndev; ++r)
+        if (l->count[r] != n)
+            return NULL;
+    int *slot = ARENA_ARRAY(f->arena, int, n + 1);
+    PrimeAffine *coord = ARENA_ARRAY(f->arena, PrimeAffine, (size_t)n * (size_t)t->ndims + 1);
+    long *v = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
+    long *tile = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
+    for (int i = 0; i < n; ++i) {
+        slot[i] = l->slots[0][i];
+        for (int r = 0; r < f->ndev; ++r) {
+            int k = 0;
+            while (k < n && l->slots[r][k] != slot[i])
+                ++k;
+            if (k == n)
+                return NULL;
+            tile[r] = l->tiles[r][k];
+        }
+        for (int x = 0; x < t->ndims; ++x) {
+            for (int r = 0; r < f->ndev; ++r)
+                v[r] = sched_tile_coord(t, tile[r], x);
+            if (!fit_affine(f, v, t->nslices[x], &coord[i * t->ndims + x]))
+                return NULL;
+        }
+    }
+    PrimeLayoutForm *lf = ARENA_NEW(f->arena, PrimeLayoutForm);
+    lf->count = n;
+    lf->ndims = t->ndims;
+    lf->nslices = t->nslices;
+    lf->slot = slot;
+    lf->coord = coord;
+    /* The proof: every rank's (tile, slot) pairs, as a set, are its own. */
+    for (int r = 0; r < f->ndev; ++r)
+        for (int i = 0; i < n; ++i) {
+            long id;
+            int sl;
+            prime_layout_form_tile(lf, f->mesh, r, i, &id, &sl);
+            int found = 0;
+            for (int k = 0; k < n && !found; ++k)
+                found = l->tiles[r][k] == id && l->slots[r][k] == sl;
+            if (!found)
+                return NULL;
+        }
+    return lf;
+}
+
+ScheduleForm *form_build(Arena *arena, const Schedule *s) {
+    const Mesh *m = &s->model->mesh;
+    ScheduleForm *sf = ARENA_NEW(arena, ScheduleForm);
+    sf->mesh.naxes = m->naxes;
+    for (int a = 0; a < m->naxes; ++a)
+        sf->mesh.size[a] = m->sizes[a];
+    Fit f = {.arena = arena, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
+    for (int a = 0; a < m->naxes; ++a) {
+        long c[PRIME_MAX_AXES] = {0};
+        c[a] = 1;
+        f.unit[a] = m->sizes[a] > 1 ? prime_mesh_rank(&sf->mesh, c) : -1;
+    }
+    sf->phases = ARENA_ARRAY(arena, PhaseForm, s->phases.count + 1);
+    for (int k = 0; k < s->phases.count; ++k) {
+        PhaseForm *pf = &sf->phases[k];
+        pf->fallback = fit_phase(&f, s->phases.items[k], pf);
+        if (pf->fallback)
+            sf->nfallback++;
+    }
+    sf->home = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
+    sf->final = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
+    for (int t = 0; t < s->ntensors; ++t) {
+        const SchedTensor *ts = &s->tensors[t];
+        if (ts->fill_phase >= 0 && !(sf->home[t] = fit_layout(&f, ts, &s->home[t])))
+            sf->nlayout_fallback++;
+        if (ts->check && !(sf->final[t] = fit_layout(&f, ts, &s->final[t])))
+            sf->nlayout_fallback++;
+    }
+    sf->predicted_uniform = 1;
+    for (int r = 1; r < m->ndev; ++r) {
+        for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
+            if (s->pred_bytes[kind][r] != s->pred_bytes[kind][0])
+                sf->predicted_uniform = 0;
+        if (s->pred_peak[r] != s->pred_peak[0])
+            sf->predicted_uniform = 0;
+    }
+    return sf;
+}
