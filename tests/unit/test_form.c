@@ -12,11 +12,13 @@
  * the regular partitions need no per-rank table at all.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <cmocka.h>
+/* cmocka needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>
