@@ -3,6 +3,7 @@
  */
 #include "emit_c.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "form.h"
@@ -12,6 +13,7 @@ typedef struct Emitter {
     Printer p;
     const Schedule *s;
     const ScheduleForm *form;
+    int *kernel_of; /* per phase: the phase whose kernel function it calls */
 } Emitter;
 
 static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole) {
@@ -214,11 +216,13 @@ static int uses_dim_index(const Op *op, const Expr *x) {
 }
 
 /* out[...] += expr over one tile (or, whole, over the whole tensors). */
-static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int whole) {
+/* The body of a phase's kernel (whole: over whole tensors, for the
+ * reference), as text. */
+static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
+    Printer saved = e->p;
+    printer_init(&e->p);
     Printer *p = &e->p;
     const Instance *inst = &e->s->model->instances[ph->inst];
-    printer_printf(p, "static void %s(float *out, const float *const *in, const long *off)\n{\n",
-                   fname);
     printer_indent(p, 1);
     if (!uses_dim_index(inst->op, ph->expr))
         printer_printf(p, "(void)off;\n");
@@ -238,8 +242,54 @@ static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int
             printer_printf(p, "}\n");
         }
     }
-    printer_indent(p, -1);
-    printer_printf(p, "}\n\n");
+    size_t len;
+    char *body = printer_take(p, &len);
+    printer_free(p);
+    e->p = saved;
+    return body;
+}
+
+static unsigned long text_hash(const char *t) {
+    unsigned long h = 1469598103934665603ul;
+    for (; *t; ++t)
+        h = (h ^ (unsigned char)*t) * 1099511628211ul;
+    return h;
+}
+
+/* Emits the kernels (whole = 0) or references (whole = 1) of every
+ * compute phase, each distinct body once (the copies of a repeated layer
+ * share theirs): canon[k] names the function phase k calls. */
+static void emit_kernels(Emitter *e, int whole, int *canon) {
+    const Schedule *s = e->s;
+    int n = s->phases.count;
+    char **bodies = calloc((size_t)n + 1, sizeof(char *));
+    unsigned long *hash = calloc((size_t)n + 1, sizeof(unsigned long));
+    if (!bodies || !hash)
+        ICE("out of memory");
+    for (int k = 0; k < n; ++k) {
+        const PhaseSched *ph = s->phases.items[k];
+        canon[k] = -1;
+        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
+            continue;
+        bodies[k] = kernel_body(e, ph, whole);
+        hash[k] = text_hash(bodies[k]);
+        canon[k] = k;
+        for (int j = 0; j < k; ++j)
+            if (canon[j] == j && hash[j] == hash[k] && strcmp(bodies[j], bodies[k]) == 0) {
+                canon[k] = j;
+                break;
+            }
+        if (canon[k] != k)
+            continue;
+        printer_printf(&e->p,
+                       "static void %s%d(float *out, const float *const *in, const long *off)\n{\n",
+                       whole ? "reference" : "kernel", k);
+        printer_printf(&e->p, "%s}\n\n", bodies[k]);
+    }
+    for (int k = 0; k < n; ++k)
+        free(bodies[k]);
+    free(bodies);
+    free(hash);
 }
 
 static const char *act_name(int op) {
@@ -502,7 +552,7 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, in
     int compute = ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
     if (compute)
         printer_printf(p, "static const PrimeKernelFn phase%d_kernels[] = {kernel%d};\n", index,
-                       index);
+                       e->kernel_of[index]);
     printer_printf(p, "static const PrimePhase phase%d = {\"%s%s%s\", ", index,
                    phase_name(ph->kind), ph->inst >= 0 ? " " : "",
                    ph->inst >= 0 ? s->model->instances[ph->inst].name : "");
@@ -653,16 +703,12 @@ char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *so
     }
     printer_printf(p, "};\n\n");
 
-    for (int k = 0; k < s->phases.count; ++k) {
-        const PhaseSched *ph = s->phases.items[k];
-        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
-            continue;
-        char name[64];
-        snprintf(name, sizeof name, "kernel%d", k);
-        emit_kernel(&e, name, ph, 0);
-        snprintf(name, sizeof name, "reference%d", k);
-        emit_kernel(&e, name, ph, 1);
-    }
+    e.kernel_of = calloc((size_t)s->phases.count + 1, sizeof(int));
+    int *reference_of = calloc((size_t)s->phases.count + 1, sizeof(int));
+    if (!e.kernel_of || !reference_of)
+        ICE("out of memory");
+    emit_kernels(&e, 0, e.kernel_of);
+    emit_kernels(&e, 1, reference_of);
     printer_printf(p, "static void reference(float *const *v)\n{\n");
     printer_indent(p, 1);
     printer_printf(p, "static const long zero[8] = {0};\n");
@@ -678,7 +724,7 @@ char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *so
             printer_printf(p, "%sv[%d]", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
         }
         const SchedTensor *o = &s->tensors[ph->out.tensor];
-        printer_printf(p, "};\nreference%d(v[%d], in, zero);\n", k,
+        printer_printf(p, "};\nreference%d(v[%d], in, zero);\n", reference_of[k],
                        2 * o->model_tensor + o->is_grad);
         printer_indent(p, -1);
         printer_printf(p, "}\n");
@@ -758,5 +804,7 @@ char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *so
                    m->name, ndev, 2 * m->ntensors, s->phases.count, 1e-4, form->predicted_uniform);
     printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
                       "argc, argv);\n}\n");
+    free(e.kernel_of);
+    free(reference_of);
     return printer_take(p, len);
 }

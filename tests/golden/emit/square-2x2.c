@@ -22,24 +22,24 @@ static void kernel1(float *out, const float *const *in, const long *off) {
     prime_gemm(0, 0, 4, 3, 2, 1.0f, in[0], 2, in[1], 3, 1.0f, out, 3);
 }
 
-static void reference1(float *out, const float *const *in, const long *off) {
-    (void)off;
-    prime_gemm(0, 0, 8, 6, 4, 1.0f, in[0], 4, in[1], 6, 1.0f, out, 6);
-}
-
 static void kernel3(float *out, const float *const *in, const long *off) {
     (void)off;
     prime_gemm(0, 1, 4, 2, 3, 1.0f, in[0], 3, in[1], 3, 1.0f, out, 2);
 }
 
-static void reference3(float *out, const float *const *in, const long *off) {
-    (void)off;
-    prime_gemm(0, 1, 8, 4, 6, 1.0f, in[0], 6, in[1], 6, 1.0f, out, 4);
-}
-
 static void kernel4(float *out, const float *const *in, const long *off) {
     (void)off;
     prime_gemm(1, 0, 2, 3, 4, 1.0f, in[1], 2, in[0], 3, 1.0f, out, 3);
+}
+
+static void reference1(float *out, const float *const *in, const long *off) {
+    (void)off;
+    prime_gemm(0, 0, 8, 6, 4, 1.0f, in[0], 4, in[1], 6, 1.0f, out, 6);
+}
+
+static void reference3(float *out, const float *const *in, const long *off) {
+    (void)off;
+    prime_gemm(0, 1, 8, 4, 6, 1.0f, in[0], 6, in[1], 6, 1.0f, out, 4);
 }
 
 static void reference4(float *out, const float *const *in, const long *off) {
