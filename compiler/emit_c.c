@@ -370,7 +370,7 @@ static void print_affine(Printer *p, const PrimeAffine *f, int naxes) {
     printer_printf(p, "{%ld, %ld, {", f->base, f->modulus);
     for (int a = 0; a < naxes; ++a)
         printer_printf(p, "%s%ld", a ? ", " : "", f->coef[a]);
-    printer_printf(p, "%s}}", naxes ? "" : "0");
+    printer_printf(p, "%s}, %ld}", naxes ? "" : "0", f->tcoef);
 }
 
 /* A phase in rank-parametric form: one list of action forms, with the
@@ -423,6 +423,12 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
                                index, i);
             if (af->slots)
                 printer_printf(p, ", .slots = phase%d_slots%d", index, i);
+            if (af->repeat > 1)
+                printer_printf(p, ", .repeat = %ld, .body = %d", af->repeat, af->body);
+            if (af->dstep_arg)
+                printer_printf(p, ", .dstep_arg = %d", af->dstep_arg);
+            if (af->dstep_tag)
+                printer_printf(p, ", .dstep_tag = %d", af->dstep_tag);
             printer_printf(p, "},\n");
         }
         printer_indent(p, -1);
@@ -599,7 +605,7 @@ static void emit_layout_form(Emitter *e, const char *tname, const char *what,
         print_affine(p, &f->coord[i], naxes);
     }
     if (f->count * f->ndims == 0)
-        printer_printf(p, "{0, 1, {0}}");
+        printer_printf(p, "{0, 1, {0}, 0}");
     printer_printf(p,
                    "};\nstatic const PrimeLayoutForm %s_%s_form = {%d, %d, %s_%s_nslices, "
                    "%s_%s_slot, %s_%s_coord};\n",

@@ -22,8 +22,8 @@ int prime_mesh_rank(const PrimeMesh *mesh, const long *coords) {
     return (int)r;
 }
 
-long prime_affine_eval(const PrimeAffine *f, const PrimeMesh *mesh, const long *coords) {
-    long v = f->base % f->modulus;
+long prime_affine_eval(const PrimeAffine *f, const PrimeMesh *mesh, const long *coords, long it) {
+    long v = (f->base % f->modulus + (f->tcoef % f->modulus) * (it % f->modulus)) % f->modulus;
     for (int a = 0; a < mesh->naxes; ++a)
         v = (v + (f->coef[a] % f->modulus) * (coords[a] % f->modulus)) % f->modulus;
     return v < 0 ? v + f->modulus : v;
@@ -76,22 +76,77 @@ int prime_group_members(const PrimeMesh *mesh, const long *coords, const PrimeGr
     return (int)size;
 }
 
+/* The concrete action of form af at loop iteration `it` on the rank at
+ * coords; offsets and group members go to the next free row of v. */
+static void expand_action(const PrimePhaseForm *f, const PrimeActionForm *af, long it, int rank,
+                          const long *coords, PrimeRankPhase *v, int *k, int *g, long *m) {
+    const PrimeMesh *mesh = f->mesh;
+    PrimeAction *a = &v->own_actions[v->nactions++];
+    *a = af->a;
+    a->arg = (int)(a->arg + it * af->dstep_arg);
+    a->tag = (int)(a->tag + it * af->dstep_tag);
+    if (af->slots) {
+        a->slot = (int)prime_affine_eval(&af->slots[0], mesh, coords, it);
+        for (int x = 0; x < a->nin && x < PRIME_MAX_KERNEL_INPUTS; ++x)
+            a->in_slot[x] = (int)prime_affine_eval(&af->slots[1 + x], mesh, coords, it);
+    }
+    if (af->peer_form == PRIME_FORM_SHIFT)
+        a->peer = shifted_peer(mesh, coords, af->delta);
+    else if (af->peer_form == PRIME_FORM_TABLE)
+        a->peer = af->peer_table[rank];
+    if (af->arg_form == PRIME_FORM_TABLE) {
+        a->arg = af->arg_table[rank];
+    } else if (af->arg_form == PRIME_FORM_AFFINE) {
+        const PrimeOffsetForm *of = &f->offset_forms[af->index];
+        memset(v->own_offsets[*k], 0, sizeof v->own_offsets[*k]);
+        for (int x = 0; x < of->ndims; ++x)
+            v->own_offsets[*k][x] = of->scale[x] * prime_affine_eval(&of->dim[x], mesh, coords, it);
+        a->arg = (*k)++;
+    } else if (af->arg_form == PRIME_FORM_GROUP) {
+        int *ranks = v->own_ranks + *m;
+        int size = prime_group_members(mesh, coords, &f->group_forms[af->index], ranks);
+        v->own_groups[*g].size = size;
+        v->own_groups[*g].ranks = ranks;
+        *m += size;
+        a->arg = (*g)++;
+    }
+}
+
+/* Where a form's run ends: a loop head covers its body, another form
+ * itself; *reps is how many times the run repeats. */
+static int run_end(const PrimePhaseForm *f, int i, long *reps) {
+    const PrimeActionForm *af = &f->forms[i];
+    if (af->repeat > 1 && af->body > 0) {
+        *reps = af->repeat;
+        return i + af->body < f->nforms ? i + af->body : f->nforms;
+    }
+    *reps = 1;
+    return i + 1;
+}
+
 static PrimeStatus expand_form(const PrimePhase *phase, int rank, PrimeRankPhase *v) {
     const PrimePhaseForm *f = phase->form;
     const PrimeMesh *mesh = f->mesh;
     long coords[PRIME_MAX_AXES];
     prime_mesh_coords(mesh, rank, coords);
-    int nkernels = 0, ngroups = 0;
-    long nmembers = 0;
-    for (int i = 0; i < f->nforms; ++i) {
-        if (f->forms[i].arg_form == PRIME_FORM_AFFINE)
-            ++nkernels;
-        if (f->forms[i].arg_form == PRIME_FORM_GROUP) {
-            ++ngroups;
-            nmembers += group_size(mesh, &f->group_forms[f->forms[i].index]);
+    long nactions = 0, nkernels = 0, ngroups = 0, nmembers = 0;
+    for (int i = 0; i < f->nforms;) {
+        long reps;
+        int end = run_end(f, i, &reps);
+        for (int j = i; j < end; ++j) {
+            nactions += reps;
+            if (f->forms[j].arg_form == PRIME_FORM_AFFINE)
+                nkernels += reps;
+            if (f->forms[j].arg_form == PRIME_FORM_GROUP) {
+                ngroups += reps;
+                nmembers += reps * group_size(mesh, &f->group_forms[f->forms[j].index]);
+            }
         }
+        i = end;
     }
-    v->own_actions = malloc(sizeof(PrimeAction) * (size_t)(f->nforms > 0 ? f->nforms : 1));
+    if (nactions > 0x7fffffffL)
+        return PRIME_ERR_ARG;
+    v->own_actions = malloc(sizeof(PrimeAction) * (size_t)(nactions > 0 ? nactions : 1));
     v->own_offsets = malloc(sizeof(long[8]) * (size_t)(nkernels > 0 ? nkernels : 1));
     v->own_groups = malloc(sizeof(PrimeGroup) * (size_t)(ngroups > 0 ? ngroups : 1));
     v->own_ranks = malloc(sizeof(int) * (size_t)(nmembers > 0 ? nmembers : 1));
@@ -99,38 +154,16 @@ static PrimeStatus expand_form(const PrimePhase *phase, int rank, PrimeRankPhase
         return PRIME_ERR_NOMEM;
     int k = 0, g = 0;
     long m = 0;
-    for (int i = 0; i < f->nforms; ++i) {
-        const PrimeActionForm *af = &f->forms[i];
-        PrimeAction *a = &v->own_actions[i];
-        *a = af->a;
-        if (af->slots) {
-            a->slot = (int)prime_affine_eval(&af->slots[0], mesh, coords);
-            for (int k = 0; k < a->nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
-                a->in_slot[k] = (int)prime_affine_eval(&af->slots[1 + k], mesh, coords);
-        }
-        if (af->peer_form == PRIME_FORM_SHIFT)
-            a->peer = shifted_peer(mesh, coords, af->delta);
-        else if (af->peer_form == PRIME_FORM_TABLE)
-            a->peer = af->peer_table[rank];
-        if (af->arg_form == PRIME_FORM_TABLE) {
-            a->arg = af->arg_table[rank];
-        } else if (af->arg_form == PRIME_FORM_AFFINE) {
-            const PrimeOffsetForm *of = &f->offset_forms[af->index];
-            memset(v->own_offsets[k], 0, sizeof v->own_offsets[k]);
-            for (int x = 0; x < of->ndims; ++x)
-                v->own_offsets[k][x] = of->scale[x] * prime_affine_eval(&of->dim[x], mesh, coords);
-            a->arg = k++;
-        } else if (af->arg_form == PRIME_FORM_GROUP) {
-            int *ranks = v->own_ranks + m;
-            int size = prime_group_members(mesh, coords, &f->group_forms[af->index], ranks);
-            v->own_groups[g].size = size;
-            v->own_groups[g].ranks = ranks;
-            m += size;
-            a->arg = g++;
-        }
+    v->nactions = 0;
+    for (int i = 0; i < f->nforms;) {
+        long reps;
+        int end = run_end(f, i, &reps);
+        for (long it = 0; it < reps; ++it)
+            for (int j = i; j < end; ++j)
+                expand_action(f, &f->forms[j], it, rank, coords, v, &k, &g, &m);
+        i = end;
     }
     v->actions = v->own_actions;
-    v->nactions = f->nforms;
     /* Table-form args index the phase's own tables; affine and group
      * args index the rank's. A phase mixes them only for boxes (always
      * the phase's), so the two kinds never share a table. */
@@ -174,7 +207,7 @@ void prime_layout_form_tile(const PrimeLayoutForm *f, const PrimeMesh *mesh, int
     prime_mesh_coords(mesh, rank, coords);
     long id = 0;
     for (int x = 0; x < f->ndims; ++x)
-        id = id * f->nslices[x] + prime_affine_eval(&f->coord[i * f->ndims + x], mesh, coords);
+        id = id * f->nslices[x] + prime_affine_eval(&f->coord[i * f->ndims + x], mesh, coords, 0);
     *tile = id;
     *slot = f->slot[i];
 }

@@ -31,12 +31,14 @@ typedef struct PrimeMesh {
     long size[PRIME_MAX_AXES];
 } PrimeMesh;
 
-/* An integer of the rank's coordinates c: (base + sum_a coef[a] * c[a])
- * mod modulus, in [0, modulus). */
+/* An integer of the rank's coordinates c and, inside a step loop, of
+ * the iteration it: (base + sum_a coef[a] * c[a] + tcoef * it) mod
+ * modulus, in [0, modulus). */
 typedef struct PrimeAffine {
     long base;
     long modulus;
     long coef[PRIME_MAX_AXES];
+    long tcoef;
 } PrimeAffine;
 
 /* How a field of a PrimeActionForm is found on a rank. */
@@ -60,6 +62,14 @@ typedef struct PrimeActionForm {
      * (a rank holding several tiles of a tensor uses them in an order
      * that rotates with its coordinates). */
     const PrimeAffine *slots;
+    /* A step loop: on a form with repeat > 1, this form and the next
+     * body - 1 run repeat times, for it = 0, 1, ...; at iteration it an
+     * action's arg (STEP: the step) and tag grow by it * dstep_arg and
+     * it * dstep_tag, and its affine fields take it (PrimeAffine.tcoef). */
+    long repeat;
+    int body;
+    int dstep_arg;
+    int dstep_tag;
 } PrimeActionForm;
 
 /* A kernel's global tile origin per operator dimension:
@@ -108,7 +118,7 @@ typedef struct PrimeRankPhase {
 
 void prime_mesh_coords(const PrimeMesh *mesh, int rank, long *coords);
 int prime_mesh_rank(const PrimeMesh *mesh, const long *coords);
-long prime_affine_eval(const PrimeAffine *f, const PrimeMesh *mesh, const long *coords);
+long prime_affine_eval(const PrimeAffine *f, const PrimeMesh *mesh, const long *coords, long it);
 
 /* The members of group form g on the rank at coords, ascending; returns
  * their number. */

@@ -124,8 +124,8 @@ static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_WAIT}},
 };
 static const PrimeOffsetForm phase1_offset_forms[] = {
-    {3, {4, 2, 3}, {{0, 2, {1, 0}}, {0, 2, {1, 1}}, {0, 2, {0, 1}}}},
-    {3, {4, 2, 3}, {{0, 2, {1, 0}}, {1, 2, {1, 1}}, {0, 2, {0, 1}}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase1_form = {&mesh, 15, phase1_forms, phase1_offset_forms, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1};
@@ -198,8 +198,8 @@ static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 0}},
 };
 static const PrimeOffsetForm phase3_offset_forms[] = {
-    {3, {4, 2, 3}, {{0, 2, {1, 0}}, {1, 2, {1, 1}}, {0, 2, {0, 1}}}},
-    {3, {4, 2, 3}, {{0, 2, {1, 0}}, {0, 2, {1, 1}}, {0, 2, {0, 1}}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase3_form = {&mesh, 18, phase3_forms, phase3_offset_forms, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3};
@@ -268,8 +268,8 @@ static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dy, .slot = 0}},
 };
 static const PrimeOffsetForm phase4_offset_forms[] = {
-    {3, {4, 2, 3}, {{0, 2, {1, 0}}, {1, 2, {1, 1}}, {0, 2, {0, 1}}}},
-    {3, {4, 2, 3}, {{0, 2, {1, 0}}, {0, 2, {1, 1}}, {0, 2, {0, 1}}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase4_form = {&mesh, 20, phase4_forms, phase4_offset_forms, NULL};
 static const PrimeKernelFn phase4_kernels[] = {kernel4};
@@ -280,28 +280,28 @@ static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &
 
 static const long y_final_nslices[] = {2, 2};
 static const int y_final_slot[] = {0};
-static const PrimeAffine y_final_coord[] = {{0, 2, {1, 0}}, {0, 2, {0, 1}}};
+static const PrimeAffine y_final_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {0, 1}, 0}};
 static const PrimeLayoutForm y_final_form = {1, 2, y_final_nslices, y_final_slot, y_final_coord};
 static const long x_fill_nslices[] = {2, 2};
 static const int x_fill_slot[] = {0};
-static const PrimeAffine x_fill_coord[] = {{0, 2, {1, 0}}, {0, 2, {1, 1}}};
+static const PrimeAffine x_fill_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}};
 static const PrimeLayoutForm x_fill_form = {1, 2, x_fill_nslices, x_fill_slot, x_fill_coord};
 static const long w_fill_nslices[] = {2, 2};
 static const int w_fill_slot[] = {0};
-static const PrimeAffine w_fill_coord[] = {{0, 2, {1, 1}}, {0, 2, {0, 1}}};
+static const PrimeAffine w_fill_coord[] = {{0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}};
 static const PrimeLayoutForm w_fill_form = {1, 2, w_fill_nslices, w_fill_slot, w_fill_coord};
 static const long dy_fill_nslices[] = {2, 2};
 static const int dy_fill_slot[] = {0};
-static const PrimeAffine dy_fill_coord[] = {{0, 2, {1, 0}}, {0, 2, {0, 1}}};
+static const PrimeAffine dy_fill_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {0, 1}, 0}};
 static const PrimeLayoutForm dy_fill_form = {1, 2, dy_fill_nslices, dy_fill_slot, dy_fill_coord};
 static const long dx_final_nslices[] = {2, 2};
 static const int dx_final_slot[] = {2};
-static const PrimeAffine dx_final_coord[] = {{0, 2, {1, 0}}, {0, 2, {1, 1}}};
+static const PrimeAffine dx_final_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}};
 static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot,
                                               dx_final_coord};
 static const long dw_final_nslices[] = {2, 2};
 static const int dw_final_slot[] = {2};
-static const PrimeAffine dw_final_coord[] = {{0, 2, {1, 1}}, {0, 2, {0, 1}}};
+static const PrimeAffine dw_final_coord[] = {{0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}};
 static const PrimeLayoutForm dw_final_form = {1, 2, dw_final_nslices, dw_final_slot,
                                               dw_final_coord};
 
