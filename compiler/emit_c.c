@@ -14,6 +14,7 @@ typedef struct Emitter {
     const Schedule *s;
     const ScheduleForm *form;
     int *kernel_of; /* per phase: the phase whose kernel function it calls */
+    Arena *arena;
 } Emitter;
 
 static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole) {
@@ -649,6 +650,59 @@ static void emit_layout(Emitter *e, const char *tname, const char *what, const L
     }
 }
 
+/* The calls of one compute phase's reference kernel; inside a layer
+ * loop every value index grows by l * dvalue. */
+static void emit_reference_call(Emitter *e, const PhaseSched *ph, int fn, int dvalue) {
+    const Schedule *s = e->s;
+    Printer *p = &e->p;
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    printer_printf(p, "const float *in[] = {");
+    for (int i = 0; i < ph->nin; ++i) {
+        const SchedTensor *t = &s->tensors[ph->in[i].tensor];
+        printer_printf(p, "%sv[%d", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
+        if (dvalue)
+            printer_printf(p, " + l * %d", dvalue);
+        printer_printf(p, "]");
+    }
+    const SchedTensor *o = &s->tensors[ph->out.tensor];
+    printer_printf(p, "};\nreference%d(v[%d", fn, 2 * o->model_tensor + o->is_grad);
+    if (dvalue)
+        printer_printf(p, " + l * %d", dvalue);
+    printer_printf(p, "], in, zero);\n");
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+/* The dense reference: every compute phase over whole values, in the
+ * schedule's order, the copies of a repeated layer as a loop. */
+static void emit_reference(Emitter *e, const PhaseRuns *runs, const int *reference_of) {
+    const Schedule *s = e->s;
+    Printer *p = &e->p;
+    printer_printf(p, "static void reference(float *const *v)\n{\n");
+    printer_indent(p, 1);
+    printer_printf(p, "static const long zero[8] = {0};\n");
+    for (int r = 0; r < runs->nruns; ++r) {
+        const PhaseRun *pr = &runs->runs[r];
+        int loop = pr->repeat > 1;
+        if (loop) {
+            printer_printf(p, "for (long l = 0; l < %ld; ++l) {\n", pr->repeat);
+            printer_indent(p, 1);
+        }
+        for (int k = pr->first; k < pr->first + pr->len; ++k) {
+            const PhaseSched *ph = s->phases.items[k];
+            if (ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD)
+                emit_reference_call(e, ph, reference_of[k], loop ? pr->dvalue : 0);
+        }
+        if (loop) {
+            printer_indent(p, -1);
+            printer_printf(p, "}\n");
+        }
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n\n");
+}
+
 /* A tensor descriptor's layout field: tables or a form. */
 static void print_layout_ref(Emitter *e, const char *tname, const char *what,
                              const PrimeLayoutForm *f) {
@@ -659,12 +713,13 @@ static void print_layout_ref(Emitter *e, const char *tname, const char *what,
                        what, tname, what);
 }
 
-char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *source_name,
-                     size_t *len) {
+char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
+                     const char *source_name, size_t *len) {
     Emitter e;
     printer_init(&e.p);
     e.s = s;
     e.form = form;
+    e.arena = arena;
     Printer *p = &e.p;
     const Model *m = s->model;
     const char *base = strrchr(source_name, '/');
@@ -690,8 +745,8 @@ char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *so
 
     printer_printf(p, "enum {\n");
     printer_indent(p, 1);
-    for (int t = 0; t < s->ntensors; ++t)
-        printer_printf(p, "T_%s = %d,\n", s->tensors[t].name, t);
+    for (int k = 0; k < s->ntensors; ++k)
+        printer_printf(p, "T_%s = %d,\n", s->tensors[form->tensor_at[k]].name, k);
     printer_printf(p, "TENSOR_COUNT = %d\n", s->ntensors);
     printer_indent(p, -1);
     printer_printf(p, "};\n\n");
@@ -715,38 +770,32 @@ char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *so
         ICE("out of memory");
     emit_kernels(&e, 0, e.kernel_of);
     emit_kernels(&e, 1, reference_of);
-    printer_printf(p, "static void reference(float *const *v)\n{\n");
-    printer_indent(p, 1);
-    printer_printf(p, "static const long zero[8] = {0};\n");
-    for (int k = 0; k < s->phases.count; ++k) {
-        const PhaseSched *ph = s->phases.items[k];
-        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
-            continue;
-        printer_printf(p, "{\n");
-        printer_indent(p, 1);
-        printer_printf(p, "const float *in[] = {");
-        for (int i = 0; i < ph->nin; ++i) {
-            const SchedTensor *t = &s->tensors[ph->in[i].tensor];
-            printer_printf(p, "%sv[%d]", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
-        }
-        const SchedTensor *o = &s->tensors[ph->out.tensor];
-        printer_printf(p, "};\nreference%d(v[%d], in, zero);\n", reference_of[k],
-                       2 * o->model_tensor + o->is_grad);
-        printer_indent(p, -1);
-        printer_printf(p, "}\n");
-    }
-    printer_indent(p, -1);
-    printer_printf(p, "}\n\n");
+    const PhaseRuns *runs = form_fold_layers(e.arena, s, form, e.kernel_of, reference_of);
+    emit_reference(&e, runs, reference_of);
 
     printer_printf(p, "static const PrimeMesh mesh = {%d, {", m->mesh.naxes);
     for (int a = 0; a < m->mesh.naxes; ++a)
         printer_printf(p, "%s%ld", a ? ", " : "", m->mesh.sizes[a]);
     printer_printf(p, "%s}};\n\n", m->mesh.naxes ? "" : "1");
-    for (int k = 0; k < s->phases.count; ++k)
-        emit_phase(&e, s->phases.items[k], &form->phases[k], k);
+    for (int r = 0; r < runs->nruns; ++r)
+        for (int k = runs->runs[r].first; k < runs->runs[r].first + runs->runs[r].len; ++k)
+            emit_phase(&e, s->phases.items[k], &form->phases[k], k);
     printer_printf(p, "static const PrimePhase *const phases[] = {");
-    for (int k = 0; k < s->phases.count; ++k)
-        printer_printf(p, "%s&phase%d", k ? ", " : "", k);
+    for (int r = 0, n = 0; r < runs->nruns; ++r)
+        for (int k = runs->runs[r].first; k < runs->runs[r].first + runs->runs[r].len; ++k)
+            printer_printf(p, "%s&phase%d", n++ ? ", " : "", k);
+    printer_printf(p, "};\n");
+    printer_printf(p,
+                   "/* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */\n");
+    printer_printf(p, "static const PrimePhaseRun runs[] = {\n");
+    printer_indent(p, 1);
+    for (int r = 0, first = 0; r < runs->nruns; ++r) {
+        const PhaseRun *pr = &runs->runs[r];
+        printer_printf(p, "{%d, %d, %ld, %d, %d, %d},\n", first, pr->len, pr->repeat, pr->dtensor,
+                       pr->dtag, pr->first);
+        first += pr->len;
+    }
+    printer_indent(p, -1);
     printer_printf(p, "};\n\n");
 
     for (int t = 0; t < s->ntensors; ++t) {
@@ -758,7 +807,8 @@ char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *so
     }
     printer_printf(p, "\nstatic const PrimeTensorDesc tensors[] = {\n");
     printer_indent(p, 1);
-    for (int t = 0; t < s->ntensors; ++t) {
+    for (int k = 0; k < s->ntensors; ++k) {
+        int t = form->tensor_at[k];
         const SchedTensor *ts = &s->tensors[t];
         printer_printf(p, "{\"%s\", %d, {", ts->name, ts->ndims);
         for (int x = 0; x < ts->ndims; ++x)
@@ -806,8 +856,9 @@ char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *so
     printer_printf(p,
                    "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
                    "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g, "
-                   "&mesh, %d};\n\n",
-                   m->name, ndev, 2 * m->ntensors, s->phases.count, 1e-4, form->predicted_uniform);
+                   "&mesh, %d, %d, runs};\n\n",
+                   m->name, ndev, 2 * m->ntensors, runs->nemitted, 1e-4, form->predicted_uniform,
+                   runs->nruns);
     printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
                       "argc, argv);\n}\n");
     free(e.kernel_of);

@@ -18,7 +18,7 @@
 #include "schedule.h"
 
 /* Returns the program text (malloc'ed, unformatted). */
-char *emit_c_program(const Schedule *s, const ScheduleForm *form, const char *source_name,
-                     size_t *len);
+char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
+                     const char *source_name, size_t *len);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include "form.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct Fit {
@@ -598,6 +599,75 @@ static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Lay
     return lf;
 }
 
+/* The layer copy an instance is in, or -1. */
+static int layer_of_instance(const Model *m, int i) {
+    if (m->layer_count <= 0 || m->layer_size <= 0 || i < m->layer_first ||
+        i >= m->layer_first + m->layer_size * m->layer_count)
+        return -1;
+    return (i - m->layer_first) / m->layer_size;
+}
+
+typedef struct TensorKey {
+    int layer; /* -1: outside the repeated layer */
+    int role;  /* the model tensor's position among its layer's */
+    int is_grad;
+    int tiling; /* how many storage tensors of the same value come before */
+    int index;
+} TensorKey;
+
+static int cmp_key(const void *pa, const void *pb) {
+    const TensorKey *a = pa, *b = pb;
+    if ((a->layer < 0) != (b->layer < 0))
+        return a->layer < 0 ? -1 : 1;
+    if (a->layer < 0)
+        return (a->index > b->index) - (a->index < b->index);
+    int d[4] = {a->layer - b->layer, a->role - b->role, a->is_grad - b->is_grad,
+                a->tiling - b->tiling};
+    for (int k = 0; k < 4; ++k)
+        if (d[k])
+            return d[k] < 0 ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+static void number_tensors(Arena *arena, const Schedule *s, ScheduleForm *sf) {
+    const Model *m = s->model;
+    int n = s->ntensors;
+    int *mt_layer = ARENA_ARRAY(arena, int, m->ntensors + 1);
+    int *mt_role = ARENA_ARRAY(arena, int, m->ntensors + 1);
+    for (int t = 0; t < m->ntensors; ++t)
+        mt_layer[t] = -2; /* not yet seen */
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        int l = layer_of_instance(m, i);
+        for (int a = 0; a <= inst->op->ninputs; ++a) {
+            int t = a < inst->op->ninputs ? inst->args[a] : inst->result;
+            if (a == inst->op->ninputs || m->tensors[t].producer < 0)
+                mt_layer[t] = mt_layer[t] == -2 || mt_layer[t] == l ? l : -1;
+        }
+    }
+    int *next_role = ARENA_ARRAY(arena, int, m->layer_count + 1);
+    for (int t = 0; t < m->ntensors; ++t) {
+        if (mt_layer[t] == -2)
+            mt_layer[t] = -1;
+        mt_role[t] = mt_layer[t] >= 0 ? next_role[mt_layer[t]]++ : 0;
+    }
+    TensorKey *keys = ARENA_ARRAY(arena, TensorKey, n + 1);
+    int *seen = ARENA_ARRAY(arena, int, 2 * m->ntensors + 1);
+    for (int t = 0; t < n; ++t) {
+        const SchedTensor *ts = &s->tensors[t];
+        int v = 2 * ts->model_tensor + ts->is_grad;
+        keys[t] = (TensorKey){mt_layer[ts->model_tensor], mt_role[ts->model_tensor], ts->is_grad,
+                              seen[v]++, t};
+    }
+    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    sf->tensor_number = ARENA_ARRAY(arena, int, n + 1);
+    sf->tensor_at = ARENA_ARRAY(arena, int, n + 1);
+    for (int k = 0; k < n; ++k) {
+        sf->tensor_at[k] = keys[k].index;
+        sf->tensor_number[keys[k].index] = k;
+    }
+}
+
 ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     const Mesh *m = &s->model->mesh;
     ScheduleForm *sf = ARENA_NEW(arena, ScheduleForm);
@@ -626,6 +696,7 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
         if (ts->check && !(sf->final[t] = fit_layout(&f, ts, &s->final[t])))
             sf->nlayout_fallback++;
     }
+    number_tensors(arena, s, sf);
     sf->predicted_uniform = 1;
     for (int r = 1; r < m->ndev; ++r) {
         for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
@@ -635,4 +706,168 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
             sf->predicted_uniform = 0;
     }
     return sf;
+}
+
+/* ---- Layer folding ------------------------------------------------- */
+
+typedef struct Shift {
+    int set[3];
+    int d[3]; /* tensor, tag, value */
+} Shift;
+
+static int shift_ok(Shift *sh, int which, long a, long b, long copies) {
+    if (!sh->set[which]) {
+        if ((b - a) % copies)
+            return 0;
+        sh->d[which] = (int)((b - a) / copies);
+        sh->set[which] = 1;
+    }
+    return b == a + copies * sh->d[which];
+}
+
+static int has_tensor_op(int op) {
+    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP;
+}
+
+static int has_tag_op(int op) {
+    return has_peer(op) || is_collective(op);
+}
+
+static int value_of(const Schedule *s, int tensor) {
+    const SchedTensor *t = &s->tensors[tensor];
+    return 2 * t->model_tensor + t->is_grad;
+}
+
+/* Whether phase kb is phase ka shifted by `copies` layers of *sh. */
+static int phase_shifted(const Schedule *s, const ScheduleForm *sf, const int *kernel,
+                         const int *reference, int ka, int kb, long copies, Shift *sh) {
+    const PhaseForm *fa = &sf->phases[ka], *fb = &sf->phases[kb];
+    const PhaseSched *pa = s->phases.items[ka], *pb = s->phases.items[kb];
+    if (fa->fallback || fb->fallback || fa->ntables || fb->ntables || fa->uses_offsets ||
+        fb->uses_offsets)
+        return 0;
+    if (pa->kind != pb->kind || kernel[ka] != kernel[kb] || reference[ka] != reference[kb] ||
+        pa->nin != pb->nin || fa->form.nforms != fb->form.nforms ||
+        fa->noffset_forms != fb->noffset_forms || fa->ngroup_forms != fb->ngroup_forms ||
+        pa->nboxes != pb->nboxes)
+        return 0;
+    int compute = pa->kind == PHASE_FWD || pa->kind == PHASE_BWD || pa->kind == PHASE_GRAD;
+    if (compute) {
+        if (!shift_ok(sh, 2, value_of(s, pa->out.tensor), value_of(s, pb->out.tensor), copies))
+            return 0;
+        for (int i = 0; i < pa->nin; ++i)
+            if (!shift_ok(sh, 2, value_of(s, pa->in[i].tensor), value_of(s, pb->in[i].tensor),
+                          copies))
+                return 0;
+    }
+    if (fa->noffset_forms && memcmp(fa->form.offset_forms, fb->form.offset_forms,
+                                    sizeof(PrimeOffsetForm) * (size_t)fa->noffset_forms) != 0)
+        return 0;
+    if (fa->ngroup_forms && memcmp(fa->form.group_forms, fb->form.group_forms,
+                                   sizeof(PrimeGroupForm) * (size_t)fa->ngroup_forms) != 0)
+        return 0;
+    if (pa->nboxes && memcmp(pa->boxes, pb->boxes, sizeof(PrimeBox) * (size_t)pa->nboxes) != 0)
+        return 0;
+    for (int i = 0; i < fa->form.nforms; ++i) {
+        PrimeActionForm x = fa->form.forms[i], y = fb->form.forms[i];
+        if (x.a.op != y.a.op)
+            return 0;
+        if (has_tensor_op(x.a.op)) {
+            const int *num = sf->tensor_number;
+            if (!shift_ok(sh, 0, num[x.a.tensor], num[y.a.tensor], copies))
+                return 0;
+            for (int k = 0; k < x.a.nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
+                if (!shift_ok(sh, 0, num[x.a.in_tensor[k]], num[y.a.in_tensor[k]], copies))
+                    return 0;
+            y.a.tensor = x.a.tensor;
+            memcpy(y.a.in_tensor, x.a.in_tensor, sizeof x.a.in_tensor);
+        }
+        if (has_tag_op(x.a.op)) {
+            if (!shift_ok(sh, 1, x.a.tag, y.a.tag, copies))
+                return 0;
+            y.a.tag = x.a.tag;
+        }
+        if ((x.slots == NULL) != (y.slots == NULL) ||
+            (x.slots &&
+             memcmp(x.slots, y.slots, sizeof(PrimeAffine) * (1 + PRIME_MAX_KERNEL_INPUTS)) != 0))
+            return 0;
+        y.slots = x.slots;
+        if (memcmp(&x, &y, sizeof x) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static unsigned long phase_hash(const Schedule *s, const ScheduleForm *sf, const int *kernel,
+                                int k) {
+    const PhaseForm *f = &sf->phases[k];
+    const PhaseSched *ph = s->phases.items[k];
+    unsigned long h = 1469598103934665603ul;
+    h = (h ^ (unsigned long)ph->kind) * 1099511628211ul;
+    h = (h ^ (unsigned long)(kernel[k] + 1)) * 1099511628211ul;
+    h = (h ^ (unsigned long)(f->fallback ? -1 : f->form.nforms)) * 1099511628211ul;
+    for (int i = 0; !f->fallback && i < f->form.nforms; ++i)
+        h = (h ^ (unsigned long)f->form.forms[i].a.op) * 1099511628211ul;
+    return h;
+}
+
+/* How many copies of [p, p + len) follow from p, the first included. */
+static long count_copies(const Schedule *s, const ScheduleForm *sf, const int *kernel,
+                         const int *reference, int p, int len, Shift *sh) {
+    int n = s->phases.count;
+    long reps = 1;
+    memset(sh, 0, sizeof *sh);
+    while (p + (reps + 1) * len <= n) {
+        Shift trial = *sh;
+        int ok = 1;
+        for (int j = 0; j < len && ok; ++j)
+            ok = phase_shifted(s, sf, kernel, reference, p + j, (int)(p + reps * len + j), reps,
+                               &trial);
+        if (!ok)
+            break;
+        *sh = trial;
+        ++reps;
+    }
+    return reps;
+}
+
+PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm *sf,
+                            const int *kernel, const int *reference) {
+    int n = s->phases.count;
+    PhaseRuns *pr = ARENA_NEW(arena, PhaseRuns);
+    pr->runs = ARENA_ARRAY(arena, PhaseRun, n + 1);
+    unsigned long *hash = ARENA_ARRAY_UNINIT(arena, unsigned long, n + 1);
+    for (int k = 0; k < n; ++k)
+        hash[k] = phase_hash(s, sf, kernel, k);
+    for (int p = 0; p < n;) {
+        int best_len = 1;
+        long best_reps = 1;
+        Shift best = {{0}, {0}}, sh;
+        int tried = 0;
+        for (int q = p + 1; q < n && q - p <= (n - p) / 2 && tried < 8; ++q) {
+            if (hash[q] != hash[p])
+                continue;
+            ++tried;
+            long reps = count_copies(s, sf, kernel, reference, p, q - p, &sh);
+            if (reps >= 2 && reps * (q - p) > best_reps * best_len)
+                best_len = q - p, best_reps = reps, best = sh;
+        }
+        PhaseRun *prev = pr->nruns ? &pr->runs[pr->nruns - 1] : NULL;
+        if (best_reps == 1 && prev && prev->repeat == 1) {
+            prev->len++;
+            pr->nemitted++;
+            p++;
+            continue;
+        }
+        PhaseRun *r = &pr->runs[pr->nruns++];
+        r->first = p;
+        r->len = best_len;
+        r->repeat = best_reps;
+        r->dtensor = best.d[0];
+        r->dtag = best.d[1];
+        r->dvalue = best.d[2];
+        pr->nemitted += best_len;
+        p += (int)(best_len * best_reps);
+    }
+    return pr;
 }

@@ -172,6 +172,43 @@ static PrimeStatus expand_form(const PrimePhase *phase, int rank, PrimeRankPhase
     return PRIME_OK;
 }
 
+static int has_tensor(int op) {
+    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP;
+}
+
+static int has_tag(int op) {
+    return op == PRIME_ACT_SEND || op == PRIME_ACT_RECV || op == PRIME_ACT_SEND_BOX ||
+           op == PRIME_ACT_RECV_BOX || op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER;
+}
+
+PrimeStatus prime_rank_phase_shifted(const PrimePhase *phase, int rank, int dtensor, int dtag,
+                                     PrimeRankPhase *v) {
+    PrimeStatus st = prime_rank_phase(phase, rank, v);
+    if (st != PRIME_OK || (dtensor == 0 && dtag == 0))
+        return st;
+    if (!v->own_actions) {
+        v->own_actions = malloc(sizeof(PrimeAction) * (size_t)(v->nactions > 0 ? v->nactions : 1));
+        if (!v->own_actions) {
+            prime_rank_phase_release(v);
+            return PRIME_ERR_NOMEM;
+        }
+        if (v->nactions > 0)
+            memcpy(v->own_actions, v->actions, sizeof(PrimeAction) * (size_t)v->nactions);
+        v->actions = v->own_actions;
+    }
+    for (int i = 0; i < v->nactions; ++i) {
+        PrimeAction *a = &v->own_actions[i];
+        if (has_tensor(a->op)) {
+            a->tensor += dtensor;
+            for (int k = 0; k < a->nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
+                a->in_tensor[k] += dtensor;
+        }
+        if (has_tag(a->op))
+            a->tag += dtag;
+    }
+    return PRIME_OK;
+}
+
 PrimeStatus prime_rank_phase(const PrimePhase *phase, int rank, PrimeRankPhase *v) {
     memset(v, 0, sizeof *v);
     v->name = phase->name;

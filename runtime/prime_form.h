@@ -128,6 +128,11 @@ int prime_group_members(const PrimeMesh *mesh, const long *coords, const PrimeGr
 /* The view of `phase` on `rank`: its per-rank list, or its form expanded.
  * Release it with prime_rank_phase_release. */
 PrimeStatus prime_rank_phase(const PrimePhase *phase, int rank, PrimeRankPhase *out);
+
+/* The same for a copy of the phase in a repeated layer: every tensor
+ * index of its actions grows by dtensor and every message tag by dtag. */
+PrimeStatus prime_rank_phase_shifted(const PrimePhase *phase, int rank, int dtensor, int dtag,
+                                     PrimeRankPhase *out);
 void prime_rank_phase_release(PrimeRankPhase *view);
 
 /* A layout in rank-parametric form (PrimeLayout.forms): every rank holds

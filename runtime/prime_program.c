@@ -32,6 +32,8 @@ typedef struct Run {
     unsigned char *seen; /* [rank * seen_stride + seen_off[tensor] + tile]: held at the end */
     size_t seen_stride;  /* bytes per rank: the tile counts of all tensors */
     size_t *seen_off;    /* per tensor: its first tile in a rank's block */
+    int *fill_first;     /* per schedule phase: the first tensor filled after it, or -1 */
+    int *fill_next;      /* per tensor: the next one filled after the same phase, or -1 */
 } Run;
 
 static long elems_of(const long *shape, int ndims) {
@@ -86,11 +88,19 @@ static void rank_main(PrimeDev *dev, void *arg) {
     const PrimeProgram *prog = run->prog;
     const int rank = prime_dev_rank(dev);
     PrimeStatus st = PRIME_OK;
-    for (int p = 0; p < prog->nphases && st == PRIME_OK; ++p) {
-        st = prime_sched_run(dev, prog->phases[p], &run->stores[rank]);
-        for (int t = 0; t < prog->ntensors && st == PRIME_OK; ++t)
-            if (prog->tensors[t].fill_after == p)
-                fill_tiles(dev, run, t);
+    PrimePhaseRun whole = {0, prog->nphases, 1, 0, 0, 0};
+    const PrimePhaseRun *runs = prog->runs ? prog->runs : &whole;
+    int nruns = prog->runs ? prog->nruns : 1;
+    for (int r = 0; r < nruns && st == PRIME_OK; ++r) {
+        const PrimePhaseRun *pr = &runs[r];
+        for (long l = 0; l < pr->repeat && st == PRIME_OK; ++l)
+            for (int j = 0; j < pr->len && st == PRIME_OK; ++j) {
+                st = prime_sched_run_shifted(dev, prog->phases[pr->first + j], &run->stores[rank],
+                                             (int)(l * pr->dtensor), (int)(l * pr->dtag));
+                long p = pr->orig + l * pr->len + j;
+                for (int t = run->fill_first[p]; t >= 0 && st == PRIME_OK; t = run->fill_next[t])
+                    fill_tiles(dev, run, t);
+            }
     }
     if (st == PRIME_OK && run->check)
         check_rank(dev, run);
@@ -252,10 +262,28 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
     size_t nrt = (size_t)prog->ndev * (size_t)prog->ntensors;
     run.err = calloc(nrt, sizeof(double));
     run.seen_off = calloc((size_t)prog->ntensors + 1, sizeof(size_t));
+    long nsched = 0; /* phases of the schedule, copies of repeated layers included */
+    for (int r = 0; r < prog->nruns; ++r)
+        nsched += prog->runs[r].len * prog->runs[r].repeat;
+    if (!prog->runs)
+        nsched = prog->nphases;
+    run.fill_first = malloc(sizeof(int) * (size_t)(nsched + 1));
+    run.fill_next = malloc(sizeof(int) * (size_t)(prog->ntensors + 1));
     int rc = 0;
-    if (!run.whole || !ref || !run.stores || !run.status || !run.err || !run.seen_off) {
+    if (!run.whole || !ref || !run.stores || !run.status || !run.err || !run.seen_off ||
+        !run.fill_first || !run.fill_next) {
         fprintf(stderr, "%s: out of memory\n", prog->name);
         return 3;
+    }
+    for (long p = 0; p <= nsched; ++p)
+        run.fill_first[p] = -1;
+    for (int t = prog->ntensors - 1; t >= 0; --t) {
+        int p = prog->tensors[t].fill_after;
+        run.fill_next[t] = -1;
+        if (p >= 0 && p < nsched) {
+            run.fill_next[t] = run.fill_first[p];
+            run.fill_first[p] = t;
+        }
     }
     for (int v = 0; v < prog->nvalues; ++v) {
         size_t n = (size_t)prog->value_elems[v];
@@ -407,6 +435,8 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
     prime_world_destroy(world);
     free(run.seen);
     free(run.seen_off);
+    free(run.fill_first);
+    free(run.fill_next);
     free(run.err);
     for (int v = 0; v < prog->nvalues; ++v) {
         free(run.whole[v]);

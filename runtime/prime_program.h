@@ -31,9 +31,9 @@ extern "C" {
 
 /* Which tiles of a tensor each rank holds, and in which slots. */
 typedef struct PrimeLayout {
-    const int *count;         /* per rank */
-    const long *const *tiles; /* per rank: tile ids */
-    const int *const *slots;  /* per rank: slot of each tile */
+    const int *count;            /* per rank */
+    const long *const *tiles;    /* per rank: tile ids */
+    const int *const *slots;     /* per rank: slot of each tile */
     const PrimeLayoutForm *form; /* when set, the layout of every rank (the rest NULL) */
 } PrimeLayout;
 
@@ -56,6 +56,20 @@ typedef struct PrimeTensorDesc {
  * program is one tiling of a value; several tensors may share one. */
 typedef void (*PrimeReferenceFn)(float *const *values);
 
+/* A stretch of the schedule: phases[first .. first + len) run `repeat`
+ * times; copy l shifts tensor indices by l * dtensor and tags by
+ * l * dtag (the copies of a repeated layer). `orig` is the schedule's
+ * index of its first phase (PrimeTensorDesc.fill_after counts those);
+ * copy l, phase j has index orig + l * len + j. */
+typedef struct PrimePhaseRun {
+    int first;
+    int len;
+    long repeat;
+    int dtensor;
+    int dtag;
+    int orig;
+} PrimePhaseRun;
+
 typedef struct PrimeProgram {
     const char *name;
     int ndev;
@@ -74,6 +88,9 @@ typedef struct PrimeProgram {
     /* 1: predicted_bytes and predicted_peak hold one rank's counts, the
      * same on every rank. */
     int predicted_uniform;
+    /* The order phases run in; NULL: each of `phases` once, in order. */
+    int nruns;
+    const PrimePhaseRun *runs;
 } PrimeProgram;
 
 int prime_program_main(const PrimeProgram *program, int argc, char **argv);

@@ -280,8 +280,13 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
 }
 
 PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store) {
+    return prime_sched_run_shifted(dev, phase, store, 0, 0);
+}
+
+PrimeStatus prime_sched_run_shifted(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store,
+                                    int dtensor, int dtag) {
     PrimeRankPhase view;
-    PrimeStatus st = prime_rank_phase(phase, prime_dev_rank(dev), &view);
+    PrimeStatus st = prime_rank_phase_shifted(phase, prime_dev_rank(dev), dtensor, dtag, &view);
     if (st != PRIME_OK)
         return st;
     st = run_view(dev, &view, store);

@@ -277,6 +277,10 @@ static const PrimePhase phase4 = {"gradient y", NULL, NULL, phase4_kernels,
                                   NULL,         NULL, NULL, &phase4_form};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4};
+/* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */
+static const PrimePhaseRun runs[] = {
+    {0, 5, 1, 0, 0, 0},
+};
 
 static const long y_final_nslices[] = {2, 2};
 static const int y_final_slot[] = {0};
@@ -386,7 +390,8 @@ static const long predicted_peak[] = {256};
 
 static const PrimeProgram program = {
     "m",    4,         TENSOR_COUNT,    tensors,        6,      value_elems, 5,
-    phases, reference, predicted_bytes, predicted_peak, 0.0001, &mesh,       1};
+    phases, reference, predicted_bytes, predicted_peak, 0.0001, &mesh,       1,
+    1,      runs};
 
 int main(int argc, char **argv) {
     return prime_program_main(&program, argc, argv);
