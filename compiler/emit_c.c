@@ -3,13 +3,18 @@
  */
 #include "emit_c.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "form.h"
 #include "printer.h"
 
 typedef struct Emitter {
     Printer p;
     const Schedule *s;
+    const ScheduleForm *form;
+    int *kernel_of; /* per phase: the phase whose kernel function it calls */
+    Arena *arena;
 } Emitter;
 
 static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole) {
@@ -212,11 +217,13 @@ static int uses_dim_index(const Op *op, const Expr *x) {
 }
 
 /* out[...] += expr over one tile (or, whole, over the whole tensors). */
-static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int whole) {
+/* The body of a phase's kernel (whole: over whole tensors, for the
+ * reference), as text. */
+static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
+    Printer saved = e->p;
+    printer_init(&e->p);
     Printer *p = &e->p;
     const Instance *inst = &e->s->model->instances[ph->inst];
-    printer_printf(p, "static void %s(float *out, const float *const *in, const long *off)\n{\n",
-                   fname);
     printer_indent(p, 1);
     if (!uses_dim_index(inst->op, ph->expr))
         printer_printf(p, "(void)off;\n");
@@ -236,8 +243,54 @@ static void emit_kernel(Emitter *e, const char *fname, const PhaseSched *ph, int
             printer_printf(p, "}\n");
         }
     }
-    printer_indent(p, -1);
-    printer_printf(p, "}\n\n");
+    size_t len;
+    char *body = printer_take(p, &len);
+    printer_free(p);
+    e->p = saved;
+    return body;
+}
+
+static unsigned long text_hash(const char *t) {
+    unsigned long h = 1469598103934665603ul;
+    for (; *t; ++t)
+        h = (h ^ (unsigned char)*t) * 1099511628211ul;
+    return h;
+}
+
+/* Emits the kernels (whole = 0) or references (whole = 1) of every
+ * compute phase, each distinct body once (the copies of a repeated layer
+ * share theirs): canon[k] names the function phase k calls. */
+static void emit_kernels(Emitter *e, int whole, int *canon) {
+    const Schedule *s = e->s;
+    int n = s->phases.count;
+    char **bodies = calloc((size_t)n + 1, sizeof(char *));
+    unsigned long *hash = calloc((size_t)n + 1, sizeof(unsigned long));
+    if (!bodies || !hash)
+        ICE("out of memory");
+    for (int k = 0; k < n; ++k) {
+        const PhaseSched *ph = s->phases.items[k];
+        canon[k] = -1;
+        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
+            continue;
+        bodies[k] = kernel_body(e, ph, whole);
+        hash[k] = text_hash(bodies[k]);
+        canon[k] = k;
+        for (int j = 0; j < k; ++j)
+            if (canon[j] == j && hash[j] == hash[k] && strcmp(bodies[j], bodies[k]) == 0) {
+                canon[k] = j;
+                break;
+            }
+        if (canon[k] != k)
+            continue;
+        printer_printf(&e->p,
+                       "static void %s%d(float *out, const float *const *in, const long *off)\n{\n",
+                       whole ? "reference" : "kernel", k);
+        printer_printf(&e->p, "%s}\n\n", bodies[k]);
+    }
+    for (int k = 0; k < n; ++k)
+        free(bodies[k]);
+    free(bodies);
+    free(hash);
 }
 
 static const char *act_name(int op) {
@@ -279,44 +332,155 @@ static const char *kind_name(int kind) {
                                             : "PRIME_BYTES_REDIST";
 }
 
-static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
+/* The fields of one action, as a designated initializer. */
+static void print_action(Emitter *e, const PrimeAction *a) {
     const Schedule *s = e->s;
     Printer *p = &e->p;
-    int ndev = s->model->mesh.ndev;
+    printer_printf(p, "{.op = PRIME_ACT_%s", act_name(a->op));
+    if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP)
+        printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name, a->slot);
+    if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
+        a->op == PRIME_ACT_RECV_BOX)
+        printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
+    if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_SEND_BOX)
+        printer_printf(p, ", .kind = %s", kind_name(a->kind));
+    if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER)
+        printer_printf(p, ", .tag = %d", a->tag);
+    if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ALLREDUCE ||
+        a->op == PRIME_ACT_REDUCE_SCATTER || a->op == PRIME_ACT_SEND_BOX ||
+        a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
+        printer_printf(p, ", .arg = %d", a->arg);
+    if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_COPY_BOX) {
+        printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);
+        for (int k = 0; k < a->nin; ++k)
+            printer_printf(p, "%sT_%s", k ? ", " : "", s->tensors[a->in_tensor[k]].name);
+        printer_printf(p, "}, .in_slot = {");
+        for (int k = 0; k < a->nin; ++k)
+            printer_printf(p, "%s%d", k ? ", " : "", a->in_slot[k]);
+        printer_printf(p, "}");
+    }
+    printer_printf(p, "}");
+}
+
+static void print_ints(Printer *p, const int *v, int n) {
+    for (int i = 0; i < n; ++i)
+        printer_printf(p, "%s%d", i ? ", " : "", v[i]);
+}
+
+static void print_affine(Printer *p, const PrimeAffine *f, int naxes) {
+    printer_printf(p, "{%ld, %ld, {", f->base, f->modulus);
+    for (int a = 0; a < naxes; ++a)
+        printer_printf(p, "%s%ld", a ? ", " : "", f->coef[a]);
+    printer_printf(p, "%s}, %ld}", naxes ? "" : "0", f->tcoef);
+}
+
+/* A phase in rank-parametric form: one list of action forms, with the
+ * tables its table-form fields need. */
+static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
+    Printer *p = &e->p;
+    const PrimePhaseForm *f = &pf->form;
+    int ndev = e->s->model->mesh.ndev, naxes = f->mesh->naxes;
+    for (int i = 0; i < f->nforms; ++i) {
+        const PrimeActionForm *af = &f->forms[i];
+        if (af->slots) {
+            printer_printf(p, "static const PrimeAffine phase%d_slots%d[] = {", index, i);
+            for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
+                printer_printf(p, "%s", k ? ", " : "");
+                print_affine(p, &af->slots[k], naxes);
+            }
+            printer_printf(p, "};\n");
+        }
+        if (af->peer_form == PRIME_FORM_TABLE) {
+            printer_printf(p, "static const int phase%d_peer%d[] = {", index, i);
+            print_ints(p, af->peer_table, ndev);
+            printer_printf(p, "};\n");
+        }
+        if (af->arg_form == PRIME_FORM_TABLE) {
+            printer_printf(p, "static const int phase%d_arg%d[] = {", index, i);
+            print_ints(p, af->arg_table, ndev);
+            printer_printf(p, "};\n");
+        }
+    }
+    if (f->nforms) {
+        printer_printf(p, "static const PrimeActionForm phase%d_forms[] = {\n", index);
+        printer_indent(p, 1);
+        for (int i = 0; i < f->nforms; ++i) {
+            const PrimeActionForm *af = &f->forms[i];
+            printer_printf(p, "{.a = ");
+            print_action(e, &af->a);
+            if (af->peer_form == PRIME_FORM_SHIFT) {
+                printer_printf(p, ", .peer_form = PRIME_FORM_SHIFT, .delta = {");
+                print_ints(p, af->delta, naxes);
+                printer_printf(p, "}");
+            } else if (af->peer_form == PRIME_FORM_TABLE) {
+                printer_printf(p, ", .peer_form = PRIME_FORM_TABLE, .peer_table = phase%d_peer%d",
+                               index, i);
+            }
+            if (af->arg_form == PRIME_FORM_AFFINE || af->arg_form == PRIME_FORM_GROUP)
+                printer_printf(p, ", .arg_form = PRIME_FORM_%s, .index = %d",
+                               af->arg_form == PRIME_FORM_AFFINE ? "AFFINE" : "GROUP", af->index);
+            else if (af->arg_form == PRIME_FORM_TABLE)
+                printer_printf(p, ", .arg_form = PRIME_FORM_TABLE, .arg_table = phase%d_arg%d",
+                               index, i);
+            if (af->slots)
+                printer_printf(p, ", .slots = phase%d_slots%d", index, i);
+            if (af->repeat > 1)
+                printer_printf(p, ", .repeat = %ld, .body = %d", af->repeat, af->body);
+            if (af->dstep_arg)
+                printer_printf(p, ", .dstep_arg = %d", af->dstep_arg);
+            if (af->dstep_tag)
+                printer_printf(p, ", .dstep_tag = %d", af->dstep_tag);
+            printer_printf(p, "},\n");
+        }
+        printer_indent(p, -1);
+        printer_printf(p, "};\n");
+    }
+    if (pf->noffset_forms) {
+        printer_printf(p, "static const PrimeOffsetForm phase%d_offset_forms[] = {\n", index);
+        printer_indent(p, 1);
+        for (int k = 0; k < pf->noffset_forms; ++k) {
+            const PrimeOffsetForm *of = &f->offset_forms[k];
+            printer_printf(p, "{%d, {", of->ndims);
+            for (int x = 0; x < of->ndims; ++x)
+                printer_printf(p, "%s%ld", x ? ", " : "", of->scale[x]);
+            printer_printf(p, "%s}, {", of->ndims ? "" : "0");
+            for (int x = 0; x < of->ndims; ++x) {
+                printer_printf(p, "%s", x ? ", " : "");
+                print_affine(p, &of->dim[x], naxes);
+            }
+            printer_printf(p, "}},\n");
+        }
+        printer_indent(p, -1);
+        printer_printf(p, "};\n");
+    }
+    if (pf->ngroup_forms) {
+        printer_printf(p, "static const PrimeGroupForm phase%d_group_forms[] = {", index);
+        for (int k = 0; k < pf->ngroup_forms; ++k) {
+            const PrimeGroupForm *g = &f->group_forms[k];
+            printer_printf(p, "%s{%#xu, %ld, {", k ? ", " : "", g->axes, g->count);
+            print_ints(p, g->step, naxes);
+            printer_printf(p, "%s}}", naxes ? "" : "0");
+        }
+        printer_printf(p, "};\n");
+    }
+    printer_printf(p, "static const PrimePhaseForm phase%d_form = {&mesh, %d, ", index, f->nforms);
+    printer_printf(p, f->nforms ? "phase%d_forms, " : "NULL, ", index);
+    printer_printf(p, pf->noffset_forms ? "phase%d_offset_forms, " : "NULL, ", index);
+    printer_printf(p, pf->ngroup_forms ? "phase%d_group_forms};\n" : "NULL};\n", index);
+}
+
+/* Per-rank action tables: the form of irregular phases. */
+static void emit_phase_ranks(Emitter *e, const PhaseSched *ph, int index) {
+    Printer *p = &e->p;
+    int ndev = e->s->model->mesh.ndev;
     for (int r = 0; r < ndev; ++r) {
         if (ph->nactions[r] == 0)
             continue;
         printer_printf(p, "static const PrimeAction phase%d_rank%d[] = {\n", index, r);
         printer_indent(p, 1);
         for (int i = 0; i < ph->nactions[r]; ++i) {
-            const PrimeAction *a = &ph->actions[r][i];
-            printer_printf(p, "{.op = PRIME_ACT_%s", act_name(a->op));
-            if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP)
-                printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name,
-                               a->slot);
-            if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
-                a->op == PRIME_ACT_RECV_BOX)
-                printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
-            if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_SEND_BOX)
-                printer_printf(p, ", .kind = %s", kind_name(a->kind));
-            if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER)
-                printer_printf(p, ", .tag = %d", a->tag);
-            if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL ||
-                a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER ||
-                a->op == PRIME_ACT_SEND_BOX ||
-                a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
-                printer_printf(p, ", .arg = %d", a->arg);
-            if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD ||
-                a->op == PRIME_ACT_COPY_BOX) {
-                printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);
-                for (int k = 0; k < a->nin; ++k)
-                    printer_printf(p, "%sT_%s", k ? ", " : "", s->tensors[a->in_tensor[k]].name);
-                printer_printf(p, "}, .in_slot = {");
-                for (int k = 0; k < a->nin; ++k)
-                    printer_printf(p, "%s%d", k ? ", " : "", a->in_slot[k]);
-                printer_printf(p, "}");
-            }
-            printer_printf(p, "},\n");
+            print_action(e, &ph->actions[r][i]);
+            printer_printf(p, ",\n");
         }
         printer_indent(p, -1);
         printer_printf(p, "};\n");
@@ -331,17 +495,28 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
     }
     printer_indent(p, -1);
     printer_printf(p, "};\nstatic const int phase%d_nactions[] = {", index);
-    for (int r = 0; r < ndev; ++r)
-        printer_printf(p, "%s%d", r ? ", " : "", ph->nactions[r]);
+    print_ints(p, ph->nactions, ndev);
     printer_printf(p, "};\n");
-    for (int g = 0; g < ph->groups.count; ++g) {
+}
+
+static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, int index) {
+    const Schedule *s = e->s;
+    Printer *p = &e->p;
+    int in_form = pf->fallback == NULL;
+    int need_groups = ph->groups.count && !in_form;
+    int need_offsets = ph->noffsets && (!in_form || pf->uses_offsets || !pf->noffset_forms);
+    if (in_form)
+        emit_phase_form(e, pf, index);
+    else
+        emit_phase_ranks(e, ph, index);
+    for (int g = 0; need_groups && g < ph->groups.count; ++g) {
         const Collective *c = ph->groups.items[g];
         printer_printf(p, "static const int phase%d_group%d[] = {", index, g);
         for (int i = 0; i < c->gsize; ++i)
             printer_printf(p, "%s%d", i ? ", " : "", c->group[i]);
         printer_printf(p, "};\n");
     }
-    if (ph->groups.count) {
+    if (need_groups) {
         printer_printf(p, "static const PrimeGroup phase%d_groups[] = {", index);
         for (int g = 0; g < ph->groups.count; ++g) {
             const Collective *c = ph->groups.items[g];
@@ -369,7 +544,7 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
         printer_indent(p, -1);
         printer_printf(p, "};\n");
     }
-    if (ph->noffsets) {
+    if (need_offsets) {
         printer_printf(p, "static const long phase%d_offsets[][8] = {\n", index);
         printer_indent(p, 1);
         for (int i = 0; i < ph->noffsets; ++i) {
@@ -384,16 +559,19 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
     int compute = ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
     if (compute)
         printer_printf(p, "static const PrimeKernelFn phase%d_kernels[] = {kernel%d};\n", index,
-                       index);
-    printer_printf(
-        p, "static const PrimePhase phase%d = {\"%s%s%s\", phase%d_actions, phase%d_nactions, ",
-        index, phase_name(ph->kind), ph->inst >= 0 ? " " : "",
-        ph->inst >= 0 ? s->model->instances[ph->inst].name : "", index, index);
+                       e->kernel_of[index]);
+    printer_printf(p, "static const PrimePhase phase%d = {\"%s%s%s\", ", index,
+                   phase_name(ph->kind), ph->inst >= 0 ? " " : "",
+                   ph->inst >= 0 ? s->model->instances[ph->inst].name : "");
+    if (in_form)
+        printer_printf(p, "NULL, NULL, ");
+    else
+        printer_printf(p, "phase%d_actions, phase%d_nactions, ", index, index);
     if (compute)
         printer_printf(p, "phase%d_kernels, ", index);
     else
         printer_printf(p, "NULL, ");
-    if (ph->groups.count)
+    if (need_groups)
         printer_printf(p, "phase%d_groups, ", index);
     else
         printer_printf(p, "NULL, ");
@@ -401,13 +579,46 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, int index) {
         printer_printf(p, "phase%d_boxes, ", index);
     else
         printer_printf(p, "NULL, ");
-    if (ph->noffsets)
-        printer_printf(p, "phase%d_offsets};\n\n", index);
+    if (need_offsets)
+        printer_printf(p, "phase%d_offsets, ", index);
+    else
+        printer_printf(p, "NULL, ");
+    if (in_form)
+        printer_printf(p, "&phase%d_form};\n\n", index);
     else
         printer_printf(p, "NULL};\n\n");
 }
 
-static void emit_layout(Emitter *e, const char *tname, const char *what, const Layout *l) {
+static void emit_layout_form(Emitter *e, const char *tname, const char *what,
+                             const PrimeLayoutForm *f) {
+    Printer *p = &e->p;
+    int naxes = e->form->mesh.naxes;
+    printer_printf(p, "static const long %s_%s_nslices[] = {", tname, what);
+    for (int x = 0; x < f->ndims; ++x)
+        printer_printf(p, "%s%ld", x ? ", " : "", f->nslices[x]);
+    printer_printf(p, "%s};\n", f->ndims ? "" : "1");
+    printer_printf(p, "static const int %s_%s_slot[] = {", tname, what);
+    print_ints(p, f->slot, f->count);
+    printer_printf(p, "%s};\nstatic const PrimeAffine %s_%s_coord[] = {", f->count ? "" : "0",
+                   tname, what);
+    for (int i = 0; i < f->count * f->ndims; ++i) {
+        printer_printf(p, "%s", i ? ", " : "");
+        print_affine(p, &f->coord[i], naxes);
+    }
+    if (f->count * f->ndims == 0)
+        printer_printf(p, "{0, 1, {0}, 0}");
+    printer_printf(p,
+                   "};\nstatic const PrimeLayoutForm %s_%s_form = {%d, %d, %s_%s_nslices, "
+                   "%s_%s_slot, %s_%s_coord};\n",
+                   tname, what, f->count, f->ndims, tname, what, tname, what, tname, what);
+}
+
+static void emit_layout(Emitter *e, const char *tname, const char *what, const Layout *l,
+                        const PrimeLayoutForm *f) {
+    if (f) {
+        emit_layout_form(e, tname, what, f);
+        return;
+    }
     Printer *p = &e->p;
     int ndev = e->s->model->mesh.ndev;
     for (int r = 0; r < ndev; ++r) {
@@ -439,10 +650,76 @@ static void emit_layout(Emitter *e, const char *tname, const char *what, const L
     }
 }
 
-char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
+/* The calls of one compute phase's reference kernel; inside a layer
+ * loop every value index grows by l * dvalue. */
+static void emit_reference_call(Emitter *e, const PhaseSched *ph, int fn, int dvalue) {
+    const Schedule *s = e->s;
+    Printer *p = &e->p;
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    printer_printf(p, "const float *in[] = {");
+    for (int i = 0; i < ph->nin; ++i) {
+        const SchedTensor *t = &s->tensors[ph->in[i].tensor];
+        printer_printf(p, "%sv[%d", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
+        if (dvalue)
+            printer_printf(p, " + l * %d", dvalue);
+        printer_printf(p, "]");
+    }
+    const SchedTensor *o = &s->tensors[ph->out.tensor];
+    printer_printf(p, "};\nreference%d(v[%d", fn, 2 * o->model_tensor + o->is_grad);
+    if (dvalue)
+        printer_printf(p, " + l * %d", dvalue);
+    printer_printf(p, "], in, zero);\n");
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+/* The dense reference: every compute phase over whole values, in the
+ * schedule's order, the copies of a repeated layer as a loop. */
+static void emit_reference(Emitter *e, const PhaseRuns *runs, const int *reference_of) {
+    const Schedule *s = e->s;
+    Printer *p = &e->p;
+    printer_printf(p, "static void reference(float *const *v)\n{\n");
+    printer_indent(p, 1);
+    printer_printf(p, "static const long zero[8] = {0};\n");
+    for (int r = 0; r < runs->nruns; ++r) {
+        const PhaseRun *pr = &runs->runs[r];
+        int loop = pr->repeat > 1;
+        if (loop) {
+            printer_printf(p, "for (long l = 0; l < %ld; ++l) {\n", pr->repeat);
+            printer_indent(p, 1);
+        }
+        for (int k = pr->first; k < pr->first + pr->len; ++k) {
+            const PhaseSched *ph = s->phases.items[k];
+            if (ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD)
+                emit_reference_call(e, ph, reference_of[k], loop ? pr->dvalue : 0);
+        }
+        if (loop) {
+            printer_indent(p, -1);
+            printer_printf(p, "}\n");
+        }
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n\n");
+}
+
+/* A tensor descriptor's layout field: tables or a form. */
+static void print_layout_ref(Emitter *e, const char *tname, const char *what,
+                             const PrimeLayoutForm *f) {
+    if (f)
+        printer_printf(&e->p, "{NULL, NULL, NULL, &%s_%s_form}", tname, what);
+    else
+        printer_printf(&e->p, "{%s_%s_count, %s_%s_tiles, %s_%s_slots, NULL}", tname, what, tname,
+                       what, tname, what);
+}
+
+char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
+                     const char *source_name, size_t *len) {
     Emitter e;
     printer_init(&e.p);
     e.s = s;
+    e.form = form;
+    e.arena = arena;
     Printer *p = &e.p;
     const Model *m = s->model;
     const char *base = strrchr(source_name, '/');
@@ -468,8 +745,8 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
 
     printer_printf(p, "enum {\n");
     printer_indent(p, 1);
-    for (int t = 0; t < s->ntensors; ++t)
-        printer_printf(p, "T_%s = %d,\n", s->tensors[t].name, t);
+    for (int k = 0; k < s->ntensors; ++k)
+        printer_printf(p, "T_%s = %d,\n", s->tensors[form->tensor_at[k]].name, k);
     printer_printf(p, "TENSOR_COUNT = %d\n", s->ntensors);
     printer_indent(p, -1);
     printer_printf(p, "};\n\n");
@@ -487,56 +764,51 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
     }
     printer_printf(p, "};\n\n");
 
-    for (int k = 0; k < s->phases.count; ++k) {
-        const PhaseSched *ph = s->phases.items[k];
-        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
-            continue;
-        char name[64];
-        snprintf(name, sizeof name, "kernel%d", k);
-        emit_kernel(&e, name, ph, 0);
-        snprintf(name, sizeof name, "reference%d", k);
-        emit_kernel(&e, name, ph, 1);
-    }
-    printer_printf(p, "static void reference(float *const *v)\n{\n");
+    e.kernel_of = calloc((size_t)s->phases.count + 1, sizeof(int));
+    int *reference_of = calloc((size_t)s->phases.count + 1, sizeof(int));
+    if (!e.kernel_of || !reference_of)
+        ICE("out of memory");
+    emit_kernels(&e, 0, e.kernel_of);
+    emit_kernels(&e, 1, reference_of);
+    const PhaseRuns *runs = form_fold_layers(e.arena, s, form, e.kernel_of, reference_of);
+    emit_reference(&e, runs, reference_of);
+
+    printer_printf(p, "static const PrimeMesh mesh = {%d, {", m->mesh.naxes);
+    for (int a = 0; a < m->mesh.naxes; ++a)
+        printer_printf(p, "%s%ld", a ? ", " : "", m->mesh.sizes[a]);
+    printer_printf(p, "%s}};\n\n", m->mesh.naxes ? "" : "1");
+    for (int r = 0; r < runs->nruns; ++r)
+        for (int k = runs->runs[r].first; k < runs->runs[r].first + runs->runs[r].len; ++k)
+            emit_phase(&e, s->phases.items[k], &form->phases[k], k);
+    printer_printf(p, "static const PrimePhase *const phases[] = {");
+    for (int r = 0, n = 0; r < runs->nruns; ++r)
+        for (int k = runs->runs[r].first; k < runs->runs[r].first + runs->runs[r].len; ++k)
+            printer_printf(p, "%s&phase%d", n++ ? ", " : "", k);
+    printer_printf(p, "};\n");
+    printer_printf(p,
+                   "/* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */\n");
+    printer_printf(p, "static const PrimePhaseRun runs[] = {\n");
     printer_indent(p, 1);
-    printer_printf(p, "static const long zero[8] = {0};\n");
-    for (int k = 0; k < s->phases.count; ++k) {
-        const PhaseSched *ph = s->phases.items[k];
-        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
-            continue;
-        printer_printf(p, "{\n");
-        printer_indent(p, 1);
-        printer_printf(p, "const float *in[] = {");
-        for (int i = 0; i < ph->nin; ++i) {
-            const SchedTensor *t = &s->tensors[ph->in[i].tensor];
-            printer_printf(p, "%sv[%d]", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
-        }
-        const SchedTensor *o = &s->tensors[ph->out.tensor];
-        printer_printf(p, "};\nreference%d(v[%d], in, zero);\n", k,
-                       2 * o->model_tensor + o->is_grad);
-        printer_indent(p, -1);
-        printer_printf(p, "}\n");
+    for (int r = 0, first = 0; r < runs->nruns; ++r) {
+        const PhaseRun *pr = &runs->runs[r];
+        printer_printf(p, "{%d, %d, %ld, %d, %d, %d},\n", first, pr->len, pr->repeat, pr->dtensor,
+                       pr->dtag, pr->first);
+        first += pr->len;
     }
     printer_indent(p, -1);
-    printer_printf(p, "}\n\n");
-
-    for (int k = 0; k < s->phases.count; ++k)
-        emit_phase(&e, s->phases.items[k], k);
-    printer_printf(p, "static const PrimePhase *const phases[] = {");
-    for (int k = 0; k < s->phases.count; ++k)
-        printer_printf(p, "%s&phase%d", k ? ", " : "", k);
     printer_printf(p, "};\n\n");
 
     for (int t = 0; t < s->ntensors; ++t) {
         const SchedTensor *ts = &s->tensors[t];
         if (ts->fill_phase >= 0)
-            emit_layout(&e, ts->name, "fill", &s->home[t]);
+            emit_layout(&e, ts->name, "fill", &s->home[t], form->home[t]);
         if (ts->check)
-            emit_layout(&e, ts->name, "final", &s->final[t]);
+            emit_layout(&e, ts->name, "final", &s->final[t], form->final[t]);
     }
     printer_printf(p, "\nstatic const PrimeTensorDesc tensors[] = {\n");
     printer_indent(p, 1);
-    for (int t = 0; t < s->ntensors; ++t) {
+    for (int k = 0; k < s->ntensors; ++k) {
+        int t = form->tensor_at[k];
         const SchedTensor *ts = &s->tensors[t];
         printer_printf(p, "{\"%s\", %d, {", ts->name, ts->ndims);
         for (int x = 0; x < ts->ndims; ++x)
@@ -550,15 +822,15 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
         printer_printf(p, "}, %d, %d, %d, %d, ", ts->max_slots, ts->fill_phase, ts->check,
                        2 * ts->model_tensor + ts->is_grad);
         if (ts->fill_phase >= 0)
-            printer_printf(p, "{%s_fill_count, %s_fill_tiles, %s_fill_slots}, ", ts->name, ts->name,
-                           ts->name);
+            print_layout_ref(&e, ts->name, "fill", form->home[t]);
         else
-            printer_printf(p, "{NULL, NULL, NULL}, ");
+            printer_printf(p, "{NULL, NULL, NULL, NULL}");
+        printer_printf(p, ", ");
         if (ts->check)
-            printer_printf(p, "{%s_final_count, %s_final_tiles, %s_final_slots}},\n", ts->name,
-                           ts->name, ts->name);
+            print_layout_ref(&e, ts->name, "final", form->final[t]);
         else
-            printer_printf(p, "{NULL, NULL, NULL}},\n");
+            printer_printf(p, "{NULL, NULL, NULL, NULL}");
+        printer_printf(p, "},\n");
     }
     printer_indent(p, -1);
     printer_printf(p, "};\n\n");
@@ -566,23 +838,30 @@ char *emit_c_program(const Schedule *s, const char *source_name, size_t *len) {
     int ndev = m->mesh.ndev;
     printer_printf(p, "/* Predicted by primec: bytes sent per rank (shift, collective, "
                       "redistribution)\n * and peak bytes allocated per rank. */\n");
+    int nrows = form->predicted_uniform ? 1 : ndev;
+    if (form->predicted_uniform)
+        printer_printf(p, "/* Every rank's counts are the same. */\n");
     printer_printf(p, "static const long predicted_bytes[] = {\n");
     printer_indent(p, 1);
-    for (int r = 0; r < ndev; ++r) {
+    for (int r = 0; r < nrows; ++r) {
         for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
             printer_printf(p, "%s%ld", kind ? ", " : "", s->pred_bytes[kind][r]);
         printer_printf(p, ",\n");
     }
     printer_indent(p, -1);
     printer_printf(p, "};\nstatic const long predicted_peak[] = {");
-    for (int r = 0; r < ndev; ++r)
+    for (int r = 0; r < nrows; ++r)
         printer_printf(p, "%s%ld", r ? ", " : "", s->pred_peak[r]);
     printer_printf(p, "};\n\n");
     printer_printf(p,
                    "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
-                   "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g};\n\n",
-                   m->name, ndev, 2 * m->ntensors, s->phases.count, 1e-4);
+                   "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g, "
+                   "&mesh, %d, %d, runs};\n\n",
+                   m->name, ndev, 2 * m->ntensors, runs->nemitted, 1e-4, form->predicted_uniform,
+                   runs->nruns);
     printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
                       "argc, argv);\n}\n");
+    free(e.kernel_of);
+    free(reference_of);
     return printer_take(p, len);
 }

@@ -14,9 +14,11 @@
 #ifndef PRIMEC_EMIT_C_H
 #define PRIMEC_EMIT_C_H
 
+#include "form.h"
 #include "schedule.h"
 
 /* Returns the program text (malloc'ed, unformatted). */
-char *emit_c_program(const Schedule *s, const char *source_name, size_t *len);
+char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
+                     const char *source_name, size_t *len);
 
 #endif

@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "explain.h"
 
+#include "form.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +96,26 @@ static const char *phase_title(const Schedule *s, Arena *arena, const PhaseSched
         return phase_name(ph->kind);
     return arena_printf(arena, "%s of %s", phase_name(ph->kind),
                         s->model->instances[ph->inst].name);
+}
+
+/* How the program holds its schedule: rank-parametric phases and
+ * layouts, or per-rank tables where a phase does not fit (form.h). */
+static void form_text(const Schedule *s, Arena *arena, FILE *out) {
+    const ScheduleForm *sf = form_build(arena, s);
+    int n = s->phases.count;
+    fprintf(out, "program form: %d of %d phases rank-parametric", n - sf->nfallback, n);
+    if (sf->nlayout_fallback)
+        fprintf(out, "; %d layouts as per-rank tables", sf->nlayout_fallback);
+    fprintf(out, "\n");
+    for (int k = 0; k < n; ++k) {
+        const PhaseForm *pf = &sf->phases[k];
+        if (pf->fallback)
+            fprintf(out, "  per-rank tables for %s: %s\n",
+                    phase_title(s, arena, s->phases.items[k]), pf->fallback);
+        else if (pf->ntables)
+            fprintf(out, "  %s: %d fields as per-rank tables\n",
+                    phase_title(s, arena, s->phases.items[k]), pf->ntables);
+    }
 }
 
 void explain_text(const Schedule *s, Arena *arena, FILE *out) {
@@ -190,8 +212,8 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
         }
         for (int i = 0; i < ph->collectives.count; ++i) {
             const Collective *c = ph->collectives.items[i];
-            fprintf(out, "  %s of %s%s over devices {", c->reduce_scatter ? "reduce-scatter" : "all-reduce",
-                    s->tensors[c->tensor].name,
+            fprintf(out, "  %s of %s%s over devices {",
+                    c->reduce_scatter ? "reduce-scatter" : "all-reduce", s->tensors[c->tensor].name,
                     sched_tile_name(arena, s, c->tensor, c->tile));
             for (int g = 0; g < c->gsize; ++g)
                 fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
@@ -240,6 +262,7 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
             "collectives: %d; redistributions: %d; shift bytes %ld; collective bytes %ld; "
             "redistribution bytes %ld\n",
             ncoll, nredist, total[0], total[1], total[2]);
+    form_text(s, arena, out);
 }
 
 /* ------------------------------------------------------------------ */
@@ -379,8 +402,11 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
             const Move *mv = ph->boundary.items[i];
             fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
             printer_json_string(out, s->tensors[mv->tensor].name);
-            fprintf(out, ", \"kind\": \"%s\", \"pattern\": \"%s\", \"transfers\": %d, \"bytes\": %ld, \"reason\": ",
-                    move_kind_name(mv->kind), mv->kind == MOVE_CONVERSION ? mv->pattern : move_kind_name(mv->kind),
+            fprintf(out,
+                    ", \"kind\": \"%s\", \"pattern\": \"%s\", \"transfers\": %d, \"bytes\": %ld, "
+                    "\"reason\": ",
+                    move_kind_name(mv->kind),
+                    mv->kind == MOVE_CONVERSION ? mv->pattern : move_kind_name(mv->kind),
                     mv->ntransfers, mv->bytes);
             printer_json_string(out, mv->reason);
             fprintf(out, ", \"have\": ");
@@ -402,5 +428,18 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
             "%s{\"rank\": %d, \"shift\": %ld, \"collective\": %ld, \"redist\": %ld, \"peak\": %ld}",
             d ? ", " : "", d, s->pred_bytes[0][d], s->pred_bytes[1][d], s->pred_bytes[2][d],
             s->pred_peak[d]);
-    fprintf(out, "]}\n");
+    const ScheduleForm *sf = form_build(arena, s);
+    fprintf(out,
+            "],\n \"program_form\": {\"parametric_phases\": %d, \"phases\": %d, "
+            "\"layout_tables\": %d, \"per_rank_phases\": [",
+            s->phases.count - sf->nfallback, s->phases.count, sf->nlayout_fallback);
+    for (int k = 0, first = 1; k < s->phases.count; ++k) {
+        if (!sf->phases[k].fallback)
+            continue;
+        fprintf(out, "%s{\"phase\": %d, \"reason\": ", first ? "" : ", ", k);
+        printer_json_string(out, sf->phases[k].fallback);
+        fprintf(out, "}");
+        first = 0;
+    }
+    fprintf(out, "]}}\n");
 }

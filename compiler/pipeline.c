@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "emit_c.h"
+#include "form.h"
 #include "parse.h"
 #include "partition.h"
 #include "resolve.h"
@@ -356,18 +357,10 @@ static void dump_schedule(Compilation *c) {
 
 static int pass_emit(Compilation *c) {
     for (int i = 0; i < c->schedules.count; ++i) {
-        const Schedule *s = c->schedules.items[i];
-        if (s->ntensors > PRIME_MAX_TENSORS) {
-            diag_error(&c->sink, s->model->name_span,
-                       "model '%s' needs %d stored tensors; a program holds at most %d (tensors "
-                       "in each tiling, gradients included)",
-                       s->model->name, s->ntensors, PRIME_MAX_TENSORS);
-            return 0;
-        }
-    }
-    for (int i = 0; i < c->schedules.count; ++i) {
         size_t len;
-        char *text = emit_c_program(c->schedules.items[i], c->input ? c->input : "<none>", &len);
+        const Schedule *s = c->schedules.items[i];
+        const ScheduleForm *form = form_build(c->arena, s);
+        char *text = emit_c_program(c->arena, s, form, c->input ? c->input : "<none>", &len);
         char *copy = arena_strndup(c->arena, text, len);
         free(text);
         ptrvec_push(c->arena, &c->emitted, copy);

@@ -29,25 +29,21 @@
 #include "internal.h"
 
 /* Start of chunk c: c*n/g without overflowing c*n. */
-static size_t chunk_lo(size_t n, int g, int c)
-{
+static size_t chunk_lo(size_t n, int g, int c) {
     size_t gg = (size_t)g, cc = (size_t)c;
     return cc * (n / gg) + cc * (n % gg) / gg;
 }
 
-static size_t chunk_len(size_t n, int g, int c)
-{
+static size_t chunk_len(size_t n, int g, int c) {
     return chunk_lo(n, g, c + 1) - chunk_lo(n, g, c);
 }
 
-static int ring_mod(int x, int g)
-{
+static int ring_mod(int x, int g) {
     int r = x % g;
     return r < 0 ? r + g : r;
 }
 
-size_t prime_collective_scratch(size_t n, int gsize)
-{
+size_t prime_collective_scratch(size_t n, int gsize) {
     if (gsize <= 1)
         return 0;
     size_t most = 0;
@@ -59,29 +55,25 @@ size_t prime_collective_scratch(size_t n, int gsize)
     return most;
 }
 
-uint64_t prime_reduce_scatter_bytes(size_t n, int gsize, int pos)
-{
+uint64_t prime_reduce_scatter_bytes(size_t n, int gsize, int pos) {
     if (gsize <= 1 || pos < 0 || pos >= gsize)
         return 0;
     return (uint64_t)(n - chunk_len(n, gsize, pos)) * sizeof(float);
 }
 
-uint64_t prime_allgather_bytes(size_t n, int gsize, int pos)
-{
+uint64_t prime_allgather_bytes(size_t n, int gsize, int pos) {
     if (gsize <= 1 || pos < 0 || pos >= gsize)
         return 0;
     return (uint64_t)(n - chunk_len(n, gsize, (pos + 1) % gsize)) * sizeof(float);
 }
 
-uint64_t prime_allreduce_bytes(size_t n, int gsize, int pos)
-{
+uint64_t prime_allreduce_bytes(size_t n, int gsize, int pos) {
     return prime_reduce_scatter_bytes(n, gsize, pos) + prime_allgather_bytes(n, gsize, pos);
 }
 
 /* The caller's position in a valid group, or -1. */
 static int group_position(const PrimeDev *dev, const int *group, int gsize, const float *buf,
-                          size_t n)
-{
+                          size_t n) {
     if (!group || gsize < 1 || gsize > dev->world->ndev || (!buf && n > 0))
         return -1;
     int pos = -1;
@@ -113,8 +105,7 @@ typedef struct Ring {
  * from the previous one into `into` (or, when `into` is NULL, straight
  * into buf), adding it into buf when `add` is set. Always waits for
  * whatever it posted. */
-static PrimeStatus ring_step(const Ring *ring, int sc, int rc, float *into, int add)
-{
+static PrimeStatus ring_step(const Ring *ring, int sc, int rc, float *into, int add) {
     PrimeDev *dev = ring->dev;
     int next = ring->group[(ring->pos + 1) % ring->g];
     int prev = ring->group[(ring->pos + ring->g - 1) % ring->g];
@@ -149,8 +140,7 @@ static PrimeStatus ring_step(const Ring *ring, int sc, int rc, float *into, int 
     return st;
 }
 
-static PrimeStatus ring_reduce_scatter(const Ring *ring, float *scratch)
-{
+static PrimeStatus ring_reduce_scatter(const Ring *ring, float *scratch) {
     PrimeStatus st = PRIME_OK;
     for (int s = 0; s + 1 < ring->g; s++) {
         PrimeStatus st2 = ring_step(ring, ring_mod(ring->pos - s - 1, ring->g),
@@ -161,8 +151,7 @@ static PrimeStatus ring_reduce_scatter(const Ring *ring, float *scratch)
     return st;
 }
 
-static PrimeStatus ring_allgather(const Ring *ring)
-{
+static PrimeStatus ring_allgather(const Ring *ring) {
     PrimeStatus st = PRIME_OK;
     for (int s = 0; s + 1 < ring->g; s++) {
         PrimeStatus st2 = ring_step(ring, ring_mod(ring->pos - s, ring->g),
@@ -179,9 +168,8 @@ typedef enum CollKind { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER } Co
  * messages and no peer is left waiting for one that never comes. Only a
  * failed scratch allocation returns early (PRIME_ERR_NOMEM); the peers
  * of that member then wait for it, as they would for any missing member. */
-static PrimeStatus collective(CollKind kind, PrimeDev *dev, const int *group, int gsize,
-                              float *buf, size_t n, int tag)
-{
+static PrimeStatus collective(CollKind kind, PrimeDev *dev, const int *group, int gsize, float *buf,
+                              size_t n, int tag) {
     if (!dev)
         return PRIME_ERR_ARG;
     int pos = group_position(dev, group, gsize, buf, n);
@@ -207,20 +195,17 @@ static PrimeStatus collective(CollKind kind, PrimeDev *dev, const int *group, in
     return st;
 }
 
-PrimeStatus prime_allreduce_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
-                                size_t n, int tag)
-{
+PrimeStatus prime_allreduce_sum(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
+                                int tag) {
     return collective(COLL_ALLREDUCE, dev, group, gsize, buf, n, tag);
 }
 
 PrimeStatus prime_reduce_scatter_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
-                                     size_t n, int tag)
-{
+                                     size_t n, int tag) {
     return collective(COLL_REDUCE_SCATTER, dev, group, gsize, buf, n, tag);
 }
 
 PrimeStatus prime_allgather(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
-                            int tag)
-{
+                            int tag) {
     return collective(COLL_ALLGATHER, dev, group, gsize, buf, n, tag);
 }

@@ -19,8 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-const char *prime_status_name(PrimeStatus status)
-{
+const char *prime_status_name(PrimeStatus status) {
     switch (status) {
     case PRIME_OK:
         return "ok";
@@ -36,8 +35,7 @@ const char *prime_status_name(PrimeStatus status)
     return "unknown status";
 }
 
-const char *prime_byte_kind_name(PrimeByteKind kind)
-{
+const char *prime_byte_kind_name(PrimeByteKind kind) {
     switch (kind) {
     case PRIME_BYTES_SHIFT:
         return "shift";
@@ -51,22 +49,19 @@ const char *prime_byte_kind_name(PrimeByteKind kind)
     return "unknown";
 }
 
-uint64_t prime_rt_now_ns(void)
-{
+uint64_t prime_rt_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-PrimeStatus prime_rt_fail(PrimeDev *dev, PrimeStatus status)
-{
+PrimeStatus prime_rt_fail(PrimeDev *dev, PrimeStatus status) {
     if (dev && status != PRIME_OK && dev->status == PRIME_OK)
         dev->status = status;
     return status;
 }
 
-PrimeWorld *prime_rt_world_new(int ndev)
-{
+PrimeWorld *prime_rt_world_new(int ndev) {
     PrimeWorld *w = calloc(1, sizeof *w);
     if (!w)
         return NULL;
@@ -83,8 +78,7 @@ PrimeWorld *prime_rt_world_new(int ndev)
     return w;
 }
 
-void prime_rt_world_delete(PrimeWorld *world)
-{
+void prime_rt_world_delete(PrimeWorld *world) {
     if (!world)
         return;
     for (int i = 0; i < world->ndev; i++)
@@ -95,8 +89,7 @@ void prime_rt_world_delete(PrimeWorld *world)
 
 /* Zeroes the bytes sent and lowers each peak to the current allocation;
  * neither statuses nor traces are touched. Between runs only. */
-void prime_world_reset_counters(PrimeWorld *world)
-{
+void prime_world_reset_counters(PrimeWorld *world) {
     if (!world)
         return;
     for (int i = 0; i < world->ndev; i++) {
@@ -106,30 +99,25 @@ void prime_world_reset_counters(PrimeWorld *world)
     }
 }
 
-int prime_world_size(const PrimeWorld *world)
-{
+int prime_world_size(const PrimeWorld *world) {
     return world ? world->ndev : 0;
 }
 
-int prime_dev_rank(const PrimeDev *dev)
-{
+int prime_dev_rank(const PrimeDev *dev) {
     return dev ? dev->rank : -1;
 }
 
-int prime_dev_count(const PrimeDev *dev)
-{
+int prime_dev_count(const PrimeDev *dev) {
     return dev ? dev->world->ndev : 0;
 }
 
-PrimeStatus prime_dev_status(const PrimeDev *dev)
-{
+PrimeStatus prime_dev_status(const PrimeDev *dev) {
     return dev ? dev->status : PRIME_ERR_ARG;
 }
 
 /* A request for zero floats still returns a distinct pointer (and counts
  * nothing), so NULL always means failure. */
-float *prime_alloc(PrimeDev *dev, size_t nfloats)
-{
+float *prime_alloc(PrimeDev *dev, size_t nfloats) {
     if (!dev)
         return NULL;
     if (nfloats > SIZE_MAX / sizeof(float)) {
@@ -149,8 +137,7 @@ float *prime_alloc(PrimeDev *dev, size_t nfloats)
 
 /* Freeing more than is allocated is recorded as PRIME_ERR_ARG and leaves
  * the current count at zero. */
-void prime_free(PrimeDev *dev, float *p, size_t nfloats)
-{
+void prime_free(PrimeDev *dev, float *p, size_t nfloats) {
     if (!p)
         return;
     free(p);
@@ -165,35 +152,30 @@ void prime_free(PrimeDev *dev, float *p, size_t nfloats)
     dev->cur_bytes -= bytes;
 }
 
-uint64_t prime_world_bytes_sent(const PrimeWorld *world, int rank, PrimeByteKind kind)
-{
+uint64_t prime_world_bytes_sent(const PrimeWorld *world, int rank, PrimeByteKind kind) {
     if (!world || rank < 0 || rank >= world->ndev || (int)kind < 0 ||
         kind >= PRIME_BYTES_KIND_COUNT)
         return 0;
     return world->devs[rank].bytes_sent[kind];
 }
 
-uint64_t prime_world_peak_bytes(const PrimeWorld *world, int rank)
-{
+uint64_t prime_world_peak_bytes(const PrimeWorld *world, int rank) {
     if (!world || rank < 0 || rank >= world->ndev)
         return 0;
     return world->devs[rank].peak_bytes;
 }
 
-uint64_t prime_world_current_bytes(const PrimeWorld *world, int rank)
-{
+uint64_t prime_world_current_bytes(const PrimeWorld *world, int rank) {
     if (!world || rank < 0 || rank >= world->ndev)
         return 0;
     return world->devs[rank].cur_bytes;
 }
 
 PrimeStatus prime_isend(PrimeDev *dev, int dst, int tag, const float *buf, size_t n,
-                        PrimeByteKind kind, PrimeReq *req)
-{
+                        PrimeByteKind kind, PrimeReq *req) {
     return prime_rt_post_send(dev, dst, tag, PRIME_RT_CHAN_P2P, buf, n, kind, req);
 }
 
-PrimeStatus prime_irecv(PrimeDev *dev, int src, int tag, float *buf, size_t n, PrimeReq *req)
-{
+PrimeStatus prime_irecv(PrimeDev *dev, int src, int tag, float *buf, size_t n, PrimeReq *req) {
     return prime_rt_post_recv(dev, src, tag, PRIME_RT_CHAN_P2P, buf, n, req);
 }

@@ -17,14 +17,12 @@
 #include <math.h>
 #include <string.h>
 
-static int max1(int x)
-{
+static int max1(int x) {
     return x > 1 ? x : 1;
 }
 
-void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc)
-{
+void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc) {
     if (m <= 0 || n <= 0 || k < 0 || !c || ldc < max1(n))
         return;
     if (k == 0) {
@@ -40,12 +38,10 @@ void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, cons
     if (!a || !b || lda < max1(trans_a ? m : k) || ldb < max1(trans_b ? k : n))
         return;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                ldc);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void prime_add(float *dst, const float *src, size_t n)
-{
+void prime_add(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
 }
@@ -54,8 +50,7 @@ void prime_add(float *dst, const float *src, size_t n)
  * Rank 0 copies the single element; ranks above PRIME_RT_MAX_RANK (8)
  * copy nothing. */
 void prime_copy_box(int rank, const long *extent, const float *src, const long *src_shape,
-                    const long *src_off, float *dst, const long *dst_shape, const long *dst_off)
-{
+                    const long *src_off, float *dst, const long *dst_shape, const long *dst_off) {
     if (!src || !dst || rank < 0 || rank > PRIME_RT_MAX_RANK)
         return;
     if (rank == 0) {
@@ -102,8 +97,7 @@ void prime_copy_box(int rank, const long *extent, const float *src, const long *
 
 /* Element i is k_i * 2^-23 - 1, exactly, where k_i is the top 24 bits of
  * the (i+1)-th output of splitmix64 started from state `seed`. */
-void prime_fill_random(float *p, size_t n, uint64_t seed)
-{
+void prime_fill_random(float *p, size_t n, uint64_t seed) {
     uint64_t state = seed;
     for (size_t i = 0; i < n; i++) {
         uint64_t z = (state += UINT64_C(0x9e3779b97f4a7c15));
@@ -114,15 +108,13 @@ void prime_fill_random(float *p, size_t n, uint64_t seed)
     }
 }
 
-static double absd(double x)
-{
+static double absd(double x) {
     return x < 0 ? -x : x;
 }
 
 /* tiny is 1e-30. A NaN in either input makes the result NaN, so that
  * `err <= bound` fails; n == 0 gives 0. */
-double prime_max_rel_error(const float *a, const float *b, size_t n)
-{
+double prime_max_rel_error(const float *a, const float *b, size_t n) {
     double max_diff = 0.0, max_ref = 0.0;
     for (size_t i = 0; i < n; i++) {
         double d = absd((double)a[i] - (double)b[i]);
@@ -137,7 +129,6 @@ double prime_max_rel_error(const float *a, const float *b, size_t n)
     return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
 }
 
-void prime_set_blas_threads(int n)
-{
+void prime_set_blas_threads(int n) {
     openblas_set_num_threads(n < 1 ? 1 : n);
 }

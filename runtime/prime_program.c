@@ -32,6 +32,8 @@ typedef struct Run {
     unsigned char *seen; /* [rank * seen_stride + seen_off[tensor] + tile]: held at the end */
     size_t seen_stride;  /* bytes per rank: the tile counts of all tensors */
     size_t *seen_off;    /* per tensor: its first tile in a rank's block */
+    int *fill_first;     /* per schedule phase: the first tensor filled after it, or -1 */
+    int *fill_next;      /* per tensor: the next one filled after the same phase, or -1 */
 } Run;
 
 static long elems_of(const long *shape, int ndims) {
@@ -49,15 +51,32 @@ static void tile_offset(const PrimeTensorDesc *t, long id, long *off) {
     }
 }
 
+/* How many tiles a layout gives a rank, and the i-th one. */
+static int layout_count(const PrimeLayout *l, int rank) {
+    return l->form ? l->form->count : l->count[rank];
+}
+
+static void layout_tile(const PrimeProgram *prog, const PrimeLayout *l, int rank, int i, long *tile,
+                        int *slot) {
+    if (l->form) {
+        prime_layout_form_tile(l->form, prog->mesh, rank, i, tile, slot);
+    } else {
+        *tile = l->tiles[rank][i];
+        *slot = l->slots[rank][i];
+    }
+}
+
 static void fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
     const PrimeTensorDesc *t = &run->prog->tensors[tensor];
     const int rank = prime_dev_rank(dev);
     PrimeStore *st = &run->stores[rank];
     static const long zero[PRIME_MAX_DIMS] = {0};
-    for (int i = 0; i < t->fill_layout.count[rank]; ++i) {
-        long off[PRIME_MAX_DIMS];
-        tile_offset(t, t->fill_layout.tiles[rank][i], off);
-        float *slot = st->slots[tensor][t->fill_layout.slots[rank][i]];
+    for (int i = 0; i < layout_count(&t->fill_layout, rank); ++i) {
+        long off[PRIME_MAX_DIMS], id;
+        int s;
+        layout_tile(run->prog, &t->fill_layout, rank, i, &id, &s);
+        tile_offset(t, id, off);
+        float *slot = st->slots[tensor][s];
         prime_copy_box(t->ndims, t->tile, run->whole[t->value], t->shape, off, slot, t->tile, zero);
     }
 }
@@ -69,11 +88,19 @@ static void rank_main(PrimeDev *dev, void *arg) {
     const PrimeProgram *prog = run->prog;
     const int rank = prime_dev_rank(dev);
     PrimeStatus st = PRIME_OK;
-    for (int p = 0; p < prog->nphases && st == PRIME_OK; ++p) {
-        st = prime_sched_run(dev, prog->phases[p], &run->stores[rank]);
-        for (int t = 0; t < prog->ntensors && st == PRIME_OK; ++t)
-            if (prog->tensors[t].fill_after == p)
-                fill_tiles(dev, run, t);
+    PrimePhaseRun whole = {0, prog->nphases, 1, 0, 0, 0};
+    const PrimePhaseRun *runs = prog->runs ? prog->runs : &whole;
+    int nruns = prog->runs ? prog->nruns : 1;
+    for (int r = 0; r < nruns && st == PRIME_OK; ++r) {
+        const PrimePhaseRun *pr = &runs[r];
+        for (long l = 0; l < pr->repeat && st == PRIME_OK; ++l)
+            for (int j = 0; j < pr->len && st == PRIME_OK; ++j) {
+                st = prime_sched_run_shifted(dev, prog->phases[pr->first + j], &run->stores[rank],
+                                             (int)(l * pr->dtensor), (int)(l * pr->dtag));
+                long p = pr->orig + l * pr->len + j;
+                for (int t = run->fill_first[p]; t >= 0 && st == PRIME_OK; t = run->fill_next[t])
+                    fill_tiles(dev, run, t);
+            }
     }
     if (st == PRIME_OK && run->check)
         check_rank(dev, run);
@@ -90,19 +117,20 @@ static void stores_release(Run *run) {
 
 static int stores_init(Run *run) {
     const PrimeProgram *prog = run->prog;
-    size_t tile_elems[PRIME_MAX_TENSORS];
-    int max_slots[PRIME_MAX_TENSORS];
-    for (int t = 0; t < prog->ntensors; ++t) {
+    size_t n = prog->ntensors ? (size_t)prog->ntensors : 1;
+    size_t *tile_elems = malloc(sizeof(size_t) * n);
+    int *max_slots = malloc(sizeof(int) * n);
+    int ok = tile_elems && max_slots;
+    for (int t = 0; ok && t < prog->ntensors; ++t) {
         tile_elems[t] = (size_t)elems_of(prog->tensors[t].tile, prog->tensors[t].ndims);
         max_slots[t] = prog->tensors[t].max_slots;
     }
-    for (int r = 0; r < prog->ndev; ++r)
-        if (prime_store_init(&run->stores[r], prog->ntensors, tile_elems, max_slots) != PRIME_OK) {
-            /* A failed init frees its own arrays; forget them. */
-            memset(&run->stores[r], 0, sizeof run->stores[r]);
-            return 0;
-        }
-    return 1;
+    /* A failed init leaves an empty store behind. */
+    for (int r = 0; ok && r < prog->ndev; ++r)
+        ok = prime_store_init(&run->stores[r], prog->ntensors, tile_elems, max_slots) == PRIME_OK;
+    free(tile_elems);
+    free(max_slots);
+    return ok;
 }
 
 /* The largest of every process's `value` (with threads: `value`). Each
@@ -168,11 +196,12 @@ static void check_rank(PrimeDev *dev, Run *run) {
             run->err[rank * prog->ntensors + tensor] = INFINITY;
             continue;
         }
-        for (int i = 0; i < t->final_layout.count[rank]; ++i) {
-            long id = t->final_layout.tiles[rank][i];
-            long off[PRIME_MAX_DIMS];
+        for (int i = 0; i < layout_count(&t->final_layout, rank); ++i) {
+            long id, off[PRIME_MAX_DIMS];
+            int s;
+            layout_tile(prog, &t->final_layout, rank, i, &id, &s);
             tile_offset(t, id, off);
-            const float *slot = run->stores[rank].slots[tensor][t->final_layout.slots[rank][i]];
+            const float *slot = run->stores[rank].slots[tensor][s];
             if (!slot)
                 continue;
             seen[id] = 1;
@@ -233,10 +262,28 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
     size_t nrt = (size_t)prog->ndev * (size_t)prog->ntensors;
     run.err = calloc(nrt, sizeof(double));
     run.seen_off = calloc((size_t)prog->ntensors + 1, sizeof(size_t));
+    long nsched = 0; /* phases of the schedule, copies of repeated layers included */
+    for (int r = 0; r < prog->nruns; ++r)
+        nsched += prog->runs[r].len * prog->runs[r].repeat;
+    if (!prog->runs)
+        nsched = prog->nphases;
+    run.fill_first = malloc(sizeof(int) * (size_t)(nsched + 1));
+    run.fill_next = malloc(sizeof(int) * (size_t)(prog->ntensors + 1));
     int rc = 0;
-    if (!run.whole || !ref || !run.stores || !run.status || !run.err || !run.seen_off) {
+    if (!run.whole || !ref || !run.stores || !run.status || !run.err || !run.seen_off ||
+        !run.fill_first || !run.fill_next) {
         fprintf(stderr, "%s: out of memory\n", prog->name);
         return 3;
+    }
+    for (long p = 0; p <= nsched; ++p)
+        run.fill_first[p] = -1;
+    for (int t = prog->ntensors - 1; t >= 0; --t) {
+        int p = prog->tensors[t].fill_after;
+        run.fill_next[t] = -1;
+        if (p >= 0 && p < nsched) {
+            run.fill_next[t] = run.fill_first[p];
+            run.fill_first[p] = t;
+        }
     }
     for (int v = 0; v < prog->nvalues; ++v) {
         size_t n = (size_t)prog->value_elems[v];
@@ -325,11 +372,12 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
             unsigned long long b[PRIME_BYTES_KIND_COUNT];
             for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k) {
                 b[k] = (unsigned long long)prime_world_bytes_sent(world, r, (PrimeByteKind)k);
-                if ((long)b[k] != prog->predicted_bytes[r * PRIME_BYTES_KIND_COUNT + k])
+                int pr = prog->predicted_uniform ? 0 : r;
+                if ((long)b[k] != prog->predicted_bytes[pr * PRIME_BYTES_KIND_COUNT + k])
                     counters_ok = 0;
             }
             unsigned long long peak = (unsigned long long)prime_world_peak_bytes(world, r);
-            if ((long)peak != prog->predicted_peak[r])
+            if ((long)peak != prog->predicted_peak[prog->predicted_uniform ? 0 : r])
                 counters_ok = 0;
             say(out, "%6d %14llu %14llu %14llu %14llu\n", r, b[0], b[1], b[2], peak);
             if (js)
@@ -387,6 +435,8 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
     prime_world_destroy(world);
     free(run.seen);
     free(run.seen_off);
+    free(run.fill_first);
+    free(run.fill_next);
     free(run.err);
     for (int v = 0; v < prog->nvalues; ++v) {
         free(run.whole[v]);

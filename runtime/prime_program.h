@@ -20,6 +20,7 @@
 #ifndef PRIME_PROGRAM_H
 #define PRIME_PROGRAM_H
 
+#include "prime_form.h"
 #include "prime_sched.h"
 
 #ifdef __cplusplus
@@ -30,9 +31,10 @@ extern "C" {
 
 /* Which tiles of a tensor each rank holds, and in which slots. */
 typedef struct PrimeLayout {
-    const int *count;         /* per rank */
-    const long *const *tiles; /* per rank: tile ids */
-    const int *const *slots;  /* per rank: slot of each tile */
+    const int *count;            /* per rank */
+    const long *const *tiles;    /* per rank: tile ids */
+    const int *const *slots;     /* per rank: slot of each tile */
+    const PrimeLayoutForm *form; /* when set, the layout of every rank (the rest NULL) */
 } PrimeLayout;
 
 typedef struct PrimeTensorDesc {
@@ -54,6 +56,20 @@ typedef struct PrimeTensorDesc {
  * program is one tiling of a value; several tensors may share one. */
 typedef void (*PrimeReferenceFn)(float *const *values);
 
+/* A stretch of the schedule: phases[first .. first + len) run `repeat`
+ * times; copy l shifts tensor indices by l * dtensor and tags by
+ * l * dtag (the copies of a repeated layer). `orig` is the schedule's
+ * index of its first phase (PrimeTensorDesc.fill_after counts those);
+ * copy l, phase j has index orig + l * len + j. */
+typedef struct PrimePhaseRun {
+    int first;
+    int len;
+    long repeat;
+    int dtensor;
+    int dtag;
+    int orig;
+} PrimePhaseRun;
+
 typedef struct PrimeProgram {
     const char *name;
     int ndev;
@@ -68,6 +84,13 @@ typedef struct PrimeProgram {
     const long *predicted_bytes;
     const long *predicted_peak;
     double tolerance; /* max relative error accepted by --check */
+    const PrimeMesh *mesh;
+    /* 1: predicted_bytes and predicted_peak hold one rank's counts, the
+     * same on every rank. */
+    int predicted_uniform;
+    /* The order phases run in; NULL: each of `phases` once, in order. */
+    int nruns;
+    const PrimePhaseRun *runs;
 } PrimeProgram;
 
 int prime_program_main(const PrimeProgram *program, int argc, char **argv);

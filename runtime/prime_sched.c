@@ -7,6 +7,8 @@
  */
 #include "prime_sched.h"
 
+#include "prime_form.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,20 +43,27 @@ const char *prime_action_name(int op) {
 
 PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile_elems,
                              const int *max_slots) {
-    if (ntensors < 0 || ntensors > PRIME_MAX_TENSORS)
+    memset(store, 0, sizeof *store);
+    if (ntensors < 0)
         return PRIME_ERR_ARG;
+    size_t n = ntensors ? (size_t)ntensors : 1;
+    store->tile_elems = malloc(sizeof(size_t) * n);
+    store->nslots = calloc(n, sizeof(int));
+    store->slots = calloc(n, sizeof(float **));
+    if (!store->tile_elems || !store->nslots || !store->slots) {
+        prime_store_release(NULL, store);
+        return PRIME_ERR_NOMEM;
+    }
     store->ntensors = ntensors;
-    for (int t = 0; t < PRIME_MAX_TENSORS; ++t) {
-        store->tile_elems[t] = t < ntensors ? tile_elems[t] : 0;
-        store->nslots[t] = t < ntensors ? max_slots[t] : 0;
-        store->slots[t] = NULL;
-        if (t < ntensors && max_slots[t] > 0) {
+    for (int t = 0; t < ntensors; ++t) {
+        store->tile_elems[t] = tile_elems[t];
+        if (max_slots[t] > 0) {
             store->slots[t] = calloc((size_t)max_slots[t], sizeof(float *));
             if (!store->slots[t]) {
-                for (int u = 0; u < t; ++u)
-                    free(store->slots[u]);
+                prime_store_release(NULL, store);
                 return PRIME_ERR_NOMEM;
             }
+            store->nslots[t] = max_slots[t];
         }
     }
     return PRIME_OK;
@@ -67,9 +76,11 @@ void prime_store_release(PrimeDev *dev, PrimeStore *store) {
                 prime_free(dev, store->slots[t][s], store->tile_elems[t]);
         }
         free(store->slots[t]);
-        store->slots[t] = NULL;
-        store->nslots[t] = 0;
     }
+    free(store->tile_elems);
+    free(store->nslots);
+    free(store->slots);
+    memset(store, 0, sizeof *store);
 }
 
 static float **slot_ref(PrimeStore *store, int tensor, int slot) {
@@ -78,10 +89,9 @@ static float **slot_ref(PrimeStore *store, int tensor, int slot) {
     return &store->slots[tensor][slot];
 }
 
-PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store) {
-    const int rank = prime_dev_rank(dev);
-    const PrimeAction *acts = phase->actions[rank];
-    const int n = phase->nactions[rank];
+static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeStore *store) {
+    const PrimeAction *acts = phase->actions;
+    const int n = phase->nactions;
     Pending pending[MAX_PENDING];
     int npending = 0;
     static const long zero[8] = {0};
@@ -266,5 +276,20 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
     }
     if (in_step)
         prime_trace_end(dev);
+    return st;
+}
+
+PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store) {
+    return prime_sched_run_shifted(dev, phase, store, 0, 0);
+}
+
+PrimeStatus prime_sched_run_shifted(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store,
+                                    int dtensor, int dtag) {
+    PrimeRankPhase view;
+    PrimeStatus st = prime_rank_phase_shifted(phase, prime_dev_rank(dev), dtensor, dtag, &view);
+    if (st != PRIME_OK)
+        return st;
+    st = run_view(dev, &view, store);
+    prime_rank_phase_release(&view);
     return st;
 }

@@ -25,18 +25,18 @@ extern "C" {
 
 /* X(op, "name") — the action kinds. */
 #define PRIME_ACTION_LIST(X)                                                                       \
-    X(PRIME_ACT_ALLOC, "alloc")         /* slot of tensor: new zeroed tile */                      \
-    X(PRIME_ACT_FREE, "free")           /* slot of tensor: release */                              \
-    X(PRIME_ACT_SEND, "send")           /* slot to peer, tag, byte kind */                         \
-    X(PRIME_ACT_RECV, "recv")           /* into slot from peer, tag */                             \
-    X(PRIME_ACT_WAIT, "wait")           /* complete every posted send and receive */               \
-    X(PRIME_ACT_KERNEL, "kernel")       /* kernel(slot, in slots, offsets[arg]) */                 \
-    X(PRIME_ACT_ADD, "add")             /* slot += in_slot[0] (same tensor) */                     \
-    X(PRIME_ACT_ALLREDUCE, "allreduce") /* groups[arg] sums slot, tag */                           \
-    X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */                          \
-    X(PRIME_ACT_SEND_BOX, "send_box")   /* boxes[arg] of slot, packed, to peer */                  \
-    X(PRIME_ACT_RECV_BOX, "recv_box")   /* into boxes[arg] of slot, at the wait */                 \
-    X(PRIME_ACT_COPY_BOX, "copy_box")   /* boxes[arg]: in_slot[0] box -> slot box */   \
+    X(PRIME_ACT_ALLOC, "alloc")                   /* slot of tensor: new zeroed tile */            \
+    X(PRIME_ACT_FREE, "free")                     /* slot of tensor: release */                    \
+    X(PRIME_ACT_SEND, "send")                     /* slot to peer, tag, byte kind */               \
+    X(PRIME_ACT_RECV, "recv")                     /* into slot from peer, tag */                   \
+    X(PRIME_ACT_WAIT, "wait")                     /* complete every posted send and receive */     \
+    X(PRIME_ACT_KERNEL, "kernel")                 /* kernel(slot, in slots, offsets[arg]) */       \
+    X(PRIME_ACT_ADD, "add")                       /* slot += in_slot[0] (same tensor) */           \
+    X(PRIME_ACT_ALLREDUCE, "allreduce")           /* groups[arg] sums slot, tag */                 \
+    X(PRIME_ACT_STEP, "step")                     /* marks the start of step arg */                \
+    X(PRIME_ACT_SEND_BOX, "send_box")             /* boxes[arg] of slot, packed, to peer */        \
+    X(PRIME_ACT_RECV_BOX, "recv_box")             /* into boxes[arg] of slot, at the wait */       \
+    X(PRIME_ACT_COPY_BOX, "copy_box")             /* boxes[arg]: in_slot[0] box -> slot box */     \
     X(PRIME_ACT_REDUCE_SCATTER, "reduce_scatter") /* groups[arg]: member p gets chunk p */
 
 typedef enum PrimeActOp {
@@ -84,6 +84,8 @@ typedef struct PrimeGroup {
     const int *ranks;
 } PrimeGroup;
 
+struct PrimePhaseForm;
+
 typedef struct PrimePhase {
     const char *name;
     const PrimeAction *const *actions; /* per rank */
@@ -92,26 +94,32 @@ typedef struct PrimePhase {
     const PrimeGroup *groups;
     const PrimeBox *boxes;
     const long (*offsets)[8]; /* KERNEL: offsets[arg], per operator dimension */
+    /* When set, the actions of every rank in rank-parametric form
+     * (prime_form.h); actions and nactions are then NULL. */
+    const struct PrimePhaseForm *form;
 } PrimePhase;
-
-#define PRIME_MAX_TENSORS 512
 
 typedef struct PrimeStore {
     int ntensors;
-    size_t tile_elems[PRIME_MAX_TENSORS];
-    int nslots[PRIME_MAX_TENSORS];
-    float **slots[PRIME_MAX_TENSORS]; /* slots[t][s]: NULL when free */
+    size_t *tile_elems; /* per tensor */
+    int *nslots;        /* per tensor */
+    float ***slots;     /* slots[t][s]: NULL when free */
 } PrimeStore;
 
 /* Sets up an empty store; max_slots[t] slots for tensor t. */
 PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile_elems,
                              const int *max_slots);
-/* Frees every live tile (through prime_free on dev) and the slot arrays. */
+/* Frees every live tile (through prime_free on dev) and the slot arrays;
+ * dev may be NULL for a store that holds no tile. */
 void prime_store_release(PrimeDev *dev, PrimeStore *store);
 
 /* Runs the phase's actions for this device's rank. Returns the first
  * error; the store stays consistent for release. */
 PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store);
+/* The same for a copy of the phase in a repeated layer (tensor indices
+ * and tags shifted; see prime_rank_phase_shifted). */
+PrimeStatus prime_sched_run_shifted(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store,
+                                    int dtensor, int dtag);
 
 const char *prime_action_name(int op);
 

@@ -27,15 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void prime_world_enable_trace(PrimeWorld *world, int on)
-{
+void prime_world_enable_trace(PrimeWorld *world, int on) {
     if (world)
         world->trace_on = on != 0;
 }
 
 /* Makes room for one more element in an array of `size`-byte elements. */
-static int grow(void **items, size_t *cap, size_t count, size_t size)
-{
+static int grow(void **items, size_t *cap, size_t count, size_t size) {
     if (count < *cap)
         return 1;
     size_t ncap = *cap ? *cap * 2 : 64;
@@ -49,8 +47,7 @@ static int grow(void **items, size_t *cap, size_t count, size_t size)
     return 1;
 }
 
-static void copy_name(char *out, const char *name)
-{
+static void copy_name(char *out, const char *name) {
     size_t len = name ? strlen(name) : 0;
     if (len > PRIME_RT_TRACE_NAME_MAX) {
         len = PRIME_RT_TRACE_NAME_MAX;
@@ -65,8 +62,7 @@ static void copy_name(char *out, const char *name)
 
 /* Failing to grow the arrays drops the interval and records
  * PRIME_ERR_NOMEM; a NULL name records an empty one. */
-void prime_trace_begin(PrimeDev *dev, const char *name)
-{
+void prime_trace_begin(PrimeDev *dev, const char *name) {
     if (!dev || !dev->world->trace_on)
         return;
     PrimeTrace *t = &dev->trace;
@@ -88,8 +84,7 @@ void prime_trace_begin(PrimeDev *dev, const char *name)
 }
 
 /* Ending with no interval open records PRIME_ERR_ARG. */
-void prime_trace_end(PrimeDev *dev)
-{
+void prime_trace_end(PrimeDev *dev) {
     if (!dev || !dev->world->trace_on)
         return;
     PrimeTrace *t = &dev->trace;
@@ -102,15 +97,13 @@ void prime_trace_end(PrimeDev *dev)
     ev->closed = 1;
 }
 
-void prime_rt_trace_free(PrimeTrace *trace)
-{
+void prime_rt_trace_free(PrimeTrace *trace) {
     free(trace->events);
     free(trace->open);
     memset(trace, 0, sizeof *trace);
 }
 
-static void write_json_string(FILE *f, const char *s)
-{
+static void write_json_string(FILE *f, const char *s) {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\')
             fprintf(f, "\\%c", *p);
@@ -121,13 +114,11 @@ static void write_json_string(FILE *f, const char *s)
     }
 }
 
-static void write_us(FILE *f, uint64_t ns)
-{
+static void write_us(FILE *f, uint64_t ns) {
     fprintf(f, "%" PRIu64 ".%03u", ns / 1000u, (unsigned)(ns % 1000u));
 }
 
-PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path)
-{
+PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
     if (!world || !path)
         return PRIME_ERR_ARG;
     FILE *f = fopen(path, "w");

@@ -28,14 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int same_key(const PrimeReqImpl *a, const PrimeReqImpl *b)
-{
+static int same_key(const PrimeReqImpl *a, const PrimeReqImpl *b) {
     return a->src == b->src && a->tag == b->tag && a->channel == b->channel;
 }
 
 /* Removes and returns the oldest request of the list matching `key`. */
-static PrimeReqImpl *mbox_take(PrimeReqImpl **head, PrimeReqImpl **tail, const PrimeReqImpl *key)
-{
+static PrimeReqImpl *mbox_take(PrimeReqImpl **head, PrimeReqImpl **tail, const PrimeReqImpl *key) {
     PrimeReqImpl *prev = NULL;
     for (PrimeReqImpl *r = *head; r; prev = r, r = r->mbox_next) {
         if (!same_key(r, key))
@@ -52,8 +50,7 @@ static PrimeReqImpl *mbox_take(PrimeReqImpl **head, PrimeReqImpl **tail, const P
     return NULL;
 }
 
-static void mbox_append(PrimeReqImpl **head, PrimeReqImpl **tail, PrimeReqImpl *r)
-{
+static void mbox_append(PrimeReqImpl **head, PrimeReqImpl **tail, PrimeReqImpl *r) {
     r->mbox_next = NULL;
     if (*tail)
         (*tail)->mbox_next = r;
@@ -63,8 +60,7 @@ static void mbox_append(PrimeReqImpl **head, PrimeReqImpl **tail, PrimeReqImpl *
 }
 
 /* Hands a matched send to its source's communication thread. */
-static void comm_enqueue(PrimeWorld *w, PrimeReqImpl *send)
-{
+static void comm_enqueue(PrimeWorld *w, PrimeReqImpl *send) {
     PrimeDevBackend *src = w->devs[send->src].be;
     pthread_mutex_lock(&src->comm_mu);
     send->work_next = NULL;
@@ -79,8 +75,7 @@ static void comm_enqueue(PrimeWorld *w, PrimeReqImpl *send)
 
 /* Marks a request complete. The owner may free it as soon as done_mu is
  * released, so the caller must not touch it afterwards. */
-static void complete(PrimeWorld *w, PrimeReqImpl *r, PrimeStatus result)
-{
+static void complete(PrimeWorld *w, PrimeReqImpl *r, PrimeStatus result) {
     PrimeDevBackend *owner = w->devs[r->owner].be;
     pthread_mutex_lock(&owner->done_mu);
     r->result = result;
@@ -89,8 +84,7 @@ static void complete(PrimeWorld *w, PrimeReqImpl *r, PrimeStatus result)
     pthread_mutex_unlock(&owner->done_mu);
 }
 
-static void *comm_main(void *p)
-{
+static void *comm_main(void *p) {
     PrimeDev *d = p;
     PrimeWorld *w = d->world;
     PrimeDevBackend *dev = d->be;
@@ -119,8 +113,7 @@ static void *comm_main(void *p)
     }
 }
 
-PrimeStatus prime_rt_transport_start(PrimeWorld *world)
-{
+PrimeStatus prime_rt_transport_start(PrimeWorld *world) {
     for (int i = 0; i < world->ndev; i++) {
         PrimeDevBackend *dev = world->devs[i].be;
         dev->comm_stop = 0;
@@ -133,8 +126,7 @@ PrimeStatus prime_rt_transport_start(PrimeWorld *world)
     return PRIME_OK;
 }
 
-void prime_rt_transport_stop(PrimeWorld *world)
-{
+void prime_rt_transport_stop(PrimeWorld *world) {
     for (int i = 0; i < world->ndev; i++) {
         PrimeDevBackend *dev = world->devs[i].be;
         if (!dev->comm_running)
@@ -148,8 +140,7 @@ void prime_rt_transport_stop(PrimeWorld *world)
     }
 }
 
-void prime_rt_transport_free_requests(PrimeDevBackend *dev)
-{
+void prime_rt_transport_free_requests(PrimeDevBackend *dev) {
     PrimeReqImpl *r = dev->live;
     while (r) {
         PrimeReqImpl *next = r->live_next;
@@ -159,8 +150,7 @@ void prime_rt_transport_free_requests(PrimeDevBackend *dev)
     dev->live = NULL;
 }
 
-static void live_push(PrimeDevBackend *dev, PrimeReqImpl *r)
-{
+static void live_push(PrimeDevBackend *dev, PrimeReqImpl *r) {
     r->live_prev = NULL;
     r->live_next = dev->live;
     if (dev->live)
@@ -168,8 +158,7 @@ static void live_push(PrimeDevBackend *dev, PrimeReqImpl *r)
     dev->live = r;
 }
 
-static void live_remove(PrimeDevBackend *dev, PrimeReqImpl *r)
-{
+static void live_remove(PrimeDevBackend *dev, PrimeReqImpl *r) {
     if (r->live_prev)
         r->live_prev->live_next = r->live_next;
     else
@@ -180,8 +169,7 @@ static void live_remove(PrimeDevBackend *dev, PrimeReqImpl *r)
 
 /* Allocates a request and registers it with its owner. */
 static PrimeReqImpl *req_new(PrimeDev *dev, PrimeReqKind kind, int src, int dst, int tag,
-                             PrimeChannel channel, size_t n)
-{
+                             PrimeChannel channel, size_t n) {
     PrimeReqImpl *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
@@ -198,8 +186,7 @@ static PrimeReqImpl *req_new(PrimeDev *dev, PrimeReqKind kind, int src, int dst,
 }
 
 PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel channel,
-                               const float *buf, size_t n, PrimeByteKind kind, PrimeReq *req)
-{
+                               const float *buf, size_t n, PrimeByteKind kind, PrimeReq *req) {
     if (!dev)
         return PRIME_ERR_ARG;
     if (req)
@@ -229,8 +216,7 @@ PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel cha
 }
 
 PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel channel, float *buf,
-                               size_t n, PrimeReq *req)
-{
+                               size_t n, PrimeReq *req) {
     if (!dev)
         return PRIME_ERR_ARG;
     if (req)
@@ -259,8 +245,7 @@ PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel cha
 
 /* Waiting for a request that failed to post (impl NULL), was already
  * waited for, or belongs to another device is PRIME_ERR_ARG. */
-PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req)
-{
+PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req) {
     if (!dev)
         return PRIME_ERR_ARG;
     if (!req || !req->impl)

@@ -87,16 +87,14 @@ static int live_worlds;
 enum { REC_BYTES = 0, REC_CUR = PRIME_BYTES_KIND_COUNT, REC_PEAK, REC_STATUS, REC_EVENTS, REC_LEN };
 
 /* Finalises MPI when the runtime initialised it and no world is left. */
-static void release_mpi(void)
-{
+static void release_mpi(void) {
     if (runtime_owns_mpi && live_worlds == 0) {
         MPI_Finalize();
         runtime_owns_mpi = 0;
     }
 }
 
-static void free_requests(PrimeDevBackend *dev)
-{
+static void free_requests(PrimeDevBackend *dev) {
     MpiReq *r = dev->live;
     while (r) {
         MpiReq *next = r->live_next;
@@ -112,8 +110,7 @@ static void free_requests(PrimeDevBackend *dev)
     dev->live = NULL;
 }
 
-static void world_free(PrimeWorld *w)
-{
+static void world_free(PrimeWorld *w) {
     if (w->be) {
         free_requests(&w->be->local);
         for (int c = 0; c < w->be->ncomm; c++)
@@ -124,8 +121,7 @@ static void world_free(PrimeWorld *w)
     prime_rt_world_delete(w);
 }
 
-PrimeStatus prime_world_create(int ndev, PrimeWorld **out)
-{
+PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
     if (!out)
         return PRIME_ERR_ARG;
     *out = NULL;
@@ -197,8 +193,7 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out)
     return PRIME_OK;
 }
 
-void prime_world_destroy(PrimeWorld *world)
-{
+void prime_world_destroy(PrimeWorld *world) {
     if (!world)
         return;
     world_free(world);
@@ -207,8 +202,7 @@ void prime_world_destroy(PrimeWorld *world)
 }
 
 /* Replaces mirror r's timeline on the root with `n` events from `src`. */
-static int mirror_trace(PrimeTrace *t, const PrimeTraceEvent *src, size_t n)
-{
+static int mirror_trace(PrimeTrace *t, const PrimeTraceEvent *src, size_t n) {
     if (n > t->cap) {
         void *p = realloc(t->events, n * sizeof *t->events);
         if (!p)
@@ -225,8 +219,7 @@ static int mirror_trace(PrimeTrace *t, const PrimeTraceEvent *src, size_t n)
 /* Gathers every rank's trace events to the root's mirrors. Every process
  * knows every rank's event count from the counter exchange, so all of them
  * take the same branches. */
-static PrimeStatus gather_traces(PrimeWorld *w, const uint64_t *recs)
-{
+static PrimeStatus gather_traces(PrimeWorld *w, const uint64_t *recs) {
     PrimeWorldBackend *be = w->be;
     MPI_Comm comm = be->comm[PRIME_RT_CHAN_P2P];
     uint64_t total = 0;
@@ -277,8 +270,7 @@ static PrimeStatus gather_traces(PrimeWorld *w, const uint64_t *recs)
 
 /* Copies every rank's counters and status into the mirrors, on every
  * process, and every rank's trace events to the root. */
-static PrimeStatus gather_counters(PrimeWorld *w)
-{
+static PrimeStatus gather_counters(PrimeWorld *w) {
     PrimeWorldBackend *be = w->be;
     const PrimeDev *me = &w->devs[be->rank];
     uint64_t mine[REC_LEN];
@@ -326,8 +318,7 @@ static PrimeStatus gather_counters(PrimeWorld *w)
  * PRIME_ERR_TRANSPORT or PRIME_ERR_NOMEM when the counters cannot be
  * gathered, and otherwise, on every process alike, the sticky status of
  * the lowest-ranked device that has one, PRIME_OK if none. */
-PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg)
-{
+PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
     if (!world || !fn)
         return PRIME_ERR_ARG;
     PrimeWorldBackend *be = world->be;
@@ -346,25 +337,21 @@ PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg)
     return PRIME_OK;
 }
 
-int prime_world_is_root(const PrimeWorld *world)
-{
+int prime_world_is_root(const PrimeWorld *world) {
     return world && world->be->rank == 0;
 }
 
-PrimeStatus prime_world_share(PrimeWorld *world, void *buf, size_t bytes_per_rank)
-{
-    if (!world || (!buf && bytes_per_rank > 0) || bytes_per_rank > INT_MAX ||
-        world->be->running)
+PrimeStatus prime_world_share(PrimeWorld *world, void *buf, size_t bytes_per_rank) {
+    if (!world || (!buf && bytes_per_rank > 0) || bytes_per_rank > INT_MAX || world->be->running)
         return PRIME_ERR_ARG;
     if (bytes_per_rank == 0)
         return PRIME_OK;
-    int rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes_per_rank,
-                           MPI_BYTE, world->be->comm[PRIME_RT_CHAN_P2P]);
+    int rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes_per_rank, MPI_BYTE,
+                           world->be->comm[PRIME_RT_CHAN_P2P]);
     return rc == MPI_SUCCESS ? PRIME_OK : PRIME_ERR_TRANSPORT;
 }
 
-PrimeStatus prime_barrier(PrimeDev *dev)
-{
+PrimeStatus prime_barrier(PrimeDev *dev) {
     if (!dev || !dev->be)
         return PRIME_ERR_ARG;
     if (MPI_Barrier(dev->world->be->comm[PRIME_RT_CHAN_P2P]) != MPI_SUCCESS)
@@ -372,8 +359,7 @@ PrimeStatus prime_barrier(PrimeDev *dev)
     return PRIME_OK;
 }
 
-static void live_push(PrimeDevBackend *dev, MpiReq *r)
-{
+static void live_push(PrimeDevBackend *dev, MpiReq *r) {
     r->live_prev = NULL;
     r->live_next = dev->live;
     if (dev->live)
@@ -381,8 +367,7 @@ static void live_push(PrimeDevBackend *dev, MpiReq *r)
     dev->live = r;
 }
 
-static void live_remove(PrimeDevBackend *dev, MpiReq *r)
-{
+static void live_remove(PrimeDevBackend *dev, MpiReq *r) {
     if (r->live_prev)
         r->live_prev->live_next = r->live_next;
     else
@@ -394,8 +379,7 @@ static void live_remove(PrimeDevBackend *dev, MpiReq *r)
 /* Checks what both kinds of post share; NULL (with the error recorded in
  * *st) when the arguments are bad or no request can be allocated. */
 static MpiReq *req_new(PrimeDev *dev, int peer, int tag, PrimeChannel channel, const void *buf,
-                       size_t n, PrimeReq *req, PrimeStatus *st)
-{
+                       size_t n, PrimeReq *req, PrimeStatus *st) {
     PrimeWorld *w = dev->world;
     if (!req || !dev->be || peer < 0 || peer >= w->ndev || (!buf && n > 0) || n > INT_MAX ||
         tag < 0 || tag > w->be->tag_ub || (int)channel < 0 || channel >= PRIME_RT_CHAN_COUNT) {
@@ -413,8 +397,7 @@ static MpiReq *req_new(PrimeDev *dev, int peer, int tag, PrimeChannel channel, c
 }
 
 PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel channel,
-                               const float *buf, size_t n, PrimeByteKind kind, PrimeReq *req)
-{
+                               const float *buf, size_t n, PrimeByteKind kind, PrimeReq *req) {
     if (!dev)
         return PRIME_ERR_ARG;
     if (req)
@@ -437,8 +420,7 @@ PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel cha
 }
 
 PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel channel, float *buf,
-                               size_t n, PrimeReq *req)
-{
+                               size_t n, PrimeReq *req) {
     if (!dev)
         return PRIME_ERR_ARG;
     if (req)
@@ -461,8 +443,7 @@ PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel cha
 /* Waiting for a request that failed to post (impl NULL), was already
  * waited for, or belongs to another device is PRIME_ERR_ARG; so is a
  * receive whose message had another size. */
-PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req)
-{
+PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req) {
     if (!dev)
         return PRIME_ERR_ARG;
     if (!req || !req->impl || !dev->be)

@@ -26,8 +26,7 @@
 
 /* Initialises the device's mutexes and condition variables; on failure
  * destroys whatever was initialised and leaves sync_ready at 0. */
-static int dev_sync_init(PrimeDevBackend *dev)
-{
+static int dev_sync_init(PrimeDevBackend *dev) {
     int ok_mbox = pthread_mutex_init(&dev->mbox_mu, NULL) == 0;
     int ok_comm = pthread_mutex_init(&dev->comm_mu, NULL) == 0;
     int ok_comm_cv = pthread_cond_init(&dev->comm_cv, NULL) == 0;
@@ -50,8 +49,7 @@ static int dev_sync_init(PrimeDevBackend *dev)
     return 0;
 }
 
-static void dev_sync_destroy(PrimeDevBackend *dev)
-{
+static void dev_sync_destroy(PrimeDevBackend *dev) {
     if (!dev->sync_ready)
         return;
     pthread_mutex_destroy(&dev->mbox_mu);
@@ -62,8 +60,7 @@ static void dev_sync_destroy(PrimeDevBackend *dev)
     dev->sync_ready = 0;
 }
 
-static int world_sync_init(PrimeWorldBackend *w)
-{
+static int world_sync_init(PrimeWorldBackend *w) {
     int ok_bar = pthread_mutex_init(&w->bar_mu, NULL) == 0;
     int ok_bar_cv = pthread_cond_init(&w->bar_cv, NULL) == 0;
     int ok_run = pthread_mutex_init(&w->run_mu, NULL) == 0;
@@ -81,8 +78,7 @@ static int world_sync_init(PrimeWorldBackend *w)
     return 0;
 }
 
-static void world_sync_destroy(PrimeWorldBackend *w)
-{
+static void world_sync_destroy(PrimeWorldBackend *w) {
     pthread_mutex_destroy(&w->bar_mu);
     pthread_cond_destroy(&w->bar_cv);
     pthread_mutex_destroy(&w->run_mu);
@@ -91,8 +87,7 @@ static void world_sync_destroy(PrimeWorldBackend *w)
 
 /* Frees the devices' backend state and the world itself; the world's own
  * mutexes are destroyed by the caller when they were initialised. */
-static void world_free(PrimeWorld *w)
-{
+static void world_free(PrimeWorld *w) {
     if (w->be && w->be->devs) {
         for (int i = 0; i < w->ndev; i++) {
             prime_rt_transport_free_requests(&w->be->devs[i]);
@@ -105,8 +100,7 @@ static void world_free(PrimeWorld *w)
     prime_rt_world_delete(w);
 }
 
-PrimeStatus prime_world_create(int ndev, PrimeWorld **out)
-{
+PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
     if (!out)
         return PRIME_ERR_ARG;
     *out = NULL;
@@ -145,8 +139,7 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out)
     return PRIME_OK;
 }
 
-void prime_world_destroy(PrimeWorld *world)
-{
+void prime_world_destroy(PrimeWorld *world) {
     if (!world)
         return;
     prime_rt_transport_stop(world);
@@ -154,8 +147,7 @@ void prime_world_destroy(PrimeWorld *world)
     world_free(world);
 }
 
-static void *compute_main(void *p)
-{
+static void *compute_main(void *p) {
     PrimeDev *dev = p;
     PrimeWorldBackend *w = dev->world->be;
     pthread_mutex_lock(&w->run_mu);
@@ -174,8 +166,7 @@ static void *compute_main(void *p)
  * PRIME_ERR_TRANSPORT when a thread cannot be created (then no device runs
  * fn), and otherwise the sticky status of the lowest-ranked device that
  * has one, PRIME_OK if none. */
-PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg)
-{
+PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
     if (!world || !fn)
         return PRIME_ERR_ARG;
     PrimeWorldBackend *be = world->be;
@@ -222,22 +213,19 @@ PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg)
     return PRIME_OK;
 }
 
-int prime_world_is_root(const PrimeWorld *world)
-{
+int prime_world_is_root(const PrimeWorld *world) {
     return world != NULL;
 }
 
 /* Every device's memory is this process's memory: nothing to move. */
-PrimeStatus prime_world_share(PrimeWorld *world, void *buf, size_t bytes_per_rank)
-{
+PrimeStatus prime_world_share(PrimeWorld *world, void *buf, size_t bytes_per_rank) {
     if (!world || (!buf && bytes_per_rank > 0))
         return PRIME_ERR_ARG;
     return PRIME_OK;
 }
 
 /* Every device of the world must call it the same number of times. */
-PrimeStatus prime_barrier(PrimeDev *dev)
-{
+PrimeStatus prime_barrier(PrimeDev *dev) {
     if (!dev)
         return PRIME_ERR_ARG;
     PrimeWorldBackend *w = dev->world->be;

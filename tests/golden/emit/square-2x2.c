@@ -22,24 +22,24 @@ static void kernel1(float *out, const float *const *in, const long *off) {
     prime_gemm(0, 0, 4, 3, 2, 1.0f, in[0], 2, in[1], 3, 1.0f, out, 3);
 }
 
-static void reference1(float *out, const float *const *in, const long *off) {
-    (void)off;
-    prime_gemm(0, 0, 8, 6, 4, 1.0f, in[0], 4, in[1], 6, 1.0f, out, 6);
-}
-
 static void kernel3(float *out, const float *const *in, const long *off) {
     (void)off;
     prime_gemm(0, 1, 4, 2, 3, 1.0f, in[0], 3, in[1], 3, 1.0f, out, 2);
 }
 
-static void reference3(float *out, const float *const *in, const long *off) {
-    (void)off;
-    prime_gemm(0, 1, 8, 4, 6, 1.0f, in[0], 6, in[1], 6, 1.0f, out, 4);
-}
-
 static void kernel4(float *out, const float *const *in, const long *off) {
     (void)off;
     prime_gemm(1, 0, 2, 3, 4, 1.0f, in[1], 2, in[0], 3, 1.0f, out, 3);
+}
+
+static void reference1(float *out, const float *const *in, const long *off) {
+    (void)off;
+    prime_gemm(0, 0, 8, 6, 4, 1.0f, in[0], 4, in[1], 6, 1.0f, out, 6);
+}
+
+static void reference3(float *out, const float *const *in, const long *off) {
+    (void)off;
+    prime_gemm(0, 1, 8, 4, 6, 1.0f, in[0], 6, in[1], 6, 1.0f, out, 4);
 }
 
 static void reference4(float *out, const float *const *in, const long *off) {
@@ -63,680 +63,251 @@ static void reference(float *const *v) {
     }
 }
 
-static const PrimeAction phase0_rank0[] = {
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0},
-};
-static const PrimeAction phase0_rank1[] = {
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0},
-};
-static const PrimeAction phase0_rank2[] = {
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0},
-};
-static const PrimeAction phase0_rank3[] = {
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0},
-};
-static const PrimeAction *const phase0_actions[] = {
-    phase0_rank0,
-    phase0_rank1,
-    phase0_rank2,
-    phase0_rank3,
-};
-static const int phase0_nactions[] = {2, 2, 2, 2};
-static const PrimePhase phase0 = {"init", phase0_actions, phase0_nactions, NULL, NULL, NULL, NULL};
+static const PrimeMesh mesh = {2, {2, 2}};
 
-static const PrimeAction phase1_rank0[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 1, .peer = 1, .tag = 0},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_x,
-     .slot = 0,
-     .peer = 1,
-     .tag = 0,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 1, .peer = 2, .tag = 1},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_w,
-     .slot = 0,
-     .peer = 2,
-     .tag = 1,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_y,
-     .slot = 0,
-     .arg = 0,
-     .nin = 2,
-     .in_tensor = {T_x, T_w},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 0},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_y,
-     .slot = 0,
-     .arg = 4,
-     .nin = 2,
-     .in_tensor = {T_x, T_w},
-     .in_slot = {1, 1}},
-    {.op = PRIME_ACT_WAIT},
+static const PrimeActionForm phase0_forms[] = {
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0}},
 };
-static const PrimeAction phase1_rank1[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 1, .peer = 0, .tag = 0},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_x,
-     .slot = 0,
-     .peer = 0,
-     .tag = 0,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 1, .peer = 3, .tag = 1},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_w,
-     .slot = 0,
-     .peer = 3,
-     .tag = 1,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_y,
-     .slot = 0,
-     .arg = 1,
-     .nin = 2,
-     .in_tensor = {T_x, T_w},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 0},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_y,
-     .slot = 0,
-     .arg = 5,
-     .nin = 2,
-     .in_tensor = {T_x, T_w},
-     .in_slot = {1, 1}},
-    {.op = PRIME_ACT_WAIT},
+static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
+static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form};
+
+static const PrimeActionForm phase1_forms[] = {
+    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 1}},
+    {.a = {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 1, .peer = 0, .tag = 0},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {0, 1}},
+    {.a = {.op = PRIME_ACT_SEND,
+           .tensor = T_x,
+           .slot = 0,
+           .peer = 0,
+           .tag = 0,
+           .kind = PRIME_BYTES_SHIFT},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {0, 1}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 1}},
+    {.a = {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 1, .peer = 0, .tag = 1},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {1, 0}},
+    {.a = {.op = PRIME_ACT_SEND,
+           .tensor = T_w,
+           .slot = 0,
+           .peer = 0,
+           .tag = 1,
+           .kind = PRIME_BYTES_SHIFT},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {1, 0}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0}},
+    {.a = {.op = PRIME_ACT_KERNEL,
+           .tensor = T_y,
+           .slot = 0,
+           .arg = 0,
+           .nin = 2,
+           .in_tensor = {T_x, T_w},
+           .in_slot = {0, 0}},
+     .arg_form = PRIME_FORM_AFFINE,
+     .index = 0},
+    {.a = {.op = PRIME_ACT_WAIT}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 0}},
+    {.a = {.op = PRIME_ACT_STEP, .arg = 1}},
+    {.a = {.op = PRIME_ACT_KERNEL,
+           .tensor = T_y,
+           .slot = 0,
+           .arg = 0,
+           .nin = 2,
+           .in_tensor = {T_x, T_w},
+           .in_slot = {1, 1}},
+     .arg_form = PRIME_FORM_AFFINE,
+     .index = 1},
+    {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimeAction phase1_rank2[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 1, .peer = 3, .tag = 0},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_x,
-     .slot = 0,
-     .peer = 3,
-     .tag = 0,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 1, .peer = 0, .tag = 1},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_w,
-     .slot = 0,
-     .peer = 0,
-     .tag = 1,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_y,
-     .slot = 0,
-     .arg = 2,
-     .nin = 2,
-     .in_tensor = {T_x, T_w},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 0},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_y,
-     .slot = 0,
-     .arg = 6,
-     .nin = 2,
-     .in_tensor = {T_x, T_w},
-     .in_slot = {1, 1}},
-    {.op = PRIME_ACT_WAIT},
+static const PrimeOffsetForm phase1_offset_forms[] = {
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
-static const PrimeAction phase1_rank3[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 1, .peer = 2, .tag = 0},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_x,
-     .slot = 0,
-     .peer = 2,
-     .tag = 0,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 1, .peer = 1, .tag = 1},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_w,
-     .slot = 0,
-     .peer = 1,
-     .tag = 1,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_y,
-     .slot = 0,
-     .arg = 3,
-     .nin = 2,
-     .in_tensor = {T_x, T_w},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 0},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_y,
-     .slot = 0,
-     .arg = 7,
-     .nin = 2,
-     .in_tensor = {T_x, T_w},
-     .in_slot = {1, 1}},
-    {.op = PRIME_ACT_WAIT},
-};
-static const PrimeAction *const phase1_actions[] = {
-    phase1_rank0,
-    phase1_rank1,
-    phase1_rank2,
-    phase1_rank3,
-};
-static const int phase1_nactions[] = {15, 15, 15, 15};
-static const long phase1_offsets[][8] = {
-    {0, 0, 0, 0, 0, 0, 0, 0}, {0, 2, 3, 0, 0, 0, 0, 0}, {4, 2, 0, 0, 0, 0, 0, 0},
-    {4, 0, 3, 0, 0, 0, 0, 0}, {0, 2, 0, 0, 0, 0, 0, 0}, {0, 0, 3, 0, 0, 0, 0, 0},
-    {4, 0, 0, 0, 0, 0, 0, 0}, {4, 2, 3, 0, 0, 0, 0, 0},
-};
+static const PrimePhaseForm phase1_form = {&mesh, 15, phase1_forms, phase1_offset_forms, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1};
-static const PrimePhase phase1 = {"forward y", phase1_actions, phase1_nactions, phase1_kernels,
-                                  NULL,        NULL,           phase1_offsets};
+static const PrimePhase phase1 = {"forward y", NULL, NULL, phase1_kernels,
+                                  NULL,        NULL, NULL, &phase1_form};
 
-static const PrimeAction phase2_rank0[] = {
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0},
+static const PrimeActionForm phase2_forms[] = {
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0}},
 };
-static const PrimeAction phase2_rank1[] = {
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0},
-};
-static const PrimeAction phase2_rank2[] = {
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0},
-};
-static const PrimeAction phase2_rank3[] = {
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0},
-};
-static const PrimeAction *const phase2_actions[] = {
-    phase2_rank0,
-    phase2_rank1,
-    phase2_rank2,
-    phase2_rank3,
-};
-static const int phase2_nactions[] = {1, 1, 1, 1};
-static const PrimePhase phase2 = {"dy-in", phase2_actions, phase2_nactions, NULL, NULL, NULL, NULL};
+static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
+static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form};
 
-static const PrimeAction phase3_rank0[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0},
-    {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 0, .peer = 2, .tag = 2},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_w,
-     .slot = 1,
-     .peer = 2,
-     .tag = 2,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dx,
-     .slot = 0,
-     .arg = 0,
-     .nin = 2,
-     .in_tensor = {T_dy, T_w},
-     .in_slot = {0, 1}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_dx, .slot = 1, .peer = 1, .tag = 3},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_dx,
-     .slot = 0,
-     .peer = 1,
-     .tag = 3,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 2},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dx,
-     .slot = 2,
-     .arg = 4,
-     .nin = 2,
-     .in_tensor = {T_dy, T_w},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_ADD, .tensor = T_dx, .slot = 2, .nin = 1, .in_tensor = {T_dx}, .in_slot = {1}},
-    {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 1},
-    {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 0},
+static const PrimeActionForm phase3_forms[] = {
+    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0}},
+    {.a = {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 0, .peer = 0, .tag = 2},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {1, 0}},
+    {.a = {.op = PRIME_ACT_SEND,
+           .tensor = T_w,
+           .slot = 1,
+           .peer = 0,
+           .tag = 2,
+           .kind = PRIME_BYTES_SHIFT},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {1, 0}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0}},
+    {.a = {.op = PRIME_ACT_KERNEL,
+           .tensor = T_dx,
+           .slot = 0,
+           .arg = 0,
+           .nin = 2,
+           .in_tensor = {T_dy, T_w},
+           .in_slot = {0, 1}},
+     .arg_form = PRIME_FORM_AFFINE,
+     .index = 0},
+    {.a = {.op = PRIME_ACT_WAIT}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 1}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 1}},
+    {.a = {.op = PRIME_ACT_RECV, .tensor = T_dx, .slot = 1, .peer = 0, .tag = 3},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {0, 1}},
+    {.a = {.op = PRIME_ACT_SEND,
+           .tensor = T_dx,
+           .slot = 0,
+           .peer = 0,
+           .tag = 3,
+           .kind = PRIME_BYTES_SHIFT},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {0, 1}},
+    {.a = {.op = PRIME_ACT_STEP, .arg = 1}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 2}},
+    {.a = {.op = PRIME_ACT_KERNEL,
+           .tensor = T_dx,
+           .slot = 2,
+           .arg = 0,
+           .nin = 2,
+           .in_tensor = {T_dy, T_w},
+           .in_slot = {0, 0}},
+     .arg_form = PRIME_FORM_AFFINE,
+     .index = 1},
+    {.a = {.op = PRIME_ACT_WAIT}},
+    {.a = {.op = PRIME_ACT_ADD,
+           .tensor = T_dx,
+           .slot = 2,
+           .nin = 1,
+           .in_tensor = {T_dx},
+           .in_slot = {1}}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 1}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 0}},
 };
-static const PrimeAction phase3_rank1[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0},
-    {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 0, .peer = 3, .tag = 2},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_w,
-     .slot = 1,
-     .peer = 3,
-     .tag = 2,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dx,
-     .slot = 0,
-     .arg = 1,
-     .nin = 2,
-     .in_tensor = {T_dy, T_w},
-     .in_slot = {0, 1}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_dx, .slot = 1, .peer = 0, .tag = 3},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_dx,
-     .slot = 0,
-     .peer = 0,
-     .tag = 3,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 2},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dx,
-     .slot = 2,
-     .arg = 5,
-     .nin = 2,
-     .in_tensor = {T_dy, T_w},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_ADD, .tensor = T_dx, .slot = 2, .nin = 1, .in_tensor = {T_dx}, .in_slot = {1}},
-    {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 1},
-    {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 0},
+static const PrimeOffsetForm phase3_offset_forms[] = {
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
-static const PrimeAction phase3_rank2[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0},
-    {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 0, .peer = 0, .tag = 2},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_w,
-     .slot = 1,
-     .peer = 0,
-     .tag = 2,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dx,
-     .slot = 0,
-     .arg = 2,
-     .nin = 2,
-     .in_tensor = {T_dy, T_w},
-     .in_slot = {0, 1}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_dx, .slot = 1, .peer = 3, .tag = 3},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_dx,
-     .slot = 0,
-     .peer = 3,
-     .tag = 3,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 2},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dx,
-     .slot = 2,
-     .arg = 6,
-     .nin = 2,
-     .in_tensor = {T_dy, T_w},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_ADD, .tensor = T_dx, .slot = 2, .nin = 1, .in_tensor = {T_dx}, .in_slot = {1}},
-    {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 1},
-    {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 0},
-};
-static const PrimeAction phase3_rank3[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0},
-    {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 0, .peer = 1, .tag = 2},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_w,
-     .slot = 1,
-     .peer = 1,
-     .tag = 2,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dx,
-     .slot = 0,
-     .arg = 3,
-     .nin = 2,
-     .in_tensor = {T_dy, T_w},
-     .in_slot = {0, 1}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_dx, .slot = 1, .peer = 2, .tag = 3},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_dx,
-     .slot = 0,
-     .peer = 2,
-     .tag = 3,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 2},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dx,
-     .slot = 2,
-     .arg = 7,
-     .nin = 2,
-     .in_tensor = {T_dy, T_w},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_ADD, .tensor = T_dx, .slot = 2, .nin = 1, .in_tensor = {T_dx}, .in_slot = {1}},
-    {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 1},
-    {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 0},
-};
-static const PrimeAction *const phase3_actions[] = {
-    phase3_rank0,
-    phase3_rank1,
-    phase3_rank2,
-    phase3_rank3,
-};
-static const int phase3_nactions[] = {18, 18, 18, 18};
-static const long phase3_offsets[][8] = {
-    {0, 2, 0, 0, 0, 0, 0, 0}, {0, 0, 3, 0, 0, 0, 0, 0}, {4, 0, 0, 0, 0, 0, 0, 0},
-    {4, 2, 3, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}, {0, 2, 3, 0, 0, 0, 0, 0},
-    {4, 2, 0, 0, 0, 0, 0, 0}, {4, 0, 3, 0, 0, 0, 0, 0},
-};
+static const PrimePhaseForm phase3_form = {&mesh, 18, phase3_forms, phase3_offset_forms, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3};
-static const PrimePhase phase3 = {"backward y", phase3_actions, phase3_nactions, phase3_kernels,
-                                  NULL,         NULL,           phase3_offsets};
+static const PrimePhase phase3 = {"backward y", NULL, NULL, phase3_kernels,
+                                  NULL,         NULL, NULL, &phase3_form};
 
-static const PrimeAction phase4_rank0[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 0, .peer = 1, .tag = 4},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_x,
-     .slot = 1,
-     .peer = 1,
-     .tag = 4,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dw,
-     .slot = 0,
-     .arg = 0,
-     .nin = 2,
-     .in_tensor = {T_dy, T_x},
-     .in_slot = {0, 1}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_dw, .slot = 1, .peer = 2, .tag = 5},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_dw,
-     .slot = 0,
-     .peer = 2,
-     .tag = 5,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 2},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dw,
-     .slot = 2,
-     .arg = 4,
-     .nin = 2,
-     .in_tensor = {T_dy, T_x},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_ADD, .tensor = T_dw, .slot = 2, .nin = 1, .in_tensor = {T_dw}, .in_slot = {1}},
-    {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 1},
-    {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_dy, .slot = 0},
+static const PrimeActionForm phase4_forms[] = {
+    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
+    {.a = {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 0, .peer = 0, .tag = 4},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {0, 1}},
+    {.a = {.op = PRIME_ACT_SEND,
+           .tensor = T_x,
+           .slot = 1,
+           .peer = 0,
+           .tag = 4,
+           .kind = PRIME_BYTES_SHIFT},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {0, 1}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 0}},
+    {.a = {.op = PRIME_ACT_KERNEL,
+           .tensor = T_dw,
+           .slot = 0,
+           .arg = 0,
+           .nin = 2,
+           .in_tensor = {T_dy, T_x},
+           .in_slot = {0, 1}},
+     .arg_form = PRIME_FORM_AFFINE,
+     .index = 0},
+    {.a = {.op = PRIME_ACT_WAIT}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 1}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 1}},
+    {.a = {.op = PRIME_ACT_RECV, .tensor = T_dw, .slot = 1, .peer = 0, .tag = 5},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {1, 0}},
+    {.a = {.op = PRIME_ACT_SEND,
+           .tensor = T_dw,
+           .slot = 0,
+           .peer = 0,
+           .tag = 5,
+           .kind = PRIME_BYTES_SHIFT},
+     .peer_form = PRIME_FORM_SHIFT,
+     .delta = {1, 0}},
+    {.a = {.op = PRIME_ACT_STEP, .arg = 1}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 2}},
+    {.a = {.op = PRIME_ACT_KERNEL,
+           .tensor = T_dw,
+           .slot = 2,
+           .arg = 0,
+           .nin = 2,
+           .in_tensor = {T_dy, T_x},
+           .in_slot = {0, 0}},
+     .arg_form = PRIME_FORM_AFFINE,
+     .index = 1},
+    {.a = {.op = PRIME_ACT_WAIT}},
+    {.a = {.op = PRIME_ACT_ADD,
+           .tensor = T_dw,
+           .slot = 2,
+           .nin = 1,
+           .in_tensor = {T_dw},
+           .in_slot = {1}}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 1}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 0}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dy, .slot = 0}},
 };
-static const PrimeAction phase4_rank1[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 0, .peer = 0, .tag = 4},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_x,
-     .slot = 1,
-     .peer = 0,
-     .tag = 4,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dw,
-     .slot = 0,
-     .arg = 1,
-     .nin = 2,
-     .in_tensor = {T_dy, T_x},
-     .in_slot = {0, 1}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_dw, .slot = 1, .peer = 3, .tag = 5},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_dw,
-     .slot = 0,
-     .peer = 3,
-     .tag = 5,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 2},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dw,
-     .slot = 2,
-     .arg = 5,
-     .nin = 2,
-     .in_tensor = {T_dy, T_x},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_ADD, .tensor = T_dw, .slot = 2, .nin = 1, .in_tensor = {T_dw}, .in_slot = {1}},
-    {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 1},
-    {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_dy, .slot = 0},
+static const PrimeOffsetForm phase4_offset_forms[] = {
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
+    {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
-static const PrimeAction phase4_rank2[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 0, .peer = 3, .tag = 4},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_x,
-     .slot = 1,
-     .peer = 3,
-     .tag = 4,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dw,
-     .slot = 0,
-     .arg = 2,
-     .nin = 2,
-     .in_tensor = {T_dy, T_x},
-     .in_slot = {0, 1}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_dw, .slot = 1, .peer = 0, .tag = 5},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_dw,
-     .slot = 0,
-     .peer = 0,
-     .tag = 5,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 2},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dw,
-     .slot = 2,
-     .arg = 6,
-     .nin = 2,
-     .in_tensor = {T_dy, T_x},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_ADD, .tensor = T_dw, .slot = 2, .nin = 1, .in_tensor = {T_dw}, .in_slot = {1}},
-    {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 1},
-    {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_dy, .slot = 0},
-};
-static const PrimeAction phase4_rank3[] = {
-    {.op = PRIME_ACT_STEP, .arg = 0},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 0, .peer = 2, .tag = 4},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_x,
-     .slot = 1,
-     .peer = 2,
-     .tag = 4,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 0},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dw,
-     .slot = 0,
-     .arg = 3,
-     .nin = 2,
-     .in_tensor = {T_dy, T_x},
-     .in_slot = {0, 1}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 1},
-    {.op = PRIME_ACT_RECV, .tensor = T_dw, .slot = 1, .peer = 1, .tag = 5},
-    {.op = PRIME_ACT_SEND,
-     .tensor = T_dw,
-     .slot = 0,
-     .peer = 1,
-     .tag = 5,
-     .kind = PRIME_BYTES_SHIFT},
-    {.op = PRIME_ACT_STEP, .arg = 1},
-    {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 2},
-    {.op = PRIME_ACT_KERNEL,
-     .tensor = T_dw,
-     .slot = 2,
-     .arg = 7,
-     .nin = 2,
-     .in_tensor = {T_dy, T_x},
-     .in_slot = {0, 0}},
-    {.op = PRIME_ACT_WAIT},
-    {.op = PRIME_ACT_ADD, .tensor = T_dw, .slot = 2, .nin = 1, .in_tensor = {T_dw}, .in_slot = {1}},
-    {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 1},
-    {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0},
-    {.op = PRIME_ACT_FREE, .tensor = T_dy, .slot = 0},
-};
-static const PrimeAction *const phase4_actions[] = {
-    phase4_rank0,
-    phase4_rank1,
-    phase4_rank2,
-    phase4_rank3,
-};
-static const int phase4_nactions[] = {20, 20, 20, 20};
-static const long phase4_offsets[][8] = {
-    {0, 2, 0, 0, 0, 0, 0, 0}, {0, 0, 3, 0, 0, 0, 0, 0}, {4, 0, 0, 0, 0, 0, 0, 0},
-    {4, 2, 3, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}, {0, 2, 3, 0, 0, 0, 0, 0},
-    {4, 2, 0, 0, 0, 0, 0, 0}, {4, 0, 3, 0, 0, 0, 0, 0},
-};
+static const PrimePhaseForm phase4_form = {&mesh, 20, phase4_forms, phase4_offset_forms, NULL};
 static const PrimeKernelFn phase4_kernels[] = {kernel4};
-static const PrimePhase phase4 = {"gradient y", phase4_actions, phase4_nactions, phase4_kernels,
-                                  NULL,         NULL,           phase4_offsets};
+static const PrimePhase phase4 = {"gradient y", NULL, NULL, phase4_kernels,
+                                  NULL,         NULL, NULL, &phase4_form};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4};
+/* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */
+static const PrimePhaseRun runs[] = {
+    {0, 5, 1, 0, 0, 0},
+};
 
-static const long y_final_tiles0[] = {0};
-static const int y_final_slots0[] = {0};
-static const long y_final_tiles1[] = {1};
-static const int y_final_slots1[] = {0};
-static const long y_final_tiles2[] = {2};
-static const int y_final_slots2[] = {0};
-static const long y_final_tiles3[] = {3};
-static const int y_final_slots3[] = {0};
-static const int y_final_count[] = {1, 1, 1, 1};
-static const long *const y_final_tiles[] = {y_final_tiles0, y_final_tiles1, y_final_tiles2,
-                                            y_final_tiles3};
-static const int *const y_final_slots[] = {y_final_slots0, y_final_slots1, y_final_slots2,
-                                           y_final_slots3};
-static const long x_fill_tiles0[] = {0};
-static const int x_fill_slots0[] = {0};
-static const long x_fill_tiles1[] = {1};
-static const int x_fill_slots1[] = {0};
-static const long x_fill_tiles2[] = {3};
-static const int x_fill_slots2[] = {0};
-static const long x_fill_tiles3[] = {2};
-static const int x_fill_slots3[] = {0};
-static const int x_fill_count[] = {1, 1, 1, 1};
-static const long *const x_fill_tiles[] = {x_fill_tiles0, x_fill_tiles1, x_fill_tiles2,
-                                           x_fill_tiles3};
-static const int *const x_fill_slots[] = {x_fill_slots0, x_fill_slots1, x_fill_slots2,
-                                          x_fill_slots3};
-static const long w_fill_tiles0[] = {0};
-static const int w_fill_slots0[] = {0};
-static const long w_fill_tiles1[] = {3};
-static const int w_fill_slots1[] = {0};
-static const long w_fill_tiles2[] = {2};
-static const int w_fill_slots2[] = {0};
-static const long w_fill_tiles3[] = {1};
-static const int w_fill_slots3[] = {0};
-static const int w_fill_count[] = {1, 1, 1, 1};
-static const long *const w_fill_tiles[] = {w_fill_tiles0, w_fill_tiles1, w_fill_tiles2,
-                                           w_fill_tiles3};
-static const int *const w_fill_slots[] = {w_fill_slots0, w_fill_slots1, w_fill_slots2,
-                                          w_fill_slots3};
-static const long dy_fill_tiles0[] = {0};
-static const int dy_fill_slots0[] = {0};
-static const long dy_fill_tiles1[] = {1};
-static const int dy_fill_slots1[] = {0};
-static const long dy_fill_tiles2[] = {2};
-static const int dy_fill_slots2[] = {0};
-static const long dy_fill_tiles3[] = {3};
-static const int dy_fill_slots3[] = {0};
-static const int dy_fill_count[] = {1, 1, 1, 1};
-static const long *const dy_fill_tiles[] = {dy_fill_tiles0, dy_fill_tiles1, dy_fill_tiles2,
-                                            dy_fill_tiles3};
-static const int *const dy_fill_slots[] = {dy_fill_slots0, dy_fill_slots1, dy_fill_slots2,
-                                           dy_fill_slots3};
-static const long dx_final_tiles0[] = {0};
-static const int dx_final_slots0[] = {2};
-static const long dx_final_tiles1[] = {1};
-static const int dx_final_slots1[] = {2};
-static const long dx_final_tiles2[] = {3};
-static const int dx_final_slots2[] = {2};
-static const long dx_final_tiles3[] = {2};
-static const int dx_final_slots3[] = {2};
-static const int dx_final_count[] = {1, 1, 1, 1};
-static const long *const dx_final_tiles[] = {dx_final_tiles0, dx_final_tiles1, dx_final_tiles2,
-                                             dx_final_tiles3};
-static const int *const dx_final_slots[] = {dx_final_slots0, dx_final_slots1, dx_final_slots2,
-                                            dx_final_slots3};
-static const long dw_final_tiles0[] = {0};
-static const int dw_final_slots0[] = {2};
-static const long dw_final_tiles1[] = {3};
-static const int dw_final_slots1[] = {2};
-static const long dw_final_tiles2[] = {2};
-static const int dw_final_slots2[] = {2};
-static const long dw_final_tiles3[] = {1};
-static const int dw_final_slots3[] = {2};
-static const int dw_final_count[] = {1, 1, 1, 1};
-static const long *const dw_final_tiles[] = {dw_final_tiles0, dw_final_tiles1, dw_final_tiles2,
-                                             dw_final_tiles3};
-static const int *const dw_final_slots[] = {dw_final_slots0, dw_final_slots1, dw_final_slots2,
-                                            dw_final_slots3};
+static const long y_final_nslices[] = {2, 2};
+static const int y_final_slot[] = {0};
+static const PrimeAffine y_final_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {0, 1}, 0}};
+static const PrimeLayoutForm y_final_form = {1, 2, y_final_nslices, y_final_slot, y_final_coord};
+static const long x_fill_nslices[] = {2, 2};
+static const int x_fill_slot[] = {0};
+static const PrimeAffine x_fill_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}};
+static const PrimeLayoutForm x_fill_form = {1, 2, x_fill_nslices, x_fill_slot, x_fill_coord};
+static const long w_fill_nslices[] = {2, 2};
+static const int w_fill_slot[] = {0};
+static const PrimeAffine w_fill_coord[] = {{0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}};
+static const PrimeLayoutForm w_fill_form = {1, 2, w_fill_nslices, w_fill_slot, w_fill_coord};
+static const long dy_fill_nslices[] = {2, 2};
+static const int dy_fill_slot[] = {0};
+static const PrimeAffine dy_fill_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {0, 1}, 0}};
+static const PrimeLayoutForm dy_fill_form = {1, 2, dy_fill_nslices, dy_fill_slot, dy_fill_coord};
+static const long dx_final_nslices[] = {2, 2};
+static const int dx_final_slot[] = {2};
+static const PrimeAffine dx_final_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}};
+static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot,
+                                              dx_final_coord};
+static const long dw_final_nslices[] = {2, 2};
+static const int dw_final_slot[] = {2};
+static const PrimeAffine dw_final_coord[] = {{0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}};
+static const PrimeLayoutForm dw_final_form = {1, 2, dw_final_nslices, dw_final_slot,
+                                              dw_final_coord};
 
 static const PrimeTensorDesc tensors[] = {
     {"y",
@@ -748,8 +319,8 @@ static const PrimeTensorDesc tensors[] = {
      -1,
      1,
      4,
-     {NULL, NULL, NULL},
-     {y_final_count, y_final_tiles, y_final_slots}},
+     {NULL, NULL, NULL, NULL},
+     {NULL, NULL, NULL, &y_final_form}},
     {"x",
      2,
      {8, 4},
@@ -759,8 +330,8 @@ static const PrimeTensorDesc tensors[] = {
      0,
      0,
      0,
-     {x_fill_count, x_fill_tiles, x_fill_slots},
-     {NULL, NULL, NULL}},
+     {NULL, NULL, NULL, &x_fill_form},
+     {NULL, NULL, NULL, NULL}},
     {"w",
      2,
      {4, 6},
@@ -770,8 +341,8 @@ static const PrimeTensorDesc tensors[] = {
      0,
      0,
      2,
-     {w_fill_count, w_fill_tiles, w_fill_slots},
-     {NULL, NULL, NULL}},
+     {NULL, NULL, NULL, &w_fill_form},
+     {NULL, NULL, NULL, NULL}},
     {"dy",
      2,
      {8, 6},
@@ -781,8 +352,8 @@ static const PrimeTensorDesc tensors[] = {
      2,
      0,
      5,
-     {dy_fill_count, dy_fill_tiles, dy_fill_slots},
-     {NULL, NULL, NULL}},
+     {NULL, NULL, NULL, &dy_fill_form},
+     {NULL, NULL, NULL, NULL}},
     {"dx",
      2,
      {8, 4},
@@ -792,8 +363,8 @@ static const PrimeTensorDesc tensors[] = {
      -1,
      1,
      1,
-     {NULL, NULL, NULL},
-     {dx_final_count, dx_final_tiles, dx_final_slots}},
+     {NULL, NULL, NULL, NULL},
+     {NULL, NULL, NULL, &dx_final_form}},
     {"dw",
      2,
      {4, 6},
@@ -803,20 +374,24 @@ static const PrimeTensorDesc tensors[] = {
      -1,
      1,
      3,
-     {NULL, NULL, NULL},
-     {dw_final_count, dw_final_tiles, dw_final_slots}},
+     {NULL, NULL, NULL, NULL},
+     {NULL, NULL, NULL, &dw_final_form}},
 };
 
 /* Predicted by primec: bytes sent per rank (shift, collective, redistribution)
  * and peak bytes allocated per rank. */
+/* Every rank's counts are the same. */
 static const long predicted_bytes[] = {
-    168, 0, 0, 168, 0, 0, 168, 0, 0, 168, 0, 0,
+    168,
+    0,
+    0,
 };
-static const long predicted_peak[] = {256, 256, 256, 256};
+static const long predicted_peak[] = {256};
 
 static const PrimeProgram program = {
-    "m",    4,         TENSOR_COUNT,    tensors,        6,     value_elems, 5,
-    phases, reference, predicted_bytes, predicted_peak, 0.0001};
+    "m",    4,         TENSOR_COUNT,    tensors,        6,      value_elems, 5,
+    phases, reference, predicted_bytes, predicted_peak, 0.0001, &mesh,       1,
+    1,      runs};
 
 int main(int argc, char **argv) {
     return prime_program_main(&program, argc, argv);

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""compile_scale.py — how the compiler's work and its output grow with the
+mesh: `primec build --emit-only` of a single square (Cannon) matmul with
+m = k = n = 32 P on P x P meshes, and `check` on larger meshes.
+
+    python3 bench/compile_scale.py --primec build/compiler/primec \
+        [--before OLD_PRIMEC] [--repeat 5] [--sizes 2,4,8,16] [--check-sizes 32,64]
+
+Prints a Markdown table: median wall time, max RSS and emitted C size
+per mesh (and the same for --before, side by side). Use a Release build.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MODEL = """model sq {{
+    param m = {n}, k = {n}, n = {n};
+    mesh(i: {p}, j: {p});
+    input x[m, k];
+    weight w[k, n];
+    y = matmul(x, w) use square;
+}}
+"""
+
+
+def run_once(cmd):
+    """(wall seconds, max RSS in KB) of one run, via /usr/bin/time."""
+    with tempfile.NamedTemporaryFile(mode="r", suffix=".time") as tf:
+        full = ["/usr/bin/time", "-f", "%e %M", "-o", tf.name] + cmd
+        r = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("%s failed: %s" % (" ".join(cmd), r.stderr[-500:]))
+        wall, rss = tf.read().split()[-2:]
+        return float(wall), int(rss)
+
+
+def measure(primec, work, p, mode, repeat, timeout):
+    src = os.path.join(work, "sq%d.prime" % p)
+    with open(src, "w") as f:
+        f.write(MODEL.format(n=32 * p, p=p))
+    out = os.path.join(work, "out%d" % p)
+    if mode == "emit":
+        cmd = [primec, "build", src, "--emit-only", "-o", out]
+    else:
+        cmd = [primec, "check", src]
+    times, rsss = [], []
+    for _ in range(repeat):
+        wall, rss = run_once(["timeout", str(timeout)] + cmd)
+        times.append(wall)
+        rsss.append(rss)
+    size = os.path.getsize(os.path.join(out, "sq.c")) if mode == "emit" else None
+    return statistics.median(times), max(rsss), size
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--primec", required=True)
+    ap.add_argument("--before", help="an older primec, measured side by side")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sizes", default="2,4,8,16")
+    ap.add_argument("--check-sizes", default="32,64")
+    ap.add_argument("--timeout", type=int, default=600)
+    a = ap.parse_args()
+    bins = [("now", a.primec)] + ([("before", a.before)] if a.before else [])
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for mode, sizes in (("emit", a.sizes), ("check", a.check_sizes)):
+            for p in [int(x) for x in sizes.split(",") if x]:
+                row = ["%s %dx%d" % ("build --emit-only" if mode == "emit" else "check", p, p)]
+                for label, b in bins:
+                    try:
+                        t, rss, size = measure(b, work, p, mode, a.repeat, a.timeout)
+                        row += ["%.2f s" % t, "%.0f MB" % (rss / 1024),
+                                "%.0f KB" % (size / 1024) if size is not None else "-"]
+                    except RuntimeError as e:
+                        print(e, file=sys.stderr)
+                        row += ["failed", "-", "-"]
+                rows.append(row)
+                print(" | ".join(row), file=sys.stderr)
+    head = ["case"]
+    for label, _ in bins:
+        head += ["%s: time" % label, "%s: max RSS" % label, "%s: C" % label]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,873 @@
+/*
+ * form.c — rank-parametric forms of a schedule (see form.h).
+ *
+ * Each rank-dependent field is fitted from a few ranks (the origin and
+ * one step along each axis) and then checked on every rank; a phase is
+ * kept in form only if the runtime's expansion of it equals the
+ * schedule's list on every rank.
+ */
+#include "form.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Fit {
+    Arena *arena;
+    const Schedule *s;
+    const PrimeMesh *mesh;
+    int ndev;
+    long coords0[PRIME_MAX_AXES];
+    int unit[PRIME_MAX_AXES]; /* the rank one step along axis a from the origin; -1 if size 1 */
+} Fit;
+
+/* Fits v(rank) = (base + sum coef[a] * c[a]) mod modulus through the
+ * origin and the unit ranks, then checks it on every rank. */
+static int fit_affine(const Fit *f, const long *v, long modulus, PrimeAffine *out) {
+    memset(out, 0, sizeof *out);
+    if (modulus <= 0)
+        return 0;
+    out->modulus = modulus;
+    out->base = v[0];
+    for (int a = 0; a < f->mesh->naxes; ++a) {
+        if (f->unit[a] < 0)
+            continue;
+        long c = (v[f->unit[a]] - v[0]) % modulus;
+        out->coef[a] = c < 0 ? c + modulus : c;
+    }
+    long coords[PRIME_MAX_AXES];
+    for (int r = 0; r < f->ndev; ++r) {
+        if (v[r] < 0 || v[r] >= modulus)
+            return 0;
+        prime_mesh_coords(f->mesh, r, coords);
+        if (prime_affine_eval(out, f->mesh, coords, 0) != v[r])
+            return 0;
+    }
+    return 1;
+}
+
+static int shift_fits(const Fit *f, const int *peer, int *delta) {
+    long pc[PRIME_MAX_AXES], c[PRIME_MAX_AXES];
+    prime_mesh_coords(f->mesh, peer[0], pc);
+    for (int a = 0; a < f->mesh->naxes; ++a)
+        delta[a] = (int)pc[a];
+    for (int r = 0; r < f->ndev; ++r) {
+        prime_mesh_coords(f->mesh, r, c);
+        for (int a = 0; a < f->mesh->naxes; ++a)
+            c[a] = (c[a] + delta[a]) % f->mesh->size[a];
+        if (prime_mesh_rank(f->mesh, c) != peer[r])
+            return 0;
+    }
+    return 1;
+}
+
+static int is_collective(int op);
+
+/* Every field but peer, arg and slots, equal on every rank. A
+ * collective's tag may differ: each group's collective has its own, and
+ * a form gives all of them one (fit_group says when that is safe). */
+static int same_kind(const PrimeAction *a, const PrimeAction *b) {
+    if (a->op != b->op || a->tensor != b->tensor || a->kind != b->kind || a->nin != b->nin)
+        return 0;
+    if (a->tag != b->tag && !is_collective(a->op))
+        return 0;
+    for (int k = 0; k < a->nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
+        if (a->in_tensor[k] != b->in_tensor[k])
+            return 0;
+    return 1;
+}
+
+static int same_shape(const PrimeAction *a, const PrimeAction *b) {
+    if (!same_kind(a, b) || a->slot != b->slot)
+        return 0;
+    for (int k = 0; k < a->nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
+        if (a->in_slot[k] != b->in_slot[k])
+            return 0;
+    return 1;
+}
+
+/* Slots that differ between ranks as affine functions of the
+ * coordinates, modulo the tensor's slot count. NULL when they are the
+ * same everywhere; *ok = 0 when they fit no such function. */
+static const PrimeAffine *fit_slots(const Fit *f, const PhaseSched *ph, int i, long *v, int *ok) {
+    const PrimeAction *a0 = &ph->actions[0][i];
+    int nin = a0->nin < PRIME_MAX_KERNEL_INPUTS ? a0->nin : PRIME_MAX_KERNEL_INPUTS;
+    int differ = 0;
+    for (int r = 1; r < f->ndev && !differ; ++r)
+        differ = !same_shape(a0, &ph->actions[r][i]);
+    *ok = 1;
+    if (!differ)
+        return NULL;
+    PrimeAffine *out = ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS);
+    for (int k = 0; k <= nin && *ok; ++k) {
+        int tensor = k ? a0->in_tensor[k - 1] : a0->tensor;
+        for (int r = 0; r < f->ndev; ++r)
+            v[r] = k ? ph->actions[r][i].in_slot[k - 1] : ph->actions[r][i].slot;
+        *ok = fit_affine(f, v, f->s->tensors[tensor].max_slots, &out[k]);
+    }
+    for (int k = nin + 1; k <= PRIME_MAX_KERNEL_INPUTS; ++k)
+        out[k].modulus = 1;
+    return out;
+}
+
+static int has_peer(int op) {
+    return op == PRIME_ACT_SEND || op == PRIME_ACT_RECV || op == PRIME_ACT_SEND_BOX ||
+           op == PRIME_ACT_RECV_BOX;
+}
+
+static int is_collective(int op) {
+    return op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER;
+}
+
+static int *rank_table(const Fit *f, const int *v) {
+    int *t = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
+    memcpy(t, v, sizeof(int) * (size_t)f->ndev);
+    return t;
+}
+
+/* The offset form of kernel action i, appended unless an equal one exists. */
+static int fit_offsets(const Fit *f, const PhaseSched *ph, PhaseForm *pf, int i, long *scratch,
+                       PrimeOffsetForm *room) {
+    const SliceTable *st = &f->s->slices[ph->inst];
+    PrimeOffsetForm of;
+    memset(&of, 0, sizeof of);
+    of.ndims = st->ndims < 8 ? st->ndims : 8;
+    for (int x = 0; x < of.ndims; ++x) {
+        of.scale[x] = st->extent[x];
+        for (int r = 0; r < f->ndev; ++r) {
+            long o = ph->offsets[ph->actions[r][i].arg][x];
+            if (st->extent[x] <= 0 || o % st->extent[x])
+                return -1;
+            scratch[r] = o / st->extent[x];
+        }
+        if (!fit_affine(f, scratch, st->nslices[x], &of.dim[x]))
+            return -1;
+    }
+    for (int r = 0; r < f->ndev; ++r)
+        for (int x = of.ndims; x < 8; ++x)
+            if (ph->offsets[ph->actions[r][i].arg][x] != 0)
+                return -1;
+    for (int k = 0; k < pf->noffset_forms; ++k)
+        if (memcmp(&room[k], &of, sizeof of) == 0)
+            return k;
+    room[pf->noffset_forms] = of;
+    return pf->noffset_forms++;
+}
+
+/* The group form of collective action i: the axes along which rank 0's
+ * group spreads; every rank's group must be its sub-mesh along them.
+ * Then the groups partition the mesh: members of one group run action i
+ * together, and no two groups exchange a message, so every group can
+ * use rank 0's tag (tags of distinct collectives stay distinct). */
+static int group_matches(const Fit *f, const PhaseSched *ph, int i, const PrimeGroupForm *g,
+                         int *members) {
+    long rc[PRIME_MAX_AXES];
+    for (int r = 0; r < f->ndev; ++r) {
+        const Collective *cr = ph->groups.items[ph->actions[r][i].arg];
+        prime_mesh_coords(f->mesh, r, rc);
+        int n = prime_group_members(f->mesh, rc, g, members);
+        if (n != cr->gsize || memcmp(members, cr->group, sizeof(int) * (size_t)n) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int fit_group(const Fit *f, const PhaseSched *ph, PhaseForm *pf, int i, int *members,
+                     PrimeGroupForm *room) {
+    const Collective *c0 = ph->groups.items[ph->actions[0][i].arg];
+    PrimeGroupForm g;
+    memset(&g, 0, sizeof g);
+    long c[PRIME_MAX_AXES];
+    for (int p = 0; p < c0->gsize; ++p) {
+        prime_mesh_coords(f->mesh, c0->group[p], c);
+        for (int a = 0; a < f->mesh->naxes; ++a)
+            if (c[a] != f->coords0[a])
+                g.axes |= 1u << a;
+    }
+    int ok = group_matches(f, ph, i, &g, members);
+    /* Else a line through the origin: some member generates the group. */
+    for (int p = 0; !ok && p < c0->gsize; ++p) {
+        if (c0->group[p] == 0)
+            continue;
+        memset(&g, 0, sizeof g);
+        g.count = c0->gsize;
+        prime_mesh_coords(f->mesh, c0->group[p], c);
+        for (int a = 0; a < f->mesh->naxes; ++a)
+            g.step[a] = (int)c[a];
+        ok = group_matches(f, ph, i, &g, members);
+    }
+    if (!ok)
+        return -1;
+    for (int k = 0; k < pf->ngroup_forms; ++k)
+        if (memcmp(&room[k], &g, sizeof g) == 0)
+            return k;
+    room[pf->ngroup_forms] = g;
+    return pf->ngroup_forms++;
+}
+
+/* The resolved meaning of an action on a rank, for the proof: peers and
+ * args replaced by what they denote. */
+static int same_meaning(const PhaseSched *ph, const PrimeAction *want, const PrimeRankPhase *v,
+                        const PrimeAction *got) {
+    if (!same_shape(want, got) || want->peer != got->peer)
+        return 0;
+    if (want->op == PRIME_ACT_KERNEL && ph->offsets)
+        return memcmp(ph->offsets[want->arg], v->offsets[got->arg], sizeof(long[8])) == 0;
+    if (is_collective(want->op)) {
+        const Collective *c = ph->groups.items[want->arg];
+        const PrimeGroup *g = &v->groups[got->arg];
+        return g->size == c->gsize &&
+               memcmp(g->ranks, c->group, sizeof(int) * (size_t)c->gsize) == 0;
+    }
+    return want->arg == got->arg;
+}
+
+/* Runs the runtime's expansion of the form on every rank and compares. */
+static const char *prove_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) {
+    PrimePhase phase;
+    memset(&phase, 0, sizeof phase);
+    phase.name = "proof";
+    phase.form = &pf->form;
+    phase.offsets = pf->uses_offsets ? (const long(*)[8])ph->offsets : NULL;
+    for (int r = 0; r < f->ndev; ++r) {
+        PrimeRankPhase v;
+        if (prime_rank_phase(&phase, r, &v) != PRIME_OK)
+            return "out of memory while proving the form";
+        int ok = v.nactions == ph->nactions[r];
+        for (int i = 0; ok && i < v.nactions; ++i)
+            ok = same_meaning(ph, &ph->actions[r][i], &v, &v.actions[i]);
+        prime_rank_phase_release(&v);
+        if (!ok)
+            return "the expanded form differs from the per-rank schedule";
+    }
+    return NULL;
+}
+
+/* ---- Step loops ---------------------------------------------------- */
+
+/* The slot affine of slot k (0: the action's own, 1 + x: input x). */
+static PrimeAffine slot_affine(const Fit *f, const PrimeActionForm *af, int k) {
+    if (af->slots)
+        return af->slots[k];
+    PrimeAffine a;
+    memset(&a, 0, sizeof a);
+    int tensor = k ? af->a.in_tensor[k - 1] : af->a.tensor;
+    a.modulus = af->a.op == PRIME_ACT_WAIT || af->a.op == PRIME_ACT_STEP
+                    ? 1
+                    : f->s->tensors[tensor].max_slots;
+    a.base = k ? af->a.in_slot[k - 1] : af->a.slot;
+    return a;
+}
+
+/* Whether b is a advanced by `it` steps of the increment d (for
+ * affine forms: same coefficients and modulus, bases in progression). */
+static long mod_step(long x, long m) {
+    long v = x % m;
+    return v < 0 ? v + m : v;
+}
+
+static int affine_follows(const PrimeAffine *a, const PrimeAffine *b, long d, long it) {
+    if (a->modulus != b->modulus || a->modulus <= 0 || a->tcoef || b->tcoef)
+        return 0;
+    if (memcmp(a->coef, b->coef, sizeof a->coef) != 0)
+        return 0;
+    return mod_step(b->base, a->modulus) == mod_step(a->base + it * d, a->modulus);
+}
+
+/* The increments from form a (iteration 0) to form b (iteration 1), in
+ * the loop form `out` (a's fields with tcoef set); 0 if their shapes
+ * differ in a way no loop covers. */
+static int step_increments(const Fit *f, const PrimeActionForm *a, const PrimeActionForm *b,
+                           const PrimeOffsetForm *offs, PrimeActionForm *out,
+                           PrimeOffsetForm *loop_off) {
+    if (a->a.op != b->a.op || a->a.tensor != b->a.tensor || a->a.kind != b->a.kind ||
+        a->a.nin != b->a.nin || a->peer_form != b->peer_form || a->arg_form != b->arg_form ||
+        a->peer_form == PRIME_FORM_TABLE || a->arg_form == PRIME_FORM_TABLE ||
+        (a->slots == NULL) != (b->slots == NULL) || a->repeat > 1 || b->repeat > 1)
+        return 0;
+    for (int x = 0; x < a->a.nin && x < PRIME_MAX_KERNEL_INPUTS; ++x)
+        if (a->a.in_tensor[x] != b->a.in_tensor[x])
+            return 0;
+    if (a->peer_form == PRIME_FORM_SHIFT && memcmp(a->delta, b->delta, sizeof a->delta) != 0)
+        return 0;
+    if (a->peer_form == PRIME_FORM_CONST && a->a.peer != b->a.peer)
+        return 0;
+    if (a->arg_form == PRIME_FORM_GROUP && a->index != b->index)
+        return 0;
+    *out = *a;
+    out->dstep_tag = b->a.tag - a->a.tag;
+    out->dstep_arg = a->arg_form == PRIME_FORM_CONST ? b->a.arg - a->a.arg : 0;
+    int nslots = 1 + (a->a.nin < PRIME_MAX_KERNEL_INPUTS ? a->a.nin : PRIME_MAX_KERNEL_INPUTS);
+    PrimeAffine *sl = ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS);
+    int moving = 0;
+    for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
+        if (k >= nslots) {
+            sl[k].modulus = 1;
+            continue;
+        }
+        PrimeAffine sa = slot_affine(f, a, k), sb = slot_affine(f, b, k);
+        if (sa.modulus <= 0)
+            return 0;
+        long d = mod_step(sb.base - sa.base, sa.modulus);
+        if (!affine_follows(&sa, &sb, d, 1))
+            return 0;
+        sl[k] = sa;
+        sl[k].tcoef = d;
+        moving |= d != 0;
+    }
+    out->slots = moving || a->slots ? sl : NULL;
+    if (a->arg_form == PRIME_FORM_AFFINE) {
+        const PrimeOffsetForm *oa = &offs[a->index], *ob = &offs[b->index];
+        if (oa->ndims != ob->ndims || memcmp(oa->scale, ob->scale, sizeof oa->scale) != 0)
+            return 0;
+        *loop_off = *oa;
+        for (int x = 0; x < oa->ndims; ++x) {
+            long d = mod_step(ob->dim[x].base - oa->dim[x].base, oa->dim[x].modulus);
+            if (!affine_follows(&oa->dim[x], &ob->dim[x], d, 1))
+                return 0;
+            loop_off->dim[x].tcoef = d;
+        }
+    }
+    return 1;
+}
+
+/* Whether form c is the loop form l at iteration it. */
+static int step_matches(const Fit *f, const PrimeActionForm *l, const PrimeOffsetForm *loop_off,
+                        const PrimeActionForm *c, const PrimeOffsetForm *offs, long it) {
+    PrimeActionForm tmp;
+    PrimeOffsetForm tmp_off;
+    if (!step_increments(f, c, c, offs, &tmp, &tmp_off))
+        return 0;
+    if (c->a.tag != l->a.tag + it * l->dstep_tag)
+        return 0;
+    if (l->arg_form == PRIME_FORM_CONST && c->a.arg != l->a.arg + it * l->dstep_arg)
+        return 0;
+    if (l->peer_form == PRIME_FORM_SHIFT && memcmp(l->delta, c->delta, sizeof l->delta) != 0)
+        return 0;
+    if (l->peer_form == PRIME_FORM_CONST && l->a.peer != c->a.peer)
+        return 0;
+    if (l->arg_form == PRIME_FORM_GROUP && l->index != c->index)
+        return 0;
+    if (l->a.op != c->a.op || l->a.tensor != c->a.tensor || l->a.kind != c->a.kind ||
+        l->a.nin != c->a.nin || l->peer_form != c->peer_form || l->arg_form != c->arg_form)
+        return 0;
+    for (int x = 0; x < l->a.nin && x < PRIME_MAX_KERNEL_INPUTS; ++x)
+        if (l->a.in_tensor[x] != c->a.in_tensor[x])
+            return 0;
+    int nslots = 1 + (l->a.nin < PRIME_MAX_KERNEL_INPUTS ? l->a.nin : PRIME_MAX_KERNEL_INPUTS);
+    for (int k = 0; k < nslots; ++k) {
+        PrimeAffine base = slot_affine(f, l, k), sc = slot_affine(f, c, k);
+        long d = l->slots ? l->slots[k].tcoef : 0;
+        base.tcoef = 0;
+        if (!affine_follows(&base, &sc, d, it))
+            return 0;
+    }
+    if (l->arg_form == PRIME_FORM_AFFINE) {
+        const PrimeOffsetForm *oc = &offs[c->index];
+        if (oc->ndims != loop_off->ndims ||
+            memcmp(oc->scale, loop_off->scale, sizeof oc->scale) != 0)
+            return 0;
+        for (int x = 0; x < oc->ndims; ++x) {
+            PrimeAffine base = loop_off->dim[x];
+            long d = base.tcoef;
+            base.tcoef = 0;
+            if (!affine_follows(&base, &oc->dim[x], d, it))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Folds runs of steps that repeat with fields in progression into step
+ * loops (PrimeActionForm.repeat); returns the new number of forms. */
+static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n,
+                      PrimeOffsetForm *offs) {
+    int *start = ARENA_ARRAY_UNINIT(f->arena, int, n + 2);
+    int nb = 0;
+    for (int i = 0; i < n; ++i)
+        if (forms[i].a.op == PRIME_ACT_STEP)
+            start[nb++] = i;
+    if (nb < 3)
+        return n;
+    start[nb] = n;
+    PrimeActionForm *out = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
+    PrimeActionForm *loop = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
+    PrimeOffsetForm *loop_off = ARENA_ARRAY(f->arena, PrimeOffsetForm, n + 1);
+    int m = 0;
+    for (int i = 0; i < start[0]; ++i)
+        out[m++] = forms[i];
+    for (int b = 0; b < nb;) {
+        /* The best unit of q steps (1 to 4: slots that alternate make
+         * a unit of two) repeated reps times from step b. */
+        int best_q = 1, best_reps = 1;
+        for (int q = 1; q <= 4 && b + 2 * q <= nb; ++q) {
+            int len = start[b + q] - start[b];
+            if (start[b + 2 * q] - start[b + q] != len)
+                continue;
+            int ok = 1, reps;
+            for (int p = 0; p < len && ok; ++p)
+                ok = step_increments(f, &forms[start[b] + p], &forms[start[b + q] + p], offs,
+                                     &loop[p], &loop_off[p]);
+            for (reps = ok ? 2 : 1; ok && b + (reps + 1) * q <= nb; ++reps) {
+                int u = start[b + reps * q];
+                if (start[b + (reps + 1) * q] - u != len)
+                    break;
+                int match = 1;
+                for (int p = 0; p < len && match; ++p)
+                    match = step_matches(f, &loop[p], &loop_off[p], &forms[u + p], offs, reps);
+                if (!match)
+                    break;
+            }
+            if (reps >= 2 && reps * q > best_reps * best_q && reps * q >= 3)
+                best_q = q, best_reps = reps;
+        }
+        int len = start[b + best_q] - start[b];
+        if (best_reps >= 2) {
+            /* Recompute the unit's increments for the chosen q. */
+            for (int p = 0; p < len; ++p)
+                step_increments(f, &forms[start[b] + p], &forms[start[b + best_q] + p], offs,
+                                &loop[p], &loop_off[p]);
+            for (int p = 0; p < len; ++p) {
+                PrimeActionForm *lf = &out[m + p];
+                *lf = loop[p];
+                if (lf->arg_form == PRIME_FORM_AFFINE) {
+                    offs[pf->noffset_forms] = loop_off[p];
+                    lf->index = pf->noffset_forms++;
+                }
+            }
+            out[m].repeat = best_reps;
+            out[m].body = len;
+            m += len;
+            b += best_reps * best_q;
+        } else {
+            for (int p = 0; p < start[b + 1] - start[b]; ++p)
+                out[m++] = forms[start[b] + p];
+            b += 1;
+        }
+    }
+    memcpy(forms, out, sizeof(PrimeActionForm) * (size_t)m);
+    /* Keep only the offset forms still used, in order of first use. */
+    int *map = ARENA_ARRAY(f->arena, int, pf->noffset_forms + 1);
+    PrimeOffsetForm *kept = ARENA_ARRAY(f->arena, PrimeOffsetForm, pf->noffset_forms + 1);
+    int nkept = 0;
+    for (int k = 0; k < pf->noffset_forms; ++k)
+        map[k] = -1;
+    for (int i = 0; i < m; ++i) {
+        if (forms[i].arg_form != PRIME_FORM_AFFINE)
+            continue;
+        int k = forms[i].index;
+        if (map[k] < 0) {
+            map[k] = nkept;
+            kept[nkept++] = offs[k];
+        }
+        forms[i].index = map[k];
+    }
+    memcpy(offs, kept, sizeof(PrimeOffsetForm) * (size_t)nkept);
+    pf->noffset_forms = nkept;
+    return m;
+}
+
+static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) {
+    int n = ph->nactions[0];
+    for (int r = 1; r < f->ndev; ++r)
+        if (ph->nactions[r] != n)
+            return "ranks run different numbers of actions";
+    for (int r = 1; r < f->ndev; ++r)
+        for (int i = 0; i < n; ++i)
+            if (!same_kind(&ph->actions[0][i], &ph->actions[r][i]))
+                return "ranks run different action sequences";
+    PrimeActionForm *forms = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
+    PrimeOffsetForm *offs = ARENA_ARRAY(f->arena, PrimeOffsetForm, 2 * n + 2);
+    /* fold_steps appends at most one offset form per form. */
+    PrimeGroupForm *gforms = ARENA_ARRAY(f->arena, PrimeGroupForm, n + 1);
+    long *scratch = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
+    int *ivals = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
+    int *members = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
+    int kernels_affine = 1, groups_fit = 1;
+    /* Kernels and collectives are all in form or all tables, so that a
+     * rank's offsets and groups come from one place. */
+    for (int i = 0; i < n && (kernels_affine || groups_fit); ++i) {
+        int op = ph->actions[0][i].op;
+        if (op == PRIME_ACT_KERNEL && kernels_affine && ph->offsets)
+            kernels_affine = fit_offsets(f, ph, pf, i, scratch, offs) >= 0;
+        if (is_collective(op) && groups_fit)
+            groups_fit = fit_group(f, ph, pf, i, members, gforms) >= 0;
+    }
+    pf->noffset_forms = 0;
+    pf->ngroup_forms = 0;
+    for (int i = 0; i < n; ++i) {
+        const PrimeAction *a0 = &ph->actions[0][i];
+        PrimeActionForm *af = &forms[i];
+        af->a = *a0;
+        int slots_ok;
+        af->slots = fit_slots(f, ph, i, scratch, &slots_ok);
+        if (!slots_ok)
+            return "ranks use slots that are no affine function of their coordinates";
+        if (has_peer(a0->op)) {
+            int same = 1;
+            for (int r = 0; r < f->ndev; ++r) {
+                ivals[r] = ph->actions[r][i].peer;
+                same &= ivals[r] == a0->peer;
+            }
+            if (same)
+                af->peer_form = PRIME_FORM_CONST;
+            else if (shift_fits(f, ivals, af->delta))
+                af->peer_form = PRIME_FORM_SHIFT, af->a.peer = 0;
+            else
+                af->peer_form = PRIME_FORM_TABLE, af->peer_table = rank_table(f, ivals),
+                af->a.peer = 0, pf->ntables++;
+        }
+        int same_arg = 1;
+        for (int r = 0; r < f->ndev; ++r) {
+            ivals[r] = ph->actions[r][i].arg;
+            same_arg &= ivals[r] == a0->arg;
+        }
+        if (a0->op == PRIME_ACT_KERNEL && ph->offsets && kernels_affine) {
+            af->arg_form = PRIME_FORM_AFFINE;
+            af->index = fit_offsets(f, ph, pf, i, scratch, offs);
+            af->a.arg = 0;
+        } else if (is_collective(a0->op) && groups_fit) {
+            af->arg_form = PRIME_FORM_GROUP;
+            af->index = fit_group(f, ph, pf, i, members, gforms);
+            af->a.arg = 0;
+        } else if (is_collective(a0->op)) {
+            return "collective groups are neither sub-meshes nor lines of the mesh";
+        } else if (!same_arg || a0->op == PRIME_ACT_KERNEL) {
+            /* Table args index the phase's own tables: keep them. */
+            af->arg_form = PRIME_FORM_TABLE;
+            af->arg_table = rank_table(f, ivals);
+            af->a.arg = 0;
+            pf->ntables++;
+            if (a0->op == PRIME_ACT_KERNEL)
+                pf->uses_offsets = 1;
+        }
+    }
+    n = fold_steps(f, pf, forms, n, offs);
+    pf->form.mesh = f->mesh;
+    pf->form.nforms = n;
+    pf->form.forms = forms;
+    pf->form.offset_forms = pf->noffset_forms ? offs : NULL;
+    pf->form.group_forms = pf->ngroup_forms ? gforms : NULL;
+    return prove_phase(f, ph, pf);
+}
+
+/* A layout in form: the same slots on every rank, each holding a tile
+ * whose slice indices are affine in the coordinates. */
+static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Layout *l) {
+    int n = l->count[0];
+    for (int r = 1; r < f->ndev; ++r)
+        if (l->count[r] != n)
+            return NULL;
+    int *slot = ARENA_ARRAY(f->arena, int, n + 1);
+    PrimeAffine *coord = ARENA_ARRAY(f->arena, PrimeAffine, (size_t)n * (size_t)t->ndims + 1);
+    long *v = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
+    long *tile = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
+    for (int i = 0; i < n; ++i) {
+        slot[i] = l->slots[0][i];
+        for (int r = 0; r < f->ndev; ++r) {
+            int k = 0;
+            while (k < n && l->slots[r][k] != slot[i])
+                ++k;
+            if (k == n)
+                return NULL;
+            tile[r] = l->tiles[r][k];
+        }
+        for (int x = 0; x < t->ndims; ++x) {
+            for (int r = 0; r < f->ndev; ++r)
+                v[r] = sched_tile_coord(t, tile[r], x);
+            if (!fit_affine(f, v, t->nslices[x], &coord[i * t->ndims + x]))
+                return NULL;
+        }
+    }
+    PrimeLayoutForm *lf = ARENA_NEW(f->arena, PrimeLayoutForm);
+    lf->count = n;
+    lf->ndims = t->ndims;
+    lf->nslices = t->nslices;
+    lf->slot = slot;
+    lf->coord = coord;
+    /* The proof: every rank's (tile, slot) pairs, as a set, are its own. */
+    for (int r = 0; r < f->ndev; ++r)
+        for (int i = 0; i < n; ++i) {
+            long id;
+            int sl;
+            prime_layout_form_tile(lf, f->mesh, r, i, &id, &sl);
+            int found = 0;
+            for (int k = 0; k < n && !found; ++k)
+                found = l->tiles[r][k] == id && l->slots[r][k] == sl;
+            if (!found)
+                return NULL;
+        }
+    return lf;
+}
+
+/* The layer copy an instance is in, or -1. */
+static int layer_of_instance(const Model *m, int i) {
+    if (m->layer_count <= 0 || m->layer_size <= 0 || i < m->layer_first ||
+        i >= m->layer_first + m->layer_size * m->layer_count)
+        return -1;
+    return (i - m->layer_first) / m->layer_size;
+}
+
+typedef struct TensorKey {
+    int layer; /* -1: outside the repeated layer */
+    int role;  /* the model tensor's position among its layer's */
+    int is_grad;
+    int tiling; /* how many storage tensors of the same value come before */
+    int index;
+} TensorKey;
+
+static int cmp_key(const void *pa, const void *pb) {
+    const TensorKey *a = pa, *b = pb;
+    if ((a->layer < 0) != (b->layer < 0))
+        return a->layer < 0 ? -1 : 1;
+    if (a->layer < 0)
+        return (a->index > b->index) - (a->index < b->index);
+    int d[4] = {a->layer - b->layer, a->role - b->role, a->is_grad - b->is_grad,
+                a->tiling - b->tiling};
+    for (int k = 0; k < 4; ++k)
+        if (d[k])
+            return d[k] < 0 ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+static void number_tensors(Arena *arena, const Schedule *s, ScheduleForm *sf) {
+    const Model *m = s->model;
+    int n = s->ntensors;
+    int *mt_layer = ARENA_ARRAY(arena, int, m->ntensors + 1);
+    int *mt_role = ARENA_ARRAY(arena, int, m->ntensors + 1);
+    for (int t = 0; t < m->ntensors; ++t)
+        mt_layer[t] = -2; /* not yet seen */
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        int l = layer_of_instance(m, i);
+        for (int a = 0; a <= inst->op->ninputs; ++a) {
+            int t = a < inst->op->ninputs ? inst->args[a] : inst->result;
+            if (a == inst->op->ninputs || m->tensors[t].producer < 0)
+                mt_layer[t] = mt_layer[t] == -2 || mt_layer[t] == l ? l : -1;
+        }
+    }
+    int *next_role = ARENA_ARRAY(arena, int, m->layer_count + 1);
+    for (int t = 0; t < m->ntensors; ++t) {
+        if (mt_layer[t] == -2)
+            mt_layer[t] = -1;
+        mt_role[t] = mt_layer[t] >= 0 ? next_role[mt_layer[t]]++ : 0;
+    }
+    TensorKey *keys = ARENA_ARRAY(arena, TensorKey, n + 1);
+    int *seen = ARENA_ARRAY(arena, int, 2 * m->ntensors + 1);
+    for (int t = 0; t < n; ++t) {
+        const SchedTensor *ts = &s->tensors[t];
+        int v = 2 * ts->model_tensor + ts->is_grad;
+        keys[t] = (TensorKey){mt_layer[ts->model_tensor], mt_role[ts->model_tensor], ts->is_grad,
+                              seen[v]++, t};
+    }
+    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    sf->tensor_number = ARENA_ARRAY(arena, int, n + 1);
+    sf->tensor_at = ARENA_ARRAY(arena, int, n + 1);
+    for (int k = 0; k < n; ++k) {
+        sf->tensor_at[k] = keys[k].index;
+        sf->tensor_number[keys[k].index] = k;
+    }
+}
+
+ScheduleForm *form_build(Arena *arena, const Schedule *s) {
+    const Mesh *m = &s->model->mesh;
+    ScheduleForm *sf = ARENA_NEW(arena, ScheduleForm);
+    sf->mesh.naxes = m->naxes;
+    for (int a = 0; a < m->naxes; ++a)
+        sf->mesh.size[a] = m->sizes[a];
+    Fit f = {.arena = arena, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
+    for (int a = 0; a < m->naxes; ++a) {
+        long c[PRIME_MAX_AXES] = {0};
+        c[a] = 1;
+        f.unit[a] = m->sizes[a] > 1 ? prime_mesh_rank(&sf->mesh, c) : -1;
+    }
+    sf->phases = ARENA_ARRAY(arena, PhaseForm, s->phases.count + 1);
+    for (int k = 0; k < s->phases.count; ++k) {
+        PhaseForm *pf = &sf->phases[k];
+        pf->fallback = fit_phase(&f, s->phases.items[k], pf);
+        if (pf->fallback)
+            sf->nfallback++;
+    }
+    sf->home = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
+    sf->final = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
+    for (int t = 0; t < s->ntensors; ++t) {
+        const SchedTensor *ts = &s->tensors[t];
+        if (ts->fill_phase >= 0 && !(sf->home[t] = fit_layout(&f, ts, &s->home[t])))
+            sf->nlayout_fallback++;
+        if (ts->check && !(sf->final[t] = fit_layout(&f, ts, &s->final[t])))
+            sf->nlayout_fallback++;
+    }
+    number_tensors(arena, s, sf);
+    sf->predicted_uniform = 1;
+    for (int r = 1; r < m->ndev; ++r) {
+        for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
+            if (s->pred_bytes[kind][r] != s->pred_bytes[kind][0])
+                sf->predicted_uniform = 0;
+        if (s->pred_peak[r] != s->pred_peak[0])
+            sf->predicted_uniform = 0;
+    }
+    return sf;
+}
+
+/* ---- Layer folding ------------------------------------------------- */
+
+typedef struct Shift {
+    int set[3];
+    int d[3]; /* tensor, tag, value */
+} Shift;
+
+static int shift_ok(Shift *sh, int which, long a, long b, long copies) {
+    if (!sh->set[which]) {
+        if ((b - a) % copies)
+            return 0;
+        sh->d[which] = (int)((b - a) / copies);
+        sh->set[which] = 1;
+    }
+    return b == a + copies * sh->d[which];
+}
+
+static int has_tensor_op(int op) {
+    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP;
+}
+
+static int has_tag_op(int op) {
+    return has_peer(op) || is_collective(op);
+}
+
+static int value_of(const Schedule *s, int tensor) {
+    const SchedTensor *t = &s->tensors[tensor];
+    return 2 * t->model_tensor + t->is_grad;
+}
+
+/* Whether phase kb is phase ka shifted by `copies` layers of *sh. */
+static int phase_shifted(const Schedule *s, const ScheduleForm *sf, const int *kernel,
+                         const int *reference, int ka, int kb, long copies, Shift *sh) {
+    const PhaseForm *fa = &sf->phases[ka], *fb = &sf->phases[kb];
+    const PhaseSched *pa = s->phases.items[ka], *pb = s->phases.items[kb];
+    if (fa->fallback || fb->fallback || fa->ntables || fb->ntables || fa->uses_offsets ||
+        fb->uses_offsets)
+        return 0;
+    if (pa->kind != pb->kind || kernel[ka] != kernel[kb] || reference[ka] != reference[kb] ||
+        pa->nin != pb->nin || fa->form.nforms != fb->form.nforms ||
+        fa->noffset_forms != fb->noffset_forms || fa->ngroup_forms != fb->ngroup_forms ||
+        pa->nboxes != pb->nboxes)
+        return 0;
+    int compute = pa->kind == PHASE_FWD || pa->kind == PHASE_BWD || pa->kind == PHASE_GRAD;
+    if (compute) {
+        if (!shift_ok(sh, 2, value_of(s, pa->out.tensor), value_of(s, pb->out.tensor), copies))
+            return 0;
+        for (int i = 0; i < pa->nin; ++i)
+            if (!shift_ok(sh, 2, value_of(s, pa->in[i].tensor), value_of(s, pb->in[i].tensor),
+                          copies))
+                return 0;
+    }
+    if (fa->noffset_forms && memcmp(fa->form.offset_forms, fb->form.offset_forms,
+                                    sizeof(PrimeOffsetForm) * (size_t)fa->noffset_forms) != 0)
+        return 0;
+    if (fa->ngroup_forms && memcmp(fa->form.group_forms, fb->form.group_forms,
+                                   sizeof(PrimeGroupForm) * (size_t)fa->ngroup_forms) != 0)
+        return 0;
+    if (pa->nboxes && memcmp(pa->boxes, pb->boxes, sizeof(PrimeBox) * (size_t)pa->nboxes) != 0)
+        return 0;
+    for (int i = 0; i < fa->form.nforms; ++i) {
+        PrimeActionForm x = fa->form.forms[i], y = fb->form.forms[i];
+        if (x.a.op != y.a.op)
+            return 0;
+        if (has_tensor_op(x.a.op)) {
+            const int *num = sf->tensor_number;
+            if (!shift_ok(sh, 0, num[x.a.tensor], num[y.a.tensor], copies))
+                return 0;
+            for (int k = 0; k < x.a.nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
+                if (!shift_ok(sh, 0, num[x.a.in_tensor[k]], num[y.a.in_tensor[k]], copies))
+                    return 0;
+            y.a.tensor = x.a.tensor;
+            memcpy(y.a.in_tensor, x.a.in_tensor, sizeof x.a.in_tensor);
+        }
+        if (has_tag_op(x.a.op)) {
+            if (!shift_ok(sh, 1, x.a.tag, y.a.tag, copies))
+                return 0;
+            y.a.tag = x.a.tag;
+        }
+        if ((x.slots == NULL) != (y.slots == NULL) ||
+            (x.slots &&
+             memcmp(x.slots, y.slots, sizeof(PrimeAffine) * (1 + PRIME_MAX_KERNEL_INPUTS)) != 0))
+            return 0;
+        y.slots = x.slots;
+        if (memcmp(&x, &y, sizeof x) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static unsigned long phase_hash(const Schedule *s, const ScheduleForm *sf, const int *kernel,
+                                int k) {
+    const PhaseForm *f = &sf->phases[k];
+    const PhaseSched *ph = s->phases.items[k];
+    unsigned long h = 1469598103934665603ul;
+    h = (h ^ (unsigned long)ph->kind) * 1099511628211ul;
+    h = (h ^ (unsigned long)(kernel[k] + 1)) * 1099511628211ul;
+    h = (h ^ (unsigned long)(f->fallback ? -1 : f->form.nforms)) * 1099511628211ul;
+    for (int i = 0; !f->fallback && i < f->form.nforms; ++i)
+        h = (h ^ (unsigned long)f->form.forms[i].a.op) * 1099511628211ul;
+    return h;
+}
+
+/* How many copies of [p, p + len) follow from p, the first included. */
+static long count_copies(const Schedule *s, const ScheduleForm *sf, const int *kernel,
+                         const int *reference, int p, int len, Shift *sh) {
+    int n = s->phases.count;
+    long reps = 1;
+    memset(sh, 0, sizeof *sh);
+    while (p + (reps + 1) * len <= n) {
+        Shift trial = *sh;
+        int ok = 1;
+        for (int j = 0; j < len && ok; ++j)
+            ok = phase_shifted(s, sf, kernel, reference, p + j, (int)(p + reps * len + j), reps,
+                               &trial);
+        if (!ok)
+            break;
+        *sh = trial;
+        ++reps;
+    }
+    return reps;
+}
+
+PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm *sf,
+                            const int *kernel, const int *reference) {
+    int n = s->phases.count;
+    PhaseRuns *pr = ARENA_NEW(arena, PhaseRuns);
+    pr->runs = ARENA_ARRAY(arena, PhaseRun, n + 1);
+    unsigned long *hash = ARENA_ARRAY_UNINIT(arena, unsigned long, n + 1);
+    for (int k = 0; k < n; ++k)
+        hash[k] = phase_hash(s, sf, kernel, k);
+    for (int p = 0; p < n;) {
+        int best_len = 1;
+        long best_reps = 1;
+        Shift best = {{0}, {0}}, sh;
+        int tried = 0;
+        for (int q = p + 1; q < n && q - p <= (n - p) / 2 && tried < 8; ++q) {
+            if (hash[q] != hash[p])
+                continue;
+            ++tried;
+            long reps = count_copies(s, sf, kernel, reference, p, q - p, &sh);
+            if (reps >= 2 && reps * (q - p) > best_reps * best_len)
+                best_len = q - p, best_reps = reps, best = sh;
+        }
+        PhaseRun *prev = pr->nruns ? &pr->runs[pr->nruns - 1] : NULL;
+        if (best_reps == 1 && prev && prev->repeat == 1) {
+            prev->len++;
+            pr->nemitted++;
+            p++;
+            continue;
+        }
+        PhaseRun *r = &pr->runs[pr->nruns++];
+        r->first = p;
+        r->len = best_len;
+        r->repeat = best_reps;
+        r->dtensor = best.d[0];
+        r->dtag = best.d[1];
+        r->dvalue = best.d[2];
+        pr->nemitted += best_len;
+        p += (int)(best_len * best_reps);
+    }
+    return pr;
+}

@@ -1,0 +1,73 @@
+/*
+ * form.h — the rank-parametric form of a schedule (runtime/prime_form.h).
+ *
+ * The schedule pass lists every rank's actions; this pass finds, per
+ * phase, one list of action forms whose rank-dependent fields are
+ * functions of the mesh coordinates (peers as mesh shifts, kernel tile
+ * origins as affine-modular functions, collective groups as sub-meshes),
+ * and the same for the layouts the driver fills and checks. Each form is
+ * proven before it is kept: the runtime's own expansion
+ * (prime_rank_phase, prime_layout_form_tile) is run for every rank and
+ * must give back exactly that rank's schedule. A phase that does not fit
+ * keeps its per-rank tables, and `fallback` says why.
+ */
+#ifndef PRIMEC_FORM_H
+#define PRIMEC_FORM_H
+
+#include "prime_form.h"
+#include "schedule.h"
+
+typedef struct PhaseForm {
+    const char *fallback; /* NULL: in form; else why the phase keeps per-rank tables */
+    PrimePhaseForm form;
+    int noffset_forms;
+    int ngroup_forms;
+    int uses_offsets; /* kernel args index the phase's offsets table */
+    int ntables;      /* fields left as per-rank tables */
+} PhaseForm;
+
+typedef struct ScheduleForm {
+    PrimeMesh mesh;
+    PhaseForm *phases;       /* per phase of the schedule */
+    PrimeLayoutForm **home;  /* per tensor; NULL: per-rank tables */
+    PrimeLayoutForm **final; /* per tensor; NULL: per-rank tables */
+    int predicted_uniform;   /* every rank's predicted counts are equal */
+    int nfallback;           /* phases with per-rank tables */
+    /* The program's numbering of the storage tensors: the tensors of
+     * each copy of a repeated layer in one block, in the same order in
+     * every copy, so that copy l's are copy 0's plus l * block. */
+    int *tensor_number;   /* per storage tensor */
+    int *tensor_at;       /* per number: the storage tensor */
+    int nlayout_fallback; /* layouts with per-rank tables */
+} ScheduleForm;
+
+/* Finds and proves the forms of every phase and layout of s. */
+ScheduleForm *form_build(Arena *arena, const Schedule *s);
+
+/* A stretch of the schedule's phases, [first, first + len), that runs
+ * `repeat` times: copy l is the first copy with every tensor index
+ * shifted by l * dtensor, every tag by l * dtag and every value of the
+ * dense reference by l * dvalue (the copies of a repeated layer). */
+typedef struct PhaseRun {
+    int first;
+    int len;
+    long repeat;
+    int dtensor;
+    int dtag;
+    int dvalue;
+} PhaseRun;
+
+typedef struct PhaseRuns {
+    int nruns;
+    PhaseRun *runs;
+    int nemitted; /* phases emitted: the sum of the runs' len */
+} PhaseRuns;
+
+/* Folds the copies of repeated layers: consecutive stretches of phases
+ * in form that equal the stretch before them shifted by one layer's
+ * tensors, tags and values. kernel[k] and reference[k] name phase k's
+ * kernel functions (phases with equal ones compute alike). */
+PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm *sf,
+                            const int *kernel, const int *reference);
+
+#endif
