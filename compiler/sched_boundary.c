@@ -6,38 +6,39 @@
  */
 #include "sched_internal.h"
 
+/* Tiles set aside, per input of a phase (index into its inputs). */
 typedef struct Hidden {
-    Held *items[SCHED_MAX_TENSORS]; /* [dev * cap + i] */
-    int *count[SCHED_MAX_TENSORS];
-    int cap[SCHED_MAX_TENSORS];
+    Held *items[SCHED_MAX_OPERANDS]; /* [dev * cap + i] */
+    int *count[SCHED_MAX_OPERANDS];
+    int cap[SCHED_MAX_OPERANDS];
 } Hidden;
 
 /* Sets tiles outside `need` aside so that the phase sees exactly its
  * required residency (the same as in its trial runs). */
-static void hide_extras(Builder *b, int tensor, const Layout *need, Hidden *h) {
+static void hide_extras(Builder *b, int tensor, const Layout *need, Hidden *h, int k) {
     int cap = 0;
     for (int d = 0; d < b->ndev; ++d)
         if (store_of(b, tensor, d)->count > cap)
             cap = store_of(b, tensor, d)->count;
-    h->cap[tensor] = cap;
-    h->items[tensor] = ARENA_ARRAY(b->arena, Held, (size_t)b->ndev * (size_t)cap + 1);
-    h->count[tensor] = ARENA_ARRAY(b->arena, int, b->ndev);
+    h->cap[k] = cap;
+    h->items[k] = ARENA_ARRAY(b->arena, Held, (size_t)b->ndev * (size_t)cap + 1);
+    h->count[k] = ARENA_ARRAY(b->arena, int, b->ndev);
     for (int d = 0; d < b->ndev; ++d) {
         Store *st = store_of(b, tensor, d);
         for (int i = st->count - 1; i >= 0; --i) {
             if (!sched_layout_has(need, d, st->items[i].tile)) {
-                h->items[tensor][(size_t)d * cap + h->count[tensor][d]++] = st->items[i];
+                h->items[k][(size_t)d * cap + h->count[k][d]++] = st->items[i];
                 sched_store_remove(st, i);
             }
         }
     }
 }
 
-static void unhide(Builder *b, int tensor, Hidden *h) {
+static void unhide(Builder *b, int tensor, Hidden *h, int k) {
     for (int d = 0; d < b->ndev; ++d) {
         Store *st = store_of(b, tensor, d);
-        for (int i = 0; i < h->count[tensor][d]; ++i) {
-            Held held = h->items[tensor][(size_t)d * h->cap[tensor] + i];
+        for (int i = 0; i < h->count[k][d]; ++i) {
+            Held held = h->items[k][(size_t)d * h->cap[k] + i];
             if (sched_store_find(st, held.tile) >= 0)
                 sched_emit_free(b, tensor, d, held.slot); /* a second copy arrived */
             else
@@ -103,13 +104,13 @@ long sched_phase_exec(Builder *b, PhaseSched *ph) {
     int nins = sched_phase_inputs(ph, ins);
     Hidden hidden; /* set for the tensors in ins[] only */
     for (int i = 0; i < nins; ++i)
-        hide_extras(b, ins[i], &b->need[ins[i]], &hidden);
+        hide_extras(b, ins[i], &b->need[ins[i]], &hidden, i);
     for (int i = 0; i < nins; ++i)
         b->track_need[ins[i]] = b->dry;
     sched_run_phase(b, ph);
     for (int i = 0; i < nins; ++i) {
         b->track_need[ins[i]] = 0;
-        unhide(b, ins[i], &hidden);
+        unhide(b, ins[i], &hidden, i);
     }
     sched_strict_check(b, ph, nb);
     return bytes;
@@ -268,7 +269,7 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
     if (!out_listed)
         touched[ntouched++] = ph->out.tensor;
     for (int rev = 0; rev < 2; ++rev) {
-        Machine saved;
+        Machine saved = {0};
         saved.ntensors = b->m.ntensors;
         saved.ndev = b->m.ndev;
         sched_machine_copy_some(b, &saved, &b->m, touched, ntouched);
@@ -331,8 +332,8 @@ void sched_liveness_init(Builder *b) {
     b->value_last_read = ARENA_ARRAY(b->arena, int, 2 * s->model->ntensors + 1);
     b->last_contribution = ARENA_ARRAY(b->arena, int, s->model->ntensors + 1);
     b->read_last_at = ARENA_ARRAY(b->arena, IntList, nphases);
-    b->gained_flag = arena_alloc(b->arena, SCHED_MAX_TENSORS);
-    b->seen_at = ARENA_ARRAY(b->arena, int, SCHED_MAX_TENSORS);
+    b->gained_flag = arena_alloc(b->arena, (size_t)b->tensor_cap);
+    b->seen_at = ARENA_ARRAY(b->arena, int, b->tensor_cap);
     for (int t = 0; t < s->ntensors; ++t)
         b->last_read[t] = -1;
     for (int v = 0; v < 2 * s->model->ntensors; ++v)

@@ -59,8 +59,8 @@ typedef struct Acc {
 typedef struct Machine {
     int ntensors;
     int ndev;
-    Store *stores[SCHED_MAX_TENSORS];       /* [dev] */
-    uint64_t *slot_used[SCHED_MAX_TENSORS]; /* bitmap: [dev * SLOT_WORDS + slot / 64] */
+    Store **stores;       /* [tensor][dev]; room for Builder.tensor_cap tensors */
+    uint64_t **slot_used; /* [tensor]: bitmap [dev * SLOT_WORDS + slot / 64] */
 } Machine;
 
 /* Moves of trial runs are discarded: their reasons are not written out. */
@@ -85,6 +85,7 @@ static inline void intlist_push(Arena *arena, IntList *l, int v) {
 }
 
 typedef struct Builder {
+    int tensor_cap; /* storage tensors the per-tensor arrays have room for */
     Arena *arena;
     DiagSink *sink;
     Schedule *s;
@@ -138,8 +139,8 @@ typedef struct Builder {
      * this point the Builder starts zeroed). */
     Machine m;
     /* Filled by a run: tiles a device needed that nobody held. */
-    Layout need[SCHED_MAX_TENSORS];
-    int track_need[SCHED_MAX_TENSORS];
+    Layout *need;
+    int *track_need;
 } Builder;
 
 static inline Store *store_of(Builder *b, int tensor, int dev) {
@@ -182,6 +183,8 @@ int sched_store_find(const Store *st, long tile);
 void sched_store_add(Builder *b, Store *st, long tile, int slot);
 void sched_store_remove(Store *st, int index);
 void sched_machine_init(Builder *b);
+/* Room in m for Builder.tensor_cap tensors (contents unset). */
+void sched_machine_room(Builder *b, Machine *m);
 void sched_machine_copy(Builder *b, Machine *dst, const Machine *src);
 void sched_machine_copy_some(Builder *b, Machine *dst, const Machine *src, const int *tensors,
                              int n);

@@ -46,7 +46,13 @@ void sched_machine_init(Builder *b) {
     b->m.ntensors = b->s->ntensors;
 }
 
+void sched_machine_room(Builder *b, Machine *m) {
+    m->stores = ARENA_ARRAY_UNINIT(b->arena, Store *, b->tensor_cap);
+    m->slot_used = ARENA_ARRAY_UNINIT(b->arena, uint64_t *, b->tensor_cap);
+}
+
 void sched_machine_copy(Builder *b, Machine *dst, const Machine *src) {
+    sched_machine_room(b, dst);
     dst->ntensors = src->ntensors;
     dst->ndev = src->ndev;
     /* One block for every store, held tile and slot bitmap. */
@@ -81,6 +87,8 @@ void sched_machine_copy(Builder *b, Machine *dst, const Machine *src) {
  * touches its own operands and nothing else). */
 void sched_machine_copy_some(Builder *b, Machine *dst, const Machine *src, const int *tensors,
                              int n) {
+    if (!dst->stores)
+        sched_machine_room(b, dst);
     size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS;
     for (int k = 0; k < n; ++k) {
         int t = tensors[k];

@@ -459,7 +459,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         out_listed |= ins[i] == ph->out.tensor;
     if (!out_listed)
         touched[ntouched++] = ph->out.tensor;
-    Machine saved;
+    Machine saved = {0};
     saved.ntensors = b->m.ntensors;
     saved.ndev = b->m.ndev;
     sched_machine_copy_some(b, &saved, &b->m, touched, ntouched);

@@ -22,12 +22,12 @@ const char *move_kind_name(MoveKind kind) {
  * needs more than the runtime's limit. */
 static int new_storage_id(Builder *b) {
     Schedule *s = b->s;
-    if (s->ntensors == SCHED_MAX_TENSORS) {
+    if (s->ntensors == b->tensor_cap) {
         if (!b->failed)
             diag_error(b->sink, s->model->name_span,
                        "model '%s' needs more than %d stored tensors (tensors in each tiling, "
                        "gradients included)",
-                       s->model->name, SCHED_MAX_TENSORS);
+                       s->model->name, b->tensor_cap);
         b->failed = 1;
         return -1;
     }
@@ -311,24 +311,40 @@ static int run_phases(Builder *b, const int *grad_storage) {
     return !b->failed;
 }
 
+/* How many storage tensors a schedule of the model can need: each
+ * instance operand (and its gradient) may bring a tiling of its own, a
+ * partial sum and a conversion; every value its home tiling. */
+static int storage_bound(const Model *m) {
+    long n = 2L * m->ntensors + 64;
+    for (int i = 0; i < m->ninstances; ++i)
+        n += 6L * (m->instances[i].op->ninputs + 1);
+    return n > 0x3fffffffL ? 0x3fffffff : (int)n;
+}
+
 Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
                               const SliceTable *const *slices, const PhaseList *phases) {
     Schedule *s = ARENA_NEW(arena, Schedule);
     s->model = model;
-    s->tensors = arena_alloc_uninit(arena, sizeof(SchedTensor) * SCHED_MAX_TENSORS);
-    s->home = arena_alloc_uninit(arena, sizeof(Layout) * SCHED_MAX_TENSORS);
-    s->final = arena_alloc_uninit(arena, sizeof(Layout) * SCHED_MAX_TENSORS);
+    int cap = storage_bound(model);
+    s->tensors = arena_alloc_uninit(arena, sizeof(SchedTensor) * (size_t)cap);
+    s->home = arena_alloc_uninit(arena, sizeof(Layout) * (size_t)cap);
+    s->final = arena_alloc_uninit(arena, sizeof(Layout) * (size_t)cap);
     s->slices = ARENA_ARRAY(arena, SliceTable, model->ninstances);
     for (int i = 0; i < model->ninstances; ++i)
         s->slices[i] = *slices[i];
 
     Builder bb, *b = &bb;
     memset(b, 0, offsetof(Builder, m));
+    b->tensor_cap = cap;
+    b->arena = arena;
     b->m.ntensors = 0;
-    b->consumed = arena_alloc_uninit(arena, sizeof(Layout) * SCHED_MAX_TENSORS);
-    b->reduced = arena_alloc_uninit(arena, sizeof(PtrVec) * SCHED_MAX_TENSORS);
-    b->reduced_phase = arena_alloc_uninit(arena, sizeof(int) * SCHED_MAX_TENSORS);
-    b->value_next = arena_alloc_uninit(arena, sizeof(int) * SCHED_MAX_TENSORS);
+    sched_machine_room(b, &b->m);
+    b->need = arena_alloc_uninit(arena, sizeof(Layout) * (size_t)cap);
+    b->track_need = arena_alloc_uninit(arena, sizeof(int) * (size_t)cap);
+    b->consumed = arena_alloc_uninit(arena, sizeof(Layout) * (size_t)cap);
+    b->reduced = arena_alloc_uninit(arena, sizeof(PtrVec) * (size_t)cap);
+    b->reduced_phase = arena_alloc_uninit(arena, sizeof(int) * (size_t)cap);
+    b->value_next = arena_alloc_uninit(arena, sizeof(int) * (size_t)cap);
     b->value_first = ARENA_ARRAY_UNINIT(arena, int, 2 * model->ntensors + 1);
     b->value_end = ARENA_ARRAY_UNINIT(arena, int, 2 * model->ntensors + 1);
     for (int v = 0; v < 2 * model->ntensors; ++v)

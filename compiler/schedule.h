@@ -36,10 +36,6 @@
 #include "phases.h" /* PhaseKind, phase_name, and the phase list bound here */
 #include "prime_sched.h"
 
-/* Storage tensors of one schedule. A program holds at most
- * PRIME_MAX_TENSORS (checked when it is emitted); larger models can still
- * be scheduled, explained and costed. */
-#define SCHED_MAX_TENSORS 8192
 #define SCHED_MAX_OPERANDS PHASE_MAX_OPERANDS
 
 /* A storage tensor: one model tensor (or its gradient) in one tiling.
@@ -163,7 +159,7 @@ struct PhaseSched {
 typedef struct Schedule {
     const Model *model;
     SliceTable *slices; /* per instance */
-    /* Storage tensors: room for SCHED_MAX_TENSORS, the first ntensors
+    /* Storage tensors: room for a bound computed from the model, the first ntensors
      * initialised. */
     int ntensors;
     SchedTensor *tensors;
