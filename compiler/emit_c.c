@@ -15,6 +15,7 @@ typedef struct Emitter {
     const ScheduleForm *form;
     int *kernel_of; /* per phase: the phase whose kernel function it calls */
     Arena *arena;
+    unsigned char *named; /* per storage tensor: its T_ name is used */
 } Emitter;
 
 static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole) {
@@ -337,8 +338,10 @@ static void print_action(Emitter *e, const PrimeAction *a) {
     const Schedule *s = e->s;
     Printer *p = &e->p;
     printer_printf(p, "{.op = PRIME_ACT_%s", act_name(a->op));
-    if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP)
+    if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP) {
         printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name, a->slot);
+        e->named[a->tensor] = 1;
+    }
     if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
         a->op == PRIME_ACT_RECV_BOX)
         printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
@@ -352,8 +355,10 @@ static void print_action(Emitter *e, const PrimeAction *a) {
         printer_printf(p, ", .arg = %d", a->arg);
     if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_COPY_BOX) {
         printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);
-        for (int k = 0; k < a->nin; ++k)
+        for (int k = 0; k < a->nin; ++k) {
             printer_printf(p, "%sT_%s", k ? ", " : "", s->tensors[a->in_tensor[k]].name);
+            e->named[a->in_tensor[k]] = 1;
+        }
         printer_printf(p, "}, .in_slot = {");
         for (int k = 0; k < a->nin; ++k)
             printer_printf(p, "%s%d", k ? ", " : "", a->in_slot[k]);
@@ -713,6 +718,121 @@ static void print_layout_ref(Emitter *e, const char *tname, const char *what,
                        what, tname, what);
 }
 
+/* Element counts of the values, runs of a repeated layer's once:
+ * value_runs[r] = {first, len, repeat} over value_elems. Returns the
+ * number of runs. */
+static int emit_values(Emitter *e) {
+    const Model *m = e->s->model;
+    Printer *p = &e->p;
+    int n = 2 * m->ntensors;
+    long *elems = calloc((size_t)n + 1, sizeof(long));
+    if (!elems)
+        ICE("out of memory");
+    for (int t = 0; t < m->ntensors; ++t) {
+        long k = 1;
+        for (int x = 0; x < m->tensors[t].ndims; ++x)
+            k *= m->tensors[t].sizes[x];
+        elems[2 * t] = elems[2 * t + 1] = k;
+    }
+    printer_printf(p, "static const long value_elems[] = {");
+    Printer runs;
+    printer_init(&runs);
+    int nruns = 0, emitted = 0;
+    for (int v = 0; v < n;) {
+        int best_len = 1;
+        long best_reps = 1;
+        /* A period is a layer's values: try the distances to the next
+         * equal counts. */
+        for (int q = v + 1, tried = 0; q < n && q - v <= (n - v) / 2 && tried < 16; ++q) {
+            if (elems[q] != elems[v])
+                continue;
+            ++tried;
+            int len = q - v;
+            long reps = 1;
+            while (v + (reps + 1) * len <= n &&
+                   memcmp(elems + v, elems + v + reps * len, sizeof(long) * (size_t)len) == 0)
+                ++reps;
+            if (reps >= 2 && reps * len > best_reps * best_len)
+                best_len = len, best_reps = reps;
+        }
+        for (int j = 0; j < best_len; ++j)
+            printer_printf(p, "%s%ld", emitted + j ? ", " : "", elems[v + j]);
+        printer_printf(&runs, "{%d, %d, %ld},\n", emitted, best_len, best_reps);
+        emitted += best_len;
+        ++nruns;
+        v += (int)(best_len * best_reps);
+    }
+    printer_printf(p, "%s};\n", emitted ? "" : "0");
+    size_t len;
+    char *text = printer_take(&runs, &len);
+    printer_printf(p, "static const PrimeValueRun value_runs[] = {\n%s};\n\n", text);
+    free(text);
+    printer_free(&runs);
+    free(elems);
+    return nruns;
+}
+
+/* The tensor descriptors, the first copy of each run of a repeated
+ * layer's tensors only, with the layouts they point at. */
+static void emit_tensors(Emitter *e, const TensorRuns *truns) {
+    const Schedule *s = e->s;
+    const ScheduleForm *form = e->form;
+    Printer *p = &e->p;
+    for (int r = 0; r < truns->nruns; ++r)
+        for (int k = truns->runs[r].first; k < truns->runs[r].first + truns->runs[r].len; ++k) {
+            int t = form->tensor_at[k];
+            const SchedTensor *ts = &s->tensors[t];
+            if (ts->fill_phase >= 0)
+                emit_layout(e, ts->name, "fill", &s->home[t], form->home[t]);
+            if (ts->check)
+                emit_layout(e, ts->name, "final", &s->final[t], form->final[t]);
+        }
+    printer_printf(p, "\nstatic const PrimeTensorDesc tensors[] = {\n");
+    printer_indent(p, 1);
+    for (int r = 0; r < truns->nruns; ++r) {
+        const TensorRun *tr = &truns->runs[r];
+        for (int j = 0; j < tr->len; ++j) {
+            int t = form->tensor_at[tr->first + j];
+            const SchedTensor *ts = &s->tensors[t];
+            printer_printf(p, "{\"%s\", %d, {", tr->repeat > 1 ? tr->name_format[j] : ts->name,
+                           ts->ndims);
+            for (int x = 0; x < ts->ndims; ++x)
+                printer_printf(p, "%s%ld", x ? ", " : "", ts->shape[x]);
+            printer_printf(p, "}, {");
+            for (int x = 0; x < ts->ndims; ++x)
+                printer_printf(p, "%s%ld", x ? ", " : "", ts->extent[x]);
+            printer_printf(p, "}, {");
+            for (int x = 0; x < ts->ndims; ++x)
+                printer_printf(p, "%s%ld", x ? ", " : "", ts->nslices[x]);
+            printer_printf(p, "}, %d, %d, %d, %d, ", ts->max_slots, ts->fill_phase, ts->check,
+                           2 * ts->model_tensor + ts->is_grad);
+            if (ts->fill_phase >= 0)
+                print_layout_ref(e, ts->name, "fill", form->home[t]);
+            else
+                printer_printf(p, "{NULL, NULL, NULL, NULL}");
+            printer_printf(p, ", ");
+            if (ts->check)
+                print_layout_ref(e, ts->name, "final", form->final[t]);
+            else
+                printer_printf(p, "{NULL, NULL, NULL, NULL}");
+            printer_printf(p, ", %ld, %ld},\n", tr->repeat > 1 ? tr->name_base[j] : 0,
+                           tr->repeat > 1 ? tr->name_step[j] : 0);
+        }
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "};\n");
+    printer_printf(p, "/* Tensor runs: {first, len, repeat, dvalue}. */\n");
+    printer_printf(p, "static const PrimeTensorRun tensor_runs[] = {\n");
+    printer_indent(p, 1);
+    for (int r = 0, first = 0; r < truns->nruns; ++r) {
+        const TensorRun *tr = &truns->runs[r];
+        printer_printf(p, "{%d, %d, %ld, %d},\n", first, tr->len, tr->repeat, tr->dvalue);
+        first += tr->len;
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "};\n\n");
+}
+
 char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
                      const char *source_name, size_t *len) {
     Emitter e;
@@ -731,8 +851,15 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     for (int a = 0; a < m->mesh.naxes; ++a)
         printer_printf(p, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
     printer_printf(p, ").\n");
+    int layer_end = m->layer_first + m->layer_size * m->layer_count;
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
+        if (m->layer_count > 1 && i >= m->layer_first + m->layer_size && i < layer_end) {
+            if (i == m->layer_first + m->layer_size)
+                printer_printf(p, " * ... the layer above repeated %d times in all\n",
+                               m->layer_count);
+            continue;
+        }
         printer_printf(p, " * %s = %s(", inst->name, inst->op->name);
         for (int a = 0; a < inst->op->ninputs; ++a)
             printer_printf(p, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
@@ -743,26 +870,18 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
         p, " */\n#include <math.h>\n#include <stddef.h>\n\n#include \"prime_math.h\"\n#include "
            "\"prime_program.h\"\n#include \"prime_rt.h\"\n#include \"prime_sched.h\"\n\n");
 
-    printer_printf(p, "enum {\n");
-    printer_indent(p, 1);
-    for (int k = 0; k < s->ntensors; ++k)
-        printer_printf(p, "T_%s = %d,\n", s->tensors[form->tensor_at[k]].name, k);
-    printer_printf(p, "TENSOR_COUNT = %d\n", s->ntensors);
-    printer_indent(p, -1);
-    printer_printf(p, "};\n\n");
+    /* The rest goes to a second printer: the tensor names it uses are
+     * known only at its end, and the enum of them comes first. */
+    Printer head = e.p;
+    printer_init(&e.p);
+    e.named = ARENA_ARRAY(arena, unsigned char, s->ntensors + 1);
+    const TensorRuns *truns = form_fold_tensors(arena, s, form);
 
     /* Values (model tensors and their gradients) for the reference. */
     printer_printf(
         p,
         "/* Whole values for the dense reference: tensor v is value 2v, its gradient 2v+1. */\n");
-    printer_printf(p, "static const long value_elems[] = {");
-    for (int t = 0; t < m->ntensors; ++t) {
-        long n = 1;
-        for (int x = 0; x < m->tensors[t].ndims; ++x)
-            n *= m->tensors[t].sizes[x];
-        printer_printf(p, "%s%ld, %ld", t ? ", " : "", n, n);
-    }
-    printer_printf(p, "};\n\n");
+    int nvalue_runs = emit_values(&e);
 
     e.kernel_of = calloc((size_t)s->phases.count + 1, sizeof(int));
     int *reference_of = calloc((size_t)s->phases.count + 1, sizeof(int));
@@ -798,42 +917,7 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     printer_indent(p, -1);
     printer_printf(p, "};\n\n");
 
-    for (int t = 0; t < s->ntensors; ++t) {
-        const SchedTensor *ts = &s->tensors[t];
-        if (ts->fill_phase >= 0)
-            emit_layout(&e, ts->name, "fill", &s->home[t], form->home[t]);
-        if (ts->check)
-            emit_layout(&e, ts->name, "final", &s->final[t], form->final[t]);
-    }
-    printer_printf(p, "\nstatic const PrimeTensorDesc tensors[] = {\n");
-    printer_indent(p, 1);
-    for (int k = 0; k < s->ntensors; ++k) {
-        int t = form->tensor_at[k];
-        const SchedTensor *ts = &s->tensors[t];
-        printer_printf(p, "{\"%s\", %d, {", ts->name, ts->ndims);
-        for (int x = 0; x < ts->ndims; ++x)
-            printer_printf(p, "%s%ld", x ? ", " : "", ts->shape[x]);
-        printer_printf(p, "}, {");
-        for (int x = 0; x < ts->ndims; ++x)
-            printer_printf(p, "%s%ld", x ? ", " : "", ts->extent[x]);
-        printer_printf(p, "}, {");
-        for (int x = 0; x < ts->ndims; ++x)
-            printer_printf(p, "%s%ld", x ? ", " : "", ts->nslices[x]);
-        printer_printf(p, "}, %d, %d, %d, %d, ", ts->max_slots, ts->fill_phase, ts->check,
-                       2 * ts->model_tensor + ts->is_grad);
-        if (ts->fill_phase >= 0)
-            print_layout_ref(&e, ts->name, "fill", form->home[t]);
-        else
-            printer_printf(p, "{NULL, NULL, NULL, NULL}");
-        printer_printf(p, ", ");
-        if (ts->check)
-            print_layout_ref(&e, ts->name, "final", form->final[t]);
-        else
-            printer_printf(p, "{NULL, NULL, NULL, NULL}");
-        printer_printf(p, "},\n");
-    }
-    printer_indent(p, -1);
-    printer_printf(p, "};\n\n");
+    emit_tensors(&e, truns);
 
     int ndev = m->mesh.ndev;
     printer_printf(p, "/* Predicted by primec: bytes sent per rank (shift, collective, "
@@ -856,12 +940,36 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     printer_printf(p,
                    "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
                    "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g, "
-                   "&mesh, %d, %d, runs};\n\n",
+                   "&mesh, %d, %d, runs, %d, %s, %d, value_runs};\n\n",
                    m->name, ndev, 2 * m->ntensors, runs->nemitted, 1e-4, form->predicted_uniform,
-                   runs->nruns);
+                   runs->nruns, truns->nruns, truns->nruns ? "tensor_runs" : "NULL", nvalue_runs);
     printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
                       "argc, argv);\n}\n");
     free(e.kernel_of);
     free(reference_of);
-    return printer_take(p, len);
+
+    size_t body_len;
+    char *body = printer_take(&e.p, &body_len);
+    printer_free(&e.p);
+    e.p = head;
+    p = &e.p;
+    printer_printf(p, "enum {\n");
+    printer_indent(p, 1);
+    for (int k = 0; k < s->ntensors; ++k)
+        if (e.named[form->tensor_at[k]])
+            printer_printf(p, "T_%s = %d,\n", s->tensors[form->tensor_at[k]].name, k);
+    printer_printf(p, "TENSOR_COUNT = %d\n", s->ntensors);
+    printer_indent(p, -1);
+    printer_printf(p, "};\n\n");
+    char *text = printer_take(p, len);
+    printer_free(p);
+    char *all = malloc(*len + body_len + 1);
+    if (!all)
+        ICE("out of memory");
+    memcpy(all, text, *len);
+    memcpy(all + *len, body, body_len + 1);
+    *len += body_len;
+    free(text);
+    free(body);
+    return all;
 }

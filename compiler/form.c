@@ -871,3 +871,149 @@ PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm 
     }
     return pr;
 }
+
+/* ---- Tensor folding ------------------------------------------------ */
+
+static int same_layout_form(const PrimeLayoutForm *a, const PrimeLayoutForm *b) {
+    if (!a || !b)
+        return a == b;
+    if (a->count != b->count || a->ndims != b->ndims)
+        return 0;
+    if (memcmp(a->nslices, b->nslices, sizeof(long) * (size_t)a->ndims) != 0 ||
+        memcmp(a->slot, b->slot, sizeof(int) * (size_t)a->count) != 0)
+        return 0;
+    return memcmp(a->coord, b->coord, sizeof(PrimeAffine) * (size_t)a->count * (size_t)a->ndims) ==
+           0;
+}
+
+/* Whether storage tensors x and y differ only in value and name. */
+static int same_tensor_shape(const Schedule *s, const ScheduleForm *sf, int x, int y) {
+    const SchedTensor *a = &s->tensors[x], *b = &s->tensors[y];
+    if (a->ndims != b->ndims || a->max_slots != b->max_slots || a->fill_phase != b->fill_phase ||
+        a->check != b->check || a->is_grad != b->is_grad)
+        return 0;
+    size_t n = sizeof(long) * (size_t)a->ndims;
+    if (memcmp(a->shape, b->shape, n) || memcmp(a->extent, b->extent, n) ||
+        memcmp(a->nslices, b->nslices, n))
+        return 0;
+    if (a->fill_phase >= 0 && !(sf->home[x] && same_layout_form(sf->home[x], sf->home[y])))
+        return 0;
+    if (a->check && !(sf->final[x] && same_layout_form(sf->final[x], sf->final[y])))
+        return 0;
+    return 1;
+}
+
+/* The number in a name where names a and b differ: a = P n0 S and
+ * b = P n1 S with n0, n1 decimal. Returns 0 when they differ otherwise. */
+static int name_number(const char *a, const char *b, size_t *start, size_t *alen, long *n0,
+                       long *n1) {
+    size_t i = 0;
+    while (a[i] && a[i] == b[i])
+        ++i;
+    while (i > 0 && a[i - 1] >= '0' && a[i - 1] <= '9')
+        --i;
+    size_t ea = i, eb = i;
+    while (a[ea] >= '0' && a[ea] <= '9')
+        ++ea;
+    while (b[eb] >= '0' && b[eb] <= '9')
+        ++eb;
+    if (ea == i || eb == i || strcmp(a + ea, b + eb) != 0 || ea - i > 15 || eb - i > 15)
+        return 0;
+    *start = i;
+    *alen = ea - i;
+    *n0 = strtol(a + i, NULL, 10);
+    *n1 = strtol(b + i, NULL, 10);
+    return 1;
+}
+
+static int name_is(const char *name, const char *base, size_t start, size_t len, long n) {
+    char num[32];
+    snprintf(num, sizeof num, "%ld", n);
+    size_t nl = strlen(num);
+    return strncmp(name, base, start) == 0 && strncmp(name + start, num, nl) == 0 &&
+           strcmp(name + start + nl, base + start + len) == 0;
+}
+
+/* How many copies of the tensors numbered [p, p + len) follow. */
+static long tensor_copies(const Schedule *s, const ScheduleForm *sf, int p, int len, int *dvalue) {
+    int n = s->ntensors;
+    const int *at = sf->tensor_at;
+    long reps = 1;
+    int dv = 0;
+    for (; p + (reps + 1) * len <= n; ++reps) {
+        int ok = 1;
+        for (int j = 0; j < len && ok; ++j) {
+            int x = at[p + j], y = at[p + reps * len + j];
+            const char *nx = s->tensors[x].name, *ny = s->tensors[y].name;
+            int d = value_of(s, y) - value_of(s, x);
+            if (reps == 1 && j == 0)
+                dv = d;
+            size_t st, ln;
+            long n0, n1, n1b;
+            ok = same_tensor_shape(s, sf, x, y) && d == reps * dv &&
+                 name_number(nx, ny, &st, &ln, &n0, &n1);
+            if (ok && reps > 1) {
+                /* The step is set by copy 1. */
+                const char *n1name = s->tensors[at[p + len + j]].name;
+                size_t st1, ln1;
+                long a0;
+                ok = name_number(nx, n1name, &st1, &ln1, &a0, &n1b) && st1 == st &&
+                     name_is(ny, nx, st, ln, n0 + reps * (n1b - n0));
+            }
+        }
+        if (!ok)
+            break;
+    }
+    *dvalue = dv;
+    return reps;
+}
+
+TensorRuns *form_fold_tensors(Arena *arena, const Schedule *s, const ScheduleForm *sf) {
+    int n = s->ntensors;
+    const int *at = sf->tensor_at;
+    TensorRuns *tr = ARENA_NEW(arena, TensorRuns);
+    tr->runs = ARENA_ARRAY(arena, TensorRun, n + 1);
+    for (int p = 0; p < n;) {
+        int best_len = 1, best_dv = 0;
+        long best_reps = 1;
+        for (int q = p + 1, tried = 0; q < n && q - p <= (n - p) / 2 && tried < 4; ++q) {
+            if (!same_tensor_shape(s, sf, at[p], at[q]))
+                continue;
+            ++tried;
+            int dv;
+            long reps = tensor_copies(s, sf, p, q - p, &dv);
+            if (reps >= 2 && reps * (q - p) > best_reps * best_len)
+                best_len = q - p, best_reps = reps, best_dv = dv;
+        }
+        TensorRun *prev = tr->nruns ? &tr->runs[tr->nruns - 1] : NULL;
+        if (best_reps == 1 && prev && prev->repeat == 1) {
+            prev->len++;
+            tr->nemitted++;
+            p++;
+            continue;
+        }
+        TensorRun *r = &tr->runs[tr->nruns++];
+        r->first = p;
+        r->len = best_len;
+        r->repeat = best_reps;
+        r->dvalue = best_dv;
+        tr->nemitted += best_len;
+        if (best_reps > 1) {
+            r->name_format = ARENA_ARRAY(arena, const char *, best_len);
+            r->name_base = ARENA_ARRAY(arena, long, best_len);
+            r->name_step = ARENA_ARRAY(arena, long, best_len);
+            for (int j = 0; j < best_len; ++j) {
+                const char *a = s->tensors[at[p + j]].name;
+                const char *b = s->tensors[at[p + best_len + j]].name;
+                size_t st, ln;
+                long n0, n1;
+                name_number(a, b, &st, &ln, &n0, &n1);
+                r->name_format[j] = arena_printf(arena, "%.*s%%ld%s", (int)st, a, a + st + ln);
+                r->name_base[j] = n0;
+                r->name_step[j] = n1 - n0;
+            }
+        }
+        p += (int)(best_len * best_reps);
+    }
+    return tr;
+}

@@ -63,6 +63,28 @@ typedef struct PhaseRuns {
     int nemitted; /* phases emitted: the sum of the runs' len */
 } PhaseRuns;
 
+/* Stretches of the storage tensors in program order (tensor_at): the
+ * tensors numbered [first, first + len) stand for `repeat` copies, copy
+ * l having the same tiling, slots and layouts, its value shifted by
+ * l * dvalue and its name by l * name_step in the number it carries. */
+typedef struct TensorRun {
+    int first;
+    int len;
+    long repeat;
+    int dvalue;
+    const char **name_format; /* per tensor of the run ("q_%ld"), when repeat > 1 */
+    long *name_base;
+    long *name_step;
+} TensorRun;
+
+typedef struct TensorRuns {
+    int nruns;
+    TensorRun *runs;
+    int nemitted;
+} TensorRuns;
+
+TensorRuns *form_fold_tensors(Arena *arena, const Schedule *s, const ScheduleForm *sf);
+
 /* Folds the copies of repeated layers: consecutive stretches of phases
  * in form that equal the stretch before them shifted by one layer's
  * tensors, tags and values. kernel[k] and reference[k] name phase k's

@@ -89,10 +89,9 @@ int sched_storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor 
     long nslices[IR_MAX_DIMS];
     tiling_of(s, inst, ot, nslices);
     int copies = 0;
-    for (int u = 0; u < s->ntensors; ++u) {
+    /* The storage tensors of this value, in id order (sched_value_link). */
+    for (int u = b->value_first[2 * mt + is_grad]; u >= 0; u = b->value_next[u]) {
         SchedTensor *o = &s->tensors[u];
-        if (o->model_tensor != mt || o->is_grad != is_grad)
-            continue;
         copies++;
         if (!fresh && memcmp(o->nslices, nslices, sizeof nslices) == 0)
             return u;

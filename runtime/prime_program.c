@@ -224,7 +224,88 @@ static void usage(const char *argv0) {
             argv0);
 }
 
+static int run_program(const PrimeProgram *prog, int argc, char **argv);
+
+/* Every copy's descriptor of a program whose tensors come in runs. */
+static PrimeTensorDesc *expand_tensors(const PrimeProgram *prog, char ***names) {
+    PrimeTensorDesc *all = calloc((size_t)prog->ntensors + 1, sizeof *all);
+    *names = calloc((size_t)prog->ntensors + 1, sizeof(char *));
+    if (!all || !*names)
+        return NULL;
+    long k = 0;
+    for (int r = 0; r < prog->ntensor_runs; ++r) {
+        const PrimeTensorRun *tr = &prog->tensor_runs[r];
+        for (long l = 0; l < tr->repeat; ++l)
+            for (int j = 0; j < tr->len; ++j) {
+                if (k >= prog->ntensors)
+                    return NULL;
+                const PrimeTensorDesc *d = &prog->tensors[tr->first + j];
+                all[k] = *d;
+                all[k].value = (int)(d->value + l * tr->dvalue);
+                if (tr->repeat > 1) {
+                    char buf[256];
+                    snprintf(buf, sizeof buf, d->name, d->name_base + l * d->name_step);
+                    (*names)[k] = strdup(buf);
+                    if (!(*names)[k])
+                        return NULL;
+                    all[k].name = (*names)[k];
+                }
+                ++k;
+            }
+    }
+    return k == prog->ntensors ? all : NULL;
+}
+
+/* Every value's element count of a program whose values come in runs. */
+static long *expand_values(const PrimeProgram *prog) {
+    long *all = calloc((size_t)prog->nvalues + 1, sizeof(long));
+    if (!all)
+        return NULL;
+    long k = 0;
+    for (int r = 0; r < prog->nvalue_runs; ++r) {
+        const PrimeValueRun *vr = &prog->value_runs[r];
+        for (long l = 0; l < vr->repeat; ++l)
+            for (int j = 0; j < vr->len; ++j) {
+                if (k >= prog->nvalues) {
+                    free(all);
+                    return NULL;
+                }
+                all[k++] = prog->value_elems[vr->first + j];
+            }
+    }
+    if (k != prog->nvalues) {
+        free(all);
+        return NULL;
+    }
+    return all;
+}
+
 int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
+    if (!prog->tensor_runs && !prog->value_runs)
+        return run_program(prog, argc, argv);
+    PrimeProgram full = *prog;
+    char **names = NULL;
+    PrimeTensorDesc *all = prog->tensor_runs ? expand_tensors(prog, &names) : NULL;
+    long *elems = prog->value_runs ? expand_values(prog) : NULL;
+    int rc = 3;
+    if ((all || !prog->tensor_runs) && (elems || !prog->value_runs)) {
+        if (all)
+            full.tensors = all;
+        if (elems)
+            full.value_elems = elems;
+        rc = run_program(&full, argc, argv);
+    } else {
+        fprintf(stderr, "%s: out of memory or a corrupt tensor table\n", prog->name);
+    }
+    free(elems);
+    for (int t = 0; names && t < prog->ntensors; ++t)
+        free(names[t]);
+    free(names);
+    free(all);
+    return rc;
+}
+
+static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     int check = 0, repeat = 1;
     unsigned long long seed = 1;
     const char *trace = NULL, *json = NULL;

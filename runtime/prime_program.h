@@ -49,7 +49,21 @@ typedef struct PrimeTensorDesc {
     int value;      /* the whole value it is a tiling of (reference index) */
     PrimeLayout fill_layout;
     PrimeLayout final_layout;
+    /* In a PrimeTensorRun that repeats, `name` holds one "%ld": copy l
+     * is named with name_base + l * name_step there. */
+    long name_base;
+    long name_step;
 } PrimeTensorDesc;
+
+/* A stretch of the tensors: tensors[first .. first + len) stand for
+ * `repeat` copies, copy l with values shifted by l * dvalue (the tensors
+ * of a repeated layer). */
+typedef struct PrimeTensorRun {
+    int first;
+    int len;
+    long repeat;
+    int dvalue;
+} PrimeTensorRun;
 
 /* Computes every checked value from the filled ones, whole, on one
  * device: values[v] points at value v's whole array. A tensor of the
@@ -69,6 +83,14 @@ typedef struct PrimePhaseRun {
     int dtag;
     int orig;
 } PrimePhaseRun;
+
+/* A stretch of the values: value_elems[first .. first + len) repeated
+ * `repeat` times. */
+typedef struct PrimeValueRun {
+    int first;
+    int len;
+    long repeat;
+} PrimeValueRun;
 
 typedef struct PrimeProgram {
     const char *name;
@@ -91,6 +113,14 @@ typedef struct PrimeProgram {
     /* The order phases run in; NULL: each of `phases` once, in order. */
     int nruns;
     const PrimePhaseRun *runs;
+    /* When set, `tensors` holds the first copy of each run and ntensors
+     * counts every copy. */
+    int ntensor_runs;
+    const PrimeTensorRun *tensor_runs;
+    /* When set, value_elems holds each run once and nvalues counts every
+     * copy. */
+    int nvalue_runs;
+    const PrimeValueRun *value_runs;
 } PrimeProgram;
 
 int prime_program_main(const PrimeProgram *program, int argc, char **argv);

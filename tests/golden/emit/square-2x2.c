@@ -15,7 +15,12 @@
 enum { T_y = 0, T_x = 1, T_w = 2, T_dy = 3, T_dx = 4, T_dw = 5, TENSOR_COUNT = 6 };
 
 /* Whole values for the dense reference: tensor v is value 2v, its gradient 2v+1. */
-static const long value_elems[] = {32, 32, 24, 24, 48, 48};
+static const long value_elems[] = {32, 24, 48};
+static const PrimeValueRun value_runs[] = {
+    {0, 1, 2},
+    {1, 1, 2},
+    {2, 1, 2},
+};
 
 static void kernel1(float *out, const float *const *in, const long *off) {
     (void)off;
@@ -320,7 +325,9 @@ static const PrimeTensorDesc tensors[] = {
      1,
      4,
      {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &y_final_form}},
+     {NULL, NULL, NULL, &y_final_form},
+     0,
+     0},
     {"x",
      2,
      {8, 4},
@@ -331,7 +338,9 @@ static const PrimeTensorDesc tensors[] = {
      0,
      0,
      {NULL, NULL, NULL, &x_fill_form},
-     {NULL, NULL, NULL, NULL}},
+     {NULL, NULL, NULL, NULL},
+     0,
+     0},
     {"w",
      2,
      {4, 6},
@@ -342,7 +351,9 @@ static const PrimeTensorDesc tensors[] = {
      0,
      2,
      {NULL, NULL, NULL, &w_fill_form},
-     {NULL, NULL, NULL, NULL}},
+     {NULL, NULL, NULL, NULL},
+     0,
+     0},
     {"dy",
      2,
      {8, 6},
@@ -353,7 +364,9 @@ static const PrimeTensorDesc tensors[] = {
      0,
      5,
      {NULL, NULL, NULL, &dy_fill_form},
-     {NULL, NULL, NULL, NULL}},
+     {NULL, NULL, NULL, NULL},
+     0,
+     0},
     {"dx",
      2,
      {8, 4},
@@ -364,7 +377,9 @@ static const PrimeTensorDesc tensors[] = {
      1,
      1,
      {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &dx_final_form}},
+     {NULL, NULL, NULL, &dx_final_form},
+     0,
+     0},
     {"dw",
      2,
      {4, 6},
@@ -375,7 +390,13 @@ static const PrimeTensorDesc tensors[] = {
      1,
      3,
      {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &dw_final_form}},
+     {NULL, NULL, NULL, &dw_final_form},
+     0,
+     0},
+};
+/* Tensor runs: {first, len, repeat, dvalue}. */
+static const PrimeTensorRun tensor_runs[] = {
+    {0, 6, 1, 0},
 };
 
 /* Predicted by primec: bytes sent per rank (shift, collective, redistribution)
@@ -388,10 +409,26 @@ static const long predicted_bytes[] = {
 };
 static const long predicted_peak[] = {256};
 
-static const PrimeProgram program = {
-    "m",    4,         TENSOR_COUNT,    tensors,        6,      value_elems, 5,
-    phases, reference, predicted_bytes, predicted_peak, 0.0001, &mesh,       1,
-    1,      runs};
+static const PrimeProgram program = {"m",
+                                     4,
+                                     TENSOR_COUNT,
+                                     tensors,
+                                     6,
+                                     value_elems,
+                                     5,
+                                     phases,
+                                     reference,
+                                     predicted_bytes,
+                                     predicted_peak,
+                                     0.0001,
+                                     &mesh,
+                                     1,
+                                     1,
+                                     runs,
+                                     1,
+                                     tensor_runs,
+                                     3,
+                                     value_runs};
 
 int main(int argc, char **argv) {
     return prime_program_main(&program, argc, argv);
