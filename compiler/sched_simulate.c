@@ -70,9 +70,6 @@ typedef struct StepState {
     long s, t;      /* the phase step being simulated and its operator step */
     int *dst, *src; /* per receiver, while choosing sources */
     long *tiles;
-    /* Steps at which each device last needs each input tile:
-     * last_need[i][dev * ntiles + tile]. */
-    long *last_need[SCHED_MAX_OPERANDS];
     /* Per device and operand: a slot given away this step, freed at the wait. */
     int *pending_free_slot;
     /* Per operand: tiles arriving for the next step (device, slot, tile). */
@@ -108,21 +105,6 @@ static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
     }
     for (int d = 0; d < ndev; ++d)
         as->sent_slot[d] = -1;
-    for (int i = 0; i < ph->nin; ++i) {
-        const SchedTensor *ts = &b->s->tensors[ph->in[i].tensor];
-        long *last = arena_alloc_uninit(b->arena, sizeof(long) * (size_t)ndev * ts->ntiles);
-        for (long x = 0; x < (long)ndev * ts->ntiles; ++x)
-            last[x] = -1;
-        for (long s = 0; s < ss->T; ++s)
-            for (int d = 0; d < ndev; ++d)
-                last[(long)d * ts->ntiles + tile_at(b, &ph->in[i], d, op_step(b, ph, s))] = s;
-        for (int j = 0; j < i; ++j)
-            if (ph->in[j].tensor == ph->in[i].tensor)
-                for (long x = 0; x < (long)ndev * ts->ntiles; ++x)
-                    if (ss->last_need[j][x] > last[x])
-                        last[x] = ss->last_need[j][x];
-        ss->last_need[i] = last;
-    }
     ss->dst = ARENA_ARRAY(b->arena, int, ndev);
     ss->src = ARENA_ARRAY(b->arena, int, ndev);
     ss->tiles = ARENA_ARRAY(b->arena, long, ndev);
@@ -152,6 +134,20 @@ static void step_check_inputs(Builder *b, StepState *ss) {
     }
 }
 
+/* Whether device dev uses `tile` of operand i's tensor (as operand i or
+ * an earlier operand of the same tensor) at a step after this one. */
+static int needed_later(Builder *b, const StepState *ss, int i, int dev, long tile) {
+    const PhaseSched *ph = ss->ph;
+    for (int j = 0; j <= i; ++j) {
+        if (ph->in[j].tensor != ph->in[i].tensor)
+            continue;
+        for (long t = ss->s + 1; t < ss->T; ++t)
+            if (tile_at(b, &ph->in[j], dev, op_step(b, ph, t)) == tile)
+                return 1;
+    }
+    return 0;
+}
+
 /* 1. Posts the moves of operand i that bring the next step's tiles. */
 static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     PhaseSched *ph = ss->ph;
@@ -164,14 +160,19 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     ss->add_tile[i] = NULL;
     if (operand_repeats(ph, i))
         return;
+    /* Which tiles some device holds, found once (not per receiver). */
+    unsigned char *held = arena_alloc(b->arena, (size_t)ts->ntiles + 1);
+    for (int c = 0; c < b->ndev; ++c) {
+        const Store *st = store_of(b, tensor, c);
+        for (int k = 0; k < st->count; ++k)
+            if (st->items[k].tile >= 0 && st->items[k].tile < ts->ntiles)
+                held[st->items[k].tile] = 1;
+    }
     for (int d = 0; d < b->ndev; ++d) {
         long tile = tile_at(b, &ph->in[i], d, tn);
         if (sched_store_find(store_of(b, tensor, d), tile) >= 0)
             continue;
-        int any = 0;
-        for (int c = 0; c < b->ndev && !any; ++c)
-            any = sched_store_find(store_of(b, tensor, c), tile) >= 0;
-        if (!any)
+        if (tile < 0 || tile >= ts->ntiles || !held[tile])
             continue; /* must be resident: learnt at the next step */
         dst[n] = d;
         tiles[n] = tile;
@@ -199,7 +200,7 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
         int idx = sched_store_find(st, tiles[r]);
         sched_emit_send(b, tensor, src[r], st->items[idx].slot, dst[r], tag, PRIME_BYTES_SHIFT);
         /* The source gives the tile up unless it needs it again. */
-        if (ss->last_need[i][(long)src[r] * ts->ntiles + tiles[r]] <= ss->s)
+        if (!needed_later(b, ss, i, src[r], tiles[r]))
             ss->pending_free_slot[src[r] * SCHED_MAX_OPERANDS + i] = st->items[idx].slot;
     }
     Move *mv = sched_new_move(b, tensor, ss->s, kind, delta, n, dst, src, tiles);
@@ -321,12 +322,27 @@ static void step_travel(Builder *b, StepState *ss) {
         as->next_tile[d] = tile_at(b, &ph->out, d, tn);
         as->claimed[d] = 0;
     }
+    /* The devices whose accumulator could travel, by tile (candidates of
+     * sched_acc_available, found once rather than per receiver). */
+    long ntiles = b->s->tensors[ph->out.tensor].ntiles;
+    int *first = ARENA_ARRAY_UNINIT(b->arena, int, ntiles + 1);
+    int *next = ARENA_ARRAY_UNINIT(b->arena, int, b->ndev + 1);
+    for (long t = 0; t < ntiles; ++t)
+        first[t] = -1;
+    for (int c = b->ndev - 1; c >= 0; --c) {
+        const Acc *a = active[c];
+        next[c] = -1;
+        if (a && a->tile >= 0 && a->tile < ntiles) {
+            next[c] = first[a->tile];
+            first[a->tile] = c;
+        }
+    }
     for (int d = 0; d < b->ndev; ++d) {
         long want = as->next_tile[d];
         if ((active[d] && active[d]->tile == want) || sched_retired_find(as, d, want) >= 0)
             continue;
         int any = 0;
-        for (int c = 0; c < b->ndev && !any; ++c)
+        for (int c = want >= 0 && want < ntiles ? first[want] : -1; c >= 0 && !any; c = next[c])
             any = sched_acc_available(b, ph->out.tensor, c, d, want, as);
         if (!any)
             continue;
