@@ -1,14 +1,25 @@
 #!/usr/bin/env python3
 """compile_scale.py — how the compiler's work and its output grow with the
-mesh: `primec build --emit-only` of a single square (Cannon) matmul with
-m = k = n = 32 P on P x P meshes, and `check` on larger meshes.
+mesh and the layer count.
 
     python3 bench/compile_scale.py --primec build/compiler/primec \
         [--before OLD_PRIMEC] [--repeat 5] [--sizes 2,4,8,16] [--check-sizes 32,64]
+    python3 bench/compile_scale.py --primec build/compiler/primec --set opt [--repeat 5]
 
-Prints a Markdown table: median wall time, max RSS and emitted C size
-per mesh (and the same for --before, side by side). Use a Release build.
+The default set: `primec build --emit-only` of a single square (Cannon)
+matmul with m = k = n = 32 P on P x P meshes, and `check` on larger
+meshes; median wall time, max RSS and emitted C size per mesh (and the
+same for --before, side by side).
+
+--set opt: OPT-175B (examples/opt_layer.prime, published shape) with 1
+and 96 layers under the Megatron plan on 4 and 16 devices and the square
+grid on 2x2 and 4x4: `check`, the compiler's own time to the emitted C
+(`--dump-after=emit`, unformatted), `build --emit-only` (formatted with
+clang-format), `build` (the C compiler too), and the emitted C's size.
+
+Use a Release build.
 """
+import re
 import argparse
 import os
 import statistics
@@ -55,8 +66,59 @@ def measure(primec, work, p, mode, repeat, timeout):
     return statistics.median(times), max(rsss), size
 
 
+def opt_model(example, name, layers, mesh):
+    """The text of model `name` of the example, with its layer count and
+    mesh replaced."""
+    src = open(example).read()
+    i = src.index("model %s {" % name)
+    j = src.index("\n}\n", i) + 3
+    m = src[i:j]
+    m = re.sub(r"param layers = \d+", "param layers = %d" % layers, m)
+    m = re.sub(r"mesh\([^)]*\);", mesh, m, count=1)
+    return m
+
+
+def timed(cmd, repeat, out=subprocess.DEVNULL):
+    times, rss = [], 0
+    for _ in range(repeat):
+        wall, r = run_once(cmd)
+        times.append(wall)
+        rss = max(rss, r)
+    return statistics.median(times), rss
+
+
+def opt_set(a):
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                           "opt_layer.prime")
+    cases = [("opt_megatron", "mesh(d: 4);", "Megatron, 4 devices"),
+             ("opt_megatron", "mesh(d: 16);", "Megatron, 16 devices"),
+             ("opt_square", "mesh(i: 2, j: 2);", "square, 2x2"),
+             ("opt_square", "mesh(i: 4, j: 4);", "square, 4x4")]
+    head = ["plan", "layers", "check", "to C (own)", "max RSS", "emit-only", "build", "C size"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    with tempfile.TemporaryDirectory() as work:
+        for name, mesh, label in cases:
+            for layers in (1, 96):
+                src = os.path.join(work, "%s_%d_%d.prime" % (name, layers, len(mesh)))
+                with open(src, "w") as f:
+                    f.write(opt_model(example, name, layers, mesh))
+                out = os.path.join(work, "out")
+                p = a.primec
+                t_check, _ = timed([p, "check", src], a.repeat)
+                t_own, rss = timed([p, "build", src, "--dump-after=emit"], a.repeat)
+                t_emit, _ = timed([p, "build", src, "--emit-only", "-o", out], a.repeat)
+                t_build, _ = timed([p, "build", src, "-o", out], a.repeat)
+                size = os.path.getsize(os.path.join(out, name + ".c"))
+                row = [label, str(layers), "%.2f s" % t_check, "%.2f s" % t_own,
+                       "%.0f MB" % (rss / 1024), "%.2f s" % t_emit, "%.2f s" % t_build,
+                       "%.0f KB" % (size / 1024)]
+                print("| " + " | ".join(row) + " |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", choices=["matmul", "opt"], default="matmul")
     ap.add_argument("--primec", required=True)
     ap.add_argument("--before", help="an older primec, measured side by side")
     ap.add_argument("--repeat", type=int, default=5)
@@ -64,6 +126,9 @@ def main():
     ap.add_argument("--check-sizes", default="32,64")
     ap.add_argument("--timeout", type=int, default=600)
     a = ap.parse_args()
+    if a.set == "opt":
+        opt_set(a)
+        return
     bins = [("now", a.primec)] + ([("before", a.before)] if a.before else [])
     rows = []
     with tempfile.TemporaryDirectory() as work:

@@ -79,12 +79,29 @@ static const char *coords_text(const Schedule *s, Arena *arena, int rank) {
     return arena_strdup(arena, buf);
 }
 
-static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layout *l, FILE *out) {
-    for (int d = 0; d < l->ndev; ++d) {
+/* Ranks listed device by device: the first `ranks`, or all (-1). */
+static int listed(int ranks, int ndev) {
+    return ranks < 0 || ranks > ndev ? ndev : ranks;
+}
+
+static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layout *l, int shown,
+                        FILE *out) {
+    for (int d = 0; d < l->ndev && d < shown; ++d) {
         fprintf(out, "%sdev %d:", d ? "; " : "", d);
         for (int i = 0; i < l->count[d]; ++i)
             fprintf(out, " %s", sched_tile_name(arena, s, tensor, l->tiles[d][i]));
     }
+    if (shown < l->ndev)
+        fprintf(out, "%s... %d more device%s", shown ? "; " : "", l->ndev - shown,
+                l->ndev - shown == 1 ? "" : "s");
+}
+
+/* Whether a collective's group has a listed rank. */
+static int group_listed(const Collective *c, int shown) {
+    for (int g = 0; g < c->gsize; ++g)
+        if (c->group[g] < shown)
+            return 1;
+    return 0;
 }
 
 static int is_compute(const PhaseSched *ph) {
@@ -118,9 +135,10 @@ static void form_text(const Schedule *s, Arena *arena, FILE *out) {
     }
 }
 
-void explain_text(const Schedule *s, Arena *arena, FILE *out) {
+void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
+    const int shown = listed(ranks, ndev);
     fprintf(out, "model %s on %d devices (mesh", m->name, ndev);
     for (int a = 0; a < m->mesh.naxes; ++a)
         fprintf(out, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
@@ -181,7 +199,7 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
             for (long st = 0; st < inst->steps; ++st) {
                 long t = sched_op_step(s, ph, st);
                 fprintf(out, "  step %ld (t = %ld):\n", st, t);
-                for (int d = 0; d < ndev; ++d) {
+                for (int d = 0; d < shown; ++d) {
                     fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d),
                             s->tensors[ph->out.tensor].name,
                             sched_tile_name(arena, s, ph->out.tensor,
@@ -192,6 +210,9 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
                                                 sched_operand_tile(s, ph, &ph->in[i], d, t)));
                     fprintf(out, "\n");
                 }
+                if (shown < ndev)
+                    fprintf(out, "    ... %d more device%s (--ranks N or --ranks all lists them)\n",
+                            ndev - shown, ndev - shown == 1 ? "" : "s");
                 for (int i = 0; i < ph->moves.count; ++i) {
                     const Move *mv = ph->moves.items[i];
                     if (mv->step != st)
@@ -210,16 +231,27 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
         } else {
             fprintf(out, "\n");
         }
+        int unlisted = 0;
+        long unlisted_bytes = 0;
         for (int i = 0; i < ph->collectives.count; ++i) {
             const Collective *c = ph->collectives.items[i];
+            ncoll++;
+            if (!group_listed(c, shown)) {
+                unlisted++;
+                unlisted_bytes += c->bytes;
+                continue;
+            }
             fprintf(out, "  %s of %s%s over devices {",
                     c->reduce_scatter ? "reduce-scatter" : "all-reduce", s->tensors[c->tensor].name,
                     sched_tile_name(arena, s, c->tensor, c->tile));
             for (int g = 0; g < c->gsize; ++g)
                 fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
             fprintf(out, "}: %ld elements, %ld bytes sent in all\n", c->elems, c->bytes);
-            ncoll++;
         }
+        if (unlisted)
+            fprintf(out,
+                    "  ... %d more collective%s over unlisted devices, %ld bytes sent in all\n",
+                    unlisted, unlisted == 1 ? "" : "s", unlisted_bytes);
         for (int i = 0; i < ph->boundary.count; ++i) {
             const Move *mv = ph->boundary.items[i];
             fprintf(out, "  redistribution of %s (%s", s->tensors[mv->tensor].name,
@@ -230,9 +262,9 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
                     mv->ntransfers == 1 ? "" : "s", mv->bytes, mv->reason);
             fprintf(out, "    have: ");
             layout_text(s, arena, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor,
-                        &mv->have, out);
+                        &mv->have, shown, out);
             fprintf(out, "\n    need: ");
-            layout_text(s, arena, mv->tensor, &mv->need, out);
+            layout_text(s, arena, mv->tensor, &mv->need, shown, out);
             fprintf(out, "\n");
             nredist++;
         }
@@ -243,20 +275,37 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out) {
                 fprintf(out, "  no redistribution\n");
         }
         fprintf(out, "  peak memory per device:");
-        for (int d = 0; d < ndev; ++d)
-            fprintf(out, " %ld", ph->peak[d]);
+        long most = 0;
+        for (int d = 0; d < ndev; ++d) {
+            if (d < shown)
+                fprintf(out, " %ld", ph->peak[d]);
+            most = ph->peak[d] > most ? ph->peak[d] : most;
+        }
+        if (shown < ndev)
+            fprintf(out, " ... (%d more device%s; largest %ld)", ndev - shown,
+                    ndev - shown == 1 ? "" : "s", most);
         fprintf(out, " bytes\n");
     }
     fprintf(out, "\nper device (bytes sent by kind, peak bytes allocated):\n");
     fprintf(out, "  %4s %12s %12s %12s %12s\n", "dev", "shift", "collective", "redist", "peak");
+    long most[PRIME_BYTES_KIND_COUNT + 1] = {0};
     for (int d = 0; d < ndev; ++d) {
-        fprintf(out, "  %4d", d);
-        for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind) {
-            fprintf(out, " %12ld", s->pred_bytes[kind][d]);
-            total[kind] += s->pred_bytes[kind][d];
+        if (d < shown)
+            fprintf(out, "  %4d", d);
+        for (int kind = 0; kind <= PRIME_BYTES_KIND_COUNT; ++kind) {
+            long v = kind < PRIME_BYTES_KIND_COUNT ? s->pred_bytes[kind][d] : s->pred_peak[d];
+            if (d < shown)
+                fprintf(out, " %12ld", v);
+            if (kind < PRIME_BYTES_KIND_COUNT)
+                total[kind] += v;
+            most[kind] = v > most[kind] ? v : most[kind];
         }
-        fprintf(out, " %12ld\n", s->pred_peak[d]);
+        if (d < shown)
+            fprintf(out, "\n");
     }
+    if (shown < ndev)
+        fprintf(out, "  %4s %12ld %12ld %12ld %12ld (%d more device%s)\n", "max", most[0], most[1],
+                most[2], most[3], ndev - shown, ndev - shown == 1 ? "" : "s");
     fprintf(out, "  %4s %12ld %12ld %12ld\n", "all", total[0], total[1], total[2]);
     fprintf(out,
             "collectives: %d; redistributions: %d; shift bytes %ld; collective bytes %ld; "
@@ -275,9 +324,9 @@ static void json_tile(const Schedule *s, int tensor, long tile, FILE *out) {
     fputc(']', out);
 }
 
-static void json_layout(const Schedule *s, int tensor, const Layout *l, FILE *out) {
+static void json_layout(const Schedule *s, int tensor, const Layout *l, int shown, FILE *out) {
     fputc('[', out);
-    for (int d = 0; d < l->ndev; ++d) {
+    for (int d = 0; d < l->ndev && d < shown; ++d) {
         fprintf(out, "%s[", d ? ", " : "");
         for (int i = 0; i < l->count[d]; ++i) {
             if (i)
@@ -289,12 +338,13 @@ static void json_layout(const Schedule *s, int tensor, const Layout *l, FILE *ou
     fputc(']', out);
 }
 
-void explain_json(const Schedule *s, Arena *arena, FILE *out) {
+void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks) {
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
+    const int shown = listed(ranks, ndev);
     fprintf(out, "{\"model\": ");
     printer_json_string(out, m->name);
-    fprintf(out, ", \"devices\": %d, \"mesh\": [", ndev);
+    fprintf(out, ", \"devices\": %d, \"ranks_listed\": %d, \"mesh\": [", ndev, shown);
     for (int a = 0; a < m->mesh.naxes; ++a) {
         fprintf(out, "%s{\"axis\": ", a ? ", " : "");
         printer_json_string(out, m->mesh.names[a]);
@@ -350,7 +400,7 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
             for (long st = 0; st < inst->steps; ++st) {
                 long t = sched_op_step(s, ph, st);
                 fprintf(out, "%s{\"step\": %ld, \"t\": %ld, \"devices\": [", st ? ", " : "", st, t);
-                for (int d = 0; d < ndev; ++d) {
+                for (int d = 0; d < shown; ++d) {
                     fprintf(out, "%s{\"rank\": %d, \"tiles\": {", d ? ", " : "", d);
                     printer_json_string(out, s->tensors[ph->out.tensor].name);
                     fprintf(out, ": ");
@@ -384,10 +434,12 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
             }
             fprintf(out, "}");
         }
-        fprintf(out, "],\n   \"collectives\": [");
-        for (int i = 0; i < ph->collectives.count; ++i) {
+        fprintf(out, "],\n   \"collectives_total\": %d, \"collectives\": [", ph->collectives.count);
+        for (int i = 0, first = 1; i < ph->collectives.count; ++i) {
             const Collective *c = ph->collectives.items[i];
-            fprintf(out, "%s{\"kind\": \"%s\", \"tensor\": ", i ? ", " : "",
+            if (!group_listed(c, shown))
+                continue;
+            fprintf(out, "%s{\"kind\": \"%s\", \"tensor\": ", first ? "" : ", ",
                     c->reduce_scatter ? "reduce-scatter" : "all-reduce");
             printer_json_string(out, s->tensors[c->tensor].name);
             fprintf(out, ", \"tile\": ");
@@ -396,6 +448,7 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
             for (int g = 0; g < c->gsize; ++g)
                 fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
             fprintf(out, "], \"elements\": %ld, \"bytes\": %ld}", c->elems, c->bytes);
+            first = 0;
         }
         fprintf(out, "],\n   \"redistributions\": [");
         for (int i = 0; i < ph->boundary.count; ++i) {
@@ -411,26 +464,41 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out) {
             printer_json_string(out, mv->reason);
             fprintf(out, ", \"have\": ");
             json_layout(s, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have,
-                        out);
+                        shown, out);
             fprintf(out, ", \"need\": ");
-            json_layout(s, mv->tensor, &mv->need, out);
+            json_layout(s, mv->tensor, &mv->need, shown, out);
             fprintf(out, "}");
         }
         fprintf(out, "],\n   \"peak_bytes\": [");
-        for (int d = 0; d < ndev; ++d)
-            fprintf(out, "%s%ld", d ? ", " : "", ph->peak[d]);
-        fprintf(out, "]}");
+        long most = 0;
+        for (int d = 0; d < ndev; ++d) {
+            if (d < shown)
+                fprintf(out, "%s%ld", d ? ", " : "", ph->peak[d]);
+            most = ph->peak[d] > most ? ph->peak[d] : most;
+        }
+        fprintf(out, "], \"peak_bytes_max\": %ld}", most);
     }
     fprintf(out, "],\n \"per_device\": [");
-    for (int d = 0; d < ndev; ++d)
-        fprintf(
-            out,
-            "%s{\"rank\": %d, \"shift\": %ld, \"collective\": %ld, \"redist\": %ld, \"peak\": %ld}",
-            d ? ", " : "", d, s->pred_bytes[0][d], s->pred_bytes[1][d], s->pred_bytes[2][d],
-            s->pred_peak[d]);
+    long most[PRIME_BYTES_KIND_COUNT + 1] = {0};
+    for (int d = 0; d < ndev; ++d) {
+        for (int kind = 0; kind <= PRIME_BYTES_KIND_COUNT; ++kind) {
+            long v = kind < PRIME_BYTES_KIND_COUNT ? s->pred_bytes[kind][d] : s->pred_peak[d];
+            most[kind] = v > most[kind] ? v : most[kind];
+        }
+        if (d < shown)
+            fprintf(out,
+                    "%s{\"rank\": %d, \"shift\": %ld, \"collective\": %ld, \"redist\": %ld, "
+                    "\"peak\": %ld}",
+                    d ? ", " : "", d, s->pred_bytes[0][d], s->pred_bytes[1][d], s->pred_bytes[2][d],
+                    s->pred_peak[d]);
+    }
+    fprintf(out,
+            "],\n \"per_device_max\": {\"shift\": %ld, \"collective\": %ld, \"redist\": %ld, "
+            "\"peak\": %ld}",
+            most[0], most[1], most[2], most[3]);
     const ScheduleForm *sf = form_build(arena, s);
     fprintf(out,
-            "],\n \"program_form\": {\"parametric_phases\": %d, \"phases\": %d, "
+            ",\n \"program_form\": {\"parametric_phases\": %d, \"phases\": %d, "
             "\"layout_tables\": %d, \"per_rank_phases\": [",
             s->phases.count - sf->nfallback, s->phases.count, sf->nlayout_fallback);
     for (int k = 0, first = 1; k < s->phases.count; ++k) {

@@ -16,8 +16,11 @@
 
 #include "schedule.h"
 
-void explain_text(const Schedule *s, Arena *arena, FILE *out);
-void explain_json(const Schedule *s, Arena *arena, FILE *out);
+/* ranks: how many ranks (0, 1, ...) to list device by device; -1: all.
+ * The rest are summarised (counts, the largest per-device figures), so
+ * a report on thousands of devices stays small. */
+void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks);
+void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks);
 
 /* Replication factor of a layout: the most devices holding one tile. */
 int layout_replication(const Layout *l, long ntiles);

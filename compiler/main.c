@@ -45,6 +45,7 @@ static void usage(FILE *out) {
         "options:\n"
         "  --model NAME           only this model (default: every model in FILE)\n"
         "  --json                 explain: write JSON instead of text\n"
+        "  --ranks N|all          explain: list per-device detail for ranks 0..N-1 (default 16)\n"
         "  --target cpu|mpi       build: the backend (cpu: a thread per device; mpi: an MPI "
         "process each)\n"
         "  -o DIR                 build: output directory (default: .)\n"
@@ -148,6 +149,7 @@ int main(int argc, char **argv) {
     const char *command = NULL, *file = NULL, *model = NULL, *dump_after = NULL;
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
     int json = 0, emit_only = 0;
+    int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
 
     /* The compiler runs no GEMM but calibrate's (one per device thread).
      * OpenBLAS starts its worker threads when it is loaded, before main,
@@ -179,6 +181,25 @@ int main(int argc, char **argv) {
             emit_only = 1;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump_after = a + 13;
+        } else if (strcmp(a, "--ranks") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
+                return EXIT_USAGE;
+            }
+            const char *v = argv[++i];
+            char *end = NULL;
+            long n = strtol(v, &end, 10);
+            if (strcmp(v, "all") == 0) {
+                ranks = -1;
+            } else if (!*v || *end || n < 0 || n > (1L << 20)) {
+                fprintf(stderr,
+                        "primec: error: --ranks takes a number of ranks from 0 to 1048576 or "
+                        "'all', not '%s'\n",
+                        v);
+                return EXIT_USAGE;
+            } else {
+                ranks = (int)n;
+            }
         } else if (strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 ||
                    strcmp(a, "-o") == 0 || strcmp(a, "--cc") == 0) {
             if (i + 1 >= argc) {
@@ -276,9 +297,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(command, "explain") == 0) {
         for (int i = 0; i < c.schedules.count; ++i) {
             if (json)
-                explain_json(c.schedules.items[i], c.arena, stdout);
+                explain_json(c.schedules.items[i], c.arena, stdout, ranks);
             else
-                explain_text(c.schedules.items[i], c.arena, stdout);
+                explain_text(c.schedules.items[i], c.arena, stdout, ranks);
         }
     } else {
         if (!make_dirs(outdir)) {
