@@ -668,6 +668,79 @@ static void number_tensors(Arena *arena, const Schedule *s, ScheduleForm *sf) {
     }
 }
 
+/* ---- Canonical order of posts ------------------------------------- */
+
+/* Actions that only post work (allocations, sends, receives, box
+ * copies) and can trade places: between two other actions nothing is
+ * freed, every receive and box send completes at the next wait, and a
+ * tile's allocation precedes any use of it. */
+static int is_post(int op) {
+    return op == PRIME_ACT_ALLOC || op == PRIME_ACT_SEND || op == PRIME_ACT_RECV ||
+           op == PRIME_ACT_SEND_BOX || op == PRIME_ACT_RECV_BOX || op == PRIME_ACT_COPY_BOX;
+}
+
+typedef struct PostKey {
+    int cls; /* 0 alloc, 1 copy, 2 receive, 3 send */
+    int tensor;
+    long delta; /* the peer relative to the rank, row-major over the mesh */
+    int index;  /* original position: keeps messages to one peer in order */
+} PostKey;
+
+static int cmp_post(const void *pa, const void *pb) {
+    const PostKey *a = pa, *b = pb;
+    long d[4] = {a->cls - b->cls, a->tensor - b->tensor, a->delta - b->delta, a->index - b->index};
+    for (int k = 0; k < 4; ++k)
+        if (d[k])
+            return d[k] < 0 ? -1 : 1;
+    return 0;
+}
+
+static long relative_peer(const PrimeMesh *mesh, int rank, int peer) {
+    long c[PRIME_MAX_AXES], p[PRIME_MAX_AXES], key = 0;
+    prime_mesh_coords(mesh, rank, c);
+    prime_mesh_coords(mesh, peer, p);
+    for (int a = 0; a < mesh->naxes; ++a)
+        key = key * mesh->size[a] + (p[a] - c[a] + mesh->size[a]) % mesh->size[a];
+    return key;
+}
+
+PhaseSched *form_canonical_phase(Arena *arena, const PhaseSched *ph, const PrimeMesh *mesh,
+                                 int ndev) {
+    PhaseSched *c = ARENA_NEW(arena, PhaseSched);
+    *c = *ph;
+    c->actions = ARENA_ARRAY(arena, PrimeAction *, ndev + 1);
+    for (int r = 0; r < ndev; ++r) {
+        int n = ph->nactions[r];
+        PrimeAction *out = ARENA_ARRAY_UNINIT(arena, PrimeAction, n + 1);
+        PostKey *keys = ARENA_ARRAY_UNINIT(arena, PostKey, n + 1);
+        for (int i = 0; i < n;) {
+            int j = i;
+            while (j < n && is_post(ph->actions[r][j].op))
+                ++j;
+            if (j == i) {
+                out[i] = ph->actions[r][i];
+                ++i;
+                continue;
+            }
+            for (int k = i; k < j; ++k) {
+                const PrimeAction *a = &ph->actions[r][k];
+                int cls = a->op == PRIME_ACT_ALLOC                                 ? 0
+                          : a->op == PRIME_ACT_COPY_BOX                            ? 1
+                          : a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_RECV_BOX ? 2
+                                                                                   : 3;
+                keys[k - i] =
+                    (PostKey){cls, a->tensor, cls >= 2 ? relative_peer(mesh, r, a->peer) : 0, k};
+            }
+            qsort(keys, (size_t)(j - i), sizeof *keys, cmp_post);
+            for (int k = i; k < j; ++k)
+                out[k] = ph->actions[r][keys[k - i].index];
+            i = j;
+        }
+        c->actions[r] = out;
+    }
+    return c;
+}
+
 ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     const Mesh *m = &s->model->mesh;
     ScheduleForm *sf = ARENA_NEW(arena, ScheduleForm);
@@ -683,7 +756,19 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     sf->phases = ARENA_ARRAY(arena, PhaseForm, s->phases.count + 1);
     for (int k = 0; k < s->phases.count; ++k) {
         PhaseForm *pf = &sf->phases[k];
-        pf->fallback = fit_phase(&f, s->phases.items[k], pf);
+        const PhaseSched *ph = s->phases.items[k];
+        pf->fallback = fit_phase(&f, ph, pf);
+        if (pf->fallback && strcmp(pf->fallback, "ranks run different action sequences") == 0) {
+            /* Posts in a canonical order (sends and receives by their
+             * peer's offset) may be the same on every rank. */
+            PhaseForm retry;
+            memset(&retry, 0, sizeof retry);
+            const PhaseSched *canon = form_canonical_phase(arena, ph, &sf->mesh, m->ndev);
+            if (!fit_phase(&f, canon, &retry)) {
+                *pf = retry;
+                pf->reordered = 1;
+            }
+        }
         if (pf->fallback)
             sf->nfallback++;
     }
@@ -743,9 +828,10 @@ static int phase_shifted(const Schedule *s, const ScheduleForm *sf, const int *k
                          const int *reference, int ka, int kb, long copies, Shift *sh) {
     const PhaseForm *fa = &sf->phases[ka], *fb = &sf->phases[kb];
     const PhaseSched *pa = s->phases.items[ka], *pb = s->phases.items[kb];
-    if (fa->fallback || fb->fallback || fa->ntables || fb->ntables || fa->uses_offsets ||
-        fb->uses_offsets)
+    if (fa->fallback || fb->fallback || fa->uses_offsets || fb->uses_offsets ||
+        fa->ntables != fb->ntables)
         return 0;
+    int ndev = s->model->mesh.ndev;
     if (pa->kind != pb->kind || kernel[ka] != kernel[kb] || reference[ka] != reference[kb] ||
         pa->nin != pb->nin || fa->form.nforms != fb->form.nforms ||
         fa->noffset_forms != fb->noffset_forms || fa->ngroup_forms != fb->ngroup_forms ||
@@ -792,6 +878,15 @@ static int phase_shifted(const Schedule *s, const ScheduleForm *sf, const int *k
              memcmp(x.slots, y.slots, sizeof(PrimeAffine) * (1 + PRIME_MAX_KERNEL_INPUTS)) != 0))
             return 0;
         y.slots = x.slots;
+        /* Per-rank tables (box indices, say) must hold the same values. */
+        if ((x.peer_table == NULL) != (y.peer_table == NULL) ||
+            (x.peer_table && memcmp(x.peer_table, y.peer_table, sizeof(int) * (size_t)ndev)))
+            return 0;
+        if ((x.arg_table == NULL) != (y.arg_table == NULL) ||
+            (x.arg_table && memcmp(x.arg_table, y.arg_table, sizeof(int) * (size_t)ndev)))
+            return 0;
+        y.peer_table = x.peer_table;
+        y.arg_table = x.arg_table;
         if (memcmp(&x, &y, sizeof x) != 0)
             return 0;
     }

@@ -24,6 +24,7 @@ typedef struct PhaseForm {
     int ngroup_forms;
     int uses_offsets; /* kernel args index the phase's offsets table */
     int ntables;      /* fields left as per-rank tables */
+    int reordered;    /* the form follows form_canonical_phase's order */
 } PhaseForm;
 
 typedef struct ScheduleForm {
@@ -40,6 +41,16 @@ typedef struct ScheduleForm {
     int *tensor_at;       /* per number: the storage tensor */
     int nlayout_fallback; /* layouts with per-rank tables */
 } ScheduleForm;
+
+/* The phase with every rank's runs of posts (allocations, sends,
+ * receives, box copies between two other actions) in a canonical order:
+ * allocations, box copies, receives, then sends, each by tensor and by
+ * the peer's offset from the rank, messages to one peer in their order.
+ * Nothing in such a run is freed or waited for, so the order changes
+ * neither results nor counters; ranks that post the same messages in a
+ * rotated order then run the same list. */
+PhaseSched *form_canonical_phase(Arena *arena, const PhaseSched *ph, const PrimeMesh *mesh,
+                                 int ndev);
 
 /* Finds and proves the forms of every phase and layout of s. */
 ScheduleForm *form_build(Arena *arena, const Schedule *s);
