@@ -21,6 +21,10 @@
  * scratch is free again before the next step posts its receive. Messages
  * travel on the collective channel under the caller's tag, and the FIFO
  * order per (source, destination, tag) keeps successive steps apart.
+ *
+ * Every wait has the world's deadline (prime_wait). A step that timed out
+ * or was aborted ends the collective: the peers are gone, so the later
+ * steps would only wait out the deadline again.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -140,9 +144,14 @@ static PrimeStatus ring_step(const Ring *ring, int sc, int rc, float *into, int 
     return st;
 }
 
+/* A failure after which no peer can be expected to answer. */
+static int gone(PrimeStatus st) {
+    return st == PRIME_ERR_TIMEOUT || st == PRIME_ERR_ABORTED;
+}
+
 static PrimeStatus ring_reduce_scatter(const Ring *ring, float *scratch) {
     PrimeStatus st = PRIME_OK;
-    for (int s = 0; s + 1 < ring->g; s++) {
+    for (int s = 0; s + 1 < ring->g && !gone(st); s++) {
         PrimeStatus st2 = ring_step(ring, ring_mod(ring->pos - s - 1, ring->g),
                                     ring_mod(ring->pos - s - 2, ring->g), scratch, 1);
         if (st == PRIME_OK)
@@ -153,7 +162,7 @@ static PrimeStatus ring_reduce_scatter(const Ring *ring, float *scratch) {
 
 static PrimeStatus ring_allgather(const Ring *ring) {
     PrimeStatus st = PRIME_OK;
-    for (int s = 0; s + 1 < ring->g; s++) {
+    for (int s = 0; s + 1 < ring->g && !gone(st); s++) {
         PrimeStatus st2 = ring_step(ring, ring_mod(ring->pos - s, ring->g),
                                     ring_mod(ring->pos - s - 1, ring->g), NULL, 0);
         if (st == PRIME_OK)
@@ -177,6 +186,8 @@ static PrimeStatus collective(CollKind kind, PrimeDev *dev, const int *group, in
         return prime_rt_fail(dev, PRIME_ERR_ARG);
     if (gsize == 1 || n == 0)
         return PRIME_OK;
+    if (prime_rt_fault_point(dev) != PRIME_OK)
+        return PRIME_ERR_ABORTED;
     Ring ring = {dev, group, gsize, pos, buf, n, tag};
     if (kind == COLL_ALLGATHER)
         return ring_allgather(&ring);
@@ -186,7 +197,7 @@ static PrimeStatus collective(CollKind kind, PrimeDev *dev, const int *group, in
     if (!scratch)
         return PRIME_ERR_NOMEM;
     PrimeStatus st = ring_reduce_scatter(&ring, scratch);
-    if (kind == COLL_ALLREDUCE) {
+    if (kind == COLL_ALLREDUCE && !gone(st)) {
         PrimeStatus st2 = ring_allgather(&ring);
         if (st == PRIME_OK)
             st = st2;

@@ -15,6 +15,10 @@
 
 #include "internal.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +35,10 @@ const char *prime_status_name(PrimeStatus status) {
         return "transport failure";
     case PRIME_ERR_IO:
         return "i/o error";
+    case PRIME_ERR_TIMEOUT:
+        return "timed out waiting for a peer";
+    case PRIME_ERR_ABORTED:
+        return "aborted after another device timed out";
     }
     return "unknown status";
 }
@@ -61,6 +69,132 @@ PrimeStatus prime_rt_fail(PrimeDev *dev, PrimeStatus status) {
     return status;
 }
 
+/* The process default of prime_set_default_timeout, in nanoseconds. Set
+ * before worlds are created, from the main thread. */
+static uint64_t default_timeout_ns = (uint64_t)(PRIME_RT_DEFAULT_TIMEOUT_S * 1e9);
+
+/* Seconds to nanoseconds; 0 on a bad value (checked by the callers). A
+ * timeout beyond a century is as good as none. */
+static int timeout_from_seconds(double seconds, uint64_t *ns) {
+    if (!(seconds >= 0) || !isfinite(seconds))
+        return 0;
+    *ns = seconds > 3.2e9 ? 0 : (uint64_t)(seconds * 1e9);
+    if (seconds > 0 && *ns == 0)
+        *ns = 1;
+    return 1;
+}
+
+PrimeStatus prime_set_default_timeout(double seconds) {
+    return timeout_from_seconds(seconds, &default_timeout_ns) ? PRIME_OK : PRIME_ERR_ARG;
+}
+
+PrimeStatus prime_world_set_timeout(PrimeWorld *world, double seconds) {
+    if (!world)
+        return PRIME_ERR_ARG;
+    return timeout_from_seconds(seconds, &world->timeout_ns) ? PRIME_OK : PRIME_ERR_ARG;
+}
+
+double prime_world_timeout(const PrimeWorld *world) {
+    return world ? (double)world->timeout_ns / 1e9 : 0;
+}
+
+uint64_t prime_rt_default_timeout_ns(void) {
+    return default_timeout_ns;
+}
+
+uint64_t prime_rt_deadline(uint64_t timeout_ns) {
+    return timeout_ns ? prime_rt_now_ns() + timeout_ns : 0;
+}
+
+const char *prime_world_failure(const PrimeWorld *world, int rank) {
+    if (!world || rank < 0 || rank >= world->ndev)
+        return NULL;
+    const PrimeDev *dev = &world->devs[rank];
+    return dev->failure[0] ? dev->failure : dev->note[0] ? dev->note : NULL;
+}
+
+void prime_dev_set_context(PrimeDev *dev, const char *phase, int step, int action,
+                           const char *what) {
+    if (!dev)
+        return;
+    atomic_store_explicit(&dev->ctx_phase, phase, memory_order_relaxed);
+    atomic_store_explicit(&dev->ctx_step, step, memory_order_relaxed);
+    atomic_store_explicit(&dev->ctx_action, action, memory_order_relaxed);
+    atomic_store_explicit(&dev->ctx_what, what, memory_order_relaxed);
+}
+
+void prime_rt_context_text(const PrimeDev *dev, char *buf, size_t cap) {
+    const char *phase = atomic_load_explicit(&dev->ctx_phase, memory_order_relaxed);
+    const char *what = atomic_load_explicit(&dev->ctx_what, memory_order_relaxed);
+    int step = atomic_load_explicit(&dev->ctx_step, memory_order_relaxed);
+    int action = atomic_load_explicit(&dev->ctx_action, memory_order_relaxed);
+    buf[0] = '\0';
+    if (!phase && !what)
+        return;
+    size_t at = 0;
+    if (phase)
+        at += (size_t)snprintf(buf + at, cap - at, " in phase '%s'", phase);
+    if (at < cap && step >= 0)
+        at += (size_t)snprintf(buf + at, cap - at, "%s step %d", at ? "," : " in", step);
+    if (at < cap && action >= 0)
+        at += (size_t)snprintf(buf + at, cap - at, "%s action %d", at ? "," : " at", action);
+    if (at < cap && what)
+        snprintf(buf + at, cap - at, " (%s)", what);
+}
+
+PrimeStatus prime_rt_note_timeout(PrimeDev *dev, const char *fmt, ...) {
+    if (!dev->failure[0]) {
+        char ctx[200], detail[160];
+        prime_rt_context_text(dev, ctx, sizeof ctx);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof detail, fmt, ap);
+        va_end(ap);
+        snprintf(dev->failure, sizeof dev->failure, "rank %d: no answer within %g s%s: %s",
+                 dev->rank, (double)dev->world->timeout_ns / 1e9, ctx, detail);
+    }
+    return prime_rt_fail(dev, PRIME_ERR_TIMEOUT);
+}
+
+/* PRIME_FAULT=stall:RANK[:N]; anything else leaves fault injection off. */
+static void read_fault(PrimeWorld *w) {
+    w->fault_rank = -1;
+    const char *spec = getenv("PRIME_FAULT");
+    if (!spec || strncmp(spec, "stall:", 6) != 0)
+        return;
+    char *end = NULL;
+    errno = 0;
+    long rank = strtol(spec + 6, &end, 10);
+    if (errno || end == spec + 6 || rank < 0 || rank >= w->ndev)
+        return;
+    unsigned long long after = 0;
+    if (*end == ':') {
+        const char *n = end + 1;
+        if (*n < '0' || *n > '9')
+            return;
+        after = strtoull(n, &end, 10);
+        if (errno)
+            return;
+    }
+    if (*end != '\0')
+        return;
+    w->fault_rank = (int)rank;
+    w->fault_after = after;
+}
+
+PrimeStatus prime_rt_fault_point(PrimeDev *dev) {
+    PrimeWorld *w = dev->world;
+    if (w->fault_rank != dev->rank || dev->comm_calls++ != w->fault_after)
+        return PRIME_OK;
+    char ctx[200];
+    prime_rt_context_text(dev, ctx, sizeof ctx);
+    snprintf(dev->failure, sizeof dev->failure,
+             "rank %d: stopped answering%s (PRIME_FAULT=stall:%d:%llu)", dev->rank, ctx, dev->rank,
+             (unsigned long long)w->fault_after);
+    prime_rt_stall(dev);
+    return prime_rt_fail(dev, PRIME_ERR_ABORTED);
+}
+
 PrimeWorld *prime_rt_world_new(int ndev) {
     PrimeWorld *w = calloc(1, sizeof *w);
     if (!w)
@@ -71,10 +205,16 @@ PrimeWorld *prime_rt_world_new(int ndev) {
         return NULL;
     }
     w->ndev = ndev;
+    w->timeout_ns = default_timeout_ns;
     for (int i = 0; i < ndev; i++) {
         w->devs[i].world = w;
         w->devs[i].rank = i;
+        atomic_init(&w->devs[i].ctx_phase, NULL);
+        atomic_init(&w->devs[i].ctx_what, NULL);
+        atomic_init(&w->devs[i].ctx_step, -1);
+        atomic_init(&w->devs[i].ctx_action, -1);
     }
+    read_fault(w);
     return w;
 }
 
@@ -173,9 +313,19 @@ uint64_t prime_world_current_bytes(const PrimeWorld *world, int rank) {
 
 PrimeStatus prime_isend(PrimeDev *dev, int dst, int tag, const float *buf, size_t n,
                         PrimeByteKind kind, PrimeReq *req) {
+    if (dev && dev->be && prime_rt_fault_point(dev) != PRIME_OK) {
+        if (req)
+            req->impl = NULL;
+        return PRIME_ERR_ABORTED;
+    }
     return prime_rt_post_send(dev, dst, tag, PRIME_RT_CHAN_P2P, buf, n, kind, req);
 }
 
 PrimeStatus prime_irecv(PrimeDev *dev, int src, int tag, float *buf, size_t n, PrimeReq *req) {
+    if (dev && dev->be && prime_rt_fault_point(dev) != PRIME_OK) {
+        if (req)
+            req->impl = NULL;
+        return PRIME_ERR_ABORTED;
+    }
     return prime_rt_post_recv(dev, src, tag, PRIME_RT_CHAN_P2P, buf, n, req);
 }

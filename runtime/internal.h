@@ -30,6 +30,7 @@
 
 #include "prime_rt.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,8 @@
 #define PRIME_RT_TRACE_NAME_MAX 63
 /* Highest rank prime_copy_box supports. */
 #define PRIME_RT_MAX_RANK 8
+/* Longest failure message kept (see prime_world_failure), with its NUL. */
+#define PRIME_RT_FAILURE_MAX 512
 
 /* Matching namespaces: collectives never match user point-to-point
  * messages, whatever tags either side uses. */
@@ -82,14 +85,33 @@ struct PrimeDev {
     uint64_t peak_bytes;
     PrimeTrace trace;
 
+    /* What the device is doing (prime_dev_set_context), for the message of
+     * a wait that times out: written by the device thread, and atomic
+     * because the threads backend's owner reads it about a device that
+     * does not return (prime_rt_context_text). Then, device thread only:
+     * the communication calls it made, for fault injection, and that
+     * message ("" when none), which the world's owner reads after the run. */
+    _Atomic(const char *) ctx_phase;
+    _Atomic(const char *) ctx_what;
+    atomic_int ctx_step;
+    atomic_int ctx_action;
+    uint64_t comm_calls;
+    char failure[PRIME_RT_FAILURE_MAX];
+    /* Written by the world's owner about a device that did not return. */
+    char note[PRIME_RT_FAILURE_MAX];
+
     PrimeDevBackend *be; /* NULL for an MPI mirror */
 };
 
 struct PrimeWorld {
     int ndev;
-    PrimeDev *devs; /* one per rank */
-    uint64_t t0_ns; /* monotonic clock at creation */
-    int trace_on;   /* set between runs only */
+    PrimeDev *devs;      /* one per rank */
+    uint64_t t0_ns;      /* monotonic clock at creation */
+    int trace_on;        /* set between runs only */
+    uint64_t timeout_ns; /* deadline of every wait, 0: none; between runs only */
+    /* PRIME_FAULT=stall:RANK:N, read at creation: fault_rank -1 when unset. */
+    int fault_rank;
+    uint64_t fault_after;
     PrimeWorldBackend *be;
 };
 
@@ -102,9 +124,37 @@ PrimeStatus prime_rt_fail(PrimeDev *dev, PrimeStatus status);
 /* Monotonic clock in nanoseconds. */
 uint64_t prime_rt_now_ns(void);
 
-/* A zeroed world of `ndev` devices with `world` and `rank` set and no
- * backend; NULL when out of memory. */
+/* A zeroed world of `ndev` devices with `world` and `rank` set, the
+ * process's default timeout, PRIME_FAULT read, and no backend; NULL when
+ * out of memory. */
 PrimeWorld *prime_rt_world_new(int ndev);
+
+/* Deadlines (device.c). The process default in nanoseconds (0: none). */
+uint64_t prime_rt_default_timeout_ns(void);
+/* The absolute monotonic time at which a wait that starts now gives up,
+ * or 0 when `timeout_ns` is 0. */
+uint64_t prime_rt_deadline(uint64_t timeout_ns);
+/* Records, unless the device has a failure message already, "rank R: no
+ * answer within T s" with the device's context and `detail` (printf
+ * format), and returns prime_rt_fail(dev, PRIME_ERR_TIMEOUT). */
+PrimeStatus prime_rt_note_timeout(PrimeDev *dev, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* " in phase 'P', step S, action A (WHAT)" for the device's context, ""
+ * without one; any thread. */
+void prime_rt_context_text(const PrimeDev *dev, char *buf, size_t cap);
+
+/* Fault injection (device.c): counts one communication call of the
+ * device and, when PRIME_FAULT names this call, records the fault as the
+ * device's failure and stops answering through prime_rt_stall; returns
+ * PRIME_ERR_ABORTED then (the call must do nothing), PRIME_OK otherwise. */
+PrimeStatus prime_rt_fault_point(PrimeDev *dev);
+/* Backend: stop answering. Threads: block until the world aborts. MPI:
+ * sleep until the process is killed. */
+void prime_rt_stall(PrimeDev *dev);
 /* Frees every device's trace, the devices and the world; the backend
  * state must be gone already. */
 void prime_rt_world_delete(PrimeWorld *world);

@@ -11,10 +11,21 @@
  * process then reaches the same verdict; only the root prints it and
  * writes the --json and --trace files, and the exit code is agreed on,
  * so every process exits with the same one.
+ *
+ * Exit codes: 0 success; 1 --check found a wrong result or counter;
+ * 2 a bad command line, an output file that cannot be written (checked
+ * before the run and again when written), or a wrong number of MPI
+ * processes; 3 an internal or runtime failure (out of memory, a
+ * transport error); 4 a device did not answer within --timeout (each
+ * process prints, for its devices, which rank waited for whom, where).
+ * After a timeout with MPI the processes cannot agree on anything: each
+ * one that timed out exits with 4 at once and the launcher ends the rest.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "prime_program.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -133,17 +144,23 @@ static int stores_init(Run *run) {
     return ok;
 }
 
+/* The exit code of a run in which a device did not answer. */
+#define EXIT_TIMEOUT 4
+
 /* The largest of every process's `value` (with threads: `value`). Each
  * block of the shared array starts as this process's value, and the share
  * keeps the block of this process's rank, whichever that is. A failed
- * share counts as `fail`. */
+ * share counts as `fail`, one that timed out as EXIT_TIMEOUT. */
 static int agree_max(PrimeWorld *world, int ndev, int value, int fail) {
     int *all = malloc(sizeof(int) * (size_t)ndev);
     if (!all)
         return value > fail ? value : fail;
     for (int r = 0; r < ndev; ++r)
         all[r] = value;
-    if (prime_world_share(world, all, sizeof(int)) != PRIME_OK)
+    PrimeStatus st = prime_world_share(world, all, sizeof(int));
+    if (st == PRIME_ERR_TIMEOUT)
+        fail = EXIT_TIMEOUT;
+    if (st != PRIME_OK)
         all[0] = value > fail ? value : fail;
     int most = all[0];
     for (int r = 1; r < ndev; ++r)
@@ -220,8 +237,138 @@ static void check_rank(PrimeDev *dev, Run *run) {
 }
 
 static void usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--check] [--seed N] [--trace FILE] [--json FILE] [--repeat N]\n",
+    fprintf(stderr,
+            "usage: %s [--check] [--seed N] [--trace FILE] [--json FILE] [--repeat N] "
+            "[--timeout SECONDS]\n",
             argv0);
+}
+
+/* The options of an emitted program (prime_program.h). */
+typedef struct Options {
+    int check;
+    int repeat;
+    unsigned long long seed;
+    double timeout; /* seconds, 0: none */
+    const char *trace;
+    const char *json;
+} Options;
+
+/* Longest --timeout accepted: about 31 years. */
+#define TIMEOUT_MAX_S 1e9
+
+/* A whole decimal argument of digits only, within 64 bits. */
+static int parse_u64(const char *s, unsigned long long *out) {
+    if (*s < '0' || *s > '9')
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    *out = strtoull(s, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+/* A whole decimal number of seconds, finite, in [0, TIMEOUT_MAX_S]. */
+static int parse_seconds(const char *s, double *out) {
+    if ((*s < '0' || *s > '9') && *s != '.')
+        return 0;
+    for (const char *p = s; *p; ++p)
+        if (!strchr("0123456789.eE+-", *p))
+            return 0;
+    char *end = NULL;
+    errno = 0;
+    *out = strtod(s, &end);
+    return errno == 0 && *end == '\0' && end != s && isfinite(*out) && *out >= 0 &&
+           *out <= TIMEOUT_MAX_S;
+}
+
+/* 0: run with *o; 1: --help was asked for (printed); 2: a bad command
+ * line (said why). */
+static int parse_options(const char *name, int argc, char **argv, Options *o) {
+    memset(o, 0, sizeof *o);
+    o->repeat = 1;
+    o->seed = 1;
+    o->timeout = PRIME_RT_DEFAULT_TIMEOUT_S;
+    for (int i = 1; i < argc; ++i) {
+        const char *opt = argv[i];
+        int takes_value = strcmp(opt, "--seed") == 0 || strcmp(opt, "--trace") == 0 ||
+                          strcmp(opt, "--json") == 0 || strcmp(opt, "--repeat") == 0 ||
+                          strcmp(opt, "--timeout") == 0;
+        if (strcmp(opt, "--check") == 0) {
+            o->check = 1;
+            continue;
+        }
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+            usage(argv[0]);
+            return 1;
+        }
+        if (!takes_value) {
+            fprintf(stderr, "%s: unknown option '%s'\n", name, opt);
+            usage(argv[0]);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "%s: option '%s' needs a value\n", name, opt);
+            usage(argv[0]);
+            return 2;
+        }
+        const char *val = argv[++i];
+        unsigned long long n = 0;
+        if (strcmp(opt, "--trace") == 0 || strcmp(opt, "--json") == 0) {
+            if (!*val) {
+                fprintf(stderr, "%s: option '%s' needs a file name\n", name, opt);
+                return 2;
+            }
+            *(strcmp(opt, "--trace") == 0 ? &o->trace : &o->json) = val;
+        } else if (strcmp(opt, "--seed") == 0) {
+            if (!parse_u64(val, &o->seed)) {
+                fprintf(stderr, "%s: --seed needs an integer from 0 to %llu, not '%s'\n", name,
+                        ULLONG_MAX, val);
+                return 2;
+            }
+        } else if (strcmp(opt, "--repeat") == 0) {
+            if (!parse_u64(val, &n) || n < 1 || n > INT_MAX) {
+                fprintf(stderr, "%s: --repeat needs an integer from 1 to %d, not '%s'\n", name,
+                        INT_MAX, val);
+                return 2;
+            }
+            o->repeat = (int)n;
+        } else if (!parse_seconds(val, &o->timeout)) {
+            fprintf(stderr,
+                    "%s: --timeout needs a number of seconds from 0 (no deadline) to %g, not "
+                    "'%s'\n",
+                    name, TIMEOUT_MAX_S, val);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* Opens an output file (mode "w") before the run, so that a missing
+ * folder or a read-only file is reported before any work; NULL after
+ * saying why. */
+static FILE *open_output(const char *name, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "%s: cannot write '%s': %s\n", name, path, strerror(errno));
+    return f;
+}
+
+/* Prints what every device of this process that failed says about it
+ * (who waited for whom, where) and the verdict, on the root and on every
+ * process that has something to say; returns EXIT_TIMEOUT. */
+static int say_timeout(const PrimeProgram *prog, const PrimeWorld *world, PrimeStatus st,
+                       double timeout) {
+    int said = 0;
+    for (int r = 0; r < prog->ndev; ++r) {
+        const char *why = prime_world_failure(world, r);
+        if (why) {
+            fprintf(stderr, "%s: %s\n", prog->name, why);
+            ++said;
+        }
+    }
+    if (said || prime_world_is_root(world))
+        fprintf(stderr, "%s: run failed: %s (--timeout %g s)\n", prog->name, prime_status_name(st),
+                timeout);
+    return EXIT_TIMEOUT;
 }
 
 static int run_program(const PrimeProgram *prog, int argc, char **argv);
@@ -306,31 +453,13 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
 }
 
 static int run_program(const PrimeProgram *prog, int argc, char **argv) {
-    int check = 0, repeat = 1;
-    unsigned long long seed = 1;
-    const char *trace = NULL, *json = NULL;
-    for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--check") == 0) {
-            check = 1;
-        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
-            seed = strtoull(argv[++i], NULL, 10);
-        } else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
-            trace = argv[++i];
-        } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
-            json = argv[++i];
-        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
-            repeat = atoi(argv[++i]);
-            if (repeat < 1)
-                repeat = 1;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(argv[0]);
-            return 0;
-        } else {
-            fprintf(stderr, "%s: unknown option '%s'\n", argv[0], argv[i]);
-            usage(argv[0]);
-            return 2;
-        }
-    }
+    Options opt;
+    int parsed = parse_options(prog->name, argc, argv, &opt);
+    if (parsed != 0)
+        return parsed == 1 ? 0 : 2;
+    const int check = opt.check, repeat = opt.repeat;
+    const unsigned long long seed = opt.seed;
+    const char *trace = opt.trace, *json = opt.json;
 
     Run run;
     memset(&run, 0, sizeof run);
@@ -394,12 +523,33 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     }
 
     PrimeWorld *world = NULL;
-    if (prime_world_create(prog->ndev, &world) != PRIME_OK) {
-        fprintf(stderr, "%s: cannot create %d devices\n", prog->name, prog->ndev);
-        return 3;
+    prime_set_default_timeout(opt.timeout);
+    PrimeStatus created = prime_world_create(prog->ndev, &world);
+    if (created != PRIME_OK) {
+        /* A wrong process count (PRIME_ERR_ARG) was explained by MPI's rank 0. */
+        if (created != PRIME_ERR_ARG)
+            fprintf(stderr, "%s: cannot create %d devices: %s\n", prog->name, prog->ndev,
+                    prime_status_name(created));
+        return created == PRIME_ERR_ARG ? 2 : created == PRIME_ERR_TIMEOUT ? EXIT_TIMEOUT : 3;
     }
     const int root = prime_world_is_root(world);
     FILE *out = root ? stdout : NULL;
+    /* Output paths are checked, by the process that writes them, before
+     * the run; the files are written after it. */
+    FILE *js = NULL;
+    int bad_output = 0;
+    if (json && root)
+        bad_output |= !(js = open_output(prog->name, json));
+    if (trace && root && !bad_output) {
+        FILE *t = open_output(prog->name, trace);
+        bad_output |= !t;
+        if (t)
+            fclose(t);
+    }
+    rc = agree_max(world, prog->ndev, bad_output ? 2 : 0, 2);
+    if (rc == EXIT_TIMEOUT)
+        say_timeout(prog, world, PRIME_ERR_TIMEOUT, opt.timeout);
+    PrimeStatus run_error = PRIME_OK;
     for (int it = 0; it < repeat && rc == 0; ++it) {
         int last = it == repeat - 1;
         if (last) {
@@ -408,39 +558,50 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
             run.check = check;
         }
         /* With MPI, no device may start unless every process can. */
-        if (agree_max(world, prog->ndev, !stores_init(&run), 1)) {
-            fprintf(stderr, "%s: out of memory\n", prog->name);
+        int not_ready = agree_max(world, prog->ndev, !stores_init(&run), 1);
+        if (not_ready) {
+            if (not_ready == EXIT_TIMEOUT) {
+                rc = say_timeout(prog, world, PRIME_ERR_TIMEOUT, opt.timeout);
+            } else {
+                fprintf(stderr, "%s: out of memory\n", prog->name);
+                rc = 3;
+            }
             stores_release(&run);
-            rc = 3;
             break;
         }
         PrimeStatus st = prime_world_run(world, rank_main, &run);
         stores_release(&run);
-        if (prime_world_share(world, run.status, sizeof *run.status) != PRIME_OK && st == PRIME_OK)
-            st = PRIME_ERR_TRANSPORT;
+        PrimeStatus shared = prime_world_share(world, run.status, sizeof *run.status);
+        if (shared != PRIME_OK && st == PRIME_OK)
+            st = shared == PRIME_ERR_TIMEOUT ? shared : PRIME_ERR_TRANSPORT;
         for (int r = 0; r < prog->ndev && st == PRIME_OK; ++r)
             st = run.status[r];
-        if (st != PRIME_OK) {
+        if (st == PRIME_ERR_TIMEOUT || st == PRIME_ERR_ABORTED) {
+            rc = say_timeout(prog, world, st, opt.timeout);
+        } else if (st != PRIME_OK) {
             if (root)
                 fprintf(stderr, "%s: run failed: %s\n", prog->name, prime_status_name(st));
             rc = 3;
         }
+        run_error = st;
     }
-    if (rc == 0 && check &&
-        (prime_world_share(world, run.err, sizeof(double) * (size_t)prog->ntensors) != PRIME_OK ||
-         prime_world_share(world, run.seen, run.seen_stride) != PRIME_OK)) {
-        fprintf(stderr, "%s: cannot gather the check results\n", prog->name);
-        rc = 3;
-    }
-
-    FILE *js = NULL;
-    if (json && root) {
-        js = fopen(json, "w");
-        if (!js) {
-            fprintf(stderr, "%s: cannot write '%s'\n", prog->name, json);
-            rc = rc ? rc : 2;
+    if (rc == 0 && check) {
+        PrimeStatus shared =
+            prime_world_share(world, run.err, sizeof(double) * (size_t)prog->ntensors);
+        if (shared == PRIME_OK)
+            shared = prime_world_share(world, run.seen, run.seen_stride);
+        if (shared == PRIME_ERR_TIMEOUT) {
+            rc = say_timeout(prog, world, shared, opt.timeout);
+            run_error = shared;
+        } else if (shared != PRIME_OK) {
+            fprintf(stderr, "%s: cannot gather the check results\n", prog->name);
+            rc = 3;
         }
     }
+
+    if (js && run_error != PRIME_OK)
+        fprintf(js, "{\"program\": \"%s\", \"devices\": %d, \"error\": \"%s\"}\n", prog->name,
+                prog->ndev, prime_status_name(run_error));
     if (rc == 0) {
         say(out, "%s: %d devices\n", prog->name, prog->ndev);
         say(out, "%6s %14s %14s %14s %14s\n", "rank", "shift bytes", "collective", "redist",
@@ -505,14 +666,31 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
         }
         if (js)
             fprintf(js, "}\n");
+        errno = 0;
         if (trace && root && prime_world_write_trace(world, trace) != PRIME_OK) {
-            fprintf(stderr, "%s: cannot write trace '%s'\n", prog->name, trace);
-            rc = 2;
+            fprintf(stderr, "%s: cannot write trace '%s'%s%s\n", prog->name, trace,
+                    errno ? ": " : "", errno ? strerror(errno) : "");
+            rc = rc > 2 ? rc : 2;
         }
     }
-    if (js)
-        fclose(js);
-    rc = agree_max(world, prog->ndev, rc, 3);
+    /* Write errors show when the data reaches the file. */
+    if (js) {
+        int bad = ferror(js);
+        errno = 0;
+        if (fclose(js) != 0 || bad) {
+            fprintf(stderr, "%s: cannot write '%s'%s%s\n", prog->name, json, errno ? ": " : "",
+                    errno ? strerror(errno) : "");
+            rc = rc > 2 ? rc : 2;
+        }
+    }
+    if (root && (fflush(stdout) != 0 || ferror(stdout))) {
+        fprintf(stderr, "%s: cannot write the report: %s\n", prog->name, strerror(errno));
+        rc = rc > 2 ? rc : 2;
+    }
+    int agreed = agree_max(world, prog->ndev, rc, 3);
+    if (agreed == EXIT_TIMEOUT && rc != EXIT_TIMEOUT)
+        say_timeout(prog, world, PRIME_ERR_TIMEOUT, opt.timeout);
+    rc = agreed;
     prime_world_destroy(world);
     free(run.seen);
     free(run.seen_off);

@@ -26,6 +26,23 @@
  * returns a PrimeStatus; the runtime never calls exit() and never prints
  * except where a function says so.
  *
+ * Deadlines: every wait of the runtime (prime_wait, the collectives,
+ * prime_barrier, the end of prime_world_run, and with MPI the exchanges
+ * of world creation, of prime_world_share and after every run) gives up
+ * once the world's timeout has passed without an answer: the device's
+ * status becomes PRIME_ERR_TIMEOUT and prime_world_failure says which
+ * rank waited for whom, where. With threads the other devices then stop
+ * at their next wait with PRIME_ERR_ABORTED; with MPI the process's world
+ * is broken: later waits, shares and runs fail at once and destroying it
+ * leaves MPI unfinalised, so the process should exit (its launcher then
+ * ends the others). A world that timed out can only be destroyed.
+ *
+ * Fault injection (testing only): PRIME_FAULT=stall:RANK[:N], read when a
+ * world is created, makes device RANK stop answering at its N-th
+ * communication call of the world's life (sends, receives and collectives
+ * counted from 0; N defaults to 0): threads, its thread blocks until the
+ * world aborts; MPI, its process sleeps until it is killed.
+ *
  * Counters: every device counts the bytes it sends, per PrimeByteKind,
  * and the bytes it has allocated through prime_alloc (current and peak).
  * primec's `explain` predicts both; tests compare them exactly.
@@ -45,14 +62,16 @@ typedef enum PrimeStatus {
     PRIME_ERR_ARG,       /* a bad argument (rank out of range, n mismatch) */
     PRIME_ERR_NOMEM,     /* an allocation failed */
     PRIME_ERR_TRANSPORT, /* the transport failed (thread creation, ...) */
-    PRIME_ERR_IO         /* a file could not be written */
+    PRIME_ERR_IO,        /* a file could not be written */
+    PRIME_ERR_TIMEOUT,   /* a peer did not answer within the world's deadline */
+    PRIME_ERR_ABORTED    /* the run was abandoned because another device timed out */
 } PrimeStatus;
 
 /* What a sent byte was for; counted separately per device. */
 typedef enum PrimeByteKind {
-    PRIME_BYTES_SHIFT = 0,   /* point-to-point moves between steps of a phase */
-    PRIME_BYTES_COLLECTIVE,  /* all-reduce, reduce-scatter, all-gather */
-    PRIME_BYTES_REDIST,      /* redistribution at a phase boundary */
+    PRIME_BYTES_SHIFT = 0,  /* point-to-point moves between steps of a phase */
+    PRIME_BYTES_COLLECTIVE, /* all-reduce, reduce-scatter, all-gather */
+    PRIME_BYTES_REDIST,     /* redistribution at a phase boundary */
     PRIME_BYTES_KIND_COUNT
 } PrimeByteKind;
 
@@ -82,6 +101,21 @@ PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg);
 void prime_world_reset_counters(PrimeWorld *world);
 int prime_world_size(const PrimeWorld *world);
 
+/* The deadline of every wait, in seconds (0: wait for ever). Worlds take
+ * the process default when created: PRIME_RT_DEFAULT_TIMEOUT_S unless
+ * prime_set_default_timeout changed it (with MPI the exchanges of world
+ * creation already use it). Between runs only; PRIME_ERR_ARG for a
+ * negative or non-finite value. */
+#define PRIME_RT_DEFAULT_TIMEOUT_S 60.0
+PrimeStatus prime_set_default_timeout(double seconds);
+PrimeStatus prime_world_set_timeout(PrimeWorld *world, double seconds);
+double prime_world_timeout(const PrimeWorld *world);
+/* Why rank `rank` failed, when it timed out or stopped on an injected
+ * fault: one line naming the rank, the peer or collective it waited for
+ * and the context set by prime_dev_set_context; NULL when there is
+ * nothing to say. With MPI only the process's own rank can have one. */
+const char *prime_world_failure(const PrimeWorld *world, int rank);
+
 /* 1 on the one process that reports for the world (threads: always;
  * MPI: rank 0), 0 elsewhere and for NULL. */
 int prime_world_is_root(const PrimeWorld *world);
@@ -96,6 +130,12 @@ int prime_dev_rank(const PrimeDev *dev);
 int prime_dev_count(const PrimeDev *dev);
 /* The first error a device hit (sticky); PRIME_OK if none. */
 PrimeStatus prime_dev_status(const PrimeDev *dev);
+/* Says what the device is doing, for the message of a wait that times
+ * out: the phase's name, the step (-1: none), the index of the action in
+ * the phase's list and the action's name. The strings are not copied and
+ * must outlive the run; NULL names are allowed. Device thread only. */
+void prime_dev_set_context(PrimeDev *dev, const char *phase, int step, int action,
+                           const char *what);
 
 /* Counted allocation: zero-filled floats; NULL on failure (and the
  * device's status becomes PRIME_ERR_NOMEM). prime_free takes the same n. */
@@ -136,8 +176,8 @@ PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req);
  * allgather: member p contributes buf[chunk p]; all end with all chunks;
  *   g-1 chunks sent; no scratch.
  * A group of one does nothing and sends nothing. */
-PrimeStatus prime_allreduce_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
-                                size_t n, int tag);
+PrimeStatus prime_allreduce_sum(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
+                                int tag);
 PrimeStatus prime_reduce_scatter_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
                                      size_t n, int tag);
 PrimeStatus prime_allgather(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
@@ -155,8 +195,8 @@ PrimeStatus prime_barrier(PrimeDev *dev);
 /* Dense kernels. Row-major, C = alpha * op(A) op(B) + beta * C, where
  * op(A) is m x k and op(B) is k x n; lda/ldb/ldc are row strides. GEMMs go
  * through OpenBLAS's cblas. */
-void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
 /* Limits the BLAS library's own threads (devices are threads already;
  * prime_world_create sets 1). Programs that only plan or compile call it
  * to keep idle BLAS threads from spinning. */

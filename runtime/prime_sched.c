@@ -3,7 +3,8 @@
  *
  * It trusts the compiler for the schedule's consistency but checks
  * every slot access, so a corrupt table gives PRIME_ERR_ARG instead of a
- * crash.
+ * crash. Each action it starts is named to the device (phase, step,
+ * index, kind) for the message of a wait that times out.
  */
 #include "prime_sched.h"
 
@@ -95,12 +96,16 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
     Pending pending[MAX_PENDING];
     int npending = 0;
     static const long zero[8] = {0};
-    int in_step = 0;
+    int in_step = 0, step = -1;
     PrimeStatus st = PRIME_OK;
 
     for (int i = 0; i < n && st == PRIME_OK; ++i) {
         const PrimeAction *a = &acts[i];
         float **ref = NULL;
+        /* Named in the message of a wait that times out. */
+        if (a->op == PRIME_ACT_STEP)
+            step = a->arg;
+        prime_dev_set_context(dev, phase->name, step, i, prime_action_name(a->op));
         if (npending == MAX_PENDING &&
             (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_RECV || a->op == PRIME_ACT_SEND_BOX ||
              a->op == PRIME_ACT_RECV_BOX)) {

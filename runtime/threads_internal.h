@@ -15,6 +15,15 @@
  * program never waited for. While unmatched a request also sits in the
  * destination's mailbox; once matched, the send sits in its source's
  * communication queue until the communication thread has copied it.
+ *
+ * Deadlines: every wait (prime_wait, prime_barrier, the join at the end of
+ * prime_world_run) uses the world's timeout, on condition variables that
+ * run on CLOCK_MONOTONIC. The first wait that times out aborts the world
+ * (prime_rt_world_abort): `aborted` is set, every mailbox emptied and
+ * every waiter woken; from then on nothing is matched, waits and posts
+ * fail with PRIME_ERR_ABORTED, and a wait on a request already matched
+ * still waits for its copy (a memcpy by a live communication thread), so
+ * no buffer is written after its wait returned.
  */
 #ifndef PRIME_RT_THREADS_INTERNAL_H
 #define PRIME_RT_THREADS_INTERNAL_H
@@ -22,6 +31,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 typedef enum PrimeReqKind { PRIME_RT_REQ_SEND = 0, PRIME_RT_REQ_RECV } PrimeReqKind;
 
@@ -29,9 +39,9 @@ typedef struct PrimeReqImpl PrimeReqImpl;
 struct PrimeReqImpl {
     /* Fixed when posted. */
     PrimeReqKind kind;
-    int owner;   /* rank that posted the request */
-    int src;     /* sending rank */
-    int dst;     /* receiving rank */
+    int owner; /* rank that posted the request */
+    int src;   /* sending rank */
+    int dst;   /* receiving rank */
     int tag;
     PrimeChannel channel;
     const float *sbuf; /* send: data to copy */
@@ -45,6 +55,7 @@ struct PrimeReqImpl {
      * is queued; read by the communication thread after dequeuing. */
     PrimeReqImpl *partner;
     PrimeReqImpl *work_next;
+    int matched; /* met its partner (mbox_mu of dst) */
 
     /* Completion, guarded by done_mu of the owner. */
     int done;
@@ -106,7 +117,25 @@ struct PrimeWorldBackend {
     int run_gate; /* 0 closed, 1 go, 2 abandon */
     PrimeRankFn run_fn;
     void *run_arg;
+    int finished;            /* compute threads that returned (run_mu) */
+    uint64_t last_finish_ns; /* when the latest of them did (run_mu) */
+    unsigned char *returned; /* per rank: its compute thread returned (run_mu) */
+
+    /* Set once by the first wait that times out; never cleared. */
+    atomic_int aborted;
+    /* Compute threads that did not return even after the abort were left
+     * running (detached): the world's memory is then left to the process
+     * exit. World's owner only. */
+    int broken;
 };
+
+/* Waits on `cv` until signalled or until the monotonic `deadline_ns`
+ * (0: no deadline); returns ETIMEDOUT once it has passed, else 0. */
+int prime_rt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns);
+/* Initialises a condition variable on CLOCK_MONOTONIC; 0 on success. */
+int prime_rt_cond_init(pthread_cond_t *cv);
+/* Aborts the world (see above); idempotent, any thread. */
+void prime_rt_world_abort(PrimeWorld *world);
 
 /* Transport (transport_threads.c). */
 /* Starts one communication thread per device; PRIME_ERR_TRANSPORT if one
@@ -117,5 +146,7 @@ void prime_rt_transport_stop(PrimeWorld *world);
 /* Frees every request the device posted and never waited for. Only after
  * prime_rt_transport_stop. */
 void prime_rt_transport_free_requests(PrimeDevBackend *dev);
+/* Empties every mailbox and wakes every prime_wait (part of the abort). */
+void prime_rt_transport_abort(PrimeWorld *world);
 
 #endif /* PRIME_RT_THREADS_INTERNAL_H */

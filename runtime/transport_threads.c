@@ -18,6 +18,9 @@
  * copied by one's own communication thread, and counted in bytes sent.
  * Sizes are compared when copying: a mismatch copies nothing and both
  * requests complete with PRIME_ERR_ARG, which prime_wait records.
+ *
+ * prime_wait gives up at the world's deadline: it records who it waited
+ * for (prime_rt_note_timeout) and aborts the world (threads_internal.h).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -25,8 +28,39 @@
 
 #include "threads_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+int prime_rt_cond_init(pthread_cond_t *cv) {
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0)
+        return -1;
+    int rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
+int prime_rt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns) {
+    if (deadline_ns == 0) {
+        pthread_cond_wait(cv, mu);
+        return 0;
+    }
+    if (prime_rt_now_ns() >= deadline_ns)
+        return ETIMEDOUT;
+    struct timespec ts;
+    ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
+    ts.tv_nsec = (long)(deadline_ns % 1000000000u);
+    int rc = pthread_cond_timedwait(cv, mu, &ts);
+    return rc == ETIMEDOUT ? ETIMEDOUT : 0;
+}
+
+static int world_aborted(const PrimeWorld *w) {
+    return atomic_load(&w->be->aborted);
+}
 
 static int same_key(const PrimeReqImpl *a, const PrimeReqImpl *b) {
     return a->src == b->src && a->tag == b->tag && a->channel == b->channel;
@@ -140,6 +174,22 @@ void prime_rt_transport_stop(PrimeWorld *world) {
     }
 }
 
+void prime_rt_transport_abort(PrimeWorld *world) {
+    for (int i = 0; i < world->ndev; i++) {
+        PrimeDevBackend *dev = world->devs[i].be;
+        pthread_mutex_lock(&dev->mbox_mu);
+        dev->sends_head = dev->sends_tail = NULL;
+        dev->recvs_head = dev->recvs_tail = NULL;
+        pthread_mutex_unlock(&dev->mbox_mu);
+    }
+    for (int i = 0; i < world->ndev; i++) {
+        PrimeDevBackend *dev = world->devs[i].be;
+        pthread_mutex_lock(&dev->done_mu);
+        pthread_cond_broadcast(&dev->done_cv);
+        pthread_mutex_unlock(&dev->done_mu);
+    }
+}
+
 void prime_rt_transport_free_requests(PrimeDevBackend *dev) {
     PrimeReqImpl *r = dev->live;
     while (r) {
@@ -185,6 +235,14 @@ static PrimeReqImpl *req_new(PrimeDev *dev, PrimeReqKind kind, int src, int dst,
     return r;
 }
 
+/* A post after the world aborted: the request is dropped unmatched. */
+static PrimeStatus refuse(PrimeDev *dev, PrimeReqImpl *r, PrimeReq *req) {
+    live_remove(dev->be, r);
+    free(r);
+    req->impl = NULL;
+    return prime_rt_fail(dev, PRIME_ERR_ABORTED);
+}
+
 PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel channel,
                                const float *buf, size_t n, PrimeByteKind kind, PrimeReq *req) {
     if (!dev)
@@ -204,11 +262,17 @@ PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel cha
 
     PrimeDevBackend *to = w->devs[dst].be;
     pthread_mutex_lock(&to->mbox_mu);
+    if (world_aborted(w)) {
+        pthread_mutex_unlock(&to->mbox_mu);
+        return refuse(dev, s, req);
+    }
     PrimeReqImpl *r = mbox_take(&to->recvs_head, &to->recvs_tail, s);
-    if (r)
+    if (r) {
         s->partner = r;
-    else
+        s->matched = r->matched = 1;
+    } else {
         mbox_append(&to->sends_head, &to->sends_tail, s);
+    }
     pthread_mutex_unlock(&to->mbox_mu);
     if (r)
         comm_enqueue(w, s);
@@ -232,11 +296,17 @@ PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel cha
 
     PrimeDevBackend *me = dev->be;
     pthread_mutex_lock(&me->mbox_mu);
+    if (world_aborted(w)) {
+        pthread_mutex_unlock(&me->mbox_mu);
+        return refuse(dev, r, req);
+    }
     PrimeReqImpl *s = mbox_take(&me->sends_head, &me->sends_tail, r);
-    if (s)
+    if (s) {
         s->partner = r;
-    else
+        s->matched = r->matched = 1;
+    } else {
         mbox_append(&me->recvs_head, &me->recvs_tail, r);
+    }
     pthread_mutex_unlock(&me->mbox_mu);
     if (s)
         comm_enqueue(w, s);
@@ -254,11 +324,42 @@ PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req) {
     if (r->owner != dev->rank)
         return prime_rt_fail(dev, PRIME_ERR_ARG);
     PrimeDevBackend *me = dev->be;
+    PrimeWorld *w = dev->world;
+    uint64_t deadline = prime_rt_deadline(w->timeout_ns);
+    int timed_out = 0;
     pthread_mutex_lock(&me->done_mu);
-    while (!r->done)
-        pthread_cond_wait(&me->done_cv, &me->done_mu);
+    while (!r->done && !world_aborted(w)) {
+        if (prime_rt_cond_wait_until(&me->done_cv, &me->done_mu, deadline) == ETIMEDOUT &&
+            !r->done) {
+            timed_out = 1;
+            break;
+        }
+    }
+    int done = r->done;
     PrimeStatus result = r->result;
     pthread_mutex_unlock(&me->done_mu);
+    if (!done) {
+        if (timed_out) {
+            int peer = r->kind == PRIME_RT_REQ_SEND ? r->dst : r->src;
+            prime_rt_note_timeout(dev, "%s rank %d (tag %d%s) not completed",
+                                  r->kind == PRIME_RT_REQ_SEND ? "send to" : "receive from", peer,
+                                  r->tag,
+                                  r->channel == PRIME_RT_CHAN_COLLECTIVE ? ", collective" : "");
+            prime_rt_world_abort(w);
+        }
+        result = timed_out ? PRIME_ERR_TIMEOUT : PRIME_ERR_ABORTED;
+        /* Nothing is matched any more; a request that was is being copied. */
+        PrimeDevBackend *dst = w->devs[r->dst].be;
+        pthread_mutex_lock(&dst->mbox_mu);
+        int matched = r->matched;
+        pthread_mutex_unlock(&dst->mbox_mu);
+        if (matched) {
+            pthread_mutex_lock(&me->done_mu);
+            while (!r->done)
+                pthread_cond_wait(&me->done_cv, &me->done_mu);
+            pthread_mutex_unlock(&me->done_mu);
+        }
+    }
     live_remove(me, r);
     free(r);
     req->impl = NULL;

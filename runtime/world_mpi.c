@@ -40,6 +40,22 @@
  *
  * Trace events travel as bytes: every process must run the same binary on
  * the same kind of machine, as mpirun of one program does.
+ *
+ * Deadlines: no call here blocks in MPI. Every wait polls its request
+ * (MPI_Test) until it completes or the world's timeout passes, and the
+ * runtime's own collectives (world creation, the counter exchange after a
+ * run, prime_world_share, prime_barrier, the barrier before
+ * MPI_Finalize) are their non-blocking MPI-3 forms, polled the same way.
+ * A wait that times out records who it waited for and breaks the world:
+ * from then on posts, waits, shares and runs fail at once, and
+ * prime_world_destroy frees only this process's memory and never calls
+ * MPI_Finalize (which would wait for the missing peer). The process is
+ * expected to exit with an error; its launcher then ends the others (Open
+ * MPI's mpirun does so when a process exits non-zero) and removes their
+ * shared-memory segments. A process of a job of several asks the kernel
+ * to kill it when its parent, the launcher, dies (PR_SET_PDEATHSIG: a
+ * stopped process cannot notice anything itself), and a polling wait
+ * also gives up when its parent has changed.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -50,15 +66,25 @@
 #include <cblas.h>
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 typedef struct MpiReq MpiReq;
 struct MpiReq {
     MPI_Request req;
     int is_recv;
     int owner; /* rank that posted it */
+    int peer;
+    int tag;
+    PrimeChannel channel;
     size_t n;
     MpiReq *live_prev; /* the owner's requests not yet waited for */
     MpiReq *live_next;
@@ -75,6 +101,7 @@ struct PrimeWorldBackend {
     int ncomm;                          /* duplicates made so far */
     int tag_ub;
     int running;
+    int broken; /* a wait timed out: see the header */
     PrimeDevBackend local;
 };
 
@@ -82,13 +109,123 @@ struct PrimeWorldBackend {
  * main thread only, like every MPI call here. */
 static int runtime_owns_mpi;
 static int live_worlds;
+/* A world broke: MPI must never be finalised by this process. */
+static int mpi_broken;
+/* The launcher that started this process, watched by polling waits; 0
+ * when not watched (a job of one process). */
+static pid_t launcher_pid;
+
+/* How a polled request ended. */
+typedef enum PollEnd { POLL_DONE = 0, POLL_TIMEOUT, POLL_ORPHAN } PollEnd;
+
+/* Polls `req` until it completes (POLL_DONE, *rc the MPI return code),
+ * `timeout_ns` passes (POLL_TIMEOUT; 0: never) or the launcher is gone
+ * (POLL_ORPHAN). Spins first, then yields the core, then sleeps briefly,
+ * so that a long wait on an oversubscribed node leaves the CPU to its
+ * peers while short waits keep MPI_Wait's latency. */
+static PollEnd poll_request(MPI_Request *req, MPI_Status *status, uint64_t timeout_ns, int *rc) {
+    if (timeout_ns == 0 && launcher_pid == 0) {
+        *rc = MPI_Wait(req, status);
+        return POLL_DONE;
+    }
+    uint64_t start = prime_rt_now_ns();
+    for (unsigned long spin = 0;; spin++) {
+        int flag = 0;
+        *rc = MPI_Test(req, &flag, status);
+        if (*rc != MPI_SUCCESS || flag)
+            return POLL_DONE;
+        uint64_t waited = prime_rt_now_ns() - start;
+        if (timeout_ns && waited >= timeout_ns)
+            return POLL_TIMEOUT;
+        if ((spin & 255) == 0 && launcher_pid && getppid() != launcher_pid)
+            return POLL_ORPHAN;
+        if (waited > 100000000u) {
+            struct timespec nap = {0, 100000};
+            nanosleep(&nap, NULL);
+        } else if (waited > 1000000u) {
+            sched_yield();
+        }
+    }
+}
+
+/* The explanation of a poll that did not complete, on this process's
+ * device; returns the status the waiter fails with. */
+static PrimeStatus poll_failure(PrimeWorld *w, PollEnd end, const char *detail) {
+    PrimeDev *dev = &w->devs[w->be->rank];
+    w->be->broken = 1;
+    mpi_broken = 1;
+    if (end == POLL_ORPHAN) {
+        if (!dev->failure[0])
+            snprintf(dev->failure, sizeof dev->failure,
+                     "rank %d: its launcher (process %ld) is gone", dev->rank, (long)launcher_pid);
+        return prime_rt_fail(dev, PRIME_ERR_ABORTED);
+    }
+    return prime_rt_note_timeout(dev, "%s", detail);
+}
+
+/* Waits for one of the runtime's own non-blocking collectives. */
+static PrimeStatus coll_wait(PrimeWorld *w, MPI_Request *req, const char *what) {
+    int rc = MPI_SUCCESS;
+    PollEnd end = poll_request(req, MPI_STATUS_IGNORE, w->timeout_ns, &rc);
+    if (end != POLL_DONE) {
+        PrimeDev *dev = &w->devs[w->be->rank];
+        char detail[128];
+        snprintf(detail, sizeof detail, "%s: not every process took part", what);
+        prime_dev_set_context(dev, NULL, -1, -1, NULL);
+        return poll_failure(w, end, detail);
+    }
+    return rc == MPI_SUCCESS ? PRIME_OK : PRIME_ERR_TRANSPORT;
+}
+
+/* The same before a world exists (creation): says why on stderr. */
+static PrimeStatus create_wait(int rank, MPI_Request *req, const char *what) {
+    int rc = MPI_SUCCESS;
+    uint64_t timeout_ns = prime_rt_default_timeout_ns();
+    PollEnd end = poll_request(req, MPI_STATUS_IGNORE, timeout_ns, &rc);
+    if (end == POLL_DONE)
+        return rc == MPI_SUCCESS ? PRIME_OK : PRIME_ERR_TRANSPORT;
+    mpi_broken = 1;
+    if (end == POLL_ORPHAN)
+        fprintf(stderr, "prime_rt: rank %d: its launcher (process %ld) is gone\n", rank,
+                (long)launcher_pid);
+    else
+        fprintf(stderr,
+                "prime_rt: rank %d: no answer within %g s while creating the world (%s): "
+                "not every process took part\n",
+                rank, (double)timeout_ns / 1e9, what);
+    return end == POLL_ORPHAN ? PRIME_ERR_ABORTED : PRIME_ERR_TIMEOUT;
+}
+
+/* A job of several processes dies with its launcher (see the header). */
+static void watch_launcher(int size) {
+    if (size < 2 || launcher_pid)
+        return;
+    pid_t parent = getppid();
+    if (parent <= 1)
+        return;
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The launcher may have died before the call. */
+    if (getppid() != parent)
+        raise(SIGKILL);
+#endif
+    launcher_pid = parent;
+}
+
+void prime_rt_stall(PrimeDev *dev) {
+    (void)dev;
+    for (;;) {
+        struct timespec nap = {1, 0};
+        nanosleep(&nap, NULL);
+    }
+}
 
 /* Counters one rank contributes after a run. */
 enum { REC_BYTES = 0, REC_CUR = PRIME_BYTES_KIND_COUNT, REC_PEAK, REC_STATUS, REC_EVENTS, REC_LEN };
 
 /* Finalises MPI when the runtime initialised it and no world is left. */
 static void release_mpi(void) {
-    if (runtime_owns_mpi && live_worlds == 0) {
+    if (runtime_owns_mpi && live_worlds == 0 && !mpi_broken) {
         MPI_Finalize();
         runtime_owns_mpi = 0;
     }
@@ -110,11 +247,26 @@ static void free_requests(PrimeDevBackend *dev) {
     dev->live = NULL;
 }
 
+/* A broken world's requests may never complete: they are left to MPI. */
+static void forget_requests(PrimeDevBackend *dev) {
+    MpiReq *r = dev->live;
+    while (r) {
+        MpiReq *next = r->live_next;
+        free(r);
+        r = next;
+    }
+    dev->live = NULL;
+}
+
 static void world_free(PrimeWorld *w) {
     if (w->be) {
-        free_requests(&w->be->local);
-        for (int c = 0; c < w->be->ncomm; c++)
-            MPI_Comm_free(&w->be->comm[c]);
+        if (w->be->broken) {
+            forget_requests(&w->be->local);
+        } else {
+            free_requests(&w->be->local);
+            for (int c = 0; c < w->be->ncomm; c++)
+                MPI_Comm_free(&w->be->comm[c]);
+        }
         free(w->be);
         w->be = NULL;
     }
@@ -138,9 +290,12 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
             return PRIME_ERR_TRANSPORT;
         runtime_owns_mpi = 1;
     }
+    if (mpi_broken)
+        return PRIME_ERR_TRANSPORT;
     int size = 0, rank = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    watch_launcher(size);
     if (ndev != size) {
         if (rank == 0)
             fprintf(stderr,
@@ -158,16 +313,24 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
      * failed allocation is only acted upon once all have agreed. */
     int ok = w && w->be, all_ok = 0;
     PrimeStatus st = PRIME_OK;
-    if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+    MPI_Request req;
+    if (MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
         st = PRIME_ERR_TRANSPORT;
-    else if (!all_ok)
+    else
+        st = create_wait(rank, &req, "MPI_Iallreduce");
+    if (st == PRIME_OK && !all_ok)
         st = PRIME_ERR_NOMEM;
     for (int c = 0; c < PRIME_RT_CHAN_COUNT && st == PRIME_OK; c++) {
-        if (MPI_Comm_dup(MPI_COMM_WORLD, &w->be->comm[c]) != MPI_SUCCESS ||
-            MPI_Comm_set_errhandler(w->be->comm[c], MPI_ERRORS_RETURN) != MPI_SUCCESS)
+        if (MPI_Comm_idup(MPI_COMM_WORLD, &w->be->comm[c], &req) != MPI_SUCCESS) {
             st = PRIME_ERR_TRANSPORT;
-        else
-            w->be->ncomm = c + 1;
+            break;
+        }
+        st = create_wait(rank, &req, "MPI_Comm_idup");
+        if (st != PRIME_OK)
+            break;
+        w->be->ncomm = c + 1;
+        if (MPI_Comm_set_errhandler(w->be->comm[c], MPI_ERRORS_RETURN) != MPI_SUCCESS)
+            st = PRIME_ERR_TRANSPORT;
     }
     if (st == PRIME_OK) {
         int *tag_ub = NULL, flag = 0;
@@ -176,11 +339,15 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
         w->be->rank = rank;
         w->devs[rank].be = &w->be->local;
         /* A common origin for every process's timeline. */
-        if (MPI_Barrier(w->be->comm[PRIME_RT_CHAN_P2P]) != MPI_SUCCESS)
+        if (MPI_Ibarrier(w->be->comm[PRIME_RT_CHAN_P2P], &req) != MPI_SUCCESS)
             st = PRIME_ERR_TRANSPORT;
+        else
+            st = create_wait(rank, &req, "MPI_Ibarrier");
         w->t0_ns = prime_rt_now_ns();
     }
     if (st != PRIME_OK) {
+        if (w && w->be && mpi_broken)
+            w->be->broken = 1;
         if (w)
             world_free(w);
         release_mpi();
@@ -196,6 +363,13 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
 void prime_world_destroy(PrimeWorld *world) {
     if (!world)
         return;
+    /* MPI_Finalize waits for every process: only once all are here. */
+    if (!world->be->broken && runtime_owns_mpi && live_worlds == 1) {
+        MPI_Request req;
+        if (MPI_Ibarrier(world->be->comm[PRIME_RT_CHAN_P2P], &req) != MPI_SUCCESS ||
+            coll_wait(world, &req, "barrier before MPI_Finalize") != PRIME_OK)
+            mpi_broken = 1;
+    }
     world_free(world);
     live_worlds--;
     release_mpi();
@@ -246,16 +420,21 @@ static PrimeStatus gather_traces(PrimeWorld *w, const uint64_t *recs) {
     }
     /* The root says whether it has room before anyone sends. */
     PrimeStatus st = PRIME_OK;
-    if (MPI_Bcast(&ok, 1, MPI_INT, 0, comm) != MPI_SUCCESS)
+    MPI_Request req;
+    if (MPI_Ibcast(&ok, 1, MPI_INT, 0, comm, &req) != MPI_SUCCESS)
         st = PRIME_ERR_TRANSPORT;
-    else if (!ok)
+    else
+        st = coll_wait(w, &req, "trace exchange after the run (MPI_Ibcast)");
+    if (st == PRIME_OK && !ok)
         st = PRIME_ERR_NOMEM;
     if (st == PRIME_OK) {
         const PrimeTrace *mine = &w->devs[be->rank].trace;
         int mine_bytes = be->rank == 0 ? 0 : (int)(mine->count * sizeof(PrimeTraceEvent));
-        if (MPI_Gatherv(mine->events, mine_bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
-                        comm) != MPI_SUCCESS)
+        if (MPI_Igatherv(mine->events, mine_bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, comm,
+                         &req) != MPI_SUCCESS)
             st = PRIME_ERR_TRANSPORT;
+        else
+            st = coll_wait(w, &req, "trace exchange after the run (MPI_Igatherv)");
     }
     for (int r = 1; r < w->ndev && st == PRIME_OK && be->rank == 0; r++) {
         size_t n = (size_t)counts[r] / sizeof(PrimeTraceEvent);
@@ -284,19 +463,25 @@ static PrimeStatus gather_counters(PrimeWorld *w) {
     int ok = recs != NULL, all_ok = 0;
     /* A process without room for the records still takes part, so that
      * the others are not left waiting, and then everyone gives up. */
-    if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, be->comm[PRIME_RT_CHAN_P2P]) !=
-        MPI_SUCCESS) {
-        free(recs);
-        return PRIME_ERR_TRANSPORT;
+    MPI_Request req;
+    PrimeStatus st = PRIME_OK;
+    if (MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, be->comm[PRIME_RT_CHAN_P2P], &req) !=
+        MPI_SUCCESS)
+        st = PRIME_ERR_TRANSPORT;
+    else
+        st = coll_wait(w, &req, "counter exchange after the run (MPI_Iallreduce)");
+    if (st == PRIME_OK && !all_ok)
+        st = PRIME_ERR_NOMEM;
+    if (st == PRIME_OK) {
+        if (MPI_Iallgather(mine, REC_LEN, MPI_UINT64_T, recs, REC_LEN, MPI_UINT64_T,
+                           be->comm[PRIME_RT_CHAN_P2P], &req) != MPI_SUCCESS)
+            st = PRIME_ERR_TRANSPORT;
+        else
+            st = coll_wait(w, &req, "counter exchange after the run (MPI_Iallgather)");
     }
-    if (!all_ok) {
+    if (st != PRIME_OK) {
         free(recs);
-        return PRIME_ERR_NOMEM;
-    }
-    if (MPI_Allgather(mine, REC_LEN, MPI_UINT64_T, recs, REC_LEN, MPI_UINT64_T,
-                      be->comm[PRIME_RT_CHAN_P2P]) != MPI_SUCCESS) {
-        free(recs);
-        return PRIME_ERR_TRANSPORT;
+        return st;
     }
     for (int r = 0; r < w->ndev; r++) {
         if (r == be->rank)
@@ -309,7 +494,7 @@ static PrimeStatus gather_counters(PrimeWorld *w) {
         mirror->peak_bytes = rec[REC_PEAK];
         mirror->status = (PrimeStatus)rec[REC_STATUS];
     }
-    PrimeStatus st = gather_traces(w, recs);
+    st = gather_traces(w, recs);
     free(recs);
     return st;
 }
@@ -324,9 +509,14 @@ PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
     PrimeWorldBackend *be = world->be;
     if (be->running)
         return PRIME_ERR_ARG;
+    if (be->broken)
+        return PRIME_ERR_TIMEOUT;
     be->running = 1;
     fn(&world->devs[be->rank], arg);
     be->running = 0;
+    /* The peers this process gave up on would never join the exchange. */
+    if (be->broken)
+        return PRIME_ERR_TIMEOUT;
     PrimeStatus st = gather_counters(world);
     if (st != PRIME_OK)
         return st;
@@ -344,17 +534,31 @@ int prime_world_is_root(const PrimeWorld *world) {
 PrimeStatus prime_world_share(PrimeWorld *world, void *buf, size_t bytes_per_rank) {
     if (!world || (!buf && bytes_per_rank > 0) || bytes_per_rank > INT_MAX || world->be->running)
         return PRIME_ERR_ARG;
+    if (world->be->broken)
+        return PRIME_ERR_TIMEOUT;
     if (bytes_per_rank == 0)
         return PRIME_OK;
-    int rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes_per_rank, MPI_BYTE,
-                           world->be->comm[PRIME_RT_CHAN_P2P]);
-    return rc == MPI_SUCCESS ? PRIME_OK : PRIME_ERR_TRANSPORT;
+    MPI_Request req;
+    if (MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes_per_rank, MPI_BYTE,
+                       world->be->comm[PRIME_RT_CHAN_P2P], &req) != MPI_SUCCESS)
+        return PRIME_ERR_TRANSPORT;
+    return coll_wait(world, &req, "prime_world_share (MPI_Iallgather)");
 }
 
 PrimeStatus prime_barrier(PrimeDev *dev) {
     if (!dev || !dev->be)
         return PRIME_ERR_ARG;
-    if (MPI_Barrier(dev->world->be->comm[PRIME_RT_CHAN_P2P]) != MPI_SUCCESS)
+    PrimeWorld *w = dev->world;
+    if (w->be->broken)
+        return prime_rt_fail(dev, PRIME_ERR_ABORTED);
+    MPI_Request req;
+    if (MPI_Ibarrier(w->be->comm[PRIME_RT_CHAN_P2P], &req) != MPI_SUCCESS)
+        return prime_rt_fail(dev, PRIME_ERR_TRANSPORT);
+    int rc = MPI_SUCCESS;
+    PollEnd end = poll_request(&req, MPI_STATUS_IGNORE, w->timeout_ns, &rc);
+    if (end != POLL_DONE)
+        return poll_failure(w, end, "barrier: not every device arrived");
+    if (rc != MPI_SUCCESS)
         return prime_rt_fail(dev, PRIME_ERR_TRANSPORT);
     return PRIME_OK;
 }
@@ -386,12 +590,19 @@ static MpiReq *req_new(PrimeDev *dev, int peer, int tag, PrimeChannel channel, c
         *st = prime_rt_fail(dev, PRIME_ERR_ARG);
         return NULL;
     }
+    if (w->be->broken) {
+        *st = prime_rt_fail(dev, PRIME_ERR_ABORTED);
+        return NULL;
+    }
     MpiReq *r = calloc(1, sizeof *r);
     if (!r) {
         *st = prime_rt_fail(dev, PRIME_ERR_NOMEM);
         return NULL;
     }
     r->owner = dev->rank;
+    r->peer = peer;
+    r->tag = tag;
+    r->channel = channel;
     r->n = n;
     return r;
 }
@@ -453,8 +664,26 @@ PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req) {
         return prime_rt_fail(dev, PRIME_ERR_ARG);
     MPI_Status status;
     PrimeStatus result = PRIME_OK;
-    int rc = MPI_Wait(&r->req, &status);
-    if (rc != MPI_SUCCESS) {
+    PrimeWorldBackend *be = dev->world->be;
+    int rc = MPI_SUCCESS;
+    PollEnd end = POLL_TIMEOUT;
+    if (!be->broken)
+        end = poll_request(&r->req, &status, dev->world->timeout_ns, &rc);
+    if (end != POLL_DONE) {
+        if (be->broken)
+            result = prime_rt_fail(dev, PRIME_ERR_ABORTED);
+        else {
+            char detail[128];
+            snprintf(detail, sizeof detail, "%s rank %d (tag %d%s) not completed",
+                     r->is_recv ? "receive from" : "send to", r->peer, r->tag,
+                     r->channel == PRIME_RT_CHAN_COLLECTIVE ? ", collective" : "");
+            result = poll_failure(dev->world, end, detail);
+        }
+        /* Left to MPI: a receive that cannot be cancelled may still land. */
+        if (r->is_recv)
+            MPI_Cancel(&r->req);
+        MPI_Request_free(&r->req);
+    } else if (rc != MPI_SUCCESS) {
         int cls = MPI_ERR_OTHER;
         MPI_Error_class(rc, &cls);
         result = cls == MPI_ERR_TRUNCATE ? PRIME_ERR_ARG : PRIME_ERR_TRANSPORT;

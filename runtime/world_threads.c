@@ -14,6 +14,14 @@
  * OpenBLAS: a device is one thread and stands for one accelerator, so the
  * world asks OpenBLAS for one thread per GEMM call; otherwise N devices
  * would each fan out over every core.
+ *
+ * Deadlines: the barrier and the join of a run wait at most the world's
+ * timeout. The join starts counting when a device returns: a device that
+ * has not returned twice the timeout after the latest one did is taken
+ * for stuck (twice, so that a device waiting for a stuck peer reports
+ * that peer first); the world is aborted, and compute threads that do
+ * not return within ABORT_GRACE_NS after an abort are left running,
+ * detached, with the world's memory (see `broken`).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -22,7 +30,13 @@
 #include "threads_internal.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ABORT_GRACE_NS 2000000000u
 
 /* Initialises the device's mutexes and condition variables; on failure
  * destroys whatever was initialised and leaves sync_ready at 0. */
@@ -31,7 +45,7 @@ static int dev_sync_init(PrimeDevBackend *dev) {
     int ok_comm = pthread_mutex_init(&dev->comm_mu, NULL) == 0;
     int ok_comm_cv = pthread_cond_init(&dev->comm_cv, NULL) == 0;
     int ok_done = pthread_mutex_init(&dev->done_mu, NULL) == 0;
-    int ok_done_cv = pthread_cond_init(&dev->done_cv, NULL) == 0;
+    int ok_done_cv = prime_rt_cond_init(&dev->done_cv) == 0;
     if (ok_mbox && ok_comm && ok_comm_cv && ok_done && ok_done_cv) {
         dev->sync_ready = 1;
         return 1;
@@ -62,9 +76,9 @@ static void dev_sync_destroy(PrimeDevBackend *dev) {
 
 static int world_sync_init(PrimeWorldBackend *w) {
     int ok_bar = pthread_mutex_init(&w->bar_mu, NULL) == 0;
-    int ok_bar_cv = pthread_cond_init(&w->bar_cv, NULL) == 0;
+    int ok_bar_cv = prime_rt_cond_init(&w->bar_cv) == 0;
     int ok_run = pthread_mutex_init(&w->run_mu, NULL) == 0;
-    int ok_run_cv = pthread_cond_init(&w->run_cv, NULL) == 0;
+    int ok_run_cv = prime_rt_cond_init(&w->run_cv) == 0;
     if (ok_bar && ok_bar_cv && ok_run && ok_run_cv)
         return 1;
     if (ok_bar)
@@ -95,6 +109,8 @@ static void world_free(PrimeWorld *w) {
         }
         free(w->be->devs);
     }
+    if (w->be)
+        free(w->be->returned);
     free(w->be);
     w->be = NULL;
     prime_rt_world_delete(w);
@@ -110,9 +126,12 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
     if (!w)
         return PRIME_ERR_NOMEM;
     w->be = calloc(1, sizeof *w->be);
-    if (w->be)
+    if (w->be) {
         w->be->devs = calloc((size_t)ndev, sizeof *w->be->devs);
-    if (!w->be || !w->be->devs) {
+        w->be->returned = calloc((size_t)ndev, 1);
+        atomic_init(&w->be->aborted, 0);
+    }
+    if (!w->be || !w->be->devs || !w->be->returned) {
         world_free(w);
         return PRIME_ERR_NOMEM;
     }
@@ -142,6 +161,9 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
 void prime_world_destroy(PrimeWorld *world) {
     if (!world)
         return;
+    /* Stuck compute threads may still use every part of the world. */
+    if (world->be->broken)
+        return;
     prime_rt_transport_stop(world);
     world_sync_destroy(world->be);
     world_free(world);
@@ -159,7 +181,83 @@ static void *compute_main(void *p) {
     pthread_mutex_unlock(&w->run_mu);
     if (go)
         fn(dev, arg);
+    pthread_mutex_lock(&w->run_mu);
+    w->finished++;
+    w->returned[dev->rank] = 1;
+    w->last_finish_ns = prime_rt_now_ns();
+    pthread_cond_broadcast(&w->run_cv);
+    pthread_mutex_unlock(&w->run_mu);
     return NULL;
+}
+
+void prime_rt_world_abort(PrimeWorld *world) {
+    PrimeWorldBackend *be = world->be;
+    if (atomic_exchange(&be->aborted, 1))
+        return;
+    prime_rt_transport_abort(world);
+    pthread_mutex_lock(&be->bar_mu);
+    pthread_cond_broadcast(&be->bar_cv);
+    pthread_mutex_unlock(&be->bar_mu);
+    pthread_mutex_lock(&be->run_mu);
+    pthread_cond_broadcast(&be->run_cv);
+    pthread_mutex_unlock(&be->run_mu);
+}
+
+void prime_rt_stall(PrimeDev *dev) {
+    PrimeWorldBackend *be = dev->world->be;
+    pthread_mutex_lock(&be->run_mu);
+    while (!atomic_load(&be->aborted))
+        pthread_cond_wait(&be->run_cv, &be->run_mu);
+    pthread_mutex_unlock(&be->run_mu);
+}
+
+/* Joins the `started` compute threads within the deadlines above; 1 when
+ * every one of them returned. Devices found stuck get a note. */
+static int join_devices(PrimeWorld *world, int started) {
+    PrimeWorldBackend *be = world->be;
+    uint64_t abort_ns = 0;
+    int gave_up = 0;
+    pthread_mutex_lock(&be->run_mu);
+    while (be->finished < started && !gave_up) {
+        uint64_t deadline = 0;
+        int aborted = atomic_load(&be->aborted);
+        if (aborted) {
+            if (!abort_ns)
+                abort_ns = prime_rt_now_ns();
+            deadline = abort_ns + ABORT_GRACE_NS;
+        } else if (be->finished > 0 && world->timeout_ns) {
+            deadline = be->last_finish_ns + 2 * world->timeout_ns;
+        }
+        if (prime_rt_cond_wait_until(&be->run_cv, &be->run_mu, deadline) != ETIMEDOUT ||
+            be->finished == started)
+            continue;
+        if (aborted) {
+            gave_up = 1;
+            continue;
+        }
+        for (int r = 0; r < started; r++) {
+            PrimeDev *d = &world->devs[r];
+            if (be->returned[r])
+                continue;
+            char ctx[200];
+            prime_rt_context_text(d, ctx, sizeof ctx);
+            snprintf(d->note, sizeof d->note,
+                     "rank %d: did not return within %g s after the last device finished "
+                     "(last seen%s)",
+                     r, 2 * (double)world->timeout_ns / 1e9, ctx[0] ? ctx : " nowhere");
+        }
+        pthread_mutex_unlock(&be->run_mu);
+        prime_rt_world_abort(world);
+        pthread_mutex_lock(&be->run_mu);
+    }
+    for (int r = 0; r < started; r++) {
+        if (be->returned[r])
+            pthread_join(world->devs[r].be->thread, NULL);
+        else
+            pthread_detach(world->devs[r].be->thread);
+    }
+    pthread_mutex_unlock(&be->run_mu);
+    return !gave_up;
 }
 
 /* Returns PRIME_ERR_ARG for a bad call or a run already in progress,
@@ -170,6 +268,8 @@ PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
     if (!world || !fn)
         return PRIME_ERR_ARG;
     PrimeWorldBackend *be = world->be;
+    if (atomic_load(&be->aborted))
+        return PRIME_ERR_TIMEOUT;
     pthread_mutex_lock(&be->run_mu);
     if (be->running) {
         pthread_mutex_unlock(&be->run_mu);
@@ -179,6 +279,8 @@ PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
     be->run_gate = 0;
     be->run_fn = fn;
     be->run_arg = arg;
+    be->finished = 0;
+    memset(be->returned, 0, (size_t)world->ndev);
     pthread_mutex_unlock(&be->run_mu);
 
     int started = 0;
@@ -195,8 +297,10 @@ PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
     pthread_cond_broadcast(&be->run_cv);
     pthread_mutex_unlock(&be->run_mu);
 
-    for (int i = 0; i < started; i++)
-        pthread_join(world->devs[i].be->thread, NULL);
+    if (!join_devices(world, started)) {
+        be->broken = 1;
+        return PRIME_ERR_TIMEOUT;
+    }
 
     pthread_mutex_lock(&be->run_mu);
     be->running = 0;
@@ -206,6 +310,8 @@ PrimeStatus prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
 
     if (!all)
         return PRIME_ERR_TRANSPORT;
+    if (atomic_load(&be->aborted))
+        return PRIME_ERR_TIMEOUT;
     for (int i = 0; i < world->ndev; i++) {
         if (world->devs[i].status != PRIME_OK)
             return world->devs[i].status;
@@ -229,16 +335,31 @@ PrimeStatus prime_barrier(PrimeDev *dev) {
     if (!dev)
         return PRIME_ERR_ARG;
     PrimeWorldBackend *w = dev->world->be;
+    uint64_t deadline = prime_rt_deadline(dev->world->timeout_ns);
+    PrimeStatus st = PRIME_OK;
+    int arrived = 0;
     pthread_mutex_lock(&w->bar_mu);
     unsigned long gen = w->bar_gen;
-    if (++w->bar_count == dev->world->ndev) {
+    if (atomic_load(&w->aborted)) {
+        st = PRIME_ERR_ABORTED;
+    } else if (++w->bar_count == dev->world->ndev) {
         w->bar_count = 0;
         w->bar_gen++;
         pthread_cond_broadcast(&w->bar_cv);
     } else {
-        while (gen == w->bar_gen)
-            pthread_cond_wait(&w->bar_cv, &w->bar_mu);
+        while (gen == w->bar_gen && st == PRIME_OK) {
+            if (atomic_load(&w->aborted))
+                st = PRIME_ERR_ABORTED;
+            else if (prime_rt_cond_wait_until(&w->bar_cv, &w->bar_mu, deadline) == ETIMEDOUT &&
+                     gen == w->bar_gen)
+                st = PRIME_ERR_TIMEOUT;
+        }
+        arrived = w->bar_count;
     }
     pthread_mutex_unlock(&w->bar_mu);
-    return PRIME_OK;
+    if (st == PRIME_ERR_TIMEOUT) {
+        prime_rt_note_timeout(dev, "barrier: %d of %d devices arrived", arrived, dev->world->ndev);
+        prime_rt_world_abort(dev->world);
+    }
+    return prime_rt_fail(dev, st);
 }

@@ -108,3 +108,16 @@ add_test(NAME mpi/calibrate
 set_tests_properties(mpi/calibrate PROPERTIES LABELS "mpi;unit" TIMEOUT 120
                      ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
                      PASS_REGULAR_EXPRESSION "PASS: primec calibrate" FAIL_REGULAR_EXPRESSION "FAIL:")
+
+# Programs that must not hang (tests/mpi/hang_signal.sh): rank 1 of the
+# square matmul stopped (SIGSTOP) or killed (SIGKILL) mid-run, mpirun
+# killed with a rank stopped, and a wrong process count.
+foreach(mode stop kill launcher ranks)
+  add_test(NAME mpi/hang/${mode}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi/hang_signal.sh ${mode} $<TARGET_FILE:primec>
+                   ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime ${PRIMEC_MPI_RUN_DIR}/hang/${mode}
+                   ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
+  set_tests_properties(mpi/hang/${mode} PROPERTIES LABELS "mpi;run" TIMEOUT 60
+                       ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
+                       PASS_REGULAR_EXPRESSION "PASS: " FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()

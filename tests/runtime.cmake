@@ -6,3 +6,12 @@ foreach(part world p2p collective kernels)
   add_test(NAME runtime_${part} COMMAND test_runtime_${part})
   set_tests_properties(runtime_${part} PROPERTIES LABELS unit TIMEOUT 60)
 endforeach()
+
+# Deadlines of the threads backend (tests/unit/test_runtime_deadline.c):
+# waits whose peer never answers, an injected stall (PRIME_FAULT), a
+# device that never returns, timeout values.
+add_executable(test_runtime_deadline ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_runtime_deadline.c)
+target_link_libraries(test_runtime_deadline PRIVATE prime_rt PkgConfig::CMOCKA)
+target_compile_options(test_runtime_deadline PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME runtime_deadline COMMAND test_runtime_deadline)
+set_tests_properties(runtime_deadline PROPERTIES LABELS unit TIMEOUT 60)

@@ -1,0 +1,52 @@
+#!/bin/sh
+# tsan_runtime.sh SOURCE_DIR BUILD_DIR [CC]
+#
+# The threads runtime's unit tests under ThreadSanitizer (tests/hang.cmake):
+# compiles runtime/ (threads backend) and tests/unit/test_runtime_{world,
+# p2p,collective,kernels,deadline}.c with -fsanitize=thread into BUILD_DIR
+# and runs each; any report fails the test. Exits 77 (skipped) with the
+# reason when the compiler or the machine cannot run TSan programs.
+# Prints PASS or FAIL with the reason last.
+set -u
+src=$1 out=$2 cc=${3:-cc}
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+skip() {
+    echo "SKIP: $*"
+    exit 77
+}
+
+mkdir -p "$out" || fail "cannot create $out"
+printf 'int main(void) { return 0; }\n' >"$out/probe.c"
+"$cc" -fsanitize=thread "$out/probe.c" -o "$out/probe" 2>"$out/probe.err" ||
+    skip "$cc cannot build with -fsanitize=thread: $(head -1 "$out/probe.err")"
+"$out/probe" 2>"$out/probe.err" || skip "TSan programs do not run here: $(head -1 "$out/probe.err")"
+pkg-config --exists openblas cmocka || skip "pkg-config finds no openblas or cmocka"
+
+flags="-std=c11 -g -O1 -fsanitize=thread -I$src/runtime $(pkg-config --cflags openblas cmocka)"
+libs="$(pkg-config --libs openblas cmocka) -lpthread -lm"
+rt="collective.c device.c kernels.c prime_form.c prime_program.c prime_sched.c trace.c world_threads.c transport_threads.c"
+objs=""
+for f in $rt; do
+    o="$out/${f%.c}.o"
+    # shellcheck disable=SC2086
+    "$cc" $flags -c "$src/runtime/$f" -o "$o" || fail "cannot compile runtime/$f"
+    objs="$objs $o"
+done
+for t in world p2p collective kernels deadline; do
+    exe="$out/test_runtime_$t"
+    # shellcheck disable=SC2086
+    "$cc" $flags "$src/tests/unit/test_runtime_$t.c" $objs $libs -o "$exe" || fail "cannot build test_runtime_$t"
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$exe" >"$out/$t.log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+        cat "$out/$t.log"
+        fail "test_runtime_$t under TSan exited $rc"
+    fi
+    grep -q "WARNING: ThreadSanitizer" "$out/$t.log" && { cat "$out/$t.log"; fail "TSan report in test_runtime_$t"; }
+    echo "test_runtime_$t: clean"
+done
+echo "PASS: runtime unit tests clean under ThreadSanitizer"
