@@ -50,9 +50,9 @@ typedef enum PrimeStatus {
 
 /* What a sent byte was for; counted separately per device. */
 typedef enum PrimeByteKind {
-    PRIME_BYTES_SHIFT = 0,   /* point-to-point moves between steps of a phase */
-    PRIME_BYTES_COLLECTIVE,  /* all-reduce, reduce-scatter, all-gather */
-    PRIME_BYTES_REDIST,      /* redistribution at a phase boundary */
+    PRIME_BYTES_SHIFT = 0,  /* point-to-point moves between steps of a phase */
+    PRIME_BYTES_COLLECTIVE, /* all-reduce, reduce-scatter, all-gather */
+    PRIME_BYTES_REDIST,     /* redistribution at a phase boundary */
     PRIME_BYTES_KIND_COUNT
 } PrimeByteKind;
 
@@ -136,8 +136,8 @@ PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req);
  * allgather: member p contributes buf[chunk p]; all end with all chunks;
  *   g-1 chunks sent; no scratch.
  * A group of one does nothing and sends nothing. */
-PrimeStatus prime_allreduce_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
-                                size_t n, int tag);
+PrimeStatus prime_allreduce_sum(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
+                                int tag);
 PrimeStatus prime_reduce_scatter_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
                                      size_t n, int tag);
 PrimeStatus prime_allgather(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
@@ -155,8 +155,11 @@ PrimeStatus prime_barrier(PrimeDev *dev);
 /* Dense kernels. Row-major, C = alpha * op(A) op(B) + beta * C, where
  * op(A) is m x k and op(B) is k x n; lda/ldb/ldc are row strides. GEMMs go
  * through OpenBLAS's cblas. */
-void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
+/* The same in fp64 (the dense reference of --check). */
+void prime_dgemm(int trans_a, int trans_b, int m, int n, int k, double alpha, const double *a,
+                 int lda, const double *b, int ldb, double beta, double *c, int ldc);
 /* Limits the BLAS library's own threads (devices are threads already;
  * prime_world_create sets 1). Programs that only plan or compile call it
  * to keep idle BLAS threads from spinning. */
