@@ -45,11 +45,10 @@ start=$(date +%s)
     -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1 || true
 end=$(date +%s)
 
-# libFuzzer's fork mode reports running totals: the last line has them.
+# libFuzzer's fork mode reports running totals (#executions, coverage,
+# corpus size, oom/timeout/crash counts): the last such line has them.
 last=$(grep -E '^#[0-9]+: cov:' "$work/log" | tail -n 1 || true)
 echo "fuzz: $((end - start)) s with $jobs jobs; last status: ${last:-none}"
-execs=$(awk '/^fuzz_model:/ { n += $2 } END { print n + 0 }' "$work/log")
-echo "fuzz: $execs inputs run (sum of the jobs' fuzz_model lines)"
 echo "fuzz: findings: $(find "$work/artifacts" -type f | wc -l) in $work/artifacts"
 find "$work/artifacts" -type f -printf '  %f\n'
 

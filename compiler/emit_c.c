@@ -3,6 +3,7 @@
  */
 #include "emit_c.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ typedef struct Emitter {
     int *kernel_of; /* per phase: the phase whose kernel function it calls */
     Arena *arena;
     unsigned char *named; /* per storage tensor: its T_ name is used */
+    int dbl;              /* printing the fp64 reference */
 } Emitter;
 
 static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole) {
@@ -41,8 +43,37 @@ static int operand_index(const PhaseSched *ph, Sym name) {
     ICE("no operand '%s'", name);
 }
 
-/* The C function an intrinsic lowers to (runtime/prime_math.h). */
-static const char *c_intrinsic(const char *name) {
+/* The C function an intrinsic lowers to (runtime/prime_math.h), in fp32
+ * or, with dbl, fp64. */
+static const char *c_intrinsic(const char *name, int dbl) {
+    static const char *const map64[][2] = {
+        {"exp", "exp"},
+        {"log", "log"},
+        {"sqrt", "sqrt"},
+        {"rsqrt", "prime_rsqrt_d"},
+        {"tanh", "tanh"},
+        {"erf", "erf"},
+        {"sigmoid", "prime_sigmoid_d"},
+        {"relu", "prime_relu_d"},
+        {"gelu", "prime_gelu_d"},
+        {"silu", "prime_silu_d"},
+        {"abs", "fabs"},
+        {"step", "prime_step_d"},
+        {"max", "fmax"},
+        {"min", "fmin"},
+        {"cos", "cos"},
+        {"sin", "sin"},
+        {"pow", "pow"},
+        {"rsqrt_grad", "prime_rsqrt_grad_d"},
+        {"tanh_grad", "prime_tanh_grad_d"},
+        {"erf_grad", "prime_erf_grad_d"},
+        {"sigmoid_grad", "prime_sigmoid_grad_d"},
+        {"gelu_grad", "prime_gelu_grad_d"},
+        {"silu_grad", "prime_silu_grad_d"},
+    };
+    for (size_t i = 0; dbl && i < sizeof map64 / sizeof map64[0]; ++i)
+        if (strcmp(map64[i][0], name) == 0)
+            return map64[i][1];
     static const char *const map[][2] = {
         {"exp", "expf"},
         {"log", "logf"},
@@ -92,7 +123,7 @@ static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whol
     Printer *p = &e->p;
     switch (x->kind) {
     case EXPR_INT:
-        printer_printf(p, "%ld.0f", x->value);
+        printer_printf(p, e->dbl ? "%ld.0" : "%ld.0f", x->value);
         break;
     case EXPR_NAME:
     case EXPR_INDEX: {
@@ -101,7 +132,7 @@ static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whol
             /* A dimension used as a value: its global index. */
             for (int d = 0; d < inst->op->ndims; ++d) {
                 if (inst->op->dims[d] == x->name) {
-                    printer_printf(p, "(float)(d%d + off[%d])", d, d);
+                    printer_printf(p, "(%s)(d%d + off[%d])", e->dbl ? "double" : "float", d, d);
                     return;
                 }
             }
@@ -131,10 +162,10 @@ static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whol
             const Expr *dim = x->args.items[0];
             for (int d = 0; d < inst->op->ndims; ++d)
                 if (inst->op->dims[d] == dim->name)
-                    printer_printf(p, "%ld.0f", inst->dim_sizes[d]);
+                    printer_printf(p, e->dbl ? "%ld.0" : "%ld.0f", inst->dim_sizes[d]);
             break;
         }
-        printer_printf(p, "%s(", c_intrinsic(x->name));
+        printer_printf(p, "%s(", c_intrinsic(x->name, e->dbl));
         for (int i = 0; i < x->args.count; ++i) {
             if (i)
                 printer_printf(p, ", ");
@@ -195,8 +226,11 @@ static int emit_gemm(Emitter *e, const PhaseSched *ph, int whole) {
     int tb = b->ndims == 2 && b->opdims[0] == n;
     printer_printf(
         &e->p,
-        "prime_gemm(%d, %d, %ld, %ld, %ld, 1.0f, in[%d], %ld, in[%d], %ld, 1.0f, out, %ld);\n", ta,
-        tb, m >= 0 ? dim_extent(s, ph, m, whole) : 1, n >= 0 ? dim_extent(s, ph, n, whole) : 1,
+        e->dbl
+            ? "prime_dgemm(%d, %d, %ld, %ld, %ld, 1.0, in[%d], %ld, in[%d], %ld, 1.0, out, %ld);\n"
+            : "prime_gemm(%d, %d, %ld, %ld, %ld, 1.0f, in[%d], %ld, in[%d], %ld, 1.0f, out, "
+              "%ld);\n",
+        ta, tb, m >= 0 ? dim_extent(s, ph, m, whole) : 1, n >= 0 ? dim_extent(s, ph, n, whole) : 1,
         k >= 0 ? dim_extent(s, ph, k, whole) : 1, ia, row_stride(s, ph, a, whole), ib,
         row_stride(s, ph, b, whole), row_stride(s, ph, o, whole));
     return 1;
@@ -283,9 +317,13 @@ static void emit_kernels(Emitter *e, int whole, int *canon) {
             }
         if (canon[k] != k)
             continue;
+        const char *type = e->dbl ? "double" : "float";
         printer_printf(&e->p,
-                       "static void %s%d(float *out, const float *const *in, const long *off)\n{\n",
-                       whole ? "reference" : "kernel", k);
+                       "static void %s%d(%s *out, const %s *const *in, const long *off)\n{\n",
+                       e->dbl  ? "reference_fp64_"
+                       : whole ? "reference"
+                               : "kernel",
+                       k, type, type);
         printer_printf(&e->p, "%s}\n\n", bodies[k]);
     }
     for (int k = 0; k < n; ++k)
@@ -662,7 +700,7 @@ static void emit_reference_call(Emitter *e, const PhaseSched *ph, int fn, int dv
     Printer *p = &e->p;
     printer_printf(p, "{\n");
     printer_indent(p, 1);
-    printer_printf(p, "const float *in[] = {");
+    printer_printf(p, "const %s *in[] = {", e->dbl ? "double" : "float");
     for (int i = 0; i < ph->nin; ++i) {
         const SchedTensor *t = &s->tensors[ph->in[i].tensor];
         printer_printf(p, "%sv[%d", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
@@ -671,7 +709,8 @@ static void emit_reference_call(Emitter *e, const PhaseSched *ph, int fn, int dv
         printer_printf(p, "]");
     }
     const SchedTensor *o = &s->tensors[ph->out.tensor];
-    printer_printf(p, "};\nreference%d(v[%d", fn, 2 * o->model_tensor + o->is_grad);
+    printer_printf(p, "};\n%s%d(v[%d", e->dbl ? "reference_fp64_" : "reference", fn,
+                   2 * o->model_tensor + o->is_grad);
     if (dvalue)
         printer_printf(p, " + l * %d", dvalue);
     printer_printf(p, "], in, zero);\n");
@@ -684,7 +723,8 @@ static void emit_reference_call(Emitter *e, const PhaseSched *ph, int fn, int dv
 static void emit_reference(Emitter *e, const PhaseRuns *runs, const int *reference_of) {
     const Schedule *s = e->s;
     Printer *p = &e->p;
-    printer_printf(p, "static void reference(float *const *v)\n{\n");
+    printer_printf(p, e->dbl ? "static void reference_fp64(double *const *v)\n{\n"
+                             : "static void reference(float *const *v)\n{\n");
     printer_indent(p, 1);
     printer_printf(p, "static const long zero[8] = {0};\n");
     for (int r = 0; r < runs->nruns; ++r) {
@@ -718,6 +758,35 @@ static void print_layout_ref(Emitter *e, const char *tname, const char *what,
                        what, tname, what);
 }
 
+/* The scale of a weight's random initial values under --init fan-in:
+ * U(-1, 1) times sqrt(3 / fan_in), so that their variance is 1 / fan_in,
+ * where fan_in is the product of the weight's dimensions that the
+ * operators reading it sum over (the input dimensions of a projection).
+ * Weights nothing sums over (biases, gains) and inputs keep U(-1, 1). */
+static double init_scale(const Model *m, int t) {
+    if (m->tensors[t].role != TENSOR_WEIGHT)
+        return 1.0;
+    long fan_in = 1;
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        for (int a = 0; a < inst->op->ninputs; ++a) {
+            if (inst->args[a] != t)
+                continue;
+            const OpTensor *in = &inst->op->inputs[a], *out = &inst->op->output;
+            long f = 1;
+            for (int x = 0; x < in->ndims; ++x) {
+                int summed = 1;
+                for (int y = 0; y < out->ndims; ++y)
+                    summed &= out->dims[y] != in->dims[x];
+                if (summed)
+                    f *= inst->dim_sizes[in->dims[x]];
+            }
+            fan_in = f > fan_in ? f : fan_in;
+        }
+    }
+    return fan_in > 1 ? sqrt(3.0 / (double)fan_in) : 1.0;
+}
+
 /* Element counts of the values, runs of a repeated layer's once:
  * value_runs[r] = {first, len, repeat} over value_elems. Returns the
  * number of runs. */
@@ -726,17 +795,21 @@ static int emit_values(Emitter *e) {
     Printer *p = &e->p;
     int n = 2 * m->ntensors;
     long *elems = calloc((size_t)n + 1, sizeof(long));
-    if (!elems)
+    double *scale = calloc((size_t)n + 1, sizeof(double));
+    if (!elems || !scale)
         ICE("out of memory");
     for (int t = 0; t < m->ntensors; ++t) {
         long k = 1;
         for (int x = 0; x < m->tensors[t].ndims; ++x)
             k *= m->tensors[t].sizes[x];
         elems[2 * t] = elems[2 * t + 1] = k;
+        scale[2 * t] = init_scale(m, t);
+        scale[2 * t + 1] = 1.0;
     }
     printer_printf(p, "static const long value_elems[] = {");
-    Printer runs;
+    Printer runs, scales;
     printer_init(&runs);
+    printer_init(&scales);
     int nruns = 0, emitted = 0;
     for (int v = 0; v < n;) {
         int best_len = 1;
@@ -750,13 +823,16 @@ static int emit_values(Emitter *e) {
             int len = q - v;
             long reps = 1;
             while (v + (reps + 1) * len <= n &&
-                   memcmp(elems + v, elems + v + reps * len, sizeof(long) * (size_t)len) == 0)
+                   memcmp(elems + v, elems + v + reps * len, sizeof(long) * (size_t)len) == 0 &&
+                   memcmp(scale + v, scale + v + reps * len, sizeof(double) * (size_t)len) == 0)
                 ++reps;
             if (reps >= 2 && reps * len > best_reps * best_len)
                 best_len = len, best_reps = reps;
         }
-        for (int j = 0; j < best_len; ++j)
+        for (int j = 0; j < best_len; ++j) {
             printer_printf(p, "%s%ld", emitted + j ? ", " : "", elems[v + j]);
+            printer_printf(&scales, "%s%.17g", emitted + j ? ", " : "", scale[v + j]);
+        }
         printer_printf(&runs, "{%d, %d, %ld},\n", emitted, best_len, best_reps);
         emitted += best_len;
         ++nruns;
@@ -764,11 +840,17 @@ static int emit_values(Emitter *e) {
     }
     printer_printf(p, "%s};\n", emitted ? "" : "0");
     size_t len;
-    char *text = printer_take(&runs, &len);
+    char *text = printer_take(&scales, &len);
+    printer_printf(p, "/* --init fan-in: the scale of each value's U(-1, 1) values. */\n");
+    printer_printf(p, "static const double value_scale[] = {%s%s};\n", text, emitted ? "" : "0");
+    free(text);
+    text = printer_take(&runs, &len);
     printer_printf(p, "static const PrimeValueRun value_runs[] = {\n%s};\n\n", text);
     free(text);
     printer_free(&runs);
+    printer_free(&scales);
     free(elems);
+    free(scale);
     return nruns;
 }
 
@@ -887,10 +969,19 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     int *reference_of = calloc((size_t)s->phases.count + 1, sizeof(int));
     if (!e.kernel_of || !reference_of)
         ICE("out of memory");
+    int *reference64_of = calloc((size_t)s->phases.count + 1, sizeof(int));
+    if (!reference64_of)
+        ICE("out of memory");
     emit_kernels(&e, 0, e.kernel_of);
     emit_kernels(&e, 1, reference_of);
+    e.dbl = 1;
+    emit_kernels(&e, 1, reference64_of);
+    e.dbl = 0;
     const PhaseRuns *runs = form_fold_layers(e.arena, s, form, e.kernel_of, reference_of);
     emit_reference(&e, runs, reference_of);
+    e.dbl = 1;
+    emit_reference(&e, runs, reference64_of);
+    e.dbl = 0;
 
     printer_printf(p, "static const PrimeMesh mesh = {%d, {", m->mesh.naxes);
     for (int a = 0; a < m->mesh.naxes; ++a)
@@ -940,13 +1031,14 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     printer_printf(p,
                    "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
                    "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g, "
-                   "&mesh, %d, %d, runs, %d, %s, %d, value_runs};\n\n",
-                   m->name, ndev, 2 * m->ntensors, runs->nemitted, 1e-4, form->predicted_uniform,
+                   "&mesh, %d, %d, runs, %d, %s, %d, value_runs, value_scale, reference_fp64};\n\n",
+                   m->name, ndev, 2 * m->ntensors, runs->nemitted, 4.0, form->predicted_uniform,
                    runs->nruns, truns->nruns, truns->nruns ? "tensor_runs" : "NULL", nvalue_runs);
     printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
                       "argc, argv);\n}\n");
     free(e.kernel_of);
     free(reference_of);
+    free(reference64_of);
 
     size_t body_len;
     char *body = printer_take(&e.p, &body_len);

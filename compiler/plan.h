@@ -28,11 +28,11 @@
 #include "schedule.h"
 
 typedef struct PlanCost {
-    double time;     /* seconds per training step */
-    long coll_bytes; /* collective bytes, the busiest device */
-    long p2p_bytes;  /* shift + redistribution bytes, the busiest device */
-    long peak;       /* peak bytes of the schedule, the busiest device */
-    long persistent; /* weights, their gradients and stashed inputs, per device */
+    double time;      /* seconds per training step */
+    long coll_bytes;  /* collective bytes, the busiest device */
+    long p2p_bytes;   /* shift + redistribution bytes, the busiest device */
+    long peak;        /* peak bytes of the schedule, the busiest device */
+    long persistent;  /* weights, their gradients and stashed inputs, per device */
     double coll_time; /* seconds of collectives on the slowest device (0 when not priced) */
     /* Per input: the all-reduce of its gradient's partial sums (time, and
      * bytes of the busiest device), 0 when the gradient is complete. */
@@ -124,5 +124,13 @@ double plan_exhaustive(const Plan *plan, long limit, int *best_choice);
 
 /* The instance's candidate as `use` text: "square(i: i, j: j)". */
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst);
+
+/* The schedule of s with the two axes of its square mesh (i: n, j: n)
+ * swapped: device (i, j) does what (j, i) did in s. Per-rank action
+ * lists, peers, collective groups, slices, layouts, moves and
+ * predictions move with their devices. `model` is s's model with every
+ * partition bound to the swapped axes; on it this is a valid schedule
+ * (not necessarily the one schedule_build would choose among equals). */
+Schedule *schedule_transpose(Arena *arena, const Schedule *s, const Model *model);
 
 #endif

@@ -182,14 +182,6 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model);
 Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
                               const SliceTable *const *slices, const PhaseList *phases);
 
-/* The schedule of s with the two axes of its square mesh (i: n, j: n)
- * swapped: device (i, j) does what (j, i) did in s. Per-rank action
- * lists, peers, collective groups, slices, layouts, moves and
- * predictions move with their devices. `model` is s's model with every
- * partition bound to the swapped axes; on it this is a valid schedule
- * (not necessarily the one schedule_build would choose among equals). */
-Schedule *schedule_transpose(Arena *arena, const Schedule *s, const Model *model);
-
 /* Bytes that must move to build layout `need` of tiling `tt` from layout
  * `have` of tiling `tf` (same value, same device count): every piece a
  * device lacks locally. -1 when some piece is held nowhere. The largest

@@ -41,6 +41,26 @@ void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, cons
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+void prime_dgemm(int trans_a, int trans_b, int m, int n, int k, double alpha, const double *a,
+                 int lda, const double *b, int ldb, double beta, double *c, int ldc) {
+    if (m <= 0 || n <= 0 || k < 0 || !c || ldc < max1(n))
+        return;
+    if (k == 0) {
+        /* Nothing to multiply: C = beta * C, and beta 0 clears C. */
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < n; j++) {
+                double *x = &c[(size_t)i * (size_t)ldc + (size_t)j];
+                *x = beta == 0.0 ? 0.0 : beta * *x;
+            }
+        }
+        return;
+    }
+    if (!a || !b || lda < max1(trans_a ? m : k) || ldb < max1(trans_b ? k : n))
+        return;
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 void prime_add(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];

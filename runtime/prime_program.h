@@ -16,6 +16,10 @@
  *   --trace FILE    write a Chrome trace-event timeline
  *   --json FILE     write the counters (and errors with --check) as JSON
  *   --repeat N      run the training step N times (counters of the last)
+ *   --init fan-in|uniform
+ *                   inputs and weights U(-1, 1), weights scaled to variance
+ *                   1 / fan-in as real initialisations are (default), or
+ *                   all U(-1, 1)
  */
 #ifndef PRIME_PROGRAM_H
 #define PRIME_PROGRAM_H
@@ -69,6 +73,8 @@ typedef struct PrimeTensorRun {
  * device: values[v] points at value v's whole array. A tensor of the
  * program is one tiling of a value; several tensors may share one. */
 typedef void (*PrimeReferenceFn)(float *const *values);
+/* The same computation in fp64: what --check compares against. */
+typedef void (*PrimeReference64Fn)(double *const *values);
 
 /* A stretch of the schedule: phases[first .. first + len) run `repeat`
  * times; copy l shifts tensor indices by l * dtensor and tags by
@@ -105,7 +111,10 @@ typedef struct PrimeProgram {
     /* Predictions: bytes[rank * PRIME_BYTES_KIND_COUNT + kind], peak[rank]. */
     const long *predicted_bytes;
     const long *predicted_peak;
-    double tolerance; /* max relative error accepted by --check */
+    /* --check passes a tensor when its error against the fp64 reference
+     * is at most `tolerance` times the dense fp32 program's own error
+     * (or times fp32's unit roundoff, when that is larger). */
+    double tolerance;
     const PrimeMesh *mesh;
     /* 1: predicted_bytes and predicted_peak hold one rank's counts, the
      * same on every rank. */
@@ -121,6 +130,10 @@ typedef struct PrimeProgram {
      * copy. */
     int nvalue_runs;
     const PrimeValueRun *value_runs;
+    /* Per entry of value_elems: the scale of the value's U(-1, 1) random
+     * values under --init fan-in (1 for what is not a weight). */
+    const double *value_scale;
+    PrimeReference64Fn reference64;
 } PrimeProgram;
 
 int prime_program_main(const PrimeProgram *program, int argc, char **argv);

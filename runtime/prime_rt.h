@@ -197,6 +197,9 @@ PrimeStatus prime_barrier(PrimeDev *dev);
  * through OpenBLAS's cblas. */
 void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                 const float *b, int ldb, float beta, float *c, int ldc);
+/* The same in fp64 (the dense reference of --check). */
+void prime_dgemm(int trans_a, int trans_b, int m, int n, int k, double alpha, const double *a,
+                 int lda, const double *b, int ldb, double beta, double *c, int ldc);
 /* Limits the BLAS library's own threads (devices are threads already;
  * prime_world_create sets 1). Programs that only plan or compile call it
  * to keep idle BLAS threads from spinning. */

@@ -616,14 +616,21 @@ static void gen_model(Gen *g, int n) {
     static const int bases[3][4] = {{2, 4, 1, 8}, {2, 4, 1, 2}, {2, 1, 2, 2}};
     int base = bases[g->mesh_naxes - 1][pick(r, 4)];
     int equal = pick(r, 4) != 3;
+    /* At most 16 devices, so that an input takes well under a second in
+     * the sanitized build (large meshes are planner benchmarks, not bugs). */
+    int ndev = 1;
     put(g->out, "    mesh(");
     for (int a = 0; a < g->mesh_naxes; ++a) {
         g->mesh_axis[a] = axis_sets[g->mesh_naxes - 1][a];
         put(g->out, "%s%s: ", a ? ", " : "", g->mesh_axis[a]);
+        int size = equal ? base : 1 << pick(r, 3);
+        while (size > 1 && ndev * size > 16)
+            size /= 2;
+        ndev *= size;
         if (oops(r))
             put(g->out, "%s", odd_sizes[pick(r, 8)]);
         else
-            put(g->out, "%d", equal ? base : 1 << pick(r, 3));
+            put(g->out, "%d", size);
     }
     put(g->out, ");\n");
     if (pick(r, 8) == 7)

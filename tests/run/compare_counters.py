@@ -141,7 +141,7 @@ def main():
     run([exe, "--check", "--json", counters_path], "the emitted program with --check")
     with open(counters_path) as f:
         counters = json.load(f)
-    explain = json.loads(run([primec, "explain", "--json", model], "primec explain --json"))
+    explain = json.loads(run([primec, "explain", "--json", "--ranks", "all", model], "primec explain --json"))
     check_counters(explain, counters)
     if partition in EXPECTED_COLLECTIVES:
         check_partition(explain, partition)

@@ -25,6 +25,7 @@
 #include "cost.h"
 #include "explain.h"
 #include "pipeline.h"
+#include "plan.h"
 #include "schedule.h"
 
 /* ------------------------------------------------------------------ */

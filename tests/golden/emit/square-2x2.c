@@ -15,11 +15,14 @@
 enum { T_y = 0, T_x = 1, T_w = 2, T_dy = 3, T_dx = 4, T_dw = 5, TENSOR_COUNT = 6 };
 
 /* Whole values for the dense reference: tensor v is value 2v, its gradient 2v+1. */
-static const long value_elems[] = {32, 24, 48};
+static const long value_elems[] = {32, 24, 24, 48};
+/* --init fan-in: the scale of each value's U(-1, 1) values. */
+static const double value_scale[] = {1, 0.8660254037844386, 1, 1};
 static const PrimeValueRun value_runs[] = {
     {0, 1, 2},
-    {1, 1, 2},
-    {2, 1, 2},
+    {1, 1, 1},
+    {2, 1, 1},
+    {3, 1, 2},
 };
 
 static void kernel1(float *out, const float *const *in, const long *off) {
@@ -52,6 +55,21 @@ static void reference4(float *out, const float *const *in, const long *off) {
     prime_gemm(1, 0, 4, 6, 8, 1.0f, in[1], 4, in[0], 6, 1.0f, out, 6);
 }
 
+static void reference_fp64_1(double *out, const double *const *in, const long *off) {
+    (void)off;
+    prime_dgemm(0, 0, 8, 6, 4, 1.0, in[0], 4, in[1], 6, 1.0, out, 6);
+}
+
+static void reference_fp64_3(double *out, const double *const *in, const long *off) {
+    (void)off;
+    prime_dgemm(0, 1, 8, 4, 6, 1.0, in[0], 6, in[1], 6, 1.0, out, 4);
+}
+
+static void reference_fp64_4(double *out, const double *const *in, const long *off) {
+    (void)off;
+    prime_dgemm(1, 0, 4, 6, 8, 1.0, in[1], 4, in[0], 6, 1.0, out, 6);
+}
+
 static void reference(float *const *v) {
     static const long zero[8] = {0};
     {
@@ -65,6 +83,22 @@ static void reference(float *const *v) {
     {
         const float *in[] = {v[5], v[0]};
         reference4(v[3], in, zero);
+    }
+}
+
+static void reference_fp64(double *const *v) {
+    static const long zero[8] = {0};
+    {
+        const double *in[] = {v[0], v[2]};
+        reference_fp64_1(v[4], in, zero);
+    }
+    {
+        const double *in[] = {v[5], v[2]};
+        reference_fp64_3(v[1], in, zero);
+    }
+    {
+        const double *in[] = {v[5], v[0]};
+        reference_fp64_4(v[3], in, zero);
     }
 }
 
@@ -420,15 +454,17 @@ static const PrimeProgram program = {"m",
                                      reference,
                                      predicted_bytes,
                                      predicted_peak,
-                                     0.0001,
+                                     4,
                                      &mesh,
                                      1,
                                      1,
                                      runs,
                                      1,
                                      tensor_runs,
-                                     3,
-                                     value_runs};
+                                     4,
+                                     value_runs,
+                                     value_scale,
+                                     reference_fp64};
 
 int main(int argc, char **argv) {
     return prime_program_main(&program, argc, argv);

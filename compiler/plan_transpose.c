@@ -1,9 +1,11 @@
 /*
- * sched_transpose.c — a schedule with the two axes of its square mesh
- * swapped (see schedule_transpose in schedule.h). The planner uses it to
+ * plan_transpose.c — a schedule with the two axes of its square mesh
+ * swapped (see schedule_transpose in plan.h). The planner uses it to
  * schedule a partition once for both bindings of its axes.
  */
-#include "sched_internal.h"
+#include "plan.h"
+
+#include <string.h>
 static Layout layout_permuted(Arena *arena, const Layout *l, const int *perm) {
     Layout o = *l;
     if (!l->count)

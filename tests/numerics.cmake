@@ -1,0 +1,40 @@
+# The check at realistic shapes (label "run"): --check compares with a
+# dense fp64 reference and passes a tensor when its error is within
+# 4x the dense fp32 program's own error (runtime/prime_program.h).
+#
+# - The OPT layer at hidden 256 (a = 4 heads of 64, ffn 1024, 64 tokens),
+#   Megatron and square-grid plans, with weights scaled by fan-in
+#   (--init fan-in, the default): passes.
+# - Hidden 512 with 16 tokens: under --init uniform the attention scores
+#   overflow fp32 in the reference itself, which must fail (exit 1, FAIL),
+#   never pass on infinite bounds; the same data under --init fan-in
+#   passes.
+# - A bad --init value is a usage error (exit 2).
+set(PRIMEC_NUMERICS_DIR ${CMAKE_CURRENT_BINARY_DIR}/numerics)
+file(MAKE_DIRECTORY ${PRIMEC_NUMERICS_DIR})
+set(PRIMEC_OPT_SRC ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime)
+set(PRIMEC_OPT_SMALL "param layers = 2, s = 16, h = 64, a = 8, e = 8, f = 256")
+
+foreach(model opt_small_megatron opt_small_square)
+  set(dir ${PRIMEC_NUMERICS_DIR}/h256_${model})
+  add_test(NAME numerics/h256/${model}
+           COMMAND sh -c "mkdir -p \"$4\" && sed 's/${PRIMEC_OPT_SMALL}/param layers = 1, s = 64, h = 256, a = 4, e = 64, f = 1024/' \"$2\" >\"$4/model.prime\" && \"$1\" build \"$4/model.prime\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
+                   sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC} ${model} ${dir})
+  set_tests_properties(numerics/h256/${model} PROPERTIES LABELS run TIMEOUT 600
+                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
+                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+endforeach()
+
+set(dir ${PRIMEC_NUMERICS_DIR}/h512)
+add_test(NAME numerics/h512-overflow
+         COMMAND sh -c "mkdir -p \"$3\" && sed 's/${PRIMEC_OPT_SMALL}/param layers = 1, s = 16, h = 512, a = 8, e = 64, f = 512/' \"$2\" >\"$3/model.prime\" && \"$1\" build \"$3/model.prime\" --model opt_small_megatron -o \"$3\" && \"$3/opt_small_megatron\" --check --init fan-in && ! \"$3/opt_small_megatron\" --check --init uniform"
+                 sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC} ${dir})
+set_tests_properties(numerics/h512-overflow PROPERTIES LABELS run TIMEOUT 600
+                     PASS_REGULAR_EXPRESSION "check passed.*error vs fp64 inf.*FAIL.*check FAILED")
+
+add_test(NAME numerics/bad-init
+         COMMAND sh -c "\"$1\" build \"$2\" -o \"$3\" >/dev/null && \"$3/matmul_row\" --init gaussian; test $? -eq 2"
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/matmul_row.prime
+                 ${PRIMEC_NUMERICS_DIR}/bad_init)
+set_tests_properties(numerics/bad-init PROPERTIES LABELS run TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "--init takes 'fan-in' or 'uniform', not 'gaussian'")
