@@ -28,8 +28,8 @@
 /* Weighted least squares over the basis functions selected by `use`
  * (bit j: x_j); solves the normal equations by Gaussian elimination.
  * Returns 0 when they are singular. */
-static int wls(int nb, const double (*xs)[3], const double *y, int n, unsigned use, int weighted, double *coef)
-{
+static int wls(int nb, const double (*xs)[3], const double *y, int n, unsigned use, int weighted,
+               double *coef) {
     double A[3][4] = {{0}};
     int idx[3], m = 0;
     for (int j = 0; j < nb; ++j)
@@ -73,11 +73,11 @@ static int wls(int nb, const double (*xs)[3], const double *y, int n, unsigned u
     return 1;
 }
 
-int calibrate_fit_alpha_beta(const double *x, const double *us, int n, double *alpha_us, double *beta_GBps)
-{
+int calibrate_fit_alpha_beta(const double *x, const double *us, int n, double *alpha_us,
+                             double *beta_GBps) {
     if (n < 2 || n > CALIBRATE_MAX_SAMPLES)
         return 0;
-    double (*xs)[3] = malloc(sizeof(double[3]) * (size_t)n);
+    double(*xs)[3] = malloc(sizeof(double[3]) * (size_t)n);
     if (!xs)
         return 0;
     for (int i = 0; i < n; ++i) {
@@ -107,9 +107,8 @@ int calibrate_fit_alpha_beta(const double *x, const double *us, int n, double *a
     return 1;
 }
 
-int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overhead_us, double *peak_tflops,
-                       double *half_dim)
-{
+int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overhead_us,
+                       double *peak_tflops, double *half_dim) {
     if (n < 2 || n > CALIBRATE_MAX_GEMMS)
         return 0;
     double xs[CALIBRATE_MAX_GEMMS][3];
@@ -128,7 +127,8 @@ int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overh
         int nb = (int)(tries[t] & 1u) + (int)(tries[t] >> 1 & 1u) + (int)(tries[t] >> 2 & 1u);
         if (n < nb)
             continue;
-        ok = wls(3, (const double(*)[3])xs, us, n, tries[t], 1, c) && c[0] >= 0 && c[1] > 0 && c[2] >= 0;
+        ok = wls(3, (const double(*)[3])xs, us, n, tries[t], 1, c) && c[0] >= 0 && c[1] > 0 &&
+             c[2] >= 0;
     }
     if (!ok)
         return 0;
@@ -141,15 +141,13 @@ int calibrate_fit_gemm(const double *dim, const double *us, int n, double *overh
 /* ------------------------------------------------------------------ */
 /* Sweeps and fits                                                     */
 
-static double now_us(void)
-{
+static double now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-static double physical_memory_bytes(void)
-{
+static double physical_memory_bytes(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     double kb = 0;
     if (f) {
@@ -162,8 +160,7 @@ static double physical_memory_bytes(void)
     return kb > 0 ? kb * 1024 : 1e9;
 }
 
-static int largest_world(const CalibrateOptions *opt)
-{
+static int largest_world(const CalibrateOptions *opt) {
     int largest = 0;
     for (int i = 1; i < opt->nworlds; ++i)
         if (opt->worlds[i] > opt->worlds[largest])
@@ -173,24 +170,22 @@ static int largest_world(const CalibrateOptions *opt)
 
 /* Checks the worlds of opt: 1 to CALIBRATE_MAX_WORLDS of 2 to
  * CALIBRATE_MAX_DEVICES devices. */
-static int check_worlds(const CalibrateOptions *opt, char *err, size_t errlen)
-{
+static int check_worlds(const CalibrateOptions *opt, char *err, size_t errlen) {
     if (opt->nworlds < 1 || opt->nworlds > CALIBRATE_MAX_WORLDS) {
         snprintf(err, errlen, "bad calibration options");
         return 0;
     }
     for (int i = 0; i < opt->nworlds; ++i) {
         if (opt->worlds[i] < 2 || opt->worlds[i] > CALIBRATE_MAX_DEVICES) {
-            snprintf(err, errlen, "a calibration world needs 2 to %d devices, not %d", CALIBRATE_MAX_DEVICES,
-                     opt->worlds[i]);
+            snprintf(err, errlen, "a calibration world needs 2 to %d devices, not %d",
+                     CALIBRATE_MAX_DEVICES, opt->worlds[i]);
             return 0;
         }
     }
     return 1;
 }
 
-int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen)
-{
+int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen) {
     double t_start = now_us();
     if (!check_worlds(opt, err, errlen) || !calibrate_options_check(opt, err, errlen))
         return 0;
@@ -208,20 +203,22 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
             st = calibrate_sweep_world(world, opt, wi == largest, &worlds[wi]);
         prime_world_destroy(world);
         if (st != PRIME_OK) {
-            snprintf(err, errlen, "the runtime failed on %d thread-devices: %s", g, prime_status_name(st));
+            snprintf(err, errlen, "the runtime failed on %d thread-devices: %s", g,
+                     prime_status_name(st));
             free(worlds);
             return 0;
         }
     }
-    int ok = calibrate_fit_worlds(opt, worlds, CALIBRATE_CPU, (now_us() - t_start) / 1e6, out, err, errlen);
+    int ok = calibrate_fit_worlds(opt, worlds, CALIBRATE_CPU, (now_us() - t_start) / 1e6, out, err,
+                                  errlen);
     free(worlds);
     return ok;
 }
 
 /* Fits time = alpha + volume / beta to the samples of `kind` (and of
  * world g only when g > 0). */
-static int fit_kind(const CalibrateResult *res, CommKind kind, int g, LinkCost *lc, double *rel_rms)
-{
+static int fit_kind(const CalibrateResult *res, CommKind kind, int g, LinkCost *lc,
+                    double *rel_rms) {
     double x[CALIBRATE_MAX_SAMPLES] = {0}, y[CALIBRATE_MAX_SAMPLES] = {0};
     int n = 0;
     for (int i = 0; i < res->nsamples; ++i)
@@ -240,9 +237,9 @@ static int fit_kind(const CalibrateResult *res, CommKind kind, int g, LinkCost *
     return 1;
 }
 
-int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worlds, CalibrateBackend backend,
-                         double seconds, CalibrateResult *out, char *err, size_t errlen)
-{
+int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worlds,
+                         CalibrateBackend backend, double seconds, CalibrateResult *out, char *err,
+                         size_t errlen) {
     memset(out, 0, sizeof *out);
     out->backend = backend;
     out->seconds = seconds;
@@ -263,13 +260,15 @@ int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worl
     if (backend == CALIBRATE_MPI) {
         snprintf(p->name, sizeof p->name, "cpu-mpi");
         snprintf(p->description, sizeof p->description,
-                 "measured by primec calibrate --backend mpi on %s (%ld cores): one MPI process per device, "
+                 "measured by primec calibrate --backend mpi on %s (%ld cores): one MPI process "
+                 "per device, "
                  "all on this node",
                  host, cores);
     } else {
         snprintf(p->name, sizeof p->name, "cpu-threads");
         snprintf(p->description, sizeof p->description,
-                 "measured by primec calibrate --backend cpu on %s (%ld cores): thread-devices of one process",
+                 "measured by primec calibrate --backend cpu on %s (%ld cores): thread-devices of "
+                 "one process",
                  host, cores);
     }
     /* Every device measured shares this node: no inter-node link was seen. */
@@ -285,7 +284,8 @@ int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worl
     for (int k = 0; k < COMM_KIND_COUNT; ++k) {
         LinkCost lc;
         if (!fit_kind(out, (CommKind)k, 0, &lc, &out->fit_rel_rms[k])) {
-            snprintf(err, errlen, "the %s timings give no positive bandwidth (too few or too noisy points)",
+            snprintf(err, errlen,
+                     "the %s timings give no positive bandwidth (too few or too noisy points)",
                      comm_kind_name((CommKind)k));
             return 0;
         }
@@ -314,25 +314,27 @@ int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worl
     return 1;
 }
 
-void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions *opt, FILE *out)
-{
+void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions *opt, FILE *out) {
     char comment[8192];
     size_t used = 0;
-#define ADD(...)                                                                                        \
-    do {                                                                                                \
-        if (used < sizeof comment) {                                                                   \
-            int w_ = snprintf(comment + used, sizeof comment - used, __VA_ARGS__);                      \
-            used += w_ > 0 ? (size_t)w_ : 0;                                                            \
-        }                                                                                               \
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        if (used < sizeof comment) {                                                               \
+            int w_ = snprintf(comment + used, sizeof comment - used, __VA_ARGS__);                 \
+            used += w_ > 0 ? (size_t)w_ : 0;                                                       \
+        }                                                                                          \
     } while (0)
     if (res->backend == CALIBRATE_MPI) {
-        ADD("Measured by `primec calibrate --backend mpi` (compiler/calibrate.c, primec-calibrate-mpi)\n");
+        ADD("Measured by `primec calibrate --backend mpi` (compiler/calibrate.c, "
+            "primec-calibrate-mpi)\n");
         ADD("in %.1f s. Devices are MPI processes (runtime prime_rt_mpi), all started by mpiexec\n",
             res->seconds);
         ADD("on this one node, so every link is MPI's shared-memory transport: the inter rows\n");
-        ADD("repeat the intra rows and devices_per_node only says that all devices share one node.\n");
+        ADD("repeat the intra rows and devices_per_node only says that all devices share one "
+            "node.\n");
     } else {
-        ADD("Measured by `primec calibrate --backend cpu` (compiler/calibrate.c) in %.1f s.\n", res->seconds);
+        ADD("Measured by `primec calibrate --backend cpu` (compiler/calibrate.c) in %.1f s.\n",
+            res->seconds);
         ADD("Devices are threads of one process (runtime prime_rt): every link is the\n");
         ADD("threads transport, so the inter rows repeat the intra rows and\n");
         ADD("devices_per_node only says that all devices share one node.\n");
@@ -359,19 +361,20 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
         }
         ADD("\n");
     }
-    ADD("Compute: square sgemm (OpenBLAS, one thread per device) %d .. %d with every device\n", opt->gemm_min,
-        opt->gemm_max);
+    ADD("Compute: square sgemm (OpenBLAS, one thread per device) %d .. %d with every device\n",
+        opt->gemm_min, opt->gemm_max);
     ADD("of the largest world computing at once; fit time = overhead + 2d^3 / (peak eff(d)),\n");
     ADD("eff(d) = d / (d + half_dim), relative rms residual %.1f%%. Memory bandwidth: a\n",
         100 * res->gemm_rel_rms);
     ADD("memcpy of %.0f floats (8 bytes per element); vector rate: prime_add (1 flop per\n",
         res->compute.mem_floats);
-    ADD("element, what an accumulator merge runs) on %.0f floats in cache.\n", res->compute.vec_floats);
+    ADD("element, what an accumulator merge runs) on %.0f floats in cache.\n",
+        res->compute.vec_floats);
     ADD("mem_capacity_GB: physical memory divided among the devices of the largest world.\n");
     ADD("\nsamples (kind devices bytes us):\n");
     for (int i = 0; i < res->nsamples; ++i)
-        ADD("  %-14s %2d %10.0f %12.2f\n", comm_kind_name(res->samples[i].kind), res->samples[i].gsize,
-            res->samples[i].bytes, res->samples[i].us);
+        ADD("  %-14s %2d %10.0f %12.2f\n", comm_kind_name(res->samples[i].kind),
+            res->samples[i].gsize, res->samples[i].bytes, res->samples[i].us);
     ADD("gemm samples (d us):\n");
     for (int i = 0; i < res->compute.ngemm; ++i)
         ADD("  %4.0f %12.2f\n", res->compute.gemm_dim[i], res->compute.gemm_us[i]);
@@ -388,26 +391,26 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
 /* ------------------------------------------------------------------ */
 /* Commands                                                            */
 
-static void calibrate_usage(FILE *out)
-{
-    fprintf(out, "usage: primec calibrate [--backend cpu|mpi] [-o FILE] [--worlds N,N...] [--quick]\n"
-                 "                        [--mpiexec CMD]\n"
-                 "  measure this machine with the runtime and write a profile for the cost model\n"
-                 "  (docs/cost-model.md); a summary of the fits goes to standard error\n"
-                 "  --backend cpu   thread-devices of one process (the default; profile cpu-threads)\n"
-                 "  --backend mpi   one MPI process per device (profile cpu-mpi): runs\n"
-                 "                  " CALIBRATE_MPI_HELPER " (next to primec) with mpiexec once per\n"
-                 "                  world, all processes on this node (the inter rows repeat the intra)\n"
-                 "  -o FILE         write the profile to FILE (default: standard output)\n"
-                 "  --worlds LIST   device counts to measure and fit together (default 2,4);\n"
-                 "                  compute is measured on the largest\n"
-                 "  --quick         a smaller sweep (less accurate; well under a second with cpu,\n"
-                 "                  a second or two with mpi)\n"
-                 "  --mpiexec CMD   mpi: the MPI launcher, a path or a name in PATH (default mpiexec)\n");
+static void calibrate_usage(FILE *out) {
+    fprintf(
+        out,
+        "usage: primec calibrate [--backend cpu|mpi] [-o FILE] [--worlds N,N...] [--quick]\n"
+        "                        [--mpiexec CMD]\n"
+        "  measure this machine with the runtime and write a profile for the cost model\n"
+        "  (docs/cost-model.md); a summary of the fits goes to standard error\n"
+        "  --backend cpu   thread-devices of one process (the default; profile cpu-threads)\n"
+        "  --backend mpi   one MPI process per device (profile cpu-mpi): runs\n"
+        "                  " CALIBRATE_MPI_HELPER " (next to primec) with mpiexec once per\n"
+        "                  world, all processes on this node (the inter rows repeat the intra)\n"
+        "  -o FILE         write the profile to FILE (default: standard output)\n"
+        "  --worlds LIST   device counts to measure and fit together (default 2,4);\n"
+        "                  compute is measured on the largest\n"
+        "  --quick         a smaller sweep (less accurate; well under a second with cpu,\n"
+        "                  a second or two with mpi)\n"
+        "  --mpiexec CMD   mpi: the MPI launcher, a path or a name in PATH (default mpiexec)\n");
 }
 
-int calibrate_main(int argc, char **argv)
-{
+int calibrate_main(int argc, char **argv) {
     const char *backend = "cpu", *path = NULL, *worlds = NULL, *mpiexec = NULL;
     int quick = 0;
     for (int i = 1; i < argc; ++i) {
@@ -417,8 +420,8 @@ int calibrate_main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--quick") == 0) {
             quick = 1;
-        } else if ((strcmp(a, "--backend") == 0 || strcmp(a, "-o") == 0 || strcmp(a, "--worlds") == 0 ||
-                    strcmp(a, "--mpiexec") == 0) &&
+        } else if ((strcmp(a, "--backend") == 0 || strcmp(a, "-o") == 0 ||
+                    strcmp(a, "--worlds") == 0 || strcmp(a, "--mpiexec") == 0) &&
                    i + 1 < argc) {
             if (strcmp(a, "-o") == 0)
                 path = argv[++i];
@@ -435,7 +438,8 @@ int calibrate_main(int argc, char **argv)
         }
     }
     if (strcmp(backend, "cpu") != 0 && strcmp(backend, "mpi") != 0) {
-        fprintf(stderr, "primec: error: calibrate: unknown backend '%s' (backends: cpu, mpi)\n", backend);
+        fprintf(stderr, "primec: error: calibrate: unknown backend '%s' (backends: cpu, mpi)\n",
+                backend);
         return 2;
     }
     if (mpiexec && strcmp(backend, "mpi") != 0) {
@@ -453,12 +457,13 @@ int calibrate_main(int argc, char **argv)
         for (;;) {
             char *end;
             long n = strtol(s, &end, 10);
-            if (end == s || n < 2 || n > CALIBRATE_MAX_DEVICES || opt.nworlds == CALIBRATE_MAX_WORLDS ||
-                (*end && *end != ',')) {
-                fprintf(stderr,
-                        "primec: error: calibrate: --worlds wants up to %d device counts of 2 to %d, "
-                        "e.g. 2,4; got '%s'\n",
-                        CALIBRATE_MAX_WORLDS, CALIBRATE_MAX_DEVICES, worlds);
+            if (end == s || n < 2 || n > CALIBRATE_MAX_DEVICES ||
+                opt.nworlds == CALIBRATE_MAX_WORLDS || (*end && *end != ',')) {
+                fprintf(
+                    stderr,
+                    "primec: error: calibrate: --worlds wants up to %d device counts of 2 to %d, "
+                    "e.g. 2,4; got '%s'\n",
+                    CALIBRATE_MAX_WORLDS, CALIBRATE_MAX_DEVICES, worlds);
                 return 2;
             }
             opt.worlds[opt.nworlds++] = (int)n;
@@ -480,8 +485,8 @@ int calibrate_main(int argc, char **argv)
     if (strcmp(backend, "mpi") == 0) {
         double t_start = now_us();
         rc = calibrate_mpi_sweep(&opt, mpiexec, NULL, measured, err, sizeof err);
-        if (rc == 0 && !calibrate_fit_worlds(&opt, measured, CALIBRATE_MPI, (now_us() - t_start) / 1e6, res, err,
-                                             sizeof err))
+        if (rc == 0 && !calibrate_fit_worlds(&opt, measured, CALIBRATE_MPI,
+                                             (now_us() - t_start) / 1e6, res, err, sizeof err))
             rc = 3;
     } else if (!calibrate_run(&opt, res, err, sizeof err)) {
         rc = 3;
@@ -514,108 +519,22 @@ int calibrate_main(int argc, char **argv)
             path ? path : "");
     fprintf(stderr, "  %-15s %10s %10s %8s\n", "kind", "alpha_us", "beta_GBps", "rms");
     for (int k = 0; k < COMM_KIND_COUNT; ++k)
-        fprintf(stderr, "  %-15s %10.2f %10.3f %7.1f%%\n", comm_kind_name((CommKind)k), p->link[k][LINK_INTRA].alpha_us,
-                p->link[k][LINK_INTRA].beta_GBps, 100 * res->fit_rel_rms[k]);
+        fprintf(stderr, "  %-15s %10.2f %10.3f %7.1f%%\n", comm_kind_name((CommKind)k),
+                p->link[k][LINK_INTRA].alpha_us, p->link[k][LINK_INTRA].beta_GBps,
+                100 * res->fit_rel_rms[k]);
     for (int i = 0; i < opt.nworlds && opt.nworlds > 1; ++i) {
         fprintf(stderr, "  %d devices alone:", opt.worlds[i]);
         for (int k = 0; k < COMM_KIND_COUNT; ++k)
-            fprintf(stderr, " %s %.1f/%.3g", comm_kind_name((CommKind)k), res->world_fit[i][k].alpha_us,
-                    res->world_fit[i][k].beta_GBps);
+            fprintf(stderr, " %s %.1f/%.3g", comm_kind_name((CommKind)k),
+                    res->world_fit[i][k].alpha_us, res->world_fit[i][k].beta_GBps);
         fprintf(stderr, "\n");
     }
-    fprintf(stderr, "  gemm: peak %.1f GFLOP/s per device, half efficiency at d = %.0f, overhead %.2f us (rms %.1f%%)\n",
+    fprintf(stderr,
+            "  gemm: peak %.1f GFLOP/s per device, half efficiency at d = %.0f, overhead %.2f us "
+            "(rms %.1f%%)\n",
             p->peak_tflops * 1e3, p->gemm_half_dim, p->kernel_overhead_us, 100 * res->gemm_rel_rms);
-    fprintf(stderr, "  memory %.2f GB/s per device, vector %.2f GFLOP/s per device\n", p->mem_bandwidth_GBps,
-            p->vector_tflops * 1e3);
+    fprintf(stderr, "  memory %.2f GB/s per device, vector %.2f GFLOP/s per device\n",
+            p->mem_bandwidth_GBps, p->vector_tflops * 1e3);
     free(res);
-    return 0;
-}
-
-static void cost_usage(FILE *out)
-{
-    fprintf(out, "usage: primec cost FILE [--model NAME] [--profile NAME|PATH] [--elem-bytes N]\n"
-                 "                  [--devices-per-node N] [--json]\n"
-                 "  predicted time per phase and step, communication, memory (default profile: v100)\n");
-}
-
-int cost_command_main(int argc, char **argv)
-{
-    const char *file = NULL, *model = NULL, *profile = "v100";
-    int json = 0;
-    CostOptions opt;
-    cost_options_default(&opt);
-    for (int i = 1; i < argc; ++i) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            cost_usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if ((strcmp(a, "--model") == 0 || strcmp(a, "--profile") == 0 || strcmp(a, "--elem-bytes") == 0 ||
-                    strcmp(a, "--devices-per-node") == 0) &&
-                   i + 1 < argc) {
-            const char *v = argv[++i];
-            if (strcmp(a, "--model") == 0) {
-                model = v;
-            } else if (strcmp(a, "--profile") == 0) {
-                profile = v;
-            } else {
-                char *end;
-                long n = strtol(v, &end, 10);
-                if (*end || n < 1 || n > 1 << 20 || (a[2] == 'e' && n != 2 && n != 4)) {
-                    fprintf(stderr, "primec: error: bad value '%s' for %s%s\n", v, a,
-                            a[2] == 'e' ? " (2 or 4)" : "");
-                    return 2;
-                }
-                if (a[2] == 'e')
-                    opt.elem_bytes = (int)n;
-                else
-                    opt.devices_per_node = (int)n;
-            }
-        } else if (a[0] != '-' && !file) {
-            file = a;
-        } else {
-            fprintf(stderr, "primec: error: cost: unexpected argument '%s'\n", a);
-            cost_usage(stderr);
-            return 2;
-        }
-    }
-    if (!file) {
-        cost_usage(stderr);
-        return 2;
-    }
-    Profile prof;
-    char err[512];
-    if (!profile_load(profile, &prof, err, sizeof err)) {
-        fprintf(stderr, "primec: error: %s\n", err);
-        return 2;
-    }
-    Compilation c;
-    compilation_init(&c, file, stderr);
-    c.model_name = model;
-    if (!pipeline_run(&c, "schedule")) {
-        diag_finish(&c.sink);
-        int rc = c.io_error ? 2 : 1;
-        compilation_free(&c);
-        return rc;
-    }
-    if (json && c.schedules.count != 1)
-        printf("[");
-    for (int i = 0; i < c.schedules.count; ++i) {
-        CostReport r;
-        cost_schedule(c.schedules.items[i], &prof, &opt, c.arena, &r);
-        if (json) {
-            if (i)
-                printf(", ");
-            cost_print_json(&r, stdout);
-        } else {
-            if (i)
-                printf("\n");
-            cost_print(&r, stdout);
-        }
-    }
-    if (json && c.schedules.count != 1)
-        printf("]\n");
-    compilation_free(&c);
     return 0;
 }

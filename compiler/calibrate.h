@@ -45,7 +45,7 @@ typedef struct CalibrateResult {
     LinkCost world_fit[CALIBRATE_MAX_WORLDS][COMM_KIND_COUNT];
     CalibrateCompute compute; /* from the largest world */
     double gemm_rel_rms;
-    double seconds;            /* wall time of the whole calibration */
+    double seconds; /* wall time of the whole calibration */
 } CalibrateResult;
 
 /* Runs the sweeps on thread-devices (backend cpu) and fits. Returns 1, or
@@ -56,8 +56,9 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
  * opt->worlds[i]; the largest one with compute) fills *out, the profile
  * included. `seconds` is how long the sweeps took. Returns 1, or 0 with a
  * message in err. */
-int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worlds, CalibrateBackend backend,
-                         double seconds, CalibrateResult *out, char *err, size_t errlen);
+int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worlds,
+                         CalibrateBackend backend, double seconds, CalibrateResult *out, char *err,
+                         size_t errlen);
 
 /* Weighted (1/us^2) least squares us = alpha + x / (beta * 1e3), x in
  * bytes, beta in GB/s; ordinary least squares when the weighted slope is
@@ -84,11 +85,5 @@ void calibrate_write_profile(const CalibrateResult *res, const CalibrateOptions 
  * I/O error (mpiexec or the MPI helper not found included), 3 the runtime
  * or an MPI run failed. */
 int calibrate_main(int argc, char **argv);
-
-/* `primec cost FILE [--model NAME] [--profile NAME|PATH] [--elem-bytes N]
- * [--devices-per-node N] [--json]`: the cost report (cost.h) of every
- * model in FILE (default profile v100). argv[0] is the command name.
- * Returns the exit code (0, 1 input errors, 2 usage or I/O). */
-int cost_command_main(int argc, char **argv);
 
 #endif

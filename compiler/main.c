@@ -18,12 +18,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "calibrate.h"
+#include "cost_cli.h"
 #include "explain.h"
 #include "format.h"
 #include "pipeline.h"
 #include "plan_cli.h"
-#include "prime_rt.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
@@ -145,26 +144,35 @@ static int run_cc(const BuildTarget *t, const char *cc, const char *src, const c
     return status == 0;
 }
 
+/* `primec calibrate ...` runs primec-calibrate, next to this binary: the
+ * compiler itself does not link the runtime or BLAS. */
+static int run_calibrate(char **argv) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 32);
+    if (n > 0)
+        self[n] = '\0';
+    char *slash = n > 0 ? strrchr(self, '/') : NULL;
+    if (!slash) {
+        fprintf(stderr, "primec: error: cannot find the directory of the primec binary\n");
+        return EXIT_USAGE;
+    }
+    strcpy(slash + 1, "primec-calibrate");
+    argv[0] = self;
+    execv(self, argv);
+    fprintf(stderr, "primec: error: cannot run '%s': %s\n", self, strerror(errno));
+    return EXIT_USAGE;
+}
+
 int main(int argc, char **argv) {
     const char *command = NULL, *file = NULL, *model = NULL, *dump_after = NULL;
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
     int json = 0, emit_only = 0;
     int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
 
-    /* The compiler runs no GEMM but calibrate's (one per device thread).
-     * OpenBLAS starts its worker threads when it is loaded, before main,
-     * and they spin while idle; the only way to not start them is its
-     * environment variable, so set it and re-execute once. */
-    if (!getenv("OPENBLAS_NUM_THREADS")) {
-        setenv("OPENBLAS_NUM_THREADS", "1", 1);
-        execv("/proc/self/exe", argv);
-        /* No /proc: go on with the threads idle. */
-    }
-    prime_set_blas_threads(1);
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return plan_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "calibrate") == 0)
-        return calibrate_main(argc - 1, argv + 1);
+        return run_calibrate(argv + 1);
     if (argc > 1 && strcmp(argv[1], "cost") == 0)
         return cost_command_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; ++i) {

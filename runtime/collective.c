@@ -32,47 +32,9 @@
 
 #include "internal.h"
 
-/* Start of chunk c: c*n/g without overflowing c*n. */
-static size_t chunk_lo(size_t n, int g, int c) {
-    size_t gg = (size_t)g, cc = (size_t)c;
-    return cc * (n / gg) + cc * (n % gg) / gg;
-}
-
-static size_t chunk_len(size_t n, int g, int c) {
-    return chunk_lo(n, g, c + 1) - chunk_lo(n, g, c);
-}
-
 static int ring_mod(int x, int g) {
     int r = x % g;
     return r < 0 ? r + g : r;
-}
-
-size_t prime_collective_scratch(size_t n, int gsize) {
-    if (gsize <= 1)
-        return 0;
-    size_t most = 0;
-    for (int c = 0; c < gsize; c++) {
-        size_t len = chunk_len(n, gsize, c);
-        if (len > most)
-            most = len;
-    }
-    return most;
-}
-
-uint64_t prime_reduce_scatter_bytes(size_t n, int gsize, int pos) {
-    if (gsize <= 1 || pos < 0 || pos >= gsize)
-        return 0;
-    return (uint64_t)(n - chunk_len(n, gsize, pos)) * sizeof(float);
-}
-
-uint64_t prime_allgather_bytes(size_t n, int gsize, int pos) {
-    if (gsize <= 1 || pos < 0 || pos >= gsize)
-        return 0;
-    return (uint64_t)(n - chunk_len(n, gsize, (pos + 1) % gsize)) * sizeof(float);
-}
-
-uint64_t prime_allreduce_bytes(size_t n, int gsize, int pos) {
-    return prime_reduce_scatter_bytes(n, gsize, pos) + prime_allgather_bytes(n, gsize, pos);
 }
 
 /* The caller's position in a valid group, or -1. */
@@ -113,15 +75,15 @@ static PrimeStatus ring_step(const Ring *ring, int sc, int rc, float *into, int 
     PrimeDev *dev = ring->dev;
     int next = ring->group[(ring->pos + 1) % ring->g];
     int prev = ring->group[(ring->pos + ring->g - 1) % ring->g];
-    size_t slen = chunk_len(ring->n, ring->g, sc);
-    size_t rlen = chunk_len(ring->n, ring->g, rc);
-    float *rchunk = ring->buf + chunk_lo(ring->n, ring->g, rc);
+    size_t slen = prime_chunk_len(ring->n, ring->g, sc);
+    size_t rlen = prime_chunk_len(ring->n, ring->g, rc);
+    float *rchunk = ring->buf + prime_chunk_lo(ring->n, ring->g, rc);
     PrimeReq sreq = {NULL}, rreq = {NULL};
     PrimeStatus st = PRIME_OK, st2;
 
     if (slen > 0)
         st = prime_rt_post_send(dev, next, ring->tag, PRIME_RT_CHAN_COLLECTIVE,
-                                ring->buf + chunk_lo(ring->n, ring->g, sc), slen,
+                                ring->buf + prime_chunk_lo(ring->n, ring->g, sc), slen,
                                 PRIME_BYTES_COLLECTIVE, &sreq);
     if (rlen > 0) {
         st2 = prime_rt_post_recv(dev, prev, ring->tag, PRIME_RT_CHAN_COLLECTIVE,

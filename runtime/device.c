@@ -23,26 +23,6 @@
 #include <string.h>
 #include <time.h>
 
-const char *prime_status_name(PrimeStatus status) {
-    switch (status) {
-    case PRIME_OK:
-        return "ok";
-    case PRIME_ERR_ARG:
-        return "invalid argument";
-    case PRIME_ERR_NOMEM:
-        return "out of memory";
-    case PRIME_ERR_TRANSPORT:
-        return "transport failure";
-    case PRIME_ERR_IO:
-        return "i/o error";
-    case PRIME_ERR_TIMEOUT:
-        return "timed out waiting for a peer";
-    case PRIME_ERR_ABORTED:
-        return "aborted after another device timed out";
-    }
-    return "unknown status";
-}
-
 const char *prime_byte_kind_name(PrimeByteKind kind) {
     switch (kind) {
     case PRIME_BYTES_SHIFT:

@@ -172,4 +172,9 @@ PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel cha
 PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel channel, float *buf,
                                size_t n, PrimeReq *req);
 
+/* Chunk c of n elements over a group of g: [lo(c), lo(c+1)) with
+ * lo(c) = c*n/g (abi.c, shared with the byte formulas). */
+size_t prime_chunk_lo(size_t n, int g, int c);
+size_t prime_chunk_len(size_t n, int g, int c);
+
 #endif /* PRIME_RT_INTERNAL_H */

@@ -31,17 +31,6 @@ static long box_elems(const PrimeBox *b) {
     return n;
 }
 
-const char *prime_action_name(int op) {
-    static const char *const names[] = {
-#define PRIME_X(op, name) name,
-        PRIME_ACTION_LIST(PRIME_X)
-#undef PRIME_X
-    };
-    if (op < 0 || op >= PRIME_ACT_COUNT)
-        return "?";
-    return names[op];
-}
-
 PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile_elems,
                              const int *max_slots) {
     memset(store, 0, sizeof *store);

@@ -46,7 +46,9 @@ expect 2 "cannot find the MPI launcher '/nonexistent/mpiexec'" \
     "$primec" calibrate --backend mpi --quick --mpiexec /nonexistent/mpiexec
 expect 2 "cannot find the MPI launcher 'mpiexec' in PATH" \
     env PATH="$dir/empty" "$primec" calibrate --backend mpi --quick
-mkdir -p "$dir/alone" && cp "$primec" "$dir/alone/primec" || fail "cannot copy primec"
+mkdir -p "$dir/alone" && cp "$primec" "$dir/alone/primec" &&
+    cp "$(dirname "$primec")/primec-calibrate" "$dir/alone/primec-calibrate" ||
+    fail "cannot copy primec and primec-calibrate"
 expect 2 "cannot find the MPI calibration program '$dir/alone/primec-calibrate-mpi'" \
     "$dir/alone/primec" calibrate --backend mpi --quick
 expect 3 "the MPI calibration run on 2 processes failed" \
