@@ -393,7 +393,7 @@ int plan_main(int argc, char **argv) {
     long devices = 0, tp_max = 0; /* 0: 4 nodes' worth of the profile */
     long memory_limit = -1;       /* -1: the profile's device memory; 0: none */
     MeshSpace space = {0, 0, 0};
-    int json = 0, elem_bytes = 4;
+    int json = 0, elem_bytes = 4, no_program = 0;
     static const char *const with_value[] = {"--model",  "--devices",      "--profile",
                                              "--tp-max", "--mesh",         "--elem-bytes",
                                              "-o",       "--memory-limit", NULL};
@@ -409,7 +409,7 @@ int plan_main(int argc, char **argv) {
         if (!strcmp(a, "--help")) {
             printf("usage: primec plan FILE [--model M] [--devices N] [--profile P] "
                    "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
-                   "[--json] [-o OUT.prime]\n"
+                   "[--json] [--no-program] [-o OUT.prime]\n"
                    "chooses a partition for every operator instance of each model in FILE (or M)\n"
                    "for N devices (default: the model's mesh) on profile P (default h100), over\n"
                    "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
@@ -417,10 +417,13 @@ int plan_main(int argc, char **argv) {
                    "(default: the profile's device memory; none: no limit); prints the plan, its\n"
                    "estimate and"
                    " its cost as one program next to the model's pinned partitions; -o\n"
-                   "writes it as a .prime model. See docs/planner.md.\n");
+                   "writes it as a .prime model; --no-program skips scheduling the plans as one\n"
+                   "program (the search's estimate only). See docs/planner.md.\n");
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--no-program")) {
+            no_program = 1;
         } else if (!strcmp(a, "--model") && has) {
             model_name = argv[++i];
         } else if (!strcmp(a, "--devices") && has) {
@@ -591,9 +594,15 @@ int plan_main(int argc, char **argv) {
         char why[512] = "", base_why[512] = "";
         memset(&exact, 0, sizeof exact);
         memset(&base_exact, 0, sizeof base_exact);
-        int have_exact = schedule_plan(&c, m, &best, &ctx, &exact, &dp_bytes, why, sizeof why);
-        int have_base_exact = have_base && schedule_plan(&c, m, &base, &ctx, &base_exact,
+        int have_exact = 0, have_base_exact = 0;
+        if (no_program) {
+            snprintf(why, sizeof why, "--no-program");
+            snprintf(base_why, sizeof base_why, "--no-program");
+        } else {
+            have_exact = schedule_plan(&c, m, &best, &ctx, &exact, &dp_bytes, why, sizeof why);
+            have_base_exact = have_base && schedule_plan(&c, m, &base, &ctx, &base_exact,
                                                          &base_dp_bytes, base_why, sizeof base_why);
+        }
         /* The search is exact under its own estimate (instances priced one
          * by one, conversions between them); the final choice is made as
          * one program: when the model's pinned partitions run faster than
