@@ -16,6 +16,9 @@
  *   --trace FILE    write a Chrome trace-event timeline
  *   --json FILE     write the counters (and errors with --check) as JSON
  *   --repeat N      run the training step N times (counters of the last)
+ *   --timeout SECONDS
+ *                   how long a device waits for a peer (default 60, 0 none);
+ *                   a timeout ends the run with exit code 4
  *   --init fan-in|uniform
  *                   inputs and weights U(-1, 1), weights scaled to variance
  *                   1 / fan-in as real initialisations are (default), or
