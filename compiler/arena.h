@@ -48,7 +48,7 @@ void ptrvec_push(Arena *arena, PtrVec *vec, void *item);
 #define ARENA_NEW(arena, type) ((type *)arena_alloc((arena), sizeof(type)))
 #define ARENA_ARRAY(arena, type, n) ((type *)arena_alloc((arena), sizeof(type) * (size_t)(n)))
 /* For arrays the caller fills completely. */
-#define ARENA_ARRAY_UNINIT(arena, type, n) \
+#define ARENA_ARRAY_UNINIT(arena, type, n)                                                         \
     ((type *)arena_alloc_uninit((arena), sizeof(type) * (size_t)(n)))
 
 #endif

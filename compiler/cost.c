@@ -22,8 +22,7 @@
 #include "partition.h"
 #include "printer.h"
 
-void cost_options_default(CostOptions *opt)
-{
+void cost_options_default(CostOptions *opt) {
     opt->elem_bytes = 4;
     opt->devices_per_node = 0;
 }
@@ -31,15 +30,13 @@ void cost_options_default(CostOptions *opt)
 /* ------------------------------------------------------------------ */
 /* Formulas                                                            */
 
-LinkClass cost_link_between(int devices_per_node, int a, int b)
-{
+LinkClass cost_link_between(int devices_per_node, int a, int b) {
     if (devices_per_node < 1)
         return LINK_INTRA;
     return a / devices_per_node == b / devices_per_node ? LINK_INTRA : LINK_INTER;
 }
 
-LinkClass cost_link_of_group(int devices_per_node, const int *group, int gsize)
-{
+LinkClass cost_link_of_group(int devices_per_node, const int *group, int gsize) {
     for (int i = 1; i < gsize; ++i)
         if (cost_link_between(devices_per_node, group[0], group[i]) == LINK_INTER)
             return LINK_INTER;
@@ -47,19 +44,17 @@ LinkClass cost_link_of_group(int devices_per_node, const int *group, int gsize)
 }
 
 /* Bytes per µs of a rate in GB/s. */
-static double per_us(double GBps)
-{
+static double per_us(double GBps) {
     return GBps * 1e3;
 }
 
-double cost_p2p_us(const Profile *p, LinkClass link, double bytes)
-{
+double cost_p2p_us(const Profile *p, LinkClass link, double bytes) {
     const LinkCost *l = &p->link[COMM_P2P][link];
     return l->alpha_us + bytes / per_us(l->beta_GBps);
 }
 
-double cost_collective_us(const Profile *p, CommKind kind, LinkClass link, double bytes, int gsize)
-{
+double cost_collective_us(const Profile *p, CommKind kind, LinkClass link, double bytes,
+                          int gsize) {
     if (gsize < 2)
         return 0;
     double g = gsize;
@@ -70,8 +65,7 @@ double cost_collective_us(const Profile *p, CommKind kind, LinkClass link, doubl
     return l->alpha_us + volume / per_us(l->beta_GBps);
 }
 
-double cost_gemm_us(const Profile *p, double m, double n, double k, double batch, int elem_bytes)
-{
+double cost_gemm_us(const Profile *p, double m, double n, double k, double batch, int elem_bytes) {
     double d = m < n ? m : n;
     d = d < k ? d : k;
     double flops = 2 * m * n * k * batch;
@@ -81,8 +75,7 @@ double cost_gemm_us(const Profile *p, double m, double n, double k, double batch
     return p->kernel_overhead_us + (t_flops > t_bytes ? t_flops : t_bytes);
 }
 
-double cost_vector_us(const Profile *p, double flops, double bytes)
-{
+double cost_vector_us(const Profile *p, double flops, double bytes) {
     double t_flops = flops / (p->vector_tflops * 1e6);
     double t_bytes = bytes / per_us(p->mem_bandwidth_GBps);
     return p->kernel_overhead_us + (t_flops > t_bytes ? t_flops : t_bytes);
@@ -92,8 +85,7 @@ double cost_vector_us(const Profile *p, double flops, double bytes)
 /* The kernel of a phase                                               */
 
 /* Arithmetic operations per point of an expression. */
-static int expr_ops(const Expr *x)
-{
+static int expr_ops(const Expr *x) {
     if (!x)
         return 0;
     switch (x->kind) {
@@ -114,16 +106,14 @@ static int expr_ops(const Expr *x)
     }
 }
 
-static int operand_has(const Operand *o, int d)
-{
+static int operand_has(const Operand *o, int d) {
     for (int x = 0; x < o->ndims; ++x)
         if (o->opdims[x] == d)
             return 1;
     return 0;
 }
 
-static const Operand *operand_named(const PhaseSched *ph, Sym name)
-{
+static const Operand *operand_named(const PhaseSched *ph, Sym name) {
     for (int i = 0; i < ph->nin; ++i)
         if (ph->in[i].name == name)
             return &ph->in[i];
@@ -137,8 +127,7 @@ typedef struct KernelCost {
 
 /* The cost of one KERNEL action of the phase (tile shapes are the same
  * at every device and step). */
-static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Profile *p, int eb)
-{
+static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Profile *p, int eb) {
     KernelCost kc = {0, 0};
     if (ph->inst < 0 || !ph->expr)
         return kc;
@@ -187,8 +176,7 @@ static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Pro
     return kc;
 }
 
-static long box_elems(const PrimeBox *box)
-{
+static long box_elems(const PrimeBox *box) {
     long n = 1;
     for (int x = 0; x < box->ndims; ++x)
         n *= box->ext[x];
@@ -220,8 +208,8 @@ typedef struct Rank {
     double sends_done; /* latest completion of a posted send */
     PendingRecv *recv;
     int nrecv, recv_cap;
-    int in_collective; /* registered at the all-reduce at pc */
-    int step;          /* current step of the phase, -1 before the first */
+    int in_collective;    /* registered at the all-reduce at pc */
+    int step;             /* current step of the phase, -1 before the first */
     double compute, comm; /* totals */
 } Rank;
 
@@ -231,21 +219,20 @@ typedef struct Sim {
     Arena *arena;
     int eb, dpn, ndev;
     Rank *ranks;
-    MsgQueue *inbox; /* per destination rank */
+    MsgQueue *inbox;    /* per destination rank */
     KernelCost *kernel; /* per phase */
     /* Per phase: arrivals and latest clock per group index. */
     int **coll_arrived;
     double **coll_clock;
     /* Per phase, per rank. */
-    double **end;                   /* clock leaving the phase */
-    double ***step_start;           /* [phase][step][rank] */
+    double **end;         /* clock leaving the phase */
+    double ***step_start; /* [phase][step][rank] */
     double ***step_compute, ***step_comm;
     double **compute, **shift, **coll, **redist;
     CostReport *r;
 } Sim;
 
-static void inbox_push(Sim *sim, int dst, Msg m)
-{
+static void inbox_push(Sim *sim, int dst, Msg m) {
     MsgQueue *q = &sim->inbox[dst];
     if (q->count == q->cap) {
         int cap = q->cap ? q->cap * 2 : 64;
@@ -259,8 +246,7 @@ static void inbox_push(Sim *sim, int dst, Msg m)
 }
 
 /* The first unconsumed message from src with tag, or NULL. */
-static Msg *inbox_find(Sim *sim, int dst, int src, int tag)
-{
+static Msg *inbox_find(Sim *sim, int dst, int src, int tag) {
     MsgQueue *q = &sim->inbox[dst];
     while (q->first_live < q->count && q->items[q->first_live].consumed)
         q->first_live++;
@@ -270,8 +256,7 @@ static Msg *inbox_find(Sim *sim, int dst, int src, int tag)
     return NULL;
 }
 
-static void recv_push(Sim *sim, Rank *rk, PendingRecv pr)
-{
+static void recv_push(Sim *sim, Rank *rk, PendingRecv pr) {
     if (rk->nrecv == rk->recv_cap) {
         int cap = rk->recv_cap ? rk->recv_cap * 2 : 16;
         PendingRecv *n = ARENA_ARRAY(sim->arena, PendingRecv, cap);
@@ -285,8 +270,7 @@ static void recv_push(Sim *sim, Rank *rk, PendingRecv pr)
 
 /* Time spent by rank r in the current phase on compute (kind -1) or on
  * a transfer of byte kind `kind`. */
-static void account(Sim *sim, int r, int kind, double us)
-{
+static void account(Sim *sim, int r, int kind, double us) {
     Rank *rk = &sim->ranks[r];
     int p = rk->phase;
     int s = rk->step;
@@ -308,8 +292,7 @@ static void account(Sim *sim, int r, int kind, double us)
         sim->step_comm[p][s][r] += us;
 }
 
-static void add_bytes(Sim *sim, int p, int kind, long bytes)
-{
+static void add_bytes(Sim *sim, int p, int kind, long bytes) {
     PhaseCost *pc = &sim->r->phases[p];
     if (kind == PRIME_BYTES_SHIFT)
         pc->shift_bytes += bytes;
@@ -319,14 +302,12 @@ static void add_bytes(Sim *sim, int p, int kind, long bytes)
         pc->redist_bytes += bytes;
 }
 
-static double mem_us(const Sim *sim, double bytes)
-{
+static double mem_us(const Sim *sim, double bytes) {
     return bytes / per_us(sim->p->mem_bandwidth_GBps);
 }
 
 /* Posts a message of `bytes` from r to peer. */
-static void post_send(Sim *sim, int r, int peer, int tag, int kind, double bytes)
-{
+static void post_send(Sim *sim, int r, int peer, int tag, int kind, double bytes) {
     Rank *rk = &sim->ranks[r];
     double start = rk->clock > rk->engine ? rk->clock : rk->engine;
     double dur, busy;
@@ -351,8 +332,7 @@ static void post_send(Sim *sim, int r, int peer, int tag, int kind, double bytes
 
 /* Completes every send and receive rank r has posted; returns 0 when a
  * message it receives has not been posted yet. */
-static int wait_all(Sim *sim, int r)
-{
+static int wait_all(Sim *sim, int r) {
     Rank *rk = &sim->ranks[r];
     double t = rk->clock > rk->sends_done ? rk->clock : rk->sends_done;
     for (int i = 0; i < rk->nrecv; ++i)
@@ -365,7 +345,8 @@ static int wait_all(Sim *sim, int r)
         if (m->arrival > t)
             t = m->arrival;
         if (rk->recv[i].unpack_elems)
-            unpack += sim->p->kernel_overhead_us + mem_us(sim, 2.0 * (double)rk->recv[i].unpack_elems * sim->eb);
+            unpack += sim->p->kernel_overhead_us +
+                      mem_us(sim, 2.0 * (double)rk->recv[i].unpack_elems * sim->eb);
     }
     rk->nrecv = 0;
     rk->clock = t + unpack;
@@ -375,8 +356,7 @@ static int wait_all(Sim *sim, int r)
 }
 
 /* Advances rank r over one action; returns 0 when it must wait. */
-static int step_action(Sim *sim, int r)
-{
+static int step_action(Sim *sim, int r) {
     Rank *rk = &sim->ranks[r];
     const Schedule *s = sim->s;
     const PhaseSched *ph = s->phases.items[rk->phase];
@@ -411,7 +391,8 @@ static int step_action(Sim *sim, int r)
     }
     case PRIME_ACT_RECV:
     case PRIME_ACT_RECV_BOX: {
-        PendingRecv pr = {a->peer, a->tag, a->op == PRIME_ACT_RECV_BOX ? box_elems(&ph->boxes[a->arg]) : 0};
+        PendingRecv pr = {a->peer, a->tag,
+                          a->op == PRIME_ACT_RECV_BOX ? box_elems(&ph->boxes[a->arg]) : 0};
         recv_push(sim, rk, pr);
         break;
     }
@@ -487,8 +468,7 @@ static int step_action(Sim *sim, int r)
 /* Advances rank r as far as it can. A phase ends with an implicit wait
  * for whatever is still posted (prime_sched_run does the same). Returns
  * 1 if it moved. */
-static int advance(Sim *sim, int r)
-{
+static int advance(Sim *sim, int r) {
     Rank *rk = &sim->ranks[r];
     const PtrVec *phases = &sim->s->phases;
     int moved = 0;
@@ -511,16 +491,14 @@ static int advance(Sim *sim, int r)
     return moved;
 }
 
-static double **rank_table(Arena *arena, int nphases, int ndev)
-{
+static double **rank_table(Arena *arena, int nphases, int ndev) {
     double **t = ARENA_ARRAY(arena, double *, nphases);
     for (int p = 0; p < nphases; ++p)
         t[p] = ARENA_ARRAY(arena, double, ndev);
     return t;
 }
 
-static double max_over(const double *v, int n)
-{
+static double max_over(const double *v, int n) {
     double m = 0;
     for (int i = 0; i < n; ++i)
         if (v[i] > m)
@@ -528,18 +506,17 @@ static double max_over(const double *v, int n)
     return m;
 }
 
-static const char *phase_label(const Schedule *s, const PhaseSched *ph, Arena *arena)
-{
+static const char *phase_label(const Schedule *s, const PhaseSched *ph, Arena *arena) {
     if (ph->inst < 0)
         return phase_name(ph->kind);
     const char *inst = s->model->instances[ph->inst].name;
     if (ph->kind == PHASE_FWD)
         return arena_printf(arena, "%s of %s", phase_name(ph->kind), inst);
-    return arena_printf(arena, "%s of %s -> %s", phase_name(ph->kind), inst, s->tensors[ph->out.tensor].name);
+    return arena_printf(arena, "%s of %s -> %s", phase_name(ph->kind), inst,
+                        s->tensors[ph->out.tensor].name);
 }
 
-static int phase_steps(const PhaseSched *ph, int r)
-{
+static int phase_steps(const PhaseSched *ph, int r) {
     int n = 0;
     for (int i = 0; i < ph->nactions[r]; ++i)
         if (ph->actions[r][i].op == PRIME_ACT_STEP && ph->actions[r][i].arg + 1 > n)
@@ -548,8 +525,7 @@ static int phase_steps(const PhaseSched *ph, int r)
 }
 
 void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, Arena *arena,
-                   CostReport *out)
-{
+                   CostReport *out) {
     CostOptions def;
     if (!opt) {
         cost_options_default(&def);
@@ -691,8 +667,7 @@ void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, 
 /* Training memory                                                     */
 
 void cost_training_memory(const Schedule *s, const Profile *p, const CostOptions *opt, Arena *arena,
-                          TrainingMemory *out)
-{
+                          TrainingMemory *out) {
     const int ndev = s->model->mesh.ndev;
     const int eb = opt && opt->elem_bytes > 0 ? opt->elem_bytes : 4;
     memset(out, 0, sizeof *out);
@@ -735,8 +710,7 @@ void cost_training_memory(const Schedule *s, const Profile *p, const CostOptions
 /* ------------------------------------------------------------------ */
 /* Output                                                              */
 
-static void print_bytes(FILE *out, double b)
-{
+static void print_bytes(FILE *out, double b) {
     if (b >= 1e9)
         fprintf(out, "%.2f GB", b / 1e9);
     else if (b >= 1e6)
@@ -747,8 +721,7 @@ static void print_bytes(FILE *out, double b)
         fprintf(out, "%.0f B", b);
 }
 
-void cost_print(const CostReport *r, FILE *out)
-{
+void cost_print(const CostReport *r, FILE *out) {
     const Schedule *s = r->schedule;
     const Mesh *mesh = &s->model->mesh;
     fprintf(out, "cost of model %s on %d devices (mesh", s->model->name, r->ndev);
@@ -795,8 +768,10 @@ void cost_print(const CostReport *r, FILE *out)
     for (int d = 0; d < m->ndev; ++d)
         if (m->params[d] > maxp)
             maxp = m->params[d];
-    fprintf(out, "  training state: %ld parameters in the model, at most %ld on one device; 16 B/param = ", m->model_params,
-            maxp);
+    fprintf(
+        out,
+        "  training state: %ld parameters in the model, at most %ld on one device; 16 B/param = ",
+        m->model_params, maxp);
     print_bytes(out, (double)m->max_state_bytes);
     fprintf(out, "; with the schedule's peak: ");
     print_bytes(out, (double)m->max_total_bytes);
@@ -805,16 +780,14 @@ void cost_print(const CostReport *r, FILE *out)
     fprintf(out, " (%s)\n", m->fits ? "fits" : "does not fit");
 }
 
-static void json_longs(FILE *out, const long *v, int n)
-{
+static void json_longs(FILE *out, const long *v, int n) {
     fputc('[', out);
     for (int i = 0; i < n; ++i)
         fprintf(out, "%s%ld", i ? ", " : "", v[i]);
     fputc(']', out);
 }
 
-void cost_print_json(const CostReport *r, FILE *out)
-{
+void cost_print_json(const CostReport *r, FILE *out) {
     const Schedule *s = r->schedule;
     fprintf(out, "{\"model\": ");
     printer_json_string(out, s->model->name);
@@ -822,11 +795,13 @@ void cost_print_json(const CostReport *r, FILE *out)
     printer_json_string(out, r->profile);
     fprintf(out, ", \"devices\": %d, \"devices_per_node\": %d, \"elem_bytes\": %d", r->ndev,
             r->devices_per_node, r->options.elem_bytes);
+    fprintf(
+        out,
+        ", \"step_us\": %.6g, \"compute_us\": %.6g, \"comm_us\": %.6g, \"exposed_comm_us\": %.6g, "
+        "\"flops\": %.6g",
+        r->step_us, r->compute_us, r->comm_us, r->exposed_comm_us, r->flops);
     fprintf(out,
-            ", \"step_us\": %.6g, \"compute_us\": %.6g, \"comm_us\": %.6g, \"exposed_comm_us\": %.6g, "
-            "\"flops\": %.6g",
-            r->step_us, r->compute_us, r->comm_us, r->exposed_comm_us, r->flops);
-    fprintf(out, ", \"bytes\": {\"shift\": %ld, \"redist\": %ld, \"p2p\": %ld, \"collective\": %ld}",
+            ", \"bytes\": {\"shift\": %ld, \"redist\": %ld, \"p2p\": %ld, \"collective\": %ld}",
             r->shift_bytes, r->redist_bytes, r->p2p_bytes, r->collective_bytes);
     fprintf(out, ", \"peak_bytes\": ");
     json_longs(out, r->peak_bytes, r->ndev);
@@ -845,29 +820,34 @@ void cost_print_json(const CostReport *r, FILE *out)
             printer_json_string(out, s->model->instances[pc->phase->inst].name);
         else
             fprintf(out, "null");
+        fprintf(
+            out,
+            ", \"time_us\": %.6g, \"prologue_us\": %.6g, \"compute_us\": %.6g, \"shift_us\": %.6g, "
+            "\"collective_us\": %.6g, \"redist_us\": %.6g, \"exposed_us\": %.6g, \"flops\": %.6g",
+            pc->time_us, pc->prologue_us, pc->compute_us, pc->shift_us, pc->collective_us,
+            pc->redist_us, pc->exposed_us, pc->flops);
         fprintf(out,
-                ", \"time_us\": %.6g, \"prologue_us\": %.6g, \"compute_us\": %.6g, \"shift_us\": %.6g, "
-                "\"collective_us\": %.6g, \"redist_us\": %.6g, \"exposed_us\": %.6g, \"flops\": %.6g",
-                pc->time_us, pc->prologue_us, pc->compute_us, pc->shift_us, pc->collective_us, pc->redist_us,
-                pc->exposed_us, pc->flops);
-        fprintf(out, ", \"bytes\": {\"shift\": %ld, \"redist\": %ld, \"collective\": %ld}, \"peak_bytes\": %ld",
+                ", \"bytes\": {\"shift\": %ld, \"redist\": %ld, \"collective\": %ld}, "
+                "\"peak_bytes\": %ld",
                 pc->shift_bytes, pc->redist_bytes, pc->collective_bytes, pc->peak_bytes);
         fprintf(out, ", \"steps\": [");
         for (int st = 0; st < pc->nsteps; ++st)
-            fprintf(out, "%s{\"time_us\": %.6g, \"compute_us\": %.6g, \"comm_us\": %.6g}", st ? ", " : "",
-                    pc->steps[st].time_us, pc->steps[st].compute_us, pc->steps[st].comm_us);
+            fprintf(out, "%s{\"time_us\": %.6g, \"compute_us\": %.6g, \"comm_us\": %.6g}",
+                    st ? ", " : "", pc->steps[st].time_us, pc->steps[st].compute_us,
+                    pc->steps[st].comm_us);
         fprintf(out, "]}");
     }
     fprintf(out, "]");
     const TrainingMemory *m = &r->memory;
-    fprintf(out, ", \"training_memory\": {\"bytes_per_param\": 16, \"model_params\": %ld, \"params\": ",
+    fprintf(out,
+            ", \"training_memory\": {\"bytes_per_param\": 16, \"model_params\": %ld, \"params\": ",
             m->model_params);
     json_longs(out, m->params, m->ndev);
     fprintf(out, ", \"state_bytes\": ");
     json_longs(out, m->state_bytes, m->ndev);
     fprintf(out, ", \"total_bytes\": ");
     json_longs(out, m->total_bytes, m->ndev);
-    fprintf(out, ", \"max_total_bytes\": %ld, \"capacity_bytes\": %.6g, \"fits\": %s}", m->max_total_bytes,
-            m->capacity_bytes, m->fits ? "true" : "false");
+    fprintf(out, ", \"max_total_bytes\": %ld, \"capacity_bytes\": %.6g, \"fits\": %s}",
+            m->max_total_bytes, m->capacity_bytes, m->fits ? "true" : "false");
     fprintf(out, "}\n");
 }

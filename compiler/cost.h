@@ -67,7 +67,7 @@ typedef struct PhaseCost {
     double exposed_us;    /* time_us - compute_us */
     double flops;         /* over all devices */
     long shift_bytes, collective_bytes, redist_bytes; /* over all devices */
-    long peak_bytes;      /* largest device peak in the phase */
+    long peak_bytes;                                  /* largest device peak in the phase */
     int nsteps;
     StepCost *steps;
 } PhaseCost;
@@ -81,12 +81,12 @@ typedef struct PhaseCost {
  * two fp32 Adam moments (8) = 16 bytes per parameter. */
 typedef struct TrainingMemory {
     int ndev;
-    long model_params;   /* every weight once */
-    long *params;        /* per device: weight elements it holds */
-    long *state_bytes;   /* per device: 16 bytes per parameter */
-    long *total_bytes;   /* per device: schedule peak at elem_bytes + 12 bytes per
-                          * parameter of fp32 master and moments (which the
-                          * schedule does not hold) */
+    long model_params; /* every weight once */
+    long *params;      /* per device: weight elements it holds */
+    long *state_bytes; /* per device: 16 bytes per parameter */
+    long *total_bytes; /* per device: schedule peak at elem_bytes + 12 bytes per
+                        * parameter of fp32 master and moments (which the
+                        * schedule does not hold) */
     long max_state_bytes, max_total_bytes;
     double capacity_bytes; /* the profile's, per device */
     int fits;              /* max_total_bytes <= capacity_bytes */
@@ -106,8 +106,8 @@ typedef struct CostReport {
     double exposed_comm_us; /* step_us - compute_us: communication not hidden */
     double flops;           /* over all devices */
     long shift_bytes, redist_bytes, collective_bytes; /* over all devices */
-    long p2p_bytes;         /* shift + redistribution */
-    long *peak_bytes;       /* per device, at elem_bytes */
+    long p2p_bytes;                                   /* shift + redistribution */
+    long *peak_bytes;                                 /* per device, at elem_bytes */
     long max_peak_bytes;
     TrainingMemory memory;
 } CostReport;

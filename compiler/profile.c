@@ -35,23 +35,19 @@ static const char *const comm_aliases[] = {
 };
 static const char *const link_names[] = {"intra", "inter"};
 
-const char *comm_kind_name(CommKind kind)
-{
+const char *comm_kind_name(CommKind kind) {
     return kind < COMM_KIND_COUNT ? comm_names[kind] : "?";
 }
 
-const char *link_class_name(LinkClass link)
-{
+const char *link_class_name(LinkClass link) {
     return link < LINK_CLASS_COUNT ? link_names[link] : "?";
 }
 
-const char *profile_dir(void)
-{
+const char *profile_dir(void) {
     return PRIMEC_PROFILE_DIR;
 }
 
-double profile_gemm_efficiency(const Profile *p, double min_dim)
-{
+double profile_gemm_efficiency(const Profile *p, double min_dim) {
     if (min_dim < 1)
         min_dim = 1;
     return p->gemm_eff_max * min_dim / (min_dim + p->gemm_half_dim);
@@ -69,16 +65,13 @@ typedef struct Key {
     Range range;
 } Key;
 
-#define KEY(field, range) {#field, offsetof(Profile, field), range}
+#define KEY(field, range)                                                                          \
+    { #field, offsetof(Profile, field), range }
 static const Key keys[] = {
-    KEY(devices_per_node, RANGE_COUNT_INT),
-    KEY(peak_tflops, RANGE_POSITIVE),
-    KEY(vector_tflops, RANGE_POSITIVE),
-    KEY(mem_bandwidth_GBps, RANGE_POSITIVE),
-    KEY(mem_capacity_GB, RANGE_POSITIVE),
-    KEY(gemm_eff_max, RANGE_UNIT),
-    KEY(gemm_half_dim, RANGE_NONNEG),
-    KEY(kernel_overhead_us, RANGE_NONNEG),
+    KEY(devices_per_node, RANGE_COUNT_INT), KEY(peak_tflops, RANGE_POSITIVE),
+    KEY(vector_tflops, RANGE_POSITIVE),     KEY(mem_bandwidth_GBps, RANGE_POSITIVE),
+    KEY(mem_capacity_GB, RANGE_POSITIVE),   KEY(gemm_eff_max, RANGE_UNIT),
+    KEY(gemm_half_dim, RANGE_NONNEG),       KEY(kernel_overhead_us, RANGE_NONNEG),
 };
 #undef KEY
 enum { NKEYS = sizeof keys / sizeof keys[0] };
@@ -93,8 +86,7 @@ typedef struct Parser {
     int link_line[COMM_KIND_COUNT][LINK_CLASS_COUNT];
 } Parser;
 
-__attribute__((format(printf, 2, 3))) static int fail(Parser *p, const char *fmt, ...)
-{
+__attribute__((format(printf, 2, 3))) static int fail(Parser *p, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -111,8 +103,7 @@ __attribute__((format(printf, 2, 3))) static int fail(Parser *p, const char *fmt
 #define TOKEN_MAX 128
 
 /* Splits a line (without its comment) into tokens. */
-static int tokenize(Parser *p, const char *line, size_t len, char tok[][TOKEN_MAX], int *ntok)
-{
+static int tokenize(Parser *p, const char *line, size_t len, char tok[][TOKEN_MAX], int *ntok) {
     *ntok = 0;
     size_t i = 0;
     while (i < len) {
@@ -134,8 +125,7 @@ static int tokenize(Parser *p, const char *line, size_t len, char tok[][TOKEN_MA
     return 1;
 }
 
-static int parse_number(Parser *p, const char *what, const char *s, double *out)
-{
+static int parse_number(Parser *p, const char *what, const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -145,8 +135,7 @@ static int parse_number(Parser *p, const char *what, const char *s, double *out)
     return 1;
 }
 
-static int parse_key(Parser *p, Profile *out, int k, char tok[][TOKEN_MAX], int ntok)
-{
+static int parse_key(Parser *p, Profile *out, int k, char tok[][TOKEN_MAX], int ntok) {
     const Key *key = &keys[k];
     if (p->key_line[k])
         return fail(p, "'%s' given twice (first on line %d)", key->name, p->key_line[k]);
@@ -181,8 +170,7 @@ static int parse_key(Parser *p, Profile *out, int k, char tok[][TOKEN_MAX], int 
 }
 
 /* link CLASS KIND alpha_us A beta_GBps B */
-static int parse_link(Parser *p, Profile *out, char tok[][TOKEN_MAX], int ntok)
-{
+static int parse_link(Parser *p, Profile *out, char tok[][TOKEN_MAX], int ntok) {
     if (ntok < 3)
         return fail(p, "expected 'link CLASS KIND alpha_us A beta_GBps B'");
     int cls = -1, kind = -1;
@@ -195,13 +183,16 @@ static int parse_link(Parser *p, Profile *out, char tok[][TOKEN_MAX], int ntok)
         if (strcmp(tok[2], comm_names[k]) == 0 || strcmp(tok[2], comm_aliases[k]) == 0)
             kind = k;
     if (kind < 0)
-        return fail(p, "unknown communication kind '%s' (expected p2p, allreduce, reduce_scatter or allgather)",
+        return fail(p,
+                    "unknown communication kind '%s' (expected p2p, allreduce, reduce_scatter or "
+                    "allgather)",
                     tok[2]);
     if (p->link_line[kind][cls])
-        return fail(p, "'link %s %s' given twice (first on line %d)", link_names[cls], comm_names[kind],
-                    p->link_line[kind][cls]);
+        return fail(p, "'link %s %s' given twice (first on line %d)", link_names[cls],
+                    comm_names[kind], p->link_line[kind][cls]);
     if (ntok != 7 || strcmp(tok[3], "alpha_us") != 0 || strcmp(tok[5], "beta_GBps") != 0)
-        return fail(p, "expected 'link %s %s alpha_us A beta_GBps B'", link_names[cls], comm_names[kind]);
+        return fail(p, "expected 'link %s %s alpha_us A beta_GBps B'", link_names[cls],
+                    comm_names[kind]);
     LinkCost lc;
     if (!parse_number(p, "alpha_us", tok[4], &lc.alpha_us) ||
         !parse_number(p, "beta_GBps", tok[6], &lc.beta_GBps))
@@ -216,9 +207,8 @@ static int parse_link(Parser *p, Profile *out, char tok[][TOKEN_MAX], int ntok)
 }
 
 /* `name` and `description`: the rest of the line, trimmed. */
-static int parse_text(Parser *p, const char *what, int *seen, const char *line, size_t len, char *dst,
-                      size_t cap)
-{
+static int parse_text(Parser *p, const char *what, int *seen, const char *line, size_t len,
+                      char *dst, size_t cap) {
     if (*seen)
         return fail(p, "'%s' given twice (first on line %d)", what, *seen);
     size_t i = strlen(what);
@@ -236,8 +226,7 @@ static int parse_text(Parser *p, const char *what, int *seen, const char *line, 
     return 1;
 }
 
-int profile_parse(const char *text, const char *filename, Profile *out, char *err, size_t errlen)
-{
+int profile_parse(const char *text, const char *filename, Profile *out, char *err, size_t errlen) {
     Parser p;
     memset(&p, 0, sizeof p);
     p.filename = filename ? filename : "<profile>";
@@ -266,7 +255,8 @@ int profile_parse(const char *text, const char *filename, Profile *out, char *er
             if (!parse_text(&p, "name", &p.name_line, s, n, out->name, sizeof out->name))
                 return 0;
         } else if (w == 11 && memcmp(s, "description", 11) == 0) {
-            if (!parse_text(&p, "description", &p.desc_line, s, n, out->description, sizeof out->description))
+            if (!parse_text(&p, "description", &p.desc_line, s, n, out->description,
+                            sizeof out->description))
                 return 0;
         } else if (!tokenize(&p, s, n, tok, &ntok)) {
             return 0;
@@ -307,8 +297,7 @@ int profile_parse(const char *text, const char *filename, Profile *out, char *er
 /* ------------------------------------------------------------------ */
 /* Loading                                                             */
 
-static char *read_all(const char *path, char *err, size_t errlen)
-{
+static char *read_all(const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "cannot read profile '%s': %s", path, strerror(errno));
@@ -346,8 +335,7 @@ static char *read_all(const char *path, char *err, size_t errlen)
     return buf;
 }
 
-static int load_path(const char *path, Profile *out, char *err, size_t errlen)
-{
+static int load_path(const char *path, Profile *out, char *err, size_t errlen) {
     char *text = read_all(path, err, errlen);
     if (!text)
         return 0;
@@ -356,17 +344,16 @@ static int load_path(const char *path, Profile *out, char *err, size_t errlen)
     return ok;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
+static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int profile_load(const char *path_or_name, Profile *out, char *err, size_t errlen)
-{
+int profile_load(const char *path_or_name, Profile *out, char *err, size_t errlen) {
     size_t n = strlen(path_or_name);
     const char *ext = ".profile";
     size_t elen = strlen(ext);
-    int is_path = strchr(path_or_name, '/') || (n >= elen && strcmp(path_or_name + n - elen, ext) == 0);
+    int is_path =
+        strchr(path_or_name, '/') || (n >= elen && strcmp(path_or_name + n - elen, ext) == 0);
     if (is_path)
         return load_path(path_or_name, out, err, errlen);
     if (n == 0) {
@@ -440,8 +427,7 @@ int profile_load(const char *path_or_name, Profile *out, char *err, size_t errle
 /* ------------------------------------------------------------------ */
 /* Writing                                                             */
 
-void profile_write(const Profile *p, const char *comment, FILE *out)
-{
+void profile_write(const Profile *p, const char *comment, FILE *out) {
     if (comment) {
         const char *line = comment;
         while (*line) {
@@ -468,6 +454,6 @@ void profile_write(const Profile *p, const char *comment, FILE *out)
     fprintf(out, "\n#    class kind            alpha_us       beta_GBps\n");
     for (int c = 0; c < LINK_CLASS_COUNT; ++c)
         for (int k = 0; k < COMM_KIND_COUNT; ++k)
-            fprintf(out, "link %-5s %-15s alpha_us %-8.6g beta_GBps %.6g\n", link_names[c], comm_names[k],
-                    p->link[k][c].alpha_us, p->link[k][c].beta_GBps);
+            fprintf(out, "link %-5s %-15s alpha_us %-8.6g beta_GBps %.6g\n", link_names[c],
+                    comm_names[k], p->link[k][c].alpha_us, p->link[k][c].beta_GBps);
 }

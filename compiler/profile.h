@@ -23,17 +23,17 @@
 
 /* X(KIND, "file name", "alias") — communication kinds of a profile. The
  * alias is accepted when reading. */
-#define PROFILE_COMM_LIST(X)                                   \
-    X(COMM_P2P, "p2p", "shift")                                \
-    X(COMM_ALLREDUCE, "allreduce", "all_reduce")               \
-    X(COMM_REDUCE_SCATTER, "reduce_scatter", "reducescatter")  \
+#define PROFILE_COMM_LIST(X)                                                                       \
+    X(COMM_P2P, "p2p", "shift")                                                                    \
+    X(COMM_ALLREDUCE, "allreduce", "all_reduce")                                                   \
+    X(COMM_REDUCE_SCATTER, "reduce_scatter", "reducescatter")                                      \
     X(COMM_ALLGATHER, "allgather", "all_gather")
 
 typedef enum CommKind {
 #define PROFILE_X(kind, name, alias) kind,
     PROFILE_COMM_LIST(PROFILE_X)
 #undef PROFILE_X
-    COMM_KIND_COUNT
+        COMM_KIND_COUNT
 } CommKind;
 
 typedef enum LinkClass { LINK_INTRA, LINK_INTER, LINK_CLASS_COUNT } LinkClass;
