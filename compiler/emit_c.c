@@ -758,20 +758,19 @@ static void print_layout_ref(Emitter *e, const char *tname, const char *what,
                        what, tname, what);
 }
 
-/* The scale of a weight's random initial values under --init fan-in:
+/* The scale of each weight's random initial values under --init fan-in:
  * U(-1, 1) times sqrt(3 / fan_in), so that their variance is 1 / fan_in,
  * where fan_in is the product of the weight's dimensions that the
  * operators reading it sum over (the input dimensions of a projection).
- * Weights nothing sums over (biases, gains) and inputs keep U(-1, 1). */
-static double init_scale(const Model *m, int t) {
-    if (m->tensors[t].role != TENSOR_WEIGHT)
-        return 1.0;
-    long fan_in = 1;
+ * Weights nothing sums over (biases, gains) and inputs keep U(-1, 1).
+ * scale[t] per model tensor, in one pass over the instances. */
+static void init_scales(const Model *m, double *scale) {
+    long *fan_in = calloc((size_t)m->ntensors + 1, sizeof(long));
+    if (!fan_in)
+        ICE("out of memory");
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
         for (int a = 0; a < inst->op->ninputs; ++a) {
-            if (inst->args[a] != t)
-                continue;
             const OpTensor *in = &inst->op->inputs[a], *out = &inst->op->output;
             long f = 1;
             for (int x = 0; x < in->ndims; ++x) {
@@ -781,10 +780,15 @@ static double init_scale(const Model *m, int t) {
                 if (summed)
                     f *= inst->dim_sizes[in->dims[x]];
             }
-            fan_in = f > fan_in ? f : fan_in;
+            int t = inst->args[a];
+            fan_in[t] = f > fan_in[t] ? f : fan_in[t];
         }
     }
-    return fan_in > 1 ? sqrt(3.0 / (double)fan_in) : 1.0;
+    for (int t = 0; t < m->ntensors; ++t)
+        scale[t] = m->tensors[t].role == TENSOR_WEIGHT && fan_in[t] > 1
+                       ? sqrt(3.0 / (double)fan_in[t])
+                       : 1.0;
+    free(fan_in);
 }
 
 /* Element counts of the values, runs of a repeated layer's once:
@@ -796,14 +800,16 @@ static int emit_values(Emitter *e) {
     int n = 2 * m->ntensors;
     long *elems = calloc((size_t)n + 1, sizeof(long));
     double *scale = calloc((size_t)n + 1, sizeof(double));
-    if (!elems || !scale)
+    double *tensor_scale = calloc((size_t)m->ntensors + 1, sizeof(double));
+    if (!elems || !scale || !tensor_scale)
         ICE("out of memory");
+    init_scales(m, tensor_scale);
     for (int t = 0; t < m->ntensors; ++t) {
         long k = 1;
         for (int x = 0; x < m->tensors[t].ndims; ++x)
             k *= m->tensors[t].sizes[x];
         elems[2 * t] = elems[2 * t + 1] = k;
-        scale[2 * t] = init_scale(m, t);
+        scale[2 * t] = tensor_scale[t];
         scale[2 * t + 1] = 1.0;
     }
     printer_printf(p, "static const long value_elems[] = {");
@@ -851,6 +857,7 @@ static int emit_values(Emitter *e) {
     printer_free(&scales);
     free(elems);
     free(scale);
+    free(tensor_scale);
     return nruns;
 }
 

@@ -333,10 +333,6 @@ static int step_increments(const Fit *f, const PrimeActionForm *a, const PrimeAc
 /* Whether form c is the loop form l at iteration it. */
 static int step_matches(const Fit *f, const PrimeActionForm *l, const PrimeOffsetForm *loop_off,
                         const PrimeActionForm *c, const PrimeOffsetForm *offs, long it) {
-    PrimeActionForm tmp;
-    PrimeOffsetForm tmp_off;
-    if (!step_increments(f, c, c, offs, &tmp, &tmp_off))
-        return 0;
     if (c->a.tag != l->a.tag + it * l->dstep_tag)
         return 0;
     if (l->arg_form == PRIME_FORM_CONST && c->a.arg != l->a.arg + it * l->dstep_arg)
@@ -466,6 +462,9 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
     return m;
 }
 
+/* The fallback that a canonical order of posts may cure (form_build). */
+static const char *const different_sequences = "ranks run different action sequences";
+
 static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) {
     int n = ph->nactions[0];
     for (int r = 1; r < f->ndev; ++r)
@@ -474,7 +473,7 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
     for (int r = 1; r < f->ndev; ++r)
         for (int i = 0; i < n; ++i)
             if (!same_kind(&ph->actions[0][i], &ph->actions[r][i]))
-                return "ranks run different action sequences";
+                return different_sequences;
     PrimeActionForm *forms = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
     PrimeOffsetForm *offs = ARENA_ARRAY(f->arena, PrimeOffsetForm, 2 * n + 2);
     /* fold_steps appends at most one offset form per form. */
@@ -483,17 +482,18 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
     int *ivals = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
     int *members = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
     int kernels_affine = 1, groups_fit = 1;
+    int *fitted = ARENA_ARRAY(f->arena, int, n + 1); /* per action: its offset or group form */
     /* Kernels and collectives are all in form or all tables, so that a
      * rank's offsets and groups come from one place. */
     for (int i = 0; i < n && (kernels_affine || groups_fit); ++i) {
         int op = ph->actions[0][i].op;
         if (op == PRIME_ACT_KERNEL && kernels_affine && ph->offsets)
-            kernels_affine = fit_offsets(f, ph, pf, i, scratch, offs) >= 0;
+            kernels_affine = (fitted[i] = fit_offsets(f, ph, pf, i, scratch, offs)) >= 0;
         if (is_collective(op) && groups_fit)
-            groups_fit = fit_group(f, ph, pf, i, members, gforms) >= 0;
+            groups_fit = (fitted[i] = fit_group(f, ph, pf, i, members, gforms)) >= 0;
     }
-    pf->noffset_forms = 0;
-    pf->ngroup_forms = 0;
+    if (!kernels_affine)
+        pf->noffset_forms = 0;
     for (int i = 0; i < n; ++i) {
         const PrimeAction *a0 = &ph->actions[0][i];
         PrimeActionForm *af = &forms[i];
@@ -523,11 +523,11 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
         }
         if (a0->op == PRIME_ACT_KERNEL && ph->offsets && kernels_affine) {
             af->arg_form = PRIME_FORM_AFFINE;
-            af->index = fit_offsets(f, ph, pf, i, scratch, offs);
+            af->index = fitted[i];
             af->a.arg = 0;
         } else if (is_collective(a0->op) && groups_fit) {
             af->arg_form = PRIME_FORM_GROUP;
-            af->index = fit_group(f, ph, pf, i, members, gforms);
+            af->index = fitted[i];
             af->a.arg = 0;
         } else if (is_collective(a0->op)) {
             return "collective groups are neither sub-meshes nor lines of the mesh";
@@ -758,7 +758,7 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
         PhaseForm *pf = &sf->phases[k];
         const PhaseSched *ph = s->phases.items[k];
         pf->fallback = fit_phase(&f, ph, pf);
-        if (pf->fallback && strcmp(pf->fallback, "ranks run different action sequences") == 0) {
+        if (pf->fallback == different_sequences) {
             /* Posts in a canonical order (sends and receives by their
              * peer's offset) may be the same on every rank. */
             PhaseForm retry;

@@ -164,9 +164,8 @@ static void add_part(GOp *op, const char *name, int naxes, const char *const *ax
 /* ------------------------------------------------------------------ */
 /* Operator bodies */
 
-static const char *const intrinsics[] = {"exp",  "log",  "sqrt", "rsqrt", "tanh", "erf",
-                                         "sigmoid", "relu", "gelu", "silu",  "abs",  "step",
-                                         "cos",  "sin"};
+static const char *const intrinsics[] = {"exp",  "log",  "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
+                                         "relu", "gelu", "silu", "abs",   "step", "cos", "sin"};
 #define NINTRINSICS ((unsigned)(sizeof intrinsics / sizeof intrinsics[0]))
 
 static void put_ref(Gen *g, const Op *sig, int in) {
@@ -588,8 +587,8 @@ static const GTensor *gen_layer(Gen *g, const GTensor *cur) {
 
 static void gen_model(Gen *g, int n) {
     Reader *r = g->r;
-    static const char *const odd_sizes[] = {"3", "0", "6", "-2", "4294967296", "65536",
-                                            "4611686018427387904", "9223372036854775807"};
+    static const char *const odd_sizes[] = {
+        "3", "0", "6", "-2", "4294967296", "65536", "4611686018427387904", "9223372036854775807"};
     static const int values[NPARAMS][4] = {
         {16, 32, 8, 64}, {16, 32, 64, 8}, {32, 64, 16, 128}, {4, 8, 2, 16}, {8, 4, 16, 2}};
     g->ntensors = 0;

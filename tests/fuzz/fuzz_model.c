@@ -32,9 +32,9 @@ static int fd = -1;
 
 static struct {
     long inputs;
-    long resolved;       /* got past resolve */
-    long reached_sched;  /* the schedule pass ran */
-    long passed;         /* no diagnostic at all */
+    long resolved;      /* got past resolve */
+    long reached_sched; /* the schedule pass ran */
+    long passed;        /* no diagnostic at all */
 } stats;
 
 static void fuzz_model_exit(void) {
