@@ -56,3 +56,12 @@ add_test(NAME plan/cli/memory-limit-none
                  --memory-limit none)
 set_tests_properties(plan/cli/memory-limit-none PROPERTIES LABELS unit TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "as one program \\(what `primec build` of this plan runs\\)")
+
+# --no-program: the search's estimate only; neither plan is scheduled as
+# one program.
+add_test(NAME plan/cli/no-program
+         COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime
+                 --devices 4 --profile h200 --no-program)
+set_tests_properties(plan/cli/no-program PROPERTIES LABELS unit TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "as one program: not scheduled \\(--no-program\\)"
+                     FAIL_REGULAR_EXPRESSION "as one program \\(what")
