@@ -300,7 +300,7 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
         b->m.ntensors = saved.ntensors;
         b->dry = was_dry;
-        b->failed = was_failed;
+        b->failed = was_failed || b->out_of_slots;
         b->next_tag = tag;
         if (!failed && (best < 0 || bytes < best)) {
             best = bytes;

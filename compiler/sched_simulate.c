@@ -77,6 +77,10 @@ typedef struct StepState {
     int *add_dev[SCHED_MAX_OPERANDS];
     int *add_slot[SCHED_MAX_OPERANDS];
     long *add_tile[SCHED_MAX_OPERANDS];
+    /* Per operand: which tiles some device holds, a scratch set kept
+     * zero between steps (not reallocated per step: a tensor may have
+     * as many tiles as the phase has steps). */
+    unsigned char *held[SCHED_MAX_OPERANDS];
 } StepState;
 
 static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
@@ -161,22 +165,29 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     if (operand_repeats(ph, i))
         return;
     /* Which tiles some device holds, found once (not per receiver). */
-    unsigned char *held = arena_alloc(b->arena, (size_t)ts->ntiles + 1);
-    for (int c = 0; c < b->ndev; ++c) {
-        const Store *st = store_of(b, tensor, c);
-        for (int k = 0; k < st->count; ++k)
-            if (st->items[k].tile >= 0 && st->items[k].tile < ts->ntiles)
-                held[st->items[k].tile] = 1;
-    }
-    for (int d = 0; d < b->ndev; ++d) {
-        long tile = tile_at(b, &ph->in[i], d, tn);
-        if (sched_store_find(store_of(b, tensor, d), tile) >= 0)
-            continue;
-        if (tile < 0 || tile >= ts->ntiles || !held[tile])
-            continue; /* must be resident: learnt at the next step */
-        dst[n] = d;
-        tiles[n] = tile;
-        n++;
+    if (!ss->held[i])
+        ss->held[i] = arena_alloc(b->arena, (size_t)ts->ntiles + 1);
+    unsigned char *held = ss->held[i];
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1) {
+            for (int d = 0; d < b->ndev; ++d) {
+                long tile = tile_at(b, &ph->in[i], d, tn);
+                if (sched_store_find(store_of(b, tensor, d), tile) >= 0)
+                    continue;
+                if (tile < 0 || tile >= ts->ntiles || !held[tile])
+                    continue; /* must be resident: learnt at the next step */
+                dst[n] = d;
+                tiles[n] = tile;
+                n++;
+            }
+        }
+        /* Pass 0 marks the held tiles, pass 1 (after their use) clears them. */
+        for (int c = 0; c < b->ndev; ++c) {
+            const Store *st = store_of(b, tensor, c);
+            for (int k = 0; k < st->count; ++k)
+                if (st->items[k].tile >= 0 && st->items[k].tile < ts->ntiles)
+                    held[st->items[k].tile] = (unsigned char)(pass == 0);
+        }
     }
     ss->add_dev[i] = ARENA_ARRAY(b->arena, int, n + 1);
     ss->add_slot[i] = ARENA_ARRAY(b->arena, int, n + 1);
@@ -417,7 +428,7 @@ static void step_finish(Builder *b, StepState *ss) {
 void sched_run_phase(Builder *b, PhaseSched *ph) {
     StepState ss;
     step_state_init(b, ph, &ss);
-    for (ss.s = 0; ss.s < ss.T; ++ss.s) {
+    for (ss.s = 0; ss.s < ss.T && !b->out_of_slots; ++ss.s) {
         ss.t = op_step(b, ph, ss.s);
         ss.as.step = ss.s;
         for (int d = 0; d < b->ndev; ++d)
@@ -509,7 +520,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
             for (int d = 0; d < b->ndev; ++d)
                 after += b->need[ins[i]].count[d];
         /* One step: nothing moves, so the first trial is exact. */
-        if ((pass > 0 && after == before) || b->steps == 1)
+        if ((pass > 0 && after == before) || b->steps == 1 || b->out_of_slots)
             break;
     }
     for (int i = 0; i < nins; ++i)
@@ -519,7 +530,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
 #endif
     sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
     b->dry = was_dry;
-    b->failed = was_failed;
+    b->failed = was_failed || b->out_of_slots;
     b->next_tag = was_tag; /* trial tags are never emitted */
     Layout *cache = ARENA_ARRAY(b->arena, Layout, ph->nin + 1);
     for (int k = 0; k < ph->nin; ++k)
