@@ -17,14 +17,24 @@ long sched_red_id(const Builder *b, const AccState *as, int dev, long t) {
     return id;
 }
 
-Acc *sched_acc_new(Builder *b, const AccState *as, int dev, long tile, int slot) {
-    Acc *a = ARENA_NEW(b->arena, Acc);
+/* A fresh accumulator: one merged into another earlier in the run if
+ * there is one (a phase whose accumulators travel makes one per device and
+ * step), else new. red_step[r] is read only where red[r] is set. */
+Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot) {
+    Acc *a;
+    if (as->pool.count > 0) {
+        a = as->pool.items[--as->pool.count];
+        memset(a->red, 0, (size_t)as->nred);
+    } else {
+        a = ARENA_NEW(b->arena, Acc);
+        a->red = arena_alloc(b->arena, (size_t)as->nred);
+        a->red_step = ARENA_ARRAY_UNINIT(b->arena, long, as->nred);
+    }
     a->dev = dev;
     a->tile = tile;
     a->slot = slot;
-    a->red = arena_alloc(b->arena, (size_t)as->nred);
-    a->red_step = ARENA_ARRAY(b->arena, long, as->nred);
     a->first_dup = -1;
+    a->dup_steps[0] = a->dup_steps[1] = 0;
     return a;
 }
 

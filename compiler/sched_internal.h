@@ -159,6 +159,7 @@ typedef struct AccState {
     unsigned char *claimed; /* per device, while choosing travel sources */
     long *next_tile;        /* per device */
     long step;              /* the phase step being simulated */
+    PtrVec pool;            /* Acc* merged into another: reused by sched_acc_new */
 } AccState;
 
 /* The last phase that reads storage tensor t, -1: none. */
@@ -221,7 +222,7 @@ long sched_convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *t
 
 /* sched_accumulate.c: partial sums, coverage and all-reduces. */
 long sched_red_id(const Builder *b, const AccState *as, int dev, long t);
-Acc *sched_acc_new(Builder *b, const AccState *as, int dev, long tile, int slot);
+Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot);
 void sched_acc_add(Acc *a, long r, long step);
 void sched_acc_merge(Acc *into, const Acc *from, long nred);
 int sched_acc_available(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
