@@ -334,7 +334,7 @@ static void step_merge(Builder *b, StepState *ss) {
             a->nin = 1;
             a->in_tensor[0] = ph->out.tensor;
             a->in_slot[0] = as->incoming_slot[d];
-            sched_acc_merge(as->active[d], as->incoming[d], as->nred);
+            sched_acc_merge(as->active[d], as->incoming[d]);
             sched_emit_free(b, ph->out.tensor, d, as->incoming_slot[d]);
             ptrvec_push(b->arena, &as->pool, as->incoming[d]);
             as->incoming[d] = NULL;
@@ -481,6 +481,8 @@ static void step_state_free(StepState *ss) {
 void sched_run_phase(Builder *b, PhaseSched *ph) {
     StepState ss;
     step_state_init(b, ph, &ss);
+    if (b->dry && b->dry_count)
+        memset(b->dry_count, 0, sizeof(int) * (size_t)b->ndev);
     for (ss.s = 0; ss.s < ss.T; ++ss.s) {
         ss.t = op_step(b, ph, ss.s);
         ss.as.step = ss.s;
@@ -495,6 +497,13 @@ void sched_run_phase(Builder *b, PhaseSched *ph) {
     }
     step_finish(b, &ss);
     step_state_free(&ss);
+    if (b->dry && b->dry_count) {
+        if (!ph->action_hint)
+            ph->action_hint = ARENA_ARRAY(b->arena, int, b->ndev);
+        for (int d = 0; d < b->ndev; ++d)
+            if (b->dry_count[d] > ph->action_hint[d])
+                ph->action_hint[d] = b->dry_count[d];
+    }
 }
 
 void sched_enter_phase(Builder *b, PhaseSched *ph) {
