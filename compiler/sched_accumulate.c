@@ -17,14 +17,27 @@ long sched_red_id(const Builder *b, const AccState *as, int dev, long t) {
     return id;
 }
 
-Acc *sched_acc_new(Builder *b, const AccState *as, int dev, long tile, int slot) {
-    Acc *a = ARENA_NEW(b->arena, Acc);
+/* A fresh accumulator: one merged into another earlier in the run if
+ * there is one (a phase whose accumulators travel makes one per device and
+ * step), else new. red_step[r] is read only where red[r] is set. */
+Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot) {
+    Acc *a;
+    if (as->pool.count > 0) {
+        a = as->pool.items[--as->pool.count];
+        for (long k = 0; k < a->nset; ++k)
+            a->red[a->set[k]] = 0;
+    } else {
+        a = ARENA_NEW(b->arena, Acc);
+        a->red = arena_alloc(b->arena, (size_t)as->nred);
+        a->red_step = ARENA_ARRAY_UNINIT(b->arena, long, as->nred);
+        a->set = ARENA_ARRAY_UNINIT(b->arena, long, as->nred);
+    }
+    a->nset = 0;
     a->dev = dev;
     a->tile = tile;
     a->slot = slot;
-    a->red = arena_alloc(b->arena, (size_t)as->nred);
-    a->red_step = ARENA_ARRAY(b->arena, long, as->nred);
     a->first_dup = -1;
+    a->dup_steps[0] = a->dup_steps[1] = 0;
     return a;
 }
 
@@ -34,29 +47,70 @@ void sched_acc_add(Acc *a, long r, long step) {
         a->dup_steps[0] = a->red_step[r];
         a->dup_steps[1] = step;
     }
-    if (!a->red[r])
+    if (!a->red[r]) {
         a->red_step[r] = step;
+        a->set[a->nset++] = r;
+    }
     if (a->red[r] < 255)
         a->red[r]++;
 }
 
-/* Merges what an arriving accumulator carried into the local partial. */
-void sched_acc_merge(Acc *into, const Acc *from, long nred) {
-    for (long r = 0; r < nred; ++r) {
-        if (from->red[r] && into->red[r] && into->first_dup < 0) {
-            into->first_dup = r;
-            into->dup_steps[0] = from->red_step[r];
-            into->dup_steps[1] = into->red_step[r];
+/* Merges what an arriving accumulator carried into the local partial.
+ * The result is as if every slice were visited in order: counts add
+ * (saturating), a slice's first step is into's where both hold it, and
+ * the first double count is into's own, else the smallest slice both
+ * hold, else from's. The work is proportional to the smaller of the two
+ * (a partial started this step merges with a travelling accumulator in
+ * one step): the larger one's arrays receive the smaller, and when that
+ * is from's, into and from swap arrays (from is dead afterwards). */
+void sched_acc_merge(Acc *into, Acc *from) {
+    Acc *small = into->nset <= from->nset ? into : from;
+    Acc *big = small == into ? from : into;
+    long dup = -1, dup0 = 0, dup1 = 0;
+    if (into->first_dup < 0) {
+        for (long k = 0; k < small->nset; ++k) {
+            long r = small->set[k];
+            if (big->red[r] && (dup < 0 || r < dup))
+                dup = r;
         }
-        if (from->red[r] && !into->red[r])
-            into->red_step[r] = from->red_step[r];
-        unsigned v = (unsigned)into->red[r] + from->red[r];
-        into->red[r] = (unsigned char)(v > 255 ? 255 : v);
+        if (dup >= 0) {
+            dup0 = from->red_step[dup];
+            dup1 = into->red_step[dup];
+        }
     }
-    if (from->first_dup >= 0 && into->first_dup < 0) {
-        into->first_dup = from->first_dup;
-        into->dup_steps[0] = from->dup_steps[0];
-        into->dup_steps[1] = from->dup_steps[1];
+    for (long k = 0; k < small->nset; ++k) {
+        long r = small->set[k];
+        if (!big->red[r]) {
+            big->red_step[r] = small->red_step[r];
+            big->set[big->nset++] = r;
+        } else if (small == into) {
+            big->red_step[r] = into->red_step[r];
+        }
+        unsigned v = (unsigned)big->red[r] + small->red[r];
+        big->red[r] = (unsigned char)(v > 255 ? 255 : v);
+    }
+    if (into->first_dup < 0) {
+        if (dup >= 0) {
+            into->first_dup = dup;
+            into->dup_steps[0] = dup0;
+            into->dup_steps[1] = dup1;
+        } else if (from->first_dup >= 0) {
+            into->first_dup = from->first_dup;
+            into->dup_steps[0] = from->dup_steps[0];
+            into->dup_steps[1] = from->dup_steps[1];
+        }
+    }
+    if (big == from) {
+        unsigned char *red = into->red;
+        long *red_step = into->red_step, *set = into->set, nset = into->nset;
+        into->red = from->red;
+        into->red_step = from->red_step;
+        into->set = from->set;
+        into->nset = from->nset;
+        from->red = red;
+        from->red_step = red_step;
+        from->set = set;
+        from->nset = nset;
     }
 }
 

@@ -52,7 +52,9 @@ typedef struct Acc {
     int dev;
     unsigned char *red; /* times each reduction slice was added */
     long *red_step;     /* the step that first added it */
-    long first_dup;     /* first reduction slice added twice, or -1 */
+    long *set;          /* the slices with red[r] > 0, nset of them (room for all) */
+    long nset;
+    long first_dup; /* first reduction slice added twice, or -1 */
     long dup_steps[2];
 } Acc;
 
@@ -143,6 +145,9 @@ typedef struct Builder {
     /* Filled by a run: tiles a device needed that nobody held. */
     Layout *need;
     int *track_need;
+    /* Per device: actions a trial run appended (discarded, counted so
+     * that the real run's lists start with room for them). */
+    int *dry_count;
 } Builder;
 
 static inline Store *store_of(Builder *b, int tensor, int dev) {
@@ -161,6 +166,7 @@ typedef struct AccState {
     unsigned char *claimed; /* per device, while choosing travel sources */
     long *next_tile;        /* per device */
     long step;              /* the phase step being simulated */
+    PtrVec pool;            /* Acc* merged into another: reused by sched_acc_new */
 } AccState;
 
 /* The last phase that reads storage tensor t, -1: none. */
@@ -223,9 +229,9 @@ long sched_convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *t
 
 /* sched_accumulate.c: partial sums, coverage and all-reduces. */
 long sched_red_id(const Builder *b, const AccState *as, int dev, long t);
-Acc *sched_acc_new(Builder *b, const AccState *as, int dev, long tile, int slot);
+Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot);
 void sched_acc_add(Acc *a, long r, long step);
-void sched_acc_merge(Acc *into, const Acc *from, long nred);
+void sched_acc_merge(Acc *into, Acc *from);
 int sched_acc_available(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
 int sched_retired_find(const AccState *as, int dev, long tile);
 void sched_emit_collective(Builder *b, PhaseSched *ph, Collective *col);

@@ -137,12 +137,18 @@ void sched_machine_check_untouched(Builder *b, const Machine *whole, const int *
 PrimeAction *sched_act(Builder *b, int dev, int op) {
     static PrimeAction scratch;
     if (b->dry || !b->ph) {
+        if (b->dry && b->dry_count)
+            b->dry_count[dev]++;
         memset(&scratch, 0, sizeof scratch);
         return &scratch;
     }
     PhaseSched *ph = b->ph;
     if (ph->nactions[dev] == ph->action_cap[dev]) {
-        int cap = ph->action_cap[dev] ? ph->action_cap[dev] * 2 : 16;
+        /* A first list has room for what the phase's trial runs appended
+         * and a quarter more (its boundaries), so most lists are never
+         * copied (an arena keeps every copy). */
+        int hint = ph->action_hint ? ph->action_hint[dev] : 0;
+        int cap = ph->action_cap[dev] ? ph->action_cap[dev] * 2 : 16 + hint + hint / 4;
         PrimeAction *a = ARENA_ARRAY_UNINIT(b->arena, PrimeAction, cap);
         if (ph->nactions[dev])
             memcpy(a, ph->actions[dev], sizeof(PrimeAction) * (size_t)ph->nactions[dev]);

@@ -77,10 +77,16 @@ typedef struct StepState {
     int *add_dev[SCHED_MAX_OPERANDS];
     int *add_slot[SCHED_MAX_OPERANDS];
     long *add_tile[SCHED_MAX_OPERANDS];
-    /* Per operand: which tiles some device holds, a scratch set kept
-     * zero between steps (not reallocated per step: a tensor may have
-     * as many tiles as the phase has steps). */
+    /* Scratch reused at every step: which tiles of operand i's tensor some
+     * device holds, and the travelling accumulators' candidates by tile. */
     unsigned char *held[SCHED_MAX_OPERANDS];
+    int *acc_first, *acc_next;
+    /* Per operand, once per run: the last phase step at which a device
+     * uses a tile as that operand or an earlier one of the same tensor
+     * (open addressing over (device, tile); see needed_later). */
+    long *last_key[SCHED_MAX_OPERANDS];
+    long *last_step[SCHED_MAX_OPERANDS];
+    long last_cap[SCHED_MAX_OPERANDS];
 } StepState;
 
 static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
@@ -113,6 +119,16 @@ static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
     ss->src = ARENA_ARRAY(b->arena, int, ndev);
     ss->tiles = ARENA_ARRAY(b->arena, long, ndev);
     ss->pending_free_slot = ARENA_ARRAY(b->arena, int, ndev *SCHED_MAX_OPERANDS);
+    for (int i = 0; i < ph->nin; ++i) {
+        ss->add_dev[i] = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
+        ss->add_slot[i] = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
+        ss->add_tile[i] = ARENA_ARRAY_UNINIT(b->arena, long, ndev + 1);
+        /* Zeroed once: step_post_moves_of clears what it sets. */
+        ss->held[i] =
+            ARENA_ARRAY(b->arena, unsigned char, b->s->tensors[ph->in[i].tensor].ntiles + 1);
+    }
+    ss->acc_first = ARENA_ARRAY_UNINIT(b->arena, int, b->s->tensors[ph->out.tensor].ntiles + 1);
+    ss->acc_next = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
 }
 
 /* Inputs needed now must be here (first step: from the initial
@@ -140,15 +156,56 @@ static void step_check_inputs(Builder *b, StepState *ss) {
 
 /* Whether device dev uses `tile` of operand i's tensor (as operand i or
  * an earlier operand of the same tensor) at a step after this one. */
-static int needed_later(Builder *b, const StepState *ss, int i, int dev, long tile) {
+static unsigned long last_hash(long key, long cap) {
+    return (unsigned long)key * 0x9e3779b97f4a7c15ul % (unsigned long)cap;
+}
+
+/* Fills the last-use table of operand i: for every (device, tile) that a
+ * device uses as operand i or an earlier operand of the same tensor, the
+ * last phase step that uses it. One pass over the devices and steps, once
+ * per run, instead of a scan of the remaining steps per send. */
+static void last_use_build(Builder *b, StepState *ss, int i) {
     const PhaseSched *ph = ss->ph;
+    long ntiles = b->s->tensors[ph->in[i].tensor].ntiles;
+    long cap = 2 * (long)b->ndev * ss->T * (i + 1) + 1;
+    /* Plain memory, freed at the end of the run (step_state_free). */
+    long *key = malloc(sizeof(long) * (size_t)cap);
+    long *last = malloc(sizeof(long) * (size_t)cap);
+    if (!key || !last)
+        ICE("out of memory (a last-use table of %ld entries)", cap);
+    for (long k = 0; k < cap; ++k)
+        key[k] = -1;
     for (int j = 0; j <= i; ++j) {
         if (ph->in[j].tensor != ph->in[i].tensor)
             continue;
-        for (long t = ss->s + 1; t < ss->T; ++t)
-            if (tile_at(b, &ph->in[j], dev, op_step(b, ph, t)) == tile)
-                return 1;
+        for (int d = 0; d < b->ndev; ++d) {
+            for (long t = 0; t < ss->T; ++t) {
+                long k = (long)d * (ntiles + 1) + tile_at(b, &ph->in[j], d, op_step(b, ph, t));
+                unsigned long h = last_hash(k, cap);
+                while (key[h] >= 0 && key[h] != k)
+                    h = (h + 1) % (unsigned long)cap;
+                if (key[h] < 0 || last[h] < t)
+                    last[h] = t;
+                key[h] = k;
+            }
+        }
     }
+    ss->last_key[i] = key;
+    ss->last_step[i] = last;
+    ss->last_cap[i] = cap;
+}
+
+static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
+    if (!ss->last_key[i])
+        last_use_build(b, ss, i);
+    long ntiles = b->s->tensors[ss->ph->in[i].tensor].ntiles;
+    if (tile < 0 || tile >= ntiles)
+        return 0;
+    long k = (long)dev * (ntiles + 1) + tile, cap = ss->last_cap[i];
+    for (unsigned long h = last_hash(k, cap); ss->last_key[i][h] >= 0;
+         h = (h + 1) % (unsigned long)cap)
+        if (ss->last_key[i][h] == k)
+            return ss->last_step[i][h] > ss->s;
     return 0;
 }
 
@@ -160,13 +217,9 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     int *dst = ss->dst, *src = ss->src;
     long *tiles = ss->tiles;
     int n = 0;
-    ss->add_dev[i] = ss->add_slot[i] = NULL;
-    ss->add_tile[i] = NULL;
     if (operand_repeats(ph, i))
         return;
     /* Which tiles some device holds, found once (not per receiver). */
-    if (!ss->held[i])
-        ss->held[i] = arena_alloc(b->arena, (size_t)ts->ntiles + 1);
     unsigned char *held = ss->held[i];
     for (int pass = 0; pass < 2; ++pass) {
         if (pass == 1) {
@@ -181,7 +234,8 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
                 n++;
             }
         }
-        /* Pass 0 marks the held tiles, pass 1 (after their use) clears them. */
+        /* Pass 0 marks the held tiles, pass 1 (after their use) clears them:
+         * the set stays zero between steps without a memset of every tile. */
         for (int c = 0; c < b->ndev; ++c) {
             const Store *st = store_of(b, tensor, c);
             for (int k = 0; k < st->count; ++k)
@@ -189,9 +243,6 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
                     held[st->items[k].tile] = (unsigned char)(pass == 0);
         }
     }
-    ss->add_dev[i] = ARENA_ARRAY(b->arena, int, n + 1);
-    ss->add_slot[i] = ARENA_ARRAY(b->arena, int, n + 1);
-    ss->add_tile[i] = ARENA_ARRAY(b->arena, long, n + 1);
     if (n == 0)
         return;
     long delta[IR_MAX_AXES] = {0};
@@ -289,8 +340,9 @@ static void step_merge(Builder *b, StepState *ss) {
             a->nin = 1;
             a->in_tensor[0] = ph->out.tensor;
             a->in_slot[0] = as->incoming_slot[d];
-            sched_acc_merge(as->active[d], as->incoming[d], as->nred);
+            sched_acc_merge(as->active[d], as->incoming[d]);
             sched_emit_free(b, ph->out.tensor, d, as->incoming_slot[d]);
+            ptrvec_push(b->arena, &as->pool, as->incoming[d]);
             as->incoming[d] = NULL;
         }
         if (as->sent_slot[d] >= 0) {
@@ -336,8 +388,8 @@ static void step_travel(Builder *b, StepState *ss) {
     /* The devices whose accumulator could travel, by tile (candidates of
      * sched_acc_available, found once rather than per receiver). */
     long ntiles = b->s->tensors[ph->out.tensor].ntiles;
-    int *first = ARENA_ARRAY_UNINIT(b->arena, int, ntiles + 1);
-    int *next = ARENA_ARRAY_UNINIT(b->arena, int, b->ndev + 1);
+    int *first = ss->acc_first;
+    int *next = ss->acc_next;
     for (long t = 0; t < ntiles; ++t)
         first[t] = -1;
     for (int c = b->ndev - 1; c >= 0; --c) {
@@ -425,9 +477,18 @@ static void step_finish(Builder *b, StepState *ss) {
     }
 }
 
+static void step_state_free(StepState *ss) {
+    for (int i = 0; i < SCHED_MAX_OPERANDS; ++i) {
+        free(ss->last_key[i]);
+        free(ss->last_step[i]);
+    }
+}
+
 void sched_run_phase(Builder *b, PhaseSched *ph) {
     StepState ss;
     step_state_init(b, ph, &ss);
+    if (b->dry && b->dry_count)
+        memset(b->dry_count, 0, sizeof(int) * (size_t)b->ndev);
     for (ss.s = 0; ss.s < ss.T && !b->out_of_slots; ++ss.s) {
         ss.t = op_step(b, ph, ss.s);
         ss.as.step = ss.s;
@@ -441,6 +502,14 @@ void sched_run_phase(Builder *b, PhaseSched *ph) {
         step_travel(b, &ss);     /* 5 */
     }
     step_finish(b, &ss);
+    step_state_free(&ss);
+    if (b->dry && b->dry_count) {
+        if (!ph->action_hint)
+            ph->action_hint = ARENA_ARRAY(b->arena, int, b->ndev);
+        for (int d = 0; d < b->ndev; ++d)
+            if (b->dry_count[d] > ph->action_hint[d])
+                ph->action_hint[d] = b->dry_count[d];
+    }
 }
 
 void sched_enter_phase(Builder *b, PhaseSched *ph) {

@@ -352,6 +352,7 @@ Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
     b->sink = sink;
     b->s = s;
     b->ndev = model->mesh.ndev;
+    b->dry_count = ARENA_ARRAY(arena, int, b->ndev);
     b->st = &s->slices[0];
     b->steps = 1;
 

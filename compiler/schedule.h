@@ -140,7 +140,8 @@ struct PhaseSched {
     int *nactions;
     PrimeAction **actions;
     int *action_cap;
-    PtrVec groups; /* Collective* in group index order */
+    int *action_hint; /* per rank: the most actions a trial run of the phase appended */
+    PtrVec groups;    /* Collective* in group index order */
     int nboxes;
     PrimeBox *boxes;
     int box_cap;
