@@ -157,10 +157,17 @@ static void print_expr(Ctx *c, const Expr *x) {
 /* base + the offsets of the loop variables of dims[0..n) in operand x. */
 static void print_offset(Printer *p, const char *base, const Kernel *k, int x, const int *dims,
                          int n) {
-    printer_printf(p, "%s", base);
+    int zero = strcmp(base, "0") == 0, any = 0;
+    if (!zero)
+        printer_printf(p, "%s", base);
     for (int j = 0; j < n; ++j)
-        if (k->stride[x][dims[j]])
-            printer_printf(p, " + d%d * %ldL", dims[j], k->stride[x][dims[j]]);
+        if (k->stride[x][dims[j]]) {
+            printer_printf(p, "%sd%d * %ldL", zero && !any ? "" : " + ", dims[j],
+                           k->stride[x][dims[j]]);
+            any = 1;
+        }
+    if (zero && !any)
+        printer_printf(p, "0");
 }
 
 static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl) {
@@ -203,23 +210,57 @@ static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl
     }
 }
 
+/* The terms, times the loop's scale when with_scale. */
+static void print_terms(Ctx *c, const KernelLoop *l, int with_scale) {
+    if (with_scale && l->scale != 1)
+        printer_printf(c->p, c->dbl ? "%ld.0 * " : "%ld.0f * ", l->scale);
+    if (l->whole_expr || (l->nterms == 1 && l->terms[0].sign > 0)) {
+        print_expr(c, l->terms[0].expr);
+        return;
+    }
+    printer_printf(c->p, "(");
+    for (int t = 0; t < l->nterms; ++t) {
+        printer_printf(c->p, "%s", l->terms[t].sign < 0 ? (t ? " - " : "-") : (t ? " + " : ""));
+        print_expr(c, l->terms[t].expr);
+    }
+    printer_printf(c->p, ")");
+}
+
+static void open_loop(Printer *p, const Kernel *k, int d, int brace) {
+    printer_printf(p, "for (long d%d = 0; d%d < %ld; ++d%d)%s\n", d, d, k->extent[d], d,
+                   brace ? " {" : "");
+    printer_indent(p, 1);
+}
+
+static void close_loops(Printer *p, int n, int brace) {
+    for (int j = 0; j < n; ++j) {
+        printer_indent(p, -1);
+        if (brace)
+            printer_printf(p, "}\n");
+    }
+}
+
 static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl) {
     const char *type = dbl ? "double" : "float";
     const int *dims = l->loop_dim;
-    int n = l->nloops, outer = n > 0 ? n - 1 : 0;
+    int n = l->nloops, outer = n > 0 ? n - 1 : 0, nout = n - l->nreduce;
     unsigned looped = 0, ops = 0;
     for (int j = 0; j < n; ++j)
         looped |= 1u << dims[j];
     for (int t = 0; t < l->nterms; ++t)
         ops |= kernel_expr_operands(k, l->terms[t].expr);
     for (int j = 0; j < outer; ++j) {
-        printer_printf(p, "for (long d%d = 0; d%d < %ld; ++d%d) {\n", dims[j], dims[j],
-                       k->extent[dims[j]], dims[j]);
-        printer_indent(p, 1);
+        if (l->nreduce && j == nout)
+            printer_printf(p, "double acc = 0.0;\n");
+        open_loop(p, k, dims[j], 1);
     }
-    printer_printf(p, "%s *restrict o = ", type);
-    print_offset(p, "out", k, KERNEL_OUT, dims, outer);
-    printer_printf(p, ";\n");
+    if (l->nreduce && outer == nout)
+        printer_printf(p, "double acc = 0.0;\n");
+    if (!l->nreduce) {
+        printer_printf(p, "%s *restrict o = ", type);
+        print_offset(p, "out", k, KERNEL_OUT, dims, outer);
+        printer_printf(p, ";\n");
+    }
     for (int i = 0; i < k->ph->nin; ++i) {
         if (!((ops >> i) & 1u))
             continue;
@@ -230,34 +271,32 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         printer_printf(p, ";\n");
     }
     Ctx c = {p, k, dbl, n > 0 ? dims[n - 1] : -1, looped};
-    if (n > 0) {
-        printer_printf(p, "for (long d%d = 0; d%d < %ld; ++d%d)\n", dims[n - 1], dims[n - 1],
-                       k->extent[dims[n - 1]], dims[n - 1]);
-        printer_indent(p, 1);
-    }
+    if (n > 0)
+        open_loop(p, k, dims[n - 1], 0);
     /* KCOMB_SUM: the only combiner so far. */
+    if (l->nreduce) {
+        printer_printf(p, "acc += ");
+        print_terms(&c, l, 0);
+        printer_printf(p, ";\n");
+        close_loops(p, 1, 0);
+        close_loops(p, l->nreduce - 1, 1);
+        printer_printf(p, "out[");
+        print_offset(p, "0", k, KERNEL_OUT, dims, nout);
+        printer_printf(p, "] += (%s)(", type);
+        if (l->scale != 1)
+            printer_printf(p, "%ld.0 * ", l->scale);
+        printer_printf(p, "acc);\n");
+        close_loops(p, nout, 1);
+        return;
+    }
     printer_printf(p, "o[");
     print_ref(&c, KERNEL_OUT);
     printer_printf(p, "] += ");
-    if (l->scale != 1)
-        printer_printf(p, dbl ? "%ld.0 * " : "%ld.0f * ", l->scale);
-    if (l->whole_expr || (l->nterms == 1 && l->terms[0].sign > 0)) {
-        print_expr(&c, l->terms[0].expr);
-    } else {
-        printer_printf(p, "(");
-        for (int t = 0; t < l->nterms; ++t) {
-            printer_printf(p, "%s", l->terms[t].sign < 0 ? (t ? " - " : "-") : (t ? " + " : ""));
-            print_expr(&c, l->terms[t].expr);
-        }
-        printer_printf(p, ")");
-    }
+    print_terms(&c, l, 1);
     printer_printf(p, ";\n");
     if (n > 0)
-        printer_indent(p, -1);
-    for (int j = 0; j < outer; ++j) {
-        printer_indent(p, -1);
-        printer_printf(p, "}\n");
-    }
+        close_loops(p, 1, 0);
+    close_loops(p, outer, 1);
 }
 
 void kernel_c_body(Printer *p, const Kernel *k, int dbl) {

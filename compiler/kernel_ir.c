@@ -314,6 +314,18 @@ static int term_gemm(const Kernel *k, const KernelTerm *t, KernelGemm *g, const 
     return *why == NULL;
 }
 
+/* The smallest stride dimension d has in the operands ops read. */
+static long min_stride(const Kernel *k, unsigned ops, int d) {
+    long best = 0;
+    for (int i = 0; i < k->ph->nin; ++i)
+        if (((ops >> i) & 1u) && k->stride[i][d] && (!best || k->stride[i][d] < best))
+            best = k->stride[i][d];
+    return best;
+}
+
+/* Output dimensions outermost, in the output's order; then the summed
+ * dimensions the terms read, the one with the smallest stride innermost;
+ * the summed dimensions they do not read become the scale. */
 static void build_loop(Kernel *k, KernelLoop *l) {
     unsigned used = 0, ops = 0;
     for (int i = 0; i < l->nterms; ++i)
@@ -321,18 +333,24 @@ static void build_loop(Kernel *k, KernelLoop *l) {
     l->combiner = KCOMB_SUM;
     l->scale = 1;
     l->nloops = 0;
+    const Operand *o = &k->ph->out;
+    for (int y = 0; y < o->ndims; ++y)
+        if (k->extent[o->opdims[y]] > 1)
+            l->loop_dim[l->nloops++] = o->opdims[y];
+    int first = l->nloops;
     for (int d = 0; d < k->ndims; ++d) {
         if (k->stride[KERNEL_OUT][d])
             continue;
         if (!((used >> d) & 1u))
             l->scale *= k->extent[d];
-        else if (k->extent[d] > 1)
-            l->loop_dim[l->nloops++] = d;
+        else if (k->extent[d] > 1) {
+            int j = l->nloops++;
+            for (; j > first && min_stride(k, ops, l->loop_dim[j - 1]) < min_stride(k, ops, d); --j)
+                l->loop_dim[j] = l->loop_dim[j - 1];
+            l->loop_dim[j] = d;
+        }
     }
-    const Operand *o = &k->ph->out;
-    for (int y = 0; y < o->ndims; ++y)
-        if (k->extent[o->opdims[y]] > 1)
-            l->loop_dim[l->nloops++] = o->opdims[y];
+    l->nreduce = l->nloops - first;
 }
 
 void kernel_build(Kernel *k, const Schedule *s, const PhaseSched *ph, int whole) {
@@ -418,11 +436,18 @@ static void dump_gemm(const Kernel *k, const KernelGemm *g, FILE *out) {
 }
 
 static void dump_loop(const Kernel *k, const KernelLoop *l, FILE *out) {
+    int nout = l->nloops - l->nreduce;
     fprintf(out, "  loop");
-    for (int i = 0; i < l->nloops; ++i)
+    for (int i = 0; i < nout; ++i)
         fprintf(out, " %s:%ld", k->inst->op->dims[l->loop_dim[i]], k->extent[l->loop_dim[i]]);
-    if (!l->nloops)
+    if (!nout)
         fprintf(out, " (none)");
+    if (l->nreduce) {
+        fprintf(out, ", reduce");
+        for (int i = nout; i < l->nloops; ++i)
+            fprintf(out, " %s:%ld", k->inst->op->dims[l->loop_dim[i]], k->extent[l->loop_dim[i]]);
+        fprintf(out, " into a double accumulator");
+    }
     fprintf(out, ", combiner sum, scale %ld: out +=", l->scale);
     for (int i = 0; i < l->nterms; ++i) {
         fprintf(out, " %s", l->terms[i].sign < 0 ? "- " : i ? "+ " : "");

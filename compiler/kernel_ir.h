@@ -71,11 +71,16 @@ typedef struct KernelGemm {
 } KernelGemm;
 
 /* out[o] (combiner)= scale * (sum of terms), over loops ordered so that
- * the innermost is the output's last dimension (the contiguous one). */
+ * the innermost output loop is the output's last dimension (the
+ * contiguous one). The summed dimensions the terms read are the innermost
+ * nreduce loops: a reduction, folded by the combiner into an accumulator
+ * (double, also in fp32 kernels) that is added to the output once per
+ * output element. */
 typedef struct KernelLoop {
     KernelCombiner combiner;
     int nloops;
     int loop_dim[IR_MAX_DIMS]; /* operator dimensions, outermost first */
+    int nreduce;               /* the last nreduce loops are summed dimensions */
     long scale;                /* tile extent of the summed dimensions the terms do not use */
     int nterms;
     KernelTerm terms[KERNEL_MAX_TERMS];
