@@ -268,7 +268,7 @@ int main(int argc, char **argv) {
     compilation_init(&c, file, stderr);
     c.model_name = model;
     c.dump_after = dump_after;
-    const char *last = strcmp(command, "build") == 0 ? "emit" : "schedule";
+    const char *last = strcmp(command, "build") == 0 || dump_after ? "emit" : "schedule";
     int ok = pipeline_run(&c, last);
     int rc = EXIT_OK;
     if (!ok) {
