@@ -622,7 +622,7 @@ static int read_config(Reader *r, ImportShape *shape, const ImportOptions *opt, 
     const char *heads = shape->family == FAMILY_LLAMA ? "key/value heads" : "heads";
     if (split_heads(shape) % opt->devices != 0 || shape->ffn % opt->devices != 0) {
         diag_error_plain(r->sink,
-                         "--devices %ld does not divide the %ld %s and the MLP's width %ld, which "
+                         "--devices %ld must divide the %ld %s and the MLP's width %ld, which "
                          "the Megatron-LM plan splits over the devices",
                          opt->devices, split_heads(shape), heads, shape->ffn);
         return 0;
@@ -711,7 +711,9 @@ static int parse_args(int argc, char **argv, ImportOptions *opt) {
         return 0;
     }
     if (opt->model && !is_identifier(opt->model)) {
-        fprintf(stderr, "primec: error: --model takes a name (letters, digits, '_'), not '%s'\n",
+        fprintf(stderr,
+                "primec: error: --model takes a name (a letter or '_', then letters, digits or "
+                "'_'), not '%s'\n",
                 opt->model);
         return 0;
     }
