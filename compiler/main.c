@@ -5,6 +5,7 @@
  *   primec explain FILE [--json]      phases, steps, moves, collectives, memory
  *   primec build FILE --target cpu -o DIR
  *                                     emit C, compile it against the runtime
+ *   primec lsp                        a language server on stdio (lsp.c)
  *
  * Exit codes: 0 success, 1 errors in the input, 2 usage or I/O errors,
  * 3 internal errors (including a C compiler rejecting emitted code).
@@ -21,6 +22,7 @@
 #include "cost_cli.h"
 #include "explain.h"
 #include "format.h"
+#include "lsp.h"
 #include "pipeline.h"
 #include "plan_cli.h"
 
@@ -40,6 +42,7 @@ static void usage(FILE *out) {
         "  calibrate              measure this machine and write a profile (see "
         "docs/cost-model.md)\n"
         "  cost FILE              predicted time per phase and step on --profile P\n"
+        "  lsp                    a language server on stdin/stdout (see docs/lsp.md)\n"
         "\n"
         "options:\n"
         "  --model NAME           only this model (default: every model in FILE)\n"
@@ -175,6 +178,8 @@ int main(int argc, char **argv) {
         return run_calibrate(argv + 1);
     if (argc > 1 && strcmp(argv[1], "cost") == 0)
         return cost_command_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "lsp") == 0)
+        return lsp_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
