@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "json_out.h"
 #include "pipeline.h"
 #include "profile.h"
 
@@ -80,14 +81,14 @@ int cost_command_main(int argc, char **argv) {
         compilation_free(&c);
         return rc;
     }
-    if (json && c.schedules.count != 1)
-        printf("[");
+    /* --json: one model's report, or an array of every model's. */
+    json_t *all = json && c.schedules.count != 1 ? json_array() : NULL;
     for (int i = 0; i < c.schedules.count; ++i) {
         CostReport r;
         cost_schedule(c.schedules.items[i], &prof, &opt, c.arena, &r);
-        if (json) {
-            if (i)
-                printf(", ");
+        if (all) {
+            json_array_append_new(all, cost_json(&r));
+        } else if (json) {
             cost_print_json(&r, stdout);
         } else {
             if (i)
@@ -95,8 +96,8 @@ int cost_command_main(int argc, char **argv) {
             cost_print(&r, stdout);
         }
     }
-    if (json && c.schedules.count != 1)
-        printf("]\n");
+    if (all)
+        json_out(stdout, all, COST_JSON_FLAGS);
     compilation_free(&c);
     return 0;
 }
