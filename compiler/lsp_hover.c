@@ -5,19 +5,22 @@
  * slice table (size, slice count and slice extent of every operator
  * dimension), the tile each device computes at each step, and per phase
  * of the instance the bytes the schedule moves (shifts, collectives,
- * redistributions) and the largest per-device peak memory, then the
- * model's totals. On a partition's name: the same for every instance of
+ * redistributions), the largest per-device peak memory, and the time the
+ * cost model predicts on primec cost's default profile, then the model's
+ * totals. On a partition's name: the same for every instance of
  * the document's models that uses it. Markdown; tables are cut to the
  * first HOVER_DEVICES devices and HOVER_STEPS steps.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost.h"
 #include "lsp_internal.h"
 #include "printer.h"
 
 #define HOVER_DEVICES 16
 #define HOVER_STEPS 8
+#define HOVER_PROFILE "v100" /* primec cost's default */
 
 static const Schedule *schedule_of(const Compilation *c, const Model *m) {
     for (int i = 0; i < c->schedules.count; ++i) {
@@ -78,10 +81,29 @@ static long sum_bytes(const PtrVec *moves) {
     return n;
 }
 
+/* The cost model's time of a phase on the default profile (-1 when the
+ * profile cannot be read). */
+static double phase_time_us(const CostReport *r, const PhaseSched *ph) {
+    for (int q = 0; r && q < r->nphases; ++q)
+        if (r->phases[q].phase == ph)
+            return r->phases[q].time_us;
+    return -1;
+}
+
 static void phase_table(Printer *pr, const Schedule *s, int k) {
-    printer_printf(pr, "\nbytes moved and peak memory (schedule prediction):\n\n"
-                       "| phase | shift bytes | collective bytes | redistribution bytes | "
-                       "peak bytes per device |\n|---|---|---|---|---|\n");
+    Profile prof;
+    char err[256];
+    CostReport report, *r = NULL;
+    Arena *scratch = arena_create();
+    if (profile_load(HOVER_PROFILE, &prof, err, sizeof err)) {
+        cost_schedule(s, &prof, NULL, scratch, &report);
+        r = &report;
+    }
+    printer_printf(pr,
+                   "\nbytes moved and peak memory (schedule prediction), time (cost model on "
+                   "%s):\n\n| phase | shift bytes | collective bytes | redistribution bytes | "
+                   "peak bytes per device | time µs |\n|---|---|---|---|---|---|\n",
+                   r ? r->profile : HOVER_PROFILE " (not found)");
     for (int i = 0; i < s->phases.count; ++i) {
         const PhaseSched *ph = s->phases.items[i];
         if (ph->inst != k)
@@ -91,10 +113,14 @@ static void phase_table(Printer *pr, const Schedule *s, int k) {
             coll += ((const Collective *)ph->collectives.items[x])->bytes;
         for (int d = 0; d < s->model->mesh.ndev; ++d)
             peak = ph->peak[d] > peak ? ph->peak[d] : peak;
-        printer_printf(pr, "| %s -> %s%s | %ld | %ld | %ld | %ld |\n", phase_name(ph->kind),
+        printer_printf(pr, "| %s -> %s%s | %ld | %ld | %ld | %ld | %.3g |\n", phase_name(ph->kind),
                        s->tensors[ph->out.tensor].name, ph->reversed ? " (reversed)" : "",
-                       sum_bytes(&ph->moves), coll, sum_bytes(&ph->boundary), peak);
+                       sum_bytes(&ph->moves), coll, sum_bytes(&ph->boundary), peak,
+                       phase_time_us(r, ph));
     }
+    if (r)
+        printer_printf(pr, "\nstep time of the model on %s: %.3g µs\n", r->profile, r->step_us);
+    arena_destroy(scratch);
     long total[PRIME_BYTES_KIND_COUNT] = {0}, peak = 0;
     for (int d = 0; d < s->model->mesh.ndev; ++d) {
         for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)

@@ -49,6 +49,7 @@ for line in run("check", path, "--dump-after=partition").splitlines():
         cur[2].append([t.split() for t in re.findall(r"\[([^\]]*)\]", m.group(2))])
 check(tables, "no instance in the partition dump")
 explain = json.loads(run("explain", path, "--model", model, "--json", "--ranks", "all"))
+cost = json.loads(run("cost", path, "--model", model, "--json"))
 
 
 def expected_phase_rows(name):
@@ -81,11 +82,19 @@ def check_section(section, name):
             want = " ".join("%s%s" % (dn, s) for dn, s in zip(dimnames, tiles[t][int(dev)]))
             check(cell == want, "device %s at t=%d shows %r, the slice table has %r"
                   % (dev, t, cell, want))
-    got = [(ph, int(a), int(b), int(c), int(d)) for ph, a, b, c, d in re.findall(
-        r"^\| (\S+) -> \S+(?: \(reversed\))? \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$",
-        section, re.M)]
+    found = re.findall(
+        r"^\| (\S+) -> \S+(?: \(reversed\))? \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\S+) \|$",
+        section, re.M)
+    got = [(ph, int(a), int(b), int(c), int(d)) for ph, a, b, c, d, _ in found]
     want = expected_phase_rows(name)
     check(got == want, "phase rows of %s: %r, explain --json has %r" % (name, got, want))
+    # Times: the cost model's on its default profile, as `primec cost` reports them.
+    times = [float(t) for *_, t in found]
+    want_times = [p["time_us"] for p in cost["phases"] if p["instance"] == name]
+    check(len(times) == len(want_times) and all(
+        abs(t - w) <= 5e-3 * abs(w) + 1e-9 for t, w in zip(times, want_times)),
+        "phase times of %s: %r, primec cost has %r" % (name, times, want_times))
+    check("on %s:" % cost["profile"] in section, "the profile %s is not named" % cost["profile"])
     per = explain["per_device"]
     total = "%d shift bytes, %d collective bytes, %d redistribution bytes; peak memory %d bytes" % (
         sum(d["shift"] for d in per), sum(d["collective"] for d in per),
