@@ -18,6 +18,10 @@ foreach(case unknown-partition duplicate-partition syntax-error-steps shape-mism
            COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/diagnostics.py $<TARGET_FILE:primec>
                    ${CMAKE_CURRENT_SOURCE_DIR}/golden/check/${case}.prime ${PRIMEC_LSP_FIXED})
 endforeach()
+# Characters in UTF-16 code units after non-ASCII text on the line.
+add_test(NAME lsp/diagnostics/utf16
+         COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/diagnostics.py $<TARGET_FILE:primec>
+                 ${PRIMEC_LSP_DIR}/utf16.prime ${PRIMEC_LSP_FIXED})
 
 # Hover: slice tables, tiles, bytes and memory as the compiler reports them.
 foreach(case square-2x2 row-4 ring-4)

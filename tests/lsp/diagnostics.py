@@ -23,10 +23,16 @@ notes = []  # per expected diagnostic: (file name, line, col, message) of its lo
 for i, line in enumerate(lines):
     m = re.match(r".*?:(\d+):(\d+): (error|warning): (.*)$", line)
     if m:
+        # Columns count bytes and the underline code points; LSP counts
+        # UTF-16 units.
+        line_no, col = int(m.group(1)) - 1, int(m.group(2)) - 1
         caret = lines[i + 2]
-        start = caret.index("^")
-        width = len(caret.rstrip()) - start
-        expected.append((int(m.group(1)) - 1, int(m.group(2)) - 1, width, m.group(4)))
+        width = len(caret.rstrip()) - caret.index("^")
+        src = text.split("\n")[line_no]
+        start_cp = len(src.encode()[:col].decode())
+        units = lambda t: len(t.encode("utf-16-le")) // 2
+        start = units(src[:start_cp])
+        expected.append((line_no, start, units(src[start_cp:start_cp + width]), m.group(4)))
         notes.append([])
     m = re.match(r"(.*?):(\d+):(\d+): note: (.*)$", line)
     if m and notes:
