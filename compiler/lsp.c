@@ -177,7 +177,8 @@ static void handle(Server *sv, const char *body, size_t len) {
         return;
     }
     json_t *id = json_object_get(msg, "id");
-    if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id))
+    int bad_id = id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id);
+    if (bad_id)
         id = NULL;
     const char *version = json_string_value(json_object_get(msg, "jsonrpc"));
     const char *method = json_string_value(json_object_get(msg, "method"));
@@ -186,6 +187,8 @@ static void handle(Server *sv, const char *body, size_t len) {
         params = NULL;
     if (!json_is_object(msg) || !version || strcmp(version, "2.0") != 0) {
         rpc_error(sv->out, id, RPC_INVALID_REQUEST, "not a JSON-RPC 2.0 message");
+    } else if (bad_id) {
+        rpc_error(sv->out, NULL, RPC_INVALID_REQUEST, "'id' must be a string or an integer");
     } else if (!method) {
         /* A response to a request of ours (we send none) or garbage. */
         if (!json_object_get(msg, "result") && !json_object_get(msg, "error"))

@@ -18,8 +18,7 @@ enum {
     RPC_INVALID_REQUEST = -32600,
     RPC_METHOD_NOT_FOUND = -32601,
     RPC_INVALID_PARAMS = -32602,
-    RPC_SERVER_NOT_INITIALIZED = -32002,
-    RPC_INVALID_AFTER_SHUTDOWN = -32600
+    RPC_SERVER_NOT_INITIALIZED = -32002
 };
 
 /* The largest body accepted (bigger ones are read and dropped). */
