@@ -21,7 +21,6 @@
 #include "diag.h"
 #include "kernel_ir.h"
 #include "partition.h"
-#include "printer.h"
 
 void cost_options_default(CostOptions *opt) {
     opt->elem_bytes = 4;
@@ -763,76 +762,4 @@ void cost_print(const CostReport *r, FILE *out) {
     fprintf(out, " of ");
     print_bytes(out, m->capacity_bytes);
     fprintf(out, " (%s)\n", m->fits ? "fits" : "does not fit");
-}
-
-static void json_longs(FILE *out, const long *v, int n) {
-    fputc('[', out);
-    for (int i = 0; i < n; ++i)
-        fprintf(out, "%s%ld", i ? ", " : "", v[i]);
-    fputc(']', out);
-}
-
-void cost_print_json(const CostReport *r, FILE *out) {
-    const Schedule *s = r->schedule;
-    fprintf(out, "{\"model\": ");
-    printer_json_string(out, s->model->name);
-    fprintf(out, ", \"profile\": ");
-    printer_json_string(out, r->profile);
-    fprintf(out, ", \"devices\": %d, \"devices_per_node\": %d, \"elem_bytes\": %d", r->ndev,
-            r->devices_per_node, r->options.elem_bytes);
-    fprintf(
-        out,
-        ", \"step_us\": %.6g, \"compute_us\": %.6g, \"comm_us\": %.6g, \"exposed_comm_us\": %.6g, "
-        "\"flops\": %.6g",
-        r->step_us, r->compute_us, r->comm_us, r->exposed_comm_us, r->flops);
-    fprintf(out,
-            ", \"bytes\": {\"shift\": %ld, \"redist\": %ld, \"p2p\": %ld, \"collective\": %ld}",
-            r->shift_bytes, r->redist_bytes, r->p2p_bytes, r->collective_bytes);
-    fprintf(out, ", \"peak_bytes\": ");
-    json_longs(out, r->peak_bytes, r->ndev);
-    fprintf(out, ", \"max_peak_bytes\": %ld", r->max_peak_bytes);
-    fprintf(out, ", \"phases\": [");
-    int first = 1;
-    for (int q = 0; q < r->nphases; ++q) {
-        const PhaseCost *pc = &r->phases[q];
-        fprintf(out, "%s{\"name\": ", first ? "" : ", ");
-        first = 0;
-        printer_json_string(out, pc->name);
-        fprintf(out, ", \"kind\": ");
-        printer_json_string(out, phase_name(pc->phase->kind));
-        fprintf(out, ", \"instance\": ");
-        if (pc->phase->inst >= 0)
-            printer_json_string(out, s->model->instances[pc->phase->inst].name);
-        else
-            fprintf(out, "null");
-        fprintf(
-            out,
-            ", \"time_us\": %.6g, \"prologue_us\": %.6g, \"compute_us\": %.6g, \"shift_us\": %.6g, "
-            "\"collective_us\": %.6g, \"redist_us\": %.6g, \"exposed_us\": %.6g, \"flops\": %.6g",
-            pc->time_us, pc->prologue_us, pc->compute_us, pc->shift_us, pc->collective_us,
-            pc->redist_us, pc->exposed_us, pc->flops);
-        fprintf(out,
-                ", \"bytes\": {\"shift\": %ld, \"redist\": %ld, \"collective\": %ld}, "
-                "\"peak_bytes\": %ld",
-                pc->shift_bytes, pc->redist_bytes, pc->collective_bytes, pc->peak_bytes);
-        fprintf(out, ", \"steps\": [");
-        for (int st = 0; st < pc->nsteps; ++st)
-            fprintf(out, "%s{\"time_us\": %.6g, \"compute_us\": %.6g, \"comm_us\": %.6g}",
-                    st ? ", " : "", pc->steps[st].time_us, pc->steps[st].compute_us,
-                    pc->steps[st].comm_us);
-        fprintf(out, "]}");
-    }
-    fprintf(out, "]");
-    const TrainingMemory *m = &r->memory;
-    fprintf(out,
-            ", \"training_memory\": {\"bytes_per_param\": 16, \"model_params\": %ld, \"params\": ",
-            m->model_params);
-    json_longs(out, m->params, m->ndev);
-    fprintf(out, ", \"state_bytes\": ");
-    json_longs(out, m->state_bytes, m->ndev);
-    fprintf(out, ", \"total_bytes\": ");
-    json_longs(out, m->total_bytes, m->ndev);
-    fprintf(out, ", \"max_total_bytes\": %ld, \"capacity_bytes\": %.6g, \"fits\": %s}",
-            m->max_total_bytes, m->capacity_bytes, m->fits ? "true" : "false");
-    fprintf(out, "}\n");
 }

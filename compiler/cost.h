@@ -36,6 +36,7 @@
 #ifndef PRIMEC_COST_H
 #define PRIMEC_COST_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "profile.h"
@@ -123,7 +124,11 @@ void cost_training_memory(const Schedule *s, const Profile *p, const CostOptions
                           TrainingMemory *out);
 
 void cost_print(const CostReport *r, FILE *out);
+/* The report as JSON (cost_json.c): a value, and written with a newline.
+ * Its doubles keep 6 significant digits (COST_JSON_FLAGS). */
+json_t *cost_json(const CostReport *r);
 void cost_print_json(const CostReport *r, FILE *out);
+#define COST_JSON_FLAGS JSON_REAL_PRECISION(6)
 
 /* ---- The formulas, for the planner and for tests. Times in µs. ---- */
 

@@ -12,6 +12,7 @@
 
 #include "cost.h"
 #include "cost_pipeline.h"
+#include "json_out.h"
 #include "pipeline.h"
 #include "profile.h"
 
@@ -142,8 +143,9 @@ int cost_command_main(int argc, char **argv) {
         compilation_free(&c);
         return rc;
     }
-    if (json && c.schedules.count != 1)
-        printf("[");
+    /* --json: one model's report, or an array of every model's; with a
+     * pipeline, each is {"layer": report, "pipeline": iteration}. */
+    json_t *all = json && c.schedules.count != 1 ? json_array() : NULL;
     int rc = 0;
     for (int i = 0; i < c.schedules.count; ++i) {
         CostReport r;
@@ -159,16 +161,17 @@ int cost_command_main(int argc, char **argv) {
             }
         }
         if (json) {
-            if (i)
-                printf(", ");
-            if (piped)
-                printf("{\"layer\": ");
-            cost_print_json(&r, stdout);
+            json_t *v = cost_json(&r);
             if (piped) {
-                printf(", \"pipeline\": ");
-                cost_pipeline_print_json(&pc, stdout);
-                printf("}\n");
+                json_t *pair = json_object();
+                json_object_set_new(pair, "layer", v);
+                json_object_set_new(pair, "pipeline", cost_pipeline_json(&pc));
+                v = pair;
             }
+            if (all)
+                json_array_append_new(all, v);
+            else
+                json_out(stdout, v, COST_JSON_FLAGS);
         } else {
             if (i)
                 printf("\n");
@@ -177,8 +180,10 @@ int cost_command_main(int argc, char **argv) {
                 cost_pipeline_print(&pc, stdout);
         }
     }
-    if (json && c.schedules.count != 1 && rc == 0)
-        printf("]\n");
+    if (all && rc == 0)
+        json_out(stdout, all, COST_JSON_FLAGS);
+    else if (all)
+        json_decref(all);
     compilation_free(&c);
     return rc;
 }

@@ -168,22 +168,41 @@ void cost_pipeline_print(const PipelineCost *c, FILE *out) {
             c->iteration_us > 0 ? c->flops_device / c->iteration_us / 1e6 : 0.0);
 }
 
-void cost_pipeline_print_json(const PipelineCost *c, FILE *out) {
+json_t *cost_pipeline_json(const PipelineCost *c) {
     const PipelineShape *s = &c->shape;
-    fprintf(out,
-            "{\"stages\": %d, \"chunks\": %d, \"replicas\": %d, \"layers\": %ld, "
-            "\"micro_batch\": %ld, \"global_batch\": %ld, \"vocab\": %ld, \"recompute\": %s, "
-            "\"mesh_devices\": %d, \"devices\": %ld, \"micro_batches\": %ld, "
-            "\"seq_tokens\": %ld, \"hidden\": %ld, ",
-            s->stages, s->chunks, s->replicas, s->layers, s->micro_batch, s->global_batch, s->vocab,
-            s->recompute ? "true" : "false", c->mesh_devices, c->devices, c->micro_batches,
-            c->seq_tokens, c->hidden);
-    fprintf(out,
-            "\"layer_fwd_us\": %.6g, \"layer_bwd_us\": %.6g, \"stage_us\": %.6g, "
-            "\"head_us\": %.6g, \"p2p_us\": %.6g, \"pipeline_us\": %.6g, \"bubble_us\": %.6g, "
-            "\"allreduce_us\": %.6g, \"embedding_us\": %.6g, \"optimizer_us\": %.6g, "
-            "\"iteration_us\": %.6g, \"params_device\": %.6g, \"flops_device\": %.6g}",
-            c->layer_fwd_us, c->layer_bwd_us, c->stage_us, c->head_us, c->p2p_us, c->pipeline_us,
-            c->bubble_us, c->allreduce_us, c->embedding_us, c->optimizer_us, c->iteration_us,
-            c->params_device, c->flops_device);
+    json_t *o = json_object();
+    json_object_set_new(o, "stages", json_integer(s->stages));
+    json_object_set_new(o, "chunks", json_integer(s->chunks));
+    json_object_set_new(o, "replicas", json_integer(s->replicas));
+    json_object_set_new(o, "layers", json_integer(s->layers));
+    json_object_set_new(o, "micro_batch", json_integer(s->micro_batch));
+    json_object_set_new(o, "global_batch", json_integer(s->global_batch));
+    json_object_set_new(o, "vocab", json_integer(s->vocab));
+    json_object_set_new(o, "recompute", json_boolean(s->recompute));
+    json_object_set_new(o, "mesh_devices", json_integer(c->mesh_devices));
+    json_object_set_new(o, "devices", json_integer(c->devices));
+    json_object_set_new(o, "micro_batches", json_integer(c->micro_batches));
+    json_object_set_new(o, "seq_tokens", json_integer(c->seq_tokens));
+    json_object_set_new(o, "hidden", json_integer(c->hidden));
+    const struct {
+        const char *name;
+        double value;
+    } reals[] = {
+        {"layer_fwd_us", c->layer_fwd_us},
+        {"layer_bwd_us", c->layer_bwd_us},
+        {"stage_us", c->stage_us},
+        {"head_us", c->head_us},
+        {"p2p_us", c->p2p_us},
+        {"pipeline_us", c->pipeline_us},
+        {"bubble_us", c->bubble_us},
+        {"allreduce_us", c->allreduce_us},
+        {"embedding_us", c->embedding_us},
+        {"optimizer_us", c->optimizer_us},
+        {"iteration_us", c->iteration_us},
+        {"params_device", c->params_device},
+        {"flops_device", c->flops_device},
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; ++i)
+        json_object_set_new(o, reals[i].name, json_real(reals[i].value));
+    return o;
 }

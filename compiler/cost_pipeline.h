@@ -33,6 +33,7 @@
 #ifndef PRIMEC_COST_PIPELINE_H
 #define PRIMEC_COST_PIPELINE_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -78,6 +79,7 @@ int cost_pipeline(const CostReport *layer, long layers_in_report, const Pipeline
                   const Profile *p, PipelineCost *out, char *err, size_t errlen);
 
 void cost_pipeline_print(const PipelineCost *c, FILE *out);
-void cost_pipeline_print_json(const PipelineCost *c, FILE *out);
+/* As JSON (`primec cost --json`: the "pipeline" member). */
+json_t *cost_pipeline_json(const PipelineCost *c);
 
 #endif

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "printer.h"
+#include "json_out.h"
 
 int layout_replication(const Layout *l, long ntiles) {
     int *copies = calloc((size_t)ntiles, sizeof(int));
@@ -316,169 +316,186 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
 
 /* ------------------------------------------------------------------ */
 
-static void json_tile(const Schedule *s, int tensor, long tile, FILE *out) {
+static json_t *json_tile(const Schedule *s, int tensor, long tile) {
     const SchedTensor *ts = &s->tensors[tensor];
-    fputc('[', out);
+    json_t *a = json_array();
     for (int x = 0; x < ts->ndims; ++x)
-        fprintf(out, "%s%ld", x ? ", " : "", sched_tile_coord(ts, tile, x));
-    fputc(']', out);
+        json_array_append_new(a, json_integer(sched_tile_coord(ts, tile, x)));
+    return a;
 }
 
-static void json_layout(const Schedule *s, int tensor, const Layout *l, int shown, FILE *out) {
-    fputc('[', out);
+static json_t *json_layout(const Schedule *s, int tensor, const Layout *l, int shown) {
+    json_t *a = json_array();
     for (int d = 0; d < l->ndev && d < shown; ++d) {
-        fprintf(out, "%s[", d ? ", " : "");
-        for (int i = 0; i < l->count[d]; ++i) {
-            if (i)
-                fprintf(out, ", ");
-            json_tile(s, tensor, l->tiles[d][i], out);
-        }
-        fputc(']', out);
+        json_t *dev = json_array();
+        for (int i = 0; i < l->count[d]; ++i)
+            json_array_append_new(dev, json_tile(s, tensor, l->tiles[d][i]));
+        json_array_append_new(a, dev);
     }
-    fputc(']', out);
+    return a;
 }
 
-void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks) {
+static json_t *json_instances(const Schedule *s) {
     const Model *m = s->model;
-    const int ndev = m->mesh.ndev;
-    const int shown = listed(ranks, ndev);
-    fprintf(out, "{\"model\": ");
-    printer_json_string(out, m->name);
-    fprintf(out, ", \"devices\": %d, \"ranks_listed\": %d, \"mesh\": [", ndev, shown);
-    for (int a = 0; a < m->mesh.naxes; ++a) {
-        fprintf(out, "%s{\"axis\": ", a ? ", " : "");
-        printer_json_string(out, m->mesh.names[a]);
-        fprintf(out, ", \"size\": %ld}", m->mesh.sizes[a]);
-    }
-    fprintf(out, "],\n \"instances\": [");
+    json_t *list = json_array();
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
-        fprintf(out, "%s{\"name\": ", i ? ", " : "");
-        printer_json_string(out, inst->name);
-        fprintf(out, ", \"operator\": ");
-        printer_json_string(out, inst->op->name);
-        fprintf(out, ", \"partition\": ");
-        printer_json_string(out, inst->partition->name);
-        fprintf(out, ", \"steps\": %ld, \"dims\": [", inst->steps);
-        for (int d = 0; d < inst->op->ndims; ++d) {
-            fprintf(out, "%s{\"name\": ", d ? ", " : "");
-            printer_json_string(out, inst->op->dims[d]);
-            fprintf(out, ", \"size\": %ld, \"slices\": %ld, \"extent\": %ld}", inst->dim_sizes[d],
-                    s->slices[i].nslices[d], s->slices[i].extent[d]);
-        }
-        fprintf(out, "]}");
+        json_t *dims = json_array();
+        for (int d = 0; d < inst->op->ndims; ++d)
+            json_array_append_new(dims, json_pack("{s:s, s:I, s:I, s:I}", "name", inst->op->dims[d],
+                                                  "size", (json_int_t)inst->dim_sizes[d], "slices",
+                                                  (json_int_t)s->slices[i].nslices[d], "extent",
+                                                  (json_int_t)s->slices[i].extent[d]));
+        json_array_append_new(list,
+                              json_pack("{s:s, s:s, s:s, s:I, s:o}", "name", inst->name, "operator",
+                                        inst->op->name, "partition", inst->partition->name, "steps",
+                                        (json_int_t)inst->steps, "dims", dims));
     }
-    fprintf(out, "],\n \"tensors\": [");
+    return list;
+}
+
+static json_t *json_tensors(const Schedule *s) {
+    json_t *list = json_array();
     for (int t = 0; t < s->ntensors; ++t) {
         const SchedTensor *ts = &s->tensors[t];
         const Layout *l = s->home[t].ndev ? &s->home[t] : &s->final[t];
-        fprintf(out, "%s{\"name\": ", t ? ", " : "");
-        printer_json_string(out, ts->name);
-        fprintf(out, ", \"tile_bytes\": %ld, \"tiles\": %ld, \"stored\": %d, \"checked\": %s}",
-                ts->tile_elems * (long)sizeof(float), ts->ntiles,
-                l->count ? layout_replication(l, ts->ntiles) : 0, ts->check ? "true" : "false");
+        json_array_append_new(list,
+                              json_pack("{s:s, s:I, s:I, s:i, s:b}", "name", ts->name, "tile_bytes",
+                                        (json_int_t)(ts->tile_elems * (long)sizeof(float)), "tiles",
+                                        (json_int_t)ts->ntiles, "stored",
+                                        l->count ? layout_replication(l, ts->ntiles) : 0, "checked",
+                                        ts->check));
     }
-    fprintf(out, "],\n \"phases\": [");
-    for (int k = 0; k < s->phases.count; ++k) {
-        const PhaseSched *ph = s->phases.items[k];
-        fprintf(out, "%s\n  {\"phase\": ", k ? "," : "");
-        printer_json_string(out, phase_name(ph->kind));
-        fprintf(out, ", \"instance\": ");
-        if (ph->inst >= 0)
-            printer_json_string(out, m->instances[ph->inst].name);
-        else
-            fprintf(out, "null");
-        if (is_compute(ph)) {
-            const Instance *inst = &m->instances[ph->inst];
-            fprintf(out, ", \"einsum\": ");
-            printer_json_string(out, einsum_text(s, arena, ph));
-            fprintf(out,
-                    ", \"order\": \"%s\", \"replication\": %ld, \"accumulators\": %ld, "
-                    "\"accumulator_moves\": %ld,\n   \"steps\": [",
-                    ph->reversed ? "reversed" : "forward", ph->replication, ph->nlocal_acc,
-                    ph->ntravel_acc);
-            for (long st = 0; st < inst->steps; ++st) {
-                long t = sched_op_step(s, ph, st);
-                fprintf(out, "%s{\"step\": %ld, \"t\": %ld, \"devices\": [", st ? ", " : "", st, t);
-                for (int d = 0; d < shown; ++d) {
-                    fprintf(out, "%s{\"rank\": %d, \"tiles\": {", d ? ", " : "", d);
-                    printer_json_string(out, s->tensors[ph->out.tensor].name);
-                    fprintf(out, ": ");
-                    json_tile(s, ph->out.tensor, sched_operand_tile(s, ph, &ph->out, d, t), out);
-                    for (int i = 0; i < ph->nin; ++i) {
-                        fprintf(out, ", ");
-                        printer_json_string(out, s->tensors[ph->in[i].tensor].name);
-                        fprintf(out, ": ");
-                        json_tile(s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t),
-                                  out);
-                    }
-                    fprintf(out, "}}");
-                }
-                fprintf(out, "]}");
-            }
-            fprintf(out, "]");
+    return list;
+}
+
+/* Which tile of each operand every listed device computes at each step. */
+static json_t *json_steps(const Schedule *s, const PhaseSched *ph, int shown) {
+    const Instance *inst = &s->model->instances[ph->inst];
+    json_t *steps = json_array();
+    for (long st = 0; st < inst->steps; ++st) {
+        long t = sched_op_step(s, ph, st);
+        json_t *devices = json_array();
+        for (int d = 0; d < shown; ++d) {
+            json_t *tiles = json_object();
+            json_object_set_new(
+                tiles, s->tensors[ph->out.tensor].name,
+                json_tile(s, ph->out.tensor, sched_operand_tile(s, ph, &ph->out, d, t)));
+            for (int i = 0; i < ph->nin; ++i)
+                json_object_set_new(
+                    tiles, s->tensors[ph->in[i].tensor].name,
+                    json_tile(s, ph->in[i].tensor, sched_operand_tile(s, ph, &ph->in[i], d, t)));
+            json_array_append_new(devices, json_pack("{s:i, s:o}", "rank", d, "tiles", tiles));
         }
-        fprintf(out, ",\n   \"moves\": [");
-        for (int i = 0; i < ph->moves.count; ++i) {
-            const Move *mv = ph->moves.items[i];
-            fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
-            printer_json_string(out, s->tensors[mv->tensor].name);
-            fprintf(out,
-                    ", \"after_step\": %ld, \"kind\": \"%s\", \"accumulator\": %s, \"transfers\": "
-                    "%d, \"bytes\": %ld",
-                    mv->step, move_kind_name(mv->kind), mv->is_acc ? "true" : "false",
-                    mv->ntransfers, mv->bytes);
-            if (mv->kind == MOVE_SHIFT) {
-                fprintf(out, ", \"from\": ");
-                printer_json_string(out, delta_text(s, arena, mv->delta));
-            }
-            fprintf(out, "}");
-        }
-        fprintf(out, "],\n   \"collectives_total\": %d, \"collectives\": [", ph->collectives.count);
-        for (int i = 0, first = 1; i < ph->collectives.count; ++i) {
-            const Collective *c = ph->collectives.items[i];
-            if (!group_listed(c, shown))
-                continue;
-            fprintf(out, "%s{\"kind\": \"%s\", \"tensor\": ", first ? "" : ", ",
-                    c->reduce_scatter ? "reduce-scatter" : "all-reduce");
-            printer_json_string(out, s->tensors[c->tensor].name);
-            fprintf(out, ", \"tile\": ");
-            json_tile(s, c->tensor, c->tile, out);
-            fprintf(out, ", \"group\": [");
-            for (int g = 0; g < c->gsize; ++g)
-                fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
-            fprintf(out, "], \"elements\": %ld, \"bytes\": %ld}", c->elems, c->bytes);
-            first = 0;
-        }
-        fprintf(out, "],\n   \"redistributions\": [");
-        for (int i = 0; i < ph->boundary.count; ++i) {
-            const Move *mv = ph->boundary.items[i];
-            fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
-            printer_json_string(out, s->tensors[mv->tensor].name);
-            fprintf(out,
-                    ", \"kind\": \"%s\", \"pattern\": \"%s\", \"transfers\": %d, \"bytes\": %ld, "
-                    "\"reason\": ",
-                    move_kind_name(mv->kind),
-                    mv->kind == MOVE_CONVERSION ? mv->pattern : move_kind_name(mv->kind),
-                    mv->ntransfers, mv->bytes);
-            printer_json_string(out, mv->reason);
-            fprintf(out, ", \"have\": ");
-            json_layout(s, mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor, &mv->have,
-                        shown, out);
-            fprintf(out, ", \"need\": ");
-            json_layout(s, mv->tensor, &mv->need, shown, out);
-            fprintf(out, "}");
-        }
-        fprintf(out, "],\n   \"peak_bytes\": [");
-        long most = 0;
-        for (int d = 0; d < ndev; ++d) {
-            if (d < shown)
-                fprintf(out, "%s%ld", d ? ", " : "", ph->peak[d]);
-            most = ph->peak[d] > most ? ph->peak[d] : most;
-        }
-        fprintf(out, "], \"peak_bytes_max\": %ld}", most);
+        json_array_append_new(steps, json_pack("{s:I, s:I, s:o}", "step", (json_int_t)st, "t",
+                                               (json_int_t)t, "devices", devices));
     }
-    fprintf(out, "],\n \"per_device\": [");
+    return steps;
+}
+
+static json_t *json_moves(const Schedule *s, Arena *arena, const PhaseSched *ph) {
+    json_t *list = json_array();
+    for (int i = 0; i < ph->moves.count; ++i) {
+        const Move *mv = ph->moves.items[i];
+        json_t *o = json_pack("{s:s, s:I, s:s, s:b, s:i, s:I}", "tensor",
+                              s->tensors[mv->tensor].name, "after_step", (json_int_t)mv->step,
+                              "kind", move_kind_name(mv->kind), "accumulator", mv->is_acc,
+                              "transfers", mv->ntransfers, "bytes", (json_int_t)mv->bytes);
+        if (mv->kind == MOVE_SHIFT)
+            json_object_set_new(o, "from", json_string(delta_text(s, arena, mv->delta)));
+        json_array_append_new(list, o);
+    }
+    return list;
+}
+
+static json_t *json_collectives(const Schedule *s, const PhaseSched *ph, int shown) {
+    json_t *list = json_array();
+    for (int i = 0; i < ph->collectives.count; ++i) {
+        const Collective *c = ph->collectives.items[i];
+        if (!group_listed(c, shown))
+            continue;
+        json_t *group = json_array();
+        for (int g = 0; g < c->gsize; ++g)
+            json_array_append_new(group, json_integer(c->group[g]));
+        json_array_append_new(list, json_pack("{s:s, s:s, s:o, s:o, s:I, s:I}", "kind",
+                                              c->reduce_scatter ? "reduce-scatter" : "all-reduce",
+                                              "tensor", s->tensors[c->tensor].name, "tile",
+                                              json_tile(s, c->tensor, c->tile), "group", group,
+                                              "elements", (json_int_t)c->elems, "bytes",
+                                              (json_int_t)c->bytes));
+    }
+    return list;
+}
+
+static json_t *json_redistributions(const Schedule *s, const PhaseSched *ph, int shown) {
+    json_t *list = json_array();
+    for (int i = 0; i < ph->boundary.count; ++i) {
+        const Move *mv = ph->boundary.items[i];
+        int from = mv->kind == MOVE_CONVERSION ? mv->from_tensor : mv->tensor;
+        json_array_append_new(
+            list,
+            json_pack("{s:s, s:s, s:s, s:i, s:I, s:s, s:o, s:o}", "tensor",
+                      s->tensors[mv->tensor].name, "kind", move_kind_name(mv->kind), "pattern",
+                      mv->kind == MOVE_CONVERSION ? mv->pattern : move_kind_name(mv->kind),
+                      "transfers", mv->ntransfers, "bytes", (json_int_t)mv->bytes, "reason",
+                      mv->reason, "have", json_layout(s, from, &mv->have, shown), "need",
+                      json_layout(s, mv->tensor, &mv->need, shown)));
+    }
+    return list;
+}
+
+static json_t *json_phase(const Schedule *s, Arena *arena, const PhaseSched *ph, int shown) {
+    const Model *m = s->model;
+    json_t *o = json_pack("{s:s, s:o}", "phase", phase_name(ph->kind), "instance",
+                          ph->inst >= 0 ? json_string(m->instances[ph->inst].name) : json_null());
+    if (is_compute(ph)) {
+        json_object_set_new(o, "einsum", json_string(einsum_text(s, arena, ph)));
+        json_object_set_new(o, "order", json_string(ph->reversed ? "reversed" : "forward"));
+        json_object_set_new(o, "replication", json_integer(ph->replication));
+        json_object_set_new(o, "accumulators", json_integer(ph->nlocal_acc));
+        json_object_set_new(o, "accumulator_moves", json_integer(ph->ntravel_acc));
+        json_object_set_new(o, "steps", json_steps(s, ph, shown));
+    }
+    json_object_set_new(o, "moves", json_moves(s, arena, ph));
+    json_object_set_new(o, "collectives_total", json_integer(ph->collectives.count));
+    json_object_set_new(o, "collectives", json_collectives(s, ph, shown));
+    json_object_set_new(o, "redistributions", json_redistributions(s, ph, shown));
+    json_t *peak = json_array();
+    long most = 0;
+    for (int d = 0; d < m->mesh.ndev; ++d) {
+        if (d < shown)
+            json_array_append_new(peak, json_integer(ph->peak[d]));
+        most = ph->peak[d] > most ? ph->peak[d] : most;
+    }
+    json_object_set_new(o, "peak_bytes", peak);
+    json_object_set_new(o, "peak_bytes_max", json_integer(most));
+    return o;
+}
+
+static json_t *json_program_form(const Schedule *s, Arena *arena) {
+    const ScheduleForm *sf = form_build(arena, s);
+    json_t *per_rank = json_array();
+    for (int k = 0; k < s->phases.count; ++k)
+        if (sf->phases[k].fallback)
+            json_array_append_new(
+                per_rank, json_pack("{s:i, s:s}", "phase", k, "reason", sf->phases[k].fallback));
+    return json_pack("{s:i, s:i, s:i, s:o}", "parametric_phases", s->phases.count - sf->nfallback,
+                     "phases", s->phases.count, "layout_tables", sf->nlayout_fallback,
+                     "per_rank_phases", per_rank);
+}
+
+json_t *explain_json_value(const Schedule *s, Arena *arena, int ranks) {
+    const Model *m = s->model;
+    const int ndev = m->mesh.ndev;
+    const int shown = listed(ranks, ndev);
+    json_t *mesh = json_array();
+    for (int a = 0; a < m->mesh.naxes; ++a)
+        json_array_append_new(mesh, json_pack("{s:s, s:I}", "axis", m->mesh.names[a], "size",
+                                              (json_int_t)m->mesh.sizes[a]));
+    json_t *phases = json_array();
+    for (int k = 0; k < s->phases.count; ++k)
+        json_array_append_new(phases, json_phase(s, arena, s->phases.items[k], shown));
+    json_t *per_device = json_array();
     long most[PRIME_BYTES_KIND_COUNT + 1] = {0};
     for (int d = 0; d < ndev; ++d) {
         for (int kind = 0; kind <= PRIME_BYTES_KIND_COUNT; ++kind) {
@@ -486,28 +503,21 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks) {
             most[kind] = v > most[kind] ? v : most[kind];
         }
         if (d < shown)
-            fprintf(out,
-                    "%s{\"rank\": %d, \"shift\": %ld, \"collective\": %ld, \"redist\": %ld, "
-                    "\"peak\": %ld}",
-                    d ? ", " : "", d, s->pred_bytes[0][d], s->pred_bytes[1][d], s->pred_bytes[2][d],
-                    s->pred_peak[d]);
+            json_array_append_new(per_device,
+                                  json_pack("{s:i, s:I, s:I, s:I, s:I}", "rank", d, "shift",
+                                            (json_int_t)s->pred_bytes[0][d], "collective",
+                                            (json_int_t)s->pred_bytes[1][d], "redist",
+                                            (json_int_t)s->pred_bytes[2][d], "peak",
+                                            (json_int_t)s->pred_peak[d]));
     }
-    fprintf(out,
-            "],\n \"per_device_max\": {\"shift\": %ld, \"collective\": %ld, \"redist\": %ld, "
-            "\"peak\": %ld}",
-            most[0], most[1], most[2], most[3]);
-    const ScheduleForm *sf = form_build(arena, s);
-    fprintf(out,
-            ",\n \"program_form\": {\"parametric_phases\": %d, \"phases\": %d, "
-            "\"layout_tables\": %d, \"per_rank_phases\": [",
-            s->phases.count - sf->nfallback, s->phases.count, sf->nlayout_fallback);
-    for (int k = 0, first = 1; k < s->phases.count; ++k) {
-        if (!sf->phases[k].fallback)
-            continue;
-        fprintf(out, "%s{\"phase\": %d, \"reason\": ", first ? "" : ", ", k);
-        printer_json_string(out, sf->phases[k].fallback);
-        fprintf(out, "}");
-        first = 0;
-    }
-    fprintf(out, "]}}\n");
+    return json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:o}",
+                     "model", m->name, "devices", ndev, "ranks_listed", shown, "mesh", mesh,
+                     "instances", json_instances(s), "tensors", json_tensors(s), "phases", phases,
+                     "per_device", per_device, "per_device_max", "shift", (json_int_t)most[0],
+                     "collective", (json_int_t)most[1], "redist", (json_int_t)most[2], "peak",
+                     (json_int_t)most[3], "program_form", json_program_form(s, arena));
+}
+
+void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks) {
+    json_out(out, explain_json_value(s, arena, ranks), 0);
 }

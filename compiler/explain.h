@@ -12,6 +12,7 @@
 #ifndef PRIMEC_EXPLAIN_H
 #define PRIMEC_EXPLAIN_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "schedule.h"
@@ -21,6 +22,8 @@
  * a report on thousands of devices stays small. */
 void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks);
 void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks);
+/* The JSON report as a value (explain_json writes it). */
+json_t *explain_json_value(const Schedule *s, Arena *arena, int ranks);
 
 /* Replication factor of a layout: the most devices holding one tile. */
 int layout_replication(const Layout *l, long ntiles);

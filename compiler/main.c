@@ -6,6 +6,7 @@
  *   primec build FILE --target cpu -o DIR
  *                                     emit C, compile it against the runtime
  *   primec import CONFIG.json         a Hugging Face config as a model (import_hf.h)
+ *   primec lsp                        a language server on stdio (lsp.c)
  *
  * Exit codes: 0 success, 1 errors in the input, 2 usage or I/O errors,
  * 3 internal errors (including a C compiler rejecting emitted code).
@@ -23,6 +24,7 @@
 #include "explain.h"
 #include "format.h"
 #include "import_hf.h"
+#include "lsp.h"
 #include "paths.h"
 #include "pipeline.h"
 #include "plan_cli.h"
@@ -45,6 +47,7 @@ static void usage(FILE *out) {
         "  cost FILE              predicted time per phase and step on --profile P\n"
         "  import CONFIG.json     a Hugging Face config (OPT, Llama, BLOOM) as a .prime model "
         "(see docs/import.md)\n"
+        "  lsp                    a language server on stdin/stdout (see docs/lsp.md)\n"
         "\n"
         "options:\n"
         "  --model NAME           only this model (default: every model in FILE)\n"
@@ -199,6 +202,8 @@ int main(int argc, char **argv) {
         return cost_command_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "import") == 0)
         return import_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "lsp") == 0)
+        return lsp_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

@@ -39,7 +39,9 @@ static int load_and_parse(Compilation *c, const char *path, const Span *from) {
     char real[PATH_MAX];
     if (realpath(path, real) && already_loaded(c, real))
         return 1;
-    int id = source_load(&c->sources, path);
+    int id = !from && c->input_text
+                 ? (int)source_add(&c->sources, path, c->input_text, c->input_len)
+                 : source_load(&c->sources, path);
     if (id < 0) {
         if (from) {
             diag_error(&c->sink, *from, "cannot open '%s': %s", path, source_load_error(errno));

@@ -24,7 +24,12 @@ typedef struct Compilation {
     Arena *arena;
     SourceMap sources;
     DiagSink sink;
-    const char *input;      /* the user's file */
+    const char *input; /* the user's file */
+    /* When set, the text of `input` (an editor's unsaved buffer): parsed
+     * from memory instead of read from disk; imports are still read
+     * relative to `input`. */
+    const char *input_text;
+    size_t input_len;
     const char *model_name; /* NULL: every model */
     const char *dump_after; /* NULL: no dump */
     FILE *dump_out;

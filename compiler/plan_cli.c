@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include "cost.h"
+#include "json_out.h"
 #include "pipeline.h"
 #include "plan.h"
-#include "printer.h"
 #include "profile.h"
 
 typedef struct CostCtx {
@@ -239,16 +239,21 @@ static int schedule_plan(Compilation *c, const Model *m, const Result *r, CostCt
 }
 
 /* A plan as one program in JSON, or an object saying why it has none. */
-static void print_cost_json(const PlanCost *pc, long dp_bytes, const char *why) {
-    if (!pc) {
-        printf("{\"error\": ");
-        printer_json_string(stdout, why);
-        printf("}");
-        return;
-    }
-    printf("{\"time_s\": %.9g, \"collective_time_s\": %.9g, \"collective_bytes\": %ld, "
-           "\"p2p_bytes\": %ld, \"memory_bytes\": %ld, \"dp_collective_bytes\": %ld}",
-           pc->time, pc->coll_time, pc->coll_bytes, pc->p2p_bytes, pc->peak, dp_bytes);
+static json_t *cost_json_of(const PlanCost *pc, long dp_bytes, const char *why) {
+    if (!pc)
+        return json_pack("{s:s}", "error", why);
+    return json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "time_s", pc->time, "collective_time_s",
+                     pc->coll_time, "collective_bytes", (json_int_t)pc->coll_bytes, "p2p_bytes",
+                     (json_int_t)pc->p2p_bytes, "memory_bytes", (json_int_t)pc->peak,
+                     "dp_collective_bytes", (json_int_t)dp_bytes);
+}
+
+/* A search's estimate of a plan, and the plan as one program. */
+static json_t *estimate_json(const Result *r, json_t *schedule) {
+    return json_pack("{s:i, s:f, s:I, s:I, s:I, s:o}", "dp", r->dp, "time_s", r->plan.time,
+                     "collective_bytes", (json_int_t)r->plan.coll_bytes, "p2p_bytes",
+                     (json_int_t)r->plan.p2p_bytes, "memory_bytes", (json_int_t)r->plan.memory,
+                     "schedule", schedule);
 }
 
 static void write_plan_prime(FILE *f, const Model *m, const Result *r, const char *source,
@@ -612,38 +617,19 @@ int plan_main(int argc, char **argv) {
         const PlanCost *chosen_exact = keep_pinned ? &base_exact : have_exact ? &exact : NULL;
         long chosen_dp_bytes = keep_pinned ? base_dp_bytes : dp_bytes;
         if (json) {
-            printf("{\"model\": \"%s\", \"devices\": %ld, \"profile\": \"%s\", \"chosen\": \"%s\", "
-                   "\"dp\": %d, \"mesh\": [",
-                   m->name, n, prof.name, keep_pinned ? "pinned" : "search", chosen->dp);
+            json_t *mesh = json_array();
             for (int a = 0; a < chosen->mesh.naxes; ++a)
-                printf("%s{\"axis\": \"%s\", \"size\": %ld}", a ? ", " : "", chosen->mesh.names[a],
-                       chosen->mesh.sizes[a]);
-            printf("], \"instances\": [");
+                json_array_append_new(mesh, json_pack("{s:s, s:I}", "axis", chosen->mesh.names[a],
+                                                      "size", (json_int_t)chosen->mesh.sizes[a]));
+            json_t *uses = json_array();
             for (int i = 0; i < m->ninstances; ++i)
-                printf("%s{\"name\": \"%s\", \"use\": \"%s\"}", i ? ", " : "", m->instances[i].name,
-                       plan_use_text(c.arena, &chosen->plan, i));
-            printf("], \"schedule\": ");
-            print_cost_json(chosen_exact, chosen_dp_bytes, why);
-            printf(", \"search\": {\"dp\": %d, \"time_s\": %.9g, \"collective_bytes\": %ld, "
-                   "\"p2p_bytes\": %ld, \"memory_bytes\": %ld, \"schedule\": ",
-                   best.dp, best.plan.time, best.plan.coll_bytes, best.plan.p2p_bytes,
-                   best.plan.memory);
-            print_cost_json(have_exact ? &exact : NULL, dp_bytes, why);
-            printf("}, \"pinned\": ");
-            if (have_base) {
-                printf(
-                    "{\"dp\": %d, \"time_s\": %.9g, \"collective_bytes\": %ld, \"p2p_bytes\": %ld, "
-                    "\"memory_bytes\": %ld, \"schedule\": ",
-                    base.dp, base.plan.time, base.plan.coll_bytes, base.plan.p2p_bytes,
-                    base.plan.memory);
-                print_cost_json(have_base_exact ? &base_exact : NULL, base_dp_bytes, base_why);
-                printf("}");
-            } else {
-                printf("null");
-            }
-            printf(", \"candidates\": %ld, \"plans\": %ld, \"search_ms\": %.3f, \"layer_power\": "
-                   "%s, \"planned_source\": ",
-                   best.plan.candidates, plans, ms, best.plan.used_power ? "true" : "false");
+                json_array_append_new(uses,
+                                      json_pack("{s:s, s:s}", "name", m->instances[i].name, "use",
+                                                plan_use_text(c.arena, &chosen->plan, i)));
+            json_t *pinned_json =
+                have_base ? estimate_json(&base, cost_json_of(have_base_exact ? &base_exact : NULL,
+                                                              base_dp_bytes, base_why))
+                          : json_null();
             /* The plan as the .prime text -o writes, for tools that build it. */
             char *text = NULL;
             size_t len = 0;
@@ -654,9 +640,18 @@ int plan_main(int argc, char **argv) {
             write_plan_prime(mem, m, chosen, real ? real : file, c.arena);
             free(real);
             fclose(mem);
-            printer_json_string(stdout, text);
+            /* search_ms to the microsecond, as it always was. */
+            json_t *report = json_pack(
+                "{s:s, s:I, s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:f, s:b, s:s}",
+                "model", m->name, "devices", (json_int_t)n, "profile", prof.name, "chosen",
+                keep_pinned ? "pinned" : "search", "dp", chosen->dp, "mesh", mesh, "instances",
+                uses, "schedule", cost_json_of(chosen_exact, chosen_dp_bytes, why), "search",
+                estimate_json(&best, cost_json_of(have_exact ? &exact : NULL, dp_bytes, why)),
+                "pinned", pinned_json, "candidates", (json_int_t)best.plan.candidates, "plans",
+                (json_int_t)plans, "search_ms", round(ms * 1e3) / 1e3, "layer_power",
+                best.plan.used_power, "planned_source", text);
             free(text);
-            printf("}\n");
+            json_out(stdout, report, JSON_REAL_PRECISION(9));
         } else {
             print_plan(m, chosen, &prof, c.arena, stdout);
             printf("search estimate: step %.1f us; collective %ld B/device, point-to-point %ld "

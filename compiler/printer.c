@@ -88,16 +88,3 @@ char *printer_take(Printer *p, size_t *len) {
     p->at_line_start = 1;
     return d;
 }
-
-void printer_json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; *s; ++s) {
-        if (*s == '"' || *s == '\\')
-            fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", *s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
-}

@@ -25,7 +25,4 @@ void printer_indent(Printer *p, int delta);
 /* Takes the buffer (NUL-terminated); the printer is reset. */
 char *printer_take(Printer *p, size_t *len);
 
-/* Writes s as a JSON string literal (quotes and escapes). */
-void printer_json_string(FILE *out, const char *s);
-
 #endif

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -612,15 +613,20 @@ static void test_cost_print(void **state)
     assert_non_null(strstr(text, "cost of model t on 4 devices (mesh i:2 j:2) with profile v100-nvlink-ib"));
     assert_non_null(strstr(text, "forward of y"));
     assert_non_null(strstr(text, "step time"));
-    assert_non_null(strstr(json, "\"step_us\": "));
-    assert_non_null(strstr(json, "\"training_memory\": {\"bytes_per_param\": 16"));
-    int depth = 0;
-    for (const char *c = json; *c; ++c) {
-        depth += *c == '{' || *c == '[';
-        depth -= *c == '}' || *c == ']';
-        assert_true(depth >= 0);
-    }
-    assert_int_equal(depth, 0);
+    /* The JSON parses, and carries the report's figures (doubles to 6
+     * significant digits). */
+    json_error_t err;
+    json_t *root = json_loads(json, 0, &err);
+    assert_non_null(root);
+    double step_us = json_real_value(json_object_get(root, "step_us"));
+    assert_true(fabs(step_us - a.step_us) <= 1e-5 * fabs(a.step_us));
+    json_t *mem = json_object_get(root, "training_memory");
+    assert_int_equal(json_integer_value(json_object_get(mem, "bytes_per_param")), 16);
+    assert_int_equal(json_integer_value(json_object_get(mem, "model_params")),
+                     a.memory.model_params);
+    assert_int_equal(json_array_size(json_object_get(root, "phases")), a.nphases);
+    assert_string_equal(json_string_value(json_object_get(root, "model")), "t");
+    json_decref(root);
     free(text);
     free(json);
     compilation_free(&r.c);
