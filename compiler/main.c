@@ -279,13 +279,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "primec: error: --svg is an option of explain (and of plan)\n");
         return EXIT_USAGE;
     }
-    if (svg_dir && !svg_prepare_dir(svg_dir))
-        return EXIT_USAGE;
     char perr[512];
     if (svg_dir && !profile_load(profile, &svg_profile, perr, sizeof perr)) {
         fprintf(stderr, "primec: error: %s\n", perr);
         return EXIT_USAGE;
     }
+    if (svg_dir && !svg_prepare_dir(svg_dir))
+        return EXIT_USAGE;
 
     Compilation c;
     compilation_init(&c, file, stderr);

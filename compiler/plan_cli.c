@@ -559,6 +559,11 @@ int plan_main(int argc, char **argv) {
     /* The output path is checked before the search, which can take long. */
     if (out_path && !writable_path(out_path))
         return 2;
+    if (svg_dir && no_program) {
+        fprintf(stderr, "primec: error: --svg draws the plans as programs; it cannot be used "
+                        "with --no-program\n");
+        return 2;
+    }
     if (svg_dir && !svg_prepare_dir(svg_dir))
         return 2;
     Profile prof;
