@@ -445,22 +445,31 @@ static void collective_panel(FILE *out, const Geo *g, Arena *arena, const PhaseS
         const Collective *c = ph->collectives.items[i];
         char colour[8];
         svg_colour(3L * i + 1, colour);
+        double *px = ARENA_ARRAY(arena, double, c->gsize),
+               *py = ARENA_ARRAY(arena, double, c->gsize);
         for (int m = 0; m < c->gsize; ++m) {
-            int r = c->group[m];
-            double dx, dy;
-            dev_xy(g, r, &dx, &dy);
-            int k = marks[r]++;
-            double cx = dx + DEV_PAD + CELL + 12 + (k % 6) * 13,
-                   cy = dy + LABEL_H + 8 + (k / 6 % 2) * 14;
+            int r = c->group[m], k = marks[r]++;
+            dev_xy(g, r, &px[m], &py[m]);
+            px[m] += DEV_PAD + CELL + 12 + (k % 6) * 13;
+            py[m] += LABEL_H + 8 + (k / 6 % 2) * 14;
+        }
+        /* The group: a line through its members, under their marks. */
+        fprintf(out, "<polyline class=\"collective-group\" data-group=\"%d\" points=\"", i);
+        for (int m = 0; m < c->gsize; ++m)
+            fprintf(out, "%s%.1f,%.1f", m ? " " : "", px[m], py[m]);
+        fprintf(out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-opacity=\"0.7\"/>\n",
+                colour);
+        for (int m = 0; m < c->gsize; ++m) {
             fprintf(out,
                     "<circle class=\"collective\" data-group=\"%d\" data-rank=\"%d\" "
                     "data-kind=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\" "
                     "stroke=\"#222\"/>\n",
-                    i, r, c->reduce_scatter ? "reduce-scatter" : "all-reduce", cx, cy, colour);
+                    i, c->group[m], c->reduce_scatter ? "reduce-scatter" : "all-reduce", px[m],
+                    py[m], colour);
             fprintf(
                 out,
                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"7\" text-anchor=\"middle\">%d</text>\n",
-                cx, cy + 2.5, i);
+                px[m], py[m] + 2.5, i);
         }
     }
     fprintf(out, "</g>\n");

@@ -136,6 +136,8 @@ def check_phase_file(name, root, k, phase, ndev):
         marks = all_of(coll[0], "collective")
         want = sum(len(c["group"]) for c in phase["collectives"])
         check(len(marks) == want, "%s: %d collective marks, %d members" % (name, len(marks), want))
+        check(len(all_of(coll[0], "collective-group")) == len(phase["collectives"]),
+              "%s: one line per collective group" % name)
         for g, c in enumerate(phase["collectives"]):
             members = sorted(int(m.get("data-rank")) for m in marks if int(m.get("data-group")) == g)
             check(members == sorted(c["group"]), "%s: group %d members" % (name, g))
