@@ -555,7 +555,9 @@ static int write_phase(const Schedule *s, Arena *arena, const char *dir, int k, 
     const int compute = is_compute(ph);
     const Instance *inst = compute ? &s->model->instances[ph->inst] : NULL;
     long nsteps = compute ? inst->steps : 0;
-    long steps_drawn = nsteps < SVG_MAX_STEP_PANELS ? nsteps : SVG_MAX_STEP_PANELS;
+    long cap = SVG_MAX_STEP_DEVICES / s->model->mesh.ndev;
+    cap = cap < 2 ? 2 : cap > SVG_MAX_STEP_PANELS ? SVG_MAX_STEP_PANELS : cap;
+    long steps_drawn = nsteps < cap ? nsteps : cap;
     int coll = compute && ph->collectives.count > 0;
     int nred =
         ph->boundary.count < SVG_MAX_REDIST_PANELS ? ph->boundary.count : SVG_MAX_REDIST_PANELS;

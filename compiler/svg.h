@@ -11,8 +11,9 @@
  * the phase's collectives (a numbered mark on every member) and one per
  * redistribution at its boundary (the layout needed, an arrow per
  * transfer). Output is bounded: meshes of at most SVG_MAX_SIDE devices
- * per row and column are drawn, at most SVG_MAX_STEP_PANELS steps and
- * SVG_MAX_REDIST_PANELS redistributions per phase; whatever is left out
+ * per row and column are drawn, at most SVG_MAX_STEP_PANELS steps (and
+ * SVG_MAX_STEP_DEVICES device boxes in them) and SVG_MAX_REDIST_PANELS
+ * redistributions per phase; whatever is left out
  * is said in the picture. Elements carry data- attributes (rank, step,
  * tensor, tile) so tools and tests can read them back. The output is
  * deterministic.
@@ -27,6 +28,7 @@
 
 #define SVG_MAX_SIDE 16
 #define SVG_MAX_STEP_PANELS 16
+#define SVG_MAX_STEP_DEVICES 2048 /* device boxes in a file's step panels (at least 2 steps) */
 #define SVG_MAX_REDIST_PANELS 8
 #define SVG_MAX_LEGEND_TILES 64
 #define SVG_MAX_TIMELINE_RANKS 16

@@ -43,3 +43,12 @@ add_test(NAME svg/explain/bad-profile
                  sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_BINARY_DIR}/svg/bad-profile
                  ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime)
 set_tests_properties(svg/explain/bad-profile PROPERTIES LABELS golden TIMEOUT 60)
+
+# The square matmul on the largest mesh drawn (16 x 16): every device's
+# tiles and arrows, and the cap on step panels (8 steps of 256 devices).
+add_test(NAME svg/explain/square-16x16
+         COMMAND sh -c "sed 's/mesh(i: 2, j: 2)/mesh(i: 16, j: 16)/; s/m = 96, k = 64, n = 80/m = 16, k = 16, n = 16/' \"$1\" >\"$2.prime\" && \"$3\" \"$4\" explain \"$5\" \"$2.prime\" matmul_square \"$2\" && grep -q 'the first 8 of 16 steps drawn' \"$2/svg/matmul_square.01.forward.y.svg\""
+                 sh ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime
+                 ${CMAKE_CURRENT_BINARY_DIR}/svg/square-16x16 ${Python3_EXECUTABLE}
+                 ${PRIMEC_SVG_CHECK} $<TARGET_FILE:primec>)
+set_tests_properties(svg/explain/square-16x16 PROPERTIES LABELS golden TIMEOUT 300)

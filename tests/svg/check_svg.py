@@ -26,6 +26,7 @@ import xml.etree.ElementTree as ET
 
 NS = "{http://www.w3.org/2000/svg}"
 MAX_STEPS = 16
+MAX_STEP_DEVICES = 2048
 MAX_REDIST = 8
 MAX_LEGEND = 64
 FAILURES = []
@@ -125,7 +126,8 @@ def check_phase_file(name, root, k, phase, ndev):
         check(len(set(fills.values())) == n, "%s: tiles of %s share colours" % (name, tensor))
     steps = [p for p in panels if p.get("data-kind") == "step"]
     nsteps = len(phase.get("steps", []))
-    check(len(steps) == min(nsteps, MAX_STEPS), "%s: %d step panels for %d steps" %
+    cap = min(MAX_STEPS, max(2, MAX_STEP_DEVICES // ndev))
+    check(len(steps) == min(nsteps, cap), "%s: %d step panels for %d steps" %
           (name, len(steps), nsteps))
     for p in steps:
         check_step_panel(name, p, int(p.get("data-step")), phase, legend, ndev)
