@@ -25,6 +25,7 @@
 void cost_options_default(CostOptions *opt) {
     opt->elem_bytes = 4;
     opt->devices_per_node = 0;
+    opt->record_events = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -214,6 +215,8 @@ typedef struct Sim {
     double ***step_compute, ***step_comm;
     double **compute, **shift, **coll, **redist;
     CostReport *r;
+    int record, event_cap;
+    int *last_event; /* per rank and event kind: its latest event, or -1 */
 } Sim;
 
 static void inbox_push(Sim *sim, int dst, Msg m) {
@@ -252,12 +255,42 @@ static void recv_push(Sim *sim, Rank *rk, PendingRecv pr) {
     rk->recv[rk->nrecv++] = pr;
 }
 
+/* Records a stretch [start, start + us] of rank r, merged into its
+ * previous stretch of the same kind, phase and step when they touch. */
+static void record_event(Sim *sim, int r, CostEventKind kind, double start, double us) {
+    Rank *rk = &sim->ranks[r];
+    CostReport *out = sim->r;
+    int *last = &sim->last_event[r * COST_EV_KIND_COUNT + kind];
+    if (*last >= 0) {
+        CostEvent *e = &out->events[*last];
+        if (e->phase == rk->phase && e->step == rk->step && start <= e->end_us + 1e-9) {
+            if (start + us > e->end_us)
+                e->end_us = start + us;
+            return;
+        }
+    }
+    if (out->nevents == sim->event_cap) {
+        int cap = sim->event_cap ? sim->event_cap * 2 : 256;
+        CostEvent *n = ARENA_ARRAY(sim->arena, CostEvent, cap);
+        if (out->nevents)
+            memcpy(n, out->events, sizeof(CostEvent) * (size_t)out->nevents);
+        out->events = n;
+        sim->event_cap = cap;
+    }
+    CostEvent e = {r, rk->phase, rk->step, kind, start, start + us};
+    *last = out->nevents;
+    out->events[out->nevents++] = e;
+}
+
 /* Time spent by rank r in the current phase on compute (kind -1) or on
- * a transfer of byte kind `kind`. */
-static void account(Sim *sim, int r, int kind, double us) {
+ * a transfer of byte kind `kind`, from `start`. */
+static void account_at(Sim *sim, int r, int kind, double start, double us) {
     Rank *rk = &sim->ranks[r];
     int p = rk->phase;
     int s = rk->step;
+    if (sim->record && us > 0)
+        record_event(sim, r, kind < 0 ? COST_EV_COMPUTE : (CostEventKind)(COST_EV_SHIFT + kind),
+                     start, us);
     if (kind < 0) {
         rk->compute += us;
         sim->compute[p][r] += us;
@@ -274,6 +307,11 @@ static void account(Sim *sim, int r, int kind, double us) {
         sim->redist[p][r] += us;
     if (s >= 0)
         sim->step_comm[p][s][r] += us;
+}
+
+/* The same for time that ends at the rank's clock. */
+static void account(Sim *sim, int r, int kind, double us) {
+    account_at(sim, r, kind, sim->ranks[r].clock - us, us);
 }
 
 static void add_bytes(Sim *sim, int p, int kind, long bytes) {
@@ -308,7 +346,7 @@ static void post_send(Sim *sim, int r, int peer, int tag, int kind, double bytes
     rk->engine = start + busy;
     if (done > rk->sends_done)
         rk->sends_done = done;
-    account(sim, r, kind, dur);
+    account_at(sim, r, kind, start, dur);
     add_bytes(sim, rk->phase, kind, (long)bytes);
     Msg m = {r, tag, done, 0};
     inbox_push(sim, peer, m);
@@ -571,6 +609,12 @@ void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, 
     }
     for (int r = 0; r < ndev; ++r)
         sim.ranks[r].step = -1;
+    sim.record = opt->record_events;
+    if (sim.record) {
+        sim.last_event = ARENA_ARRAY(arena, int, (size_t)ndev *COST_EV_KIND_COUNT);
+        for (int i = 0; i < ndev * COST_EV_KIND_COUNT; ++i)
+            sim.last_event[i] = -1;
+    }
 
     /* Sweep until every rank is done. An all-reduce completed by a later
      * rank moves the earlier ones on; the next sweep continues them. */

@@ -45,6 +45,7 @@
 typedef struct CostOptions {
     int elem_bytes;       /* bytes per element: 4 (the fp32 programs primec emits), 2 (fp16/bf16) */
     int devices_per_node; /* 0: the profile's */
+    int record_events;    /* fill CostReport.events (for timelines) */
 } CostOptions;
 
 /* elem_bytes 4, the profile's devices per node. */
@@ -93,6 +94,22 @@ typedef struct TrainingMemory {
     int fits;              /* max_total_bytes <= capacity_bytes */
 } TrainingMemory;
 
+typedef enum CostEventKind {
+    COST_EV_COMPUTE,
+    COST_EV_SHIFT,      /* PRIME_BYTES_SHIFT */
+    COST_EV_COLLECTIVE, /* PRIME_BYTES_COLLECTIVE */
+    COST_EV_REDIST,     /* PRIME_BYTES_REDIST */
+    COST_EV_KIND_COUNT
+} CostEventKind;
+
+/* A stretch of time one device spends on compute or on one kind of
+ * transfer (sends in flight together are merged into one stretch). */
+typedef struct CostEvent {
+    int rank, phase, step; /* step -1: outside the phase's steps */
+    CostEventKind kind;
+    double start_us, end_us;
+} CostEvent;
+
 typedef struct CostReport {
     const Schedule *schedule;
     char profile[PROFILE_NAME_MAX];
@@ -111,6 +128,10 @@ typedef struct CostReport {
     long *peak_bytes;                                 /* per device, at elem_bytes */
     long max_peak_bytes;
     TrainingMemory memory;
+    /* With CostOptions.record_events: every rank's stretches, in the
+     * order the simulation ran them (per rank in time order). */
+    int nevents;
+    CostEvent *events;
 } CostReport;
 
 /* Prices schedule s on profile p. Everything lives in the arena. An

@@ -3,6 +3,7 @@
  *
  *   primec check FILE                 diagnostics only
  *   primec explain FILE [--json]      phases, steps, moves, collectives, memory
+ *   primec explain FILE --svg DIR     the same as pictures (svg.h)
  *   primec build FILE --target cpu -o DIR
  *                                     emit C, compile it against the runtime
  *   primec import CONFIG.json         a Hugging Face config as a model (import_hf.h)
@@ -28,6 +29,7 @@
 #include "paths.h"
 #include "pipeline.h"
 #include "plan_cli.h"
+#include "svg.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
@@ -53,6 +55,8 @@ static void usage(FILE *out) {
         "  --model NAME           only this model (default: every model in FILE)\n"
         "  --json                 explain: write JSON instead of text\n"
         "  --ranks N|all          explain: list per-device detail for ranks 0..N-1 (default 16)\n"
+        "  --svg DIR              explain: write SVG pictures of every phase and a timeline\n"
+        "                         (on --profile P, default v100) into DIR (see docs/svg.md)\n"
         "  --target cpu|mpi       build: the backend (cpu: a thread per device; mpi: an MPI "
         "process each)\n"
         "  -o DIR                 build: output directory (default: .)\n"
@@ -193,6 +197,7 @@ int main(int argc, char **argv) {
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
     int json = 0, emit_only = 0;
     int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
+    const char *svg_dir = NULL, *profile = "v100"; /* explain --svg, --profile */
 
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return plan_main(argc - 1, argv + 1);
@@ -241,7 +246,8 @@ int main(int argc, char **argv) {
                 ranks = (int)n;
             }
         } else if (strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 ||
-                   strcmp(a, "-o") == 0 || strcmp(a, "--cc") == 0) {
+                   strcmp(a, "-o") == 0 || strcmp(a, "--cc") == 0 || strcmp(a, "--svg") == 0 ||
+                   strcmp(a, "--profile") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
                 return EXIT_USAGE;
@@ -253,6 +259,10 @@ int main(int argc, char **argv) {
                 target = v;
             else if (strcmp(a, "-o") == 0)
                 outdir = v;
+            else if (strcmp(a, "--svg") == 0)
+                svg_dir = v;
+            else if (strcmp(a, "--profile") == 0)
+                profile = v;
             else
                 cc = v;
         } else if (a[0] == '-') {
@@ -295,6 +305,19 @@ int main(int argc, char **argv) {
 
     if (!input_ok(file))
         return EXIT_USAGE;
+    /* explain --svg: the folder and the profile are checked before the work. */
+    Profile svg_profile;
+    if (svg_dir && strcmp(command, "explain")) {
+        fprintf(stderr, "primec: error: --svg is an option of explain (and of plan)\n");
+        return EXIT_USAGE;
+    }
+    char perr[512];
+    if (svg_dir && !profile_load(profile, &svg_profile, perr, sizeof perr)) {
+        fprintf(stderr, "primec: error: %s\n", perr);
+        return EXIT_USAGE;
+    }
+    if (svg_dir && !svg_prepare_dir(svg_dir))
+        return EXIT_USAGE;
 
     Compilation c;
     compilation_init(&c, file, stderr);
@@ -336,7 +359,10 @@ int main(int argc, char **argv) {
             printf("%s: ok (no model)\n", file);
     } else if (strcmp(command, "explain") == 0) {
         for (int i = 0; i < c.schedules.count; ++i) {
-            if (json)
+            if (svg_dir) {
+                if (!svg_explain(c.schedules.items[i], c.arena, svg_dir, &svg_profile, stdout))
+                    rc = EXIT_USAGE;
+            } else if (json)
                 explain_json(c.schedules.items[i], c.arena, stdout, ranks);
             else
                 explain_text(c.schedules.items[i], c.arena, stdout, ranks);

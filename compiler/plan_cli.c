@@ -1,7 +1,7 @@
 /*
  * plan_cli.c — `primec plan FILE --model M [--devices N] [--profile P]
  * [--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes B] [--json]
- * [-o OUT.prime]`.
+ * [-o OUT.prime] [--svg DIR]`.
  *
  * Meshes tried for N devices: for every data-parallel degree dp (a power
  * of two, N / dp at most --tp-max), the tensor-parallel mesh (t) and, when
@@ -26,6 +26,7 @@
 #include "pipeline.h"
 #include "plan.h"
 #include "profile.h"
+#include "svg.h"
 
 typedef struct CostCtx {
     const Profile *profile;
@@ -238,6 +239,54 @@ static int schedule_plan(Compilation *c, const Model *m, const Result *r, CostCt
     return 1;
 }
 
+/* --svg DIR: the timelines of the chosen plan and of the pinned
+ * partitions (NULL: none) on one time scale, DIR/MODEL.plan.svg, and
+ * each one's mesh pictures in DIR/chosen and DIR/pinned. Paths are
+ * listed on `list` unless NULL. 0 after a reported write error. */
+static int plan_svg(Compilation *c, const Model *m, const Result *chosen, const Result *pinned,
+                    const CostCtx *ctx, const char *dir, FILE *list) {
+    Arena *arena = arena_create();
+    const Result *rs[2] = {chosen, pinned};
+    static const char *const names[2] = {"chosen", "pinned"};
+    SvgTimeline tl[2];
+    int n = 0, ok = 1;
+    for (int k = 0; k < 2 && ok && rs[k]; ++k) {
+        DiagSink mute;
+        diag_init(&mute, &c->sources, arena, NULL);
+        Schedule *s = schedule_build(arena, &mute, planned_model(arena, m, rs[k]));
+        if (!s)
+            continue; /* the text and JSON reports say why */
+        const char *sub = arena_printf(arena, "%s/%s", dir, names[k]);
+        ok = svg_prepare_dir(sub) && svg_write_mesh(s, arena, sub, list);
+        CostOptions opt = ctx->opt;
+        opt.record_events = 1;
+        CostReport *r = ARENA_NEW(arena, CostReport);
+        cost_schedule(s, ctx->profile, &opt, arena, r);
+        char mesh[128];
+        size_t len = 0;
+        for (int a = 0; a < rs[k]->mesh.naxes; ++a)
+            len += (size_t)snprintf(mesh + len, sizeof mesh - len, "%s%s: %ld", a ? ", " : "",
+                                    rs[k]->mesh.names[a], rs[k]->mesh.sizes[a]);
+        tl[n].title = arena_printf(arena, "%s: mesh (%s) x %d data-parallel, %.1f us", names[k],
+                                   mesh, rs[k]->dp, r->step_us);
+        tl[n++].report = r;
+    }
+    const char *path = arena_printf(arena, "%s/%s.plan.svg", dir, m->name);
+    if (ok && n) {
+        ok = svg_write_timeline(
+            path,
+            arena_printf(arena,
+                         "%s: the chosen plan and the pinned partitions, one replica's "
+                         "step on profile %s",
+                         m->name, ctx->profile->name),
+            tl, n);
+        if (ok && list)
+            fprintf(list, "%s\n", path);
+    }
+    arena_destroy(arena);
+    return ok;
+}
+
 /* A plan as one program in JSON, or an object saying why it has none. */
 static json_t *cost_json_of(const PlanCost *pc, long dp_bytes, const char *why) {
     if (!pc)
@@ -395,13 +444,14 @@ static int writable_path(const char *path);
 
 int plan_main(int argc, char **argv) {
     const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
+    const char *svg_dir = NULL;
     long devices = 0, tp_max = 0; /* 0: 4 nodes' worth of the profile */
     long memory_limit = -1;       /* -1: the profile's device memory; 0: none */
     MeshSpace space = {0, 0, 0};
     int json = 0, elem_bytes = 4, no_program = 0;
-    static const char *const with_value[] = {"--model",  "--devices",      "--profile",
-                                             "--tp-max", "--mesh",         "--elem-bytes",
-                                             "-o",       "--memory-limit", NULL};
+    static const char *const with_value[] = {
+        "--model",      "--devices", "--profile",      "--tp-max", "--mesh",
+        "--elem-bytes", "-o",        "--memory-limit", "--svg",    NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -412,18 +462,20 @@ int plan_main(int argc, char **argv) {
             }
         }
         if (!strcmp(a, "--help")) {
-            printf("usage: primec plan FILE [--model M] [--devices N] [--profile P] "
-                   "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
-                   "[--json] [--no-program] [-o OUT.prime]\n"
-                   "chooses a partition for every operator instance of each model in FILE (or M)\n"
-                   "for N devices (default: the model's mesh) on profile P (default h100), over\n"
-                   "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
-                   "(default: four nodes), or on --mesh only, within --memory-limit per device\n"
-                   "(default: the profile's device memory; none: no limit); prints the plan, its\n"
-                   "estimate and"
-                   " its cost as one program next to the model's pinned partitions; -o\n"
-                   "writes it as a .prime model; --no-program skips scheduling the plans as one\n"
-                   "program (the search's estimate only). See docs/planner.md.\n");
+            printf(
+                "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
+                "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
+                "[--json] [--no-program] [-o OUT.prime] [--svg DIR]\n"
+                "chooses a partition for every operator instance of each model in FILE (or M)\n"
+                "for N devices (default: the model's mesh) on profile P (default h100), over\n"
+                "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
+                "(default: four nodes), or on --mesh only, within --memory-limit per device\n"
+                "(default: the profile's device memory; none: no limit); prints the plan, its\n"
+                "estimate and"
+                " its cost as one program next to the model's pinned partitions; -o\n"
+                "writes it as a .prime model; --no-program skips scheduling the plans as one\n"
+                "program (the search's estimate only); --svg DIR draws the chosen and the pinned\n"
+                "plan (timelines and mesh pictures, docs/svg.md). See docs/planner.md.\n");
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
@@ -478,6 +530,8 @@ int plan_main(int argc, char **argv) {
             elem_bytes = (int)eb;
         } else if (!strcmp(a, "-o") && has) {
             out_path = argv[++i];
+        } else if (!strcmp(a, "--svg") && has) {
+            svg_dir = argv[++i];
         } else if (!strcmp(a, "--memory-limit") && has) {
             int ok = 1;
             if (!strcmp(argv[++i], "none"))
@@ -509,6 +563,13 @@ int plan_main(int argc, char **argv) {
     }
     /* The output path is checked before the search, which can take long. */
     if (out_path && !writable_path(out_path))
+        return 2;
+    if (svg_dir && no_program) {
+        fprintf(stderr, "primec: error: --svg draws the plans as programs; it cannot be used "
+                        "with --no-program\n");
+        return 2;
+    }
+    if (svg_dir && !svg_prepare_dir(svg_dir))
         return 2;
     Profile prof;
     char err[512];
@@ -699,6 +760,9 @@ int plan_main(int argc, char **argv) {
                    best.plan.candidates, plans, ms,
                    best.plan.used_power ? " (layers composed as a (min,+) matrix power)" : "");
         }
+        if (svg_dir &&
+            !plan_svg(&c, m, chosen, have_base ? &base : NULL, &ctx, svg_dir, json ? NULL : stdout))
+            rc = 2;
         if (out_path) {
             FILE *f = fopen(out_path, "w");
             int written = 0;

@@ -456,6 +456,63 @@ static void test_cost_row_allreduce(void **state)
     compilation_free(&r.c);
 }
 
+/* Σ over rank r's recorded stretches of one kind in phase q. */
+static double event_sum(const CostReport *rep, int r, int q, CostEventKind kind)
+{
+    double sum = 0;
+    for (int i = 0; i < rep->nevents; ++i) {
+        const CostEvent *e = &rep->events[i];
+        if (e->rank == r && e->phase == q && e->kind == kind)
+            sum += e->end_us - e->start_us;
+    }
+    return sum;
+}
+
+/* The recorded stretches (for timelines) are the simulation's own time:
+ * per phase, the slowest rank's compute and collective stretches add up
+ * to the phase's figures; a rank's stretches of one kind never overlap;
+ * recording changes no figure. */
+static void test_cost_events(void **state)
+{
+    (void)state;
+    static const char *const parts[][2] = {{"square", "i: 2, j: 2"}, {"row", "d: 4"}, {"ring", "d: 4"}};
+    Profile p;
+    load(&p, "v100");
+    for (size_t c = 0; c < sizeof parts / sizeof parts[0]; ++c) {
+        Run r;
+        run_matmul(&r, parts[c][0], parts[c][1], 96, 64, 80);
+        CostOptions opt;
+        cost_options_default(&opt);
+        CostReport plain, rec;
+        cost_schedule(r.s, &p, &opt, r.c.arena, &plain);
+        assert_int_equal(plain.nevents, 0);
+        opt.record_events = 1;
+        cost_schedule(r.s, &p, &opt, r.c.arena, &rec);
+        assert_true(rec.nevents > 0);
+        assert_true(rec.step_us == plain.step_us && rec.compute_us == plain.compute_us);
+        for (int q = 0; q < rec.nphases; ++q) {
+            double compute = 0, coll = 0;
+            for (int d = 0; d < rec.ndev; ++d) {
+                double a = event_sum(&rec, d, q, COST_EV_COMPUTE), b = event_sum(&rec, d, q, COST_EV_COLLECTIVE);
+                compute = a > compute ? a : compute;
+                coll = b > coll ? b : coll;
+            }
+            assert_true(fabs(compute - rec.phases[q].compute_us) <= 1e-6 * (1 + compute));
+            assert_true(fabs(coll - rec.phases[q].collective_us) <= 1e-6 * (1 + coll));
+        }
+        double last[4][COST_EV_KIND_COUNT] = {{0}};
+        for (int i = 0; i < rec.nevents; ++i) {
+            const CostEvent *e = &rec.events[i];
+            assert_true(e->rank >= 0 && e->rank < 4 && e->phase >= 0 && e->phase < rec.nphases);
+            assert_true(e->end_us > e->start_us && e->end_us <= rec.step_us + 1e-9);
+            if (e->kind == COST_EV_COMPUTE || e->kind == COST_EV_COLLECTIVE)
+                assert_true(e->start_us >= last[e->rank][e->kind] - 1e-9);
+            last[e->rank][e->kind] = e->end_us;
+        }
+        compilation_free(&r.c);
+    }
+}
+
 static void test_cost_bytes_match_schedule(void **state)
 {
     (void)state;
@@ -764,6 +821,7 @@ int main(void)
         cmocka_unit_test(test_cost_formulas),
         cmocka_unit_test(test_cost_square_overlaps),
         cmocka_unit_test(test_cost_row_allreduce),
+        cmocka_unit_test(test_cost_events),
         cmocka_unit_test(test_cost_bytes_match_schedule),
         cmocka_unit_test(test_cost_training_memory),
         cmocka_unit_test(test_cost_pipeline),
