@@ -150,6 +150,8 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
             fprintf(out, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
         fprintf(out, ") under partition '%s', %ld step%s\n", inst->partition->name, inst->steps,
                 inst->steps == 1 ? "" : "s");
+        if (inst->rule)
+            fprintf(out, "  chosen by %s\n", inst->rule);
         for (int d = 0; d < inst->op->ndims; ++d) {
             fprintf(out, "  %s: size %ld, %ld slice%s of %ld, ", inst->op->dims[d],
                     inst->dim_sizes[d], s->slices[i].nslices[d],
@@ -359,6 +361,10 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks) {
         printer_json_string(out, inst->op->name);
         fprintf(out, ", \"partition\": ");
         printer_json_string(out, inst->partition->name);
+        if (inst->rule) {
+            fprintf(out, ", \"rule\": ");
+            printer_json_string(out, inst->rule);
+        }
         fprintf(out, ", \"steps\": %ld, \"dims\": [", inst->steps);
         for (int d = 0; d < inst->op->ndims; ++d) {
             fprintf(out, "%s{\"name\": ", d ? ", " : "");

@@ -42,7 +42,8 @@ static void usage(FILE *out) {
         "  cost FILE              predicted time per phase and step on --profile P\n"
         "\n"
         "options:\n"
-        "  --model NAME           only this model (default: every model in FILE)\n"
+        "  --model NAME           only this model or run (default: every model and run in FILE)\n"
+        "  --param NAME=VALUE     a value for a parameter or mesh size of the model (repeatable)\n"
         "  --json                 explain: write JSON instead of text\n"
         "  --ranks N|all          explain: list per-device detail for ranks 0..N-1 (default 16)\n"
         "  --target cpu|mpi       build: the backend (cpu: a thread per device; mpi: an MPI "
@@ -168,6 +169,8 @@ int main(int argc, char **argv) {
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
     int json = 0, emit_only = 0;
     int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
+    ParamOverride params[64];
+    int nparams = 0;
 
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return plan_main(argc - 1, argv + 1);
@@ -189,6 +192,21 @@ int main(int argc, char **argv) {
             emit_only = 1;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump_after = a + 13;
+        } else if (strcmp(a, "--param") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
+                return EXIT_USAGE;
+            }
+            const char *v = argv[++i];
+            if (nparams == (int)(sizeof params / sizeof params[0]) ||
+                !resolve_parse_override(v, &params[nparams])) {
+                fprintf(stderr,
+                        "primec: error: --param takes NAME=VALUE (an integer value; at most %d), "
+                        "not '%s'\n",
+                        (int)(sizeof params / sizeof params[0]), v);
+                return EXIT_USAGE;
+            }
+            nparams++;
         } else if (strcmp(a, "--ranks") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
@@ -267,6 +285,8 @@ int main(int argc, char **argv) {
     Compilation c;
     compilation_init(&c, file, stderr);
     c.model_name = model;
+    c.nparams = nparams;
+    c.params = params;
     c.dump_after = dump_after;
     const char *last = strcmp(command, "build") == 0 ? "emit" : "schedule";
     int ok = pipeline_run(&c, last);

@@ -18,6 +18,7 @@
 #include "ast.h"
 #include "diag.h"
 #include "ir.h"
+#include "resolve.h"
 #include "schedule.h"
 
 typedef struct Compilation {
@@ -26,6 +27,8 @@ typedef struct Compilation {
     DiagSink sink;
     const char *input;      /* the user's file */
     const char *model_name; /* NULL: every model */
+    int nparams;            /* --param NAME=VALUE overrides */
+    const ParamOverride *params;
     const char *dump_after; /* NULL: no dump */
     FILE *dump_out;
     int dumped;      /* the dump pass ran: stop */
