@@ -71,16 +71,24 @@ static int plan_chain(Resolver *r, const PlanDecl *plan, PlanChain *chain, int r
     int n = 0;
     for (const PlanDecl *p = plan; p;) {
         for (int i = 0; i < n; ++i) {
-            if (rev[i] == p) {
-                if (report) {
-                    diag_error(r->sink, rev[n - 1]->base.span,
-                               "plan '%s' extends itself: the chain of 'extends' from '%s' is a "
-                               "cycle",
-                               rev[n - 1]->name.name, plan->name.name);
-                    diag_note(r->sink, p->name.span, "plan '%s' is declared here", p->name.name);
-                }
-                return 0;
+            if (rev[i] != p)
+                continue;
+            /* A cycle: reported once, by its first plan in the source,
+             * at its `extends`. */
+            int first = p == plan;
+            for (int j = i; j < n && first; ++j)
+                if (rev[j]->span.file < plan->span.file ||
+                    (rev[j]->span.file == plan->span.file && rev[j]->span.lo < plan->span.lo))
+                    first = 0;
+            if (report && first) {
+                const char *path = plan->name.name;
+                for (int j = 1; j < n; ++j)
+                    path = arena_printf(r->arena, "%s -> %s", path, rev[j]->name.name);
+                diag_error(r->sink, plan->base.span,
+                           "plan '%s' extends itself: %s -> %s is a cycle of 'extends'",
+                           plan->name.name, path, plan->name.name);
             }
+            return 0;
         }
         if (n == PLAN_MAX_CHAIN) {
             if (report)
