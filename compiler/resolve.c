@@ -570,7 +570,7 @@ static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, 
     return 1;
 }
 
-static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use) {
+int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use) {
     const Partition *p = module_find_partition(r->module, use->partition.name, inst->op);
     if (!p)
         p = module_find_partition(r->module, use->partition.name, NULL);
@@ -1072,7 +1072,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                     mc->ok = 0;
                     break;
                 }
-                if (!bind_partition(r, m, inst, it->use)) {
+                if (!resolve_bind_partition(r, m, inst, it->use)) {
                     mc->ok = 0;
                     break;
                 }

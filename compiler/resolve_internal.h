@@ -23,6 +23,10 @@ typedef struct Resolver {
  * its errors. A model without a mesh is a computation. */
 Model *resolve_model_decl(Resolver *r, const ModelDecl *decl);
 
+/* Binds the `use` clause's partition to an instance of m (its size
+ * parameters unset); 0 after reporting. */
+int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use);
+
 /* Is `name` the name of a model or a run of the programs? */
 const ModelDecl *resolve_find_model_decl(const Resolver *r, Sym name);
 

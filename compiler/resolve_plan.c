@@ -193,12 +193,27 @@ static const ModelItem *find_tensor_item(const PtrVec *block, Sym name) {
     return NULL;
 }
 
-/* The instances [*lo, *hi] a target names (indices into in); 0 after
- * reporting (when report is set). */
+/* `y_1`: one copy of the layer body's instance y; its index in in, or -1. */
+static int copy_target(Resolver *r, const Instances *in, Sym name) {
+    const char *us = strrchr(name, '_');
+    if (!us || !us[1] || strspn(us + 1, "0123456789") != strlen(us + 1))
+        return -1;
+    int k = find_instance(in, arena_intern(r->arena, name, (size_t)(us - name)));
+    return k >= 0 && in->items[k].block != &in->model->items ? k : -1;
+}
+
+/* The instances [*lo, *hi] a target names (indices into in): 1, or 2 for
+ * one copy of a layer body's instance (`y_1`); 0 after reporting (when
+ * report is set). */
 static int target_range(Resolver *r, const Instances *in, const PlanTarget *t, int report, int *lo,
                         int *hi) {
     const Ident *ends[2] = {&t->first, &t->last};
     int k[2];
+    if (!t->is_range && find_instance(in, t->first.name) < 0 &&
+        copy_target(r, in, t->first.name) >= 0) {
+        *lo = *hi = copy_target(r, in, t->first.name);
+        return 2;
+    }
     for (int e = 0; e < 2; ++e) {
         k[e] = find_instance(in, ends[e]->name);
         if (k[e] < 0) {
@@ -263,10 +278,12 @@ static int has_partition(Resolver *r, const WrittenInstance *wi, const PlanRule 
 
 /* The rule that chooses each instance's partition (NULL: the inline
  * `use`, or none), the last rule naming an instance winning and the last
- * default applying where no rule and no inline `use` does. 0 after an
+ * default applying where no rule does (a plan of a model that has inline
+ * `use` clauses replaces them where its rules or its default apply). 0 after an
  * error (reported when report is set). */
 static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in,
-                        const PlanRule **chosen, const PlanDecl **chosen_plan, int report) {
+                        const PlanRule **chosen, const PlanDecl **chosen_plan, PtrVec *copies,
+                        int report) {
     int ok = 1;
     const PlanRule *dflt = NULL;
     const PlanDecl *dflt_plan = NULL;
@@ -285,9 +302,19 @@ static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in
             }
             for (int t = 0; t < rule->targets.count; ++t) {
                 const PlanTarget *tg = rule->targets.items[t];
-                int lo, hi;
-                if (!target_range(r, in, tg, report, &lo, &hi)) {
+                int lo, hi, kind = target_range(r, in, tg, report, &lo, &hi);
+                if (!kind) {
                     ok = 0;
+                    continue;
+                }
+                if (kind == 2) { /* one copy: applied to the resolved model */
+                    if (!has_partition(r, &in->items[lo], rule, tg->span, report)) {
+                        ok = 0;
+                    } else if (copies) {
+                        ptrvec_push(r->arena, copies, (void *)tg);
+                        ptrvec_push(r->arena, copies, (void *)rule);
+                        ptrvec_push(r->arena, copies, (void *)plan);
+                    }
                     continue;
                 }
                 const PtrVec *block = in->items[lo].block;
@@ -308,7 +335,7 @@ static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in
         return ok;
     int reported = 0;
     for (int k = 0; k < in->count; ++k) {
-        if (chosen[k] || in->items[k].item->use)
+        if (chosen[k])
             continue;
         if (!has_partition(r, &in->items[k], dflt, dflt->span, report && !reported)) {
             ok = 0;
@@ -334,7 +361,7 @@ static void check_plan(Resolver *r, const PlanDecl *plan) {
     PlanChain own = chain;
     own.plans[0] = plan;
     own.n = 1;
-    choose_rules(r, &own, &in, chosen, chosen_plan, 1);
+    choose_rules(r, &own, &in, chosen, chosen_plan, NULL, 1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -663,6 +690,41 @@ static UseClause **run_uses(Resolver *r, const Instances *in, const PlanRule **c
     return uses;
 }
 
+/* Rules naming one copy of a layer (`y_1`) rebind that copy, after the
+ * rules that name the layer body's instances. */
+static int bind_copies(Resolver *r, Model *m, const PtrVec *copies) {
+    for (int i = 0; i + 2 < copies->count; i += 3) {
+        const PlanTarget *tg = copies->items[i];
+        const PlanRule *rule = copies->items[i + 1];
+        const PlanDecl *plan = copies->items[i + 2];
+        Instance *inst = NULL;
+        /* The last copy of the layer's output keeps the output's name. */
+        Sym name = tg->first.name;
+        const char *us = strrchr(name, '_');
+        Sym base = arena_intern(r->arena, name, (size_t)(us - name));
+        if (atol(us + 1) == m->layer_count - 1 && m->layer_count > 0 &&
+            m->instances[m->layer_first + m->layer_count * m->layer_size - 1].name == base)
+            name = base;
+        for (int k = m->layer_first; k < m->layer_first + m->layer_count * m->layer_size && !inst;
+             ++k)
+            if (m->instances[k].name == name)
+                inst = &m->instances[k];
+        if (!inst) {
+            diag_error(r->sink, tg->span, "run '%s' has no instance '%s' (a layer has %d copies)",
+                       m->name, tg->first.name, m->layer_count);
+            return 0;
+        }
+        UseClause *u = ARENA_NEW(r->arena, UseClause);
+        *u = *rule->use;
+        u->origin = arena_printf(r->arena, "plan %s, rule at %s", plan->name.name,
+                                 where_text(r, rule->span));
+        inst->nsize_params = 0;
+        if (!resolve_bind_partition(r, m, inst, u))
+            return 0;
+    }
+    return 1;
+}
+
 static void resolve_run(Resolver *r, const RunDecl *run) {
     const PlanDecl *plan = find_plan(r, run->plan.name);
     if (!plan) {
@@ -701,7 +763,8 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     collect_instances(r, model, &in);
     const PlanRule **chosen = ARENA_ARRAY(r->arena, const PlanRule *, in.count + 1);
     const PlanDecl **chosen_plan = ARENA_ARRAY(r->arena, const PlanDecl *, in.count + 1);
-    if (!choose_rules(r, &chain, &in, chosen, chosen_plan, 0))
+    PtrVec copies = {0};
+    if (!choose_rules(r, &chain, &in, chosen, chosen_plan, &copies, 0))
         return; /* reported at the plan */
     ModelDecl *decl = ARENA_NEW(r->arena, ModelDecl);
     decl->name = run->name;
@@ -709,7 +772,7 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     decl->items = written_items(r, &model->items, &ps, &in, run_uses(r, &in, chosen, chosen_plan),
                                 run_mesh(r, chain.mesh_plan, &sz));
     Model *m = resolve_model_decl(r, decl);
-    if (!m)
+    if (!m || !bind_copies(r, m, &copies))
         return;
     m->source = model;
     m->run = run;
