@@ -180,14 +180,14 @@ typedef enum DeclKind {
     DECL_PARTITION,
     DECL_MODEL,
     DECL_IMPORT,
-    DECL_SHAPE, /* shape small of opt { s = 16, h = 64; } */
+    DECL_SHAPE, /* shape small of opt { param s = 16, h = 64; } */
     DECL_PLAN,  /* plan megatron of opt on mesh(d: P) { rules } */
     DECL_RUN    /* run opt_small = megatron(P = 4) on small; */
 } DeclKind;
 
 /* ---- shapes, plans and runs (docs/language.md, "Plans") ---------------- */
 
-/* shape NAME of MODEL { a = 1, b = 2; }: values for the model's params. */
+/* shape NAME of MODEL { param a = 1, b = 2; }: values for the model's params. */
 typedef struct ShapeDecl {
     Ident name;
     Span span;

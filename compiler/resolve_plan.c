@@ -283,7 +283,7 @@ static int has_partition(Resolver *r, const WrittenInstance *wi, const PlanRule 
  * error (reported when report is set). */
 static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in,
                         const PlanRule **chosen, const PlanDecl **chosen_plan, PtrVec *copies,
-                        int report) {
+                        int report_from) {
     int ok = 1;
     const PlanRule *dflt = NULL;
     const PlanDecl *dflt_plan = NULL;
@@ -291,13 +291,16 @@ static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in
         chosen[k] = NULL;
         chosen_plan[k] = NULL;
     }
+    int report = 0, dflt_report = 0;
     for (int p = 0; p < chain->n; ++p) {
         const PlanDecl *plan = chain->plans[p];
+        report = report_from >= 0 && p >= report_from;
         for (int i = 0; i < plan->rules.count; ++i) {
             const PlanRule *rule = plan->rules.items[i];
             if (rule->is_default) {
                 dflt = rule;
                 dflt_plan = plan;
+                dflt_report = report;
                 continue;
             }
             for (int t = 0; t < rule->targets.count; ++t) {
@@ -337,7 +340,7 @@ static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in
     for (int k = 0; k < in->count; ++k) {
         if (chosen[k])
             continue;
-        if (!has_partition(r, &in->items[k], dflt, dflt->span, report && !reported)) {
+        if (!has_partition(r, &in->items[k], dflt, dflt->span, dflt_report && !reported)) {
             ok = 0;
             reported = 1;
             continue;
@@ -358,10 +361,7 @@ static void check_plan(Resolver *r, const PlanDecl *plan) {
     const PlanRule **chosen = ARENA_ARRAY(r->arena, const PlanRule *, in.count + 1);
     const PlanDecl **chosen_plan = ARENA_ARRAY(r->arena, const PlanDecl *, in.count + 1);
     /* Report each plan's own rules only (a base's are its own errors). */
-    PlanChain own = chain;
-    own.plans[0] = plan;
-    own.n = 1;
-    choose_rules(r, &own, &in, chosen, chosen_plan, NULL, 1);
+    choose_rules(r, &chain, &in, chosen, chosen_plan, NULL, chain.n - 1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -764,7 +764,7 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     const PlanRule **chosen = ARENA_ARRAY(r->arena, const PlanRule *, in.count + 1);
     const PlanDecl **chosen_plan = ARENA_ARRAY(r->arena, const PlanDecl *, in.count + 1);
     PtrVec copies = {0};
-    if (!choose_rules(r, &chain, &in, chosen, chosen_plan, &copies, 0))
+    if (!choose_rules(r, &chain, &in, chosen, chosen_plan, &copies, -1))
         return; /* reported at the plan */
     ModelDecl *decl = ARENA_NEW(r->arena, ModelDecl);
     decl->name = run->name;

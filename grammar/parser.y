@@ -324,8 +324,8 @@ shape_decl
 
 shape_params
     : %empty                { $$ = (PtrVec){0}; }
-    | shape_params params ';'
-                            { $$ = vec_append(ctx->arena, $1, $2); }
+    | shape_params PARAM params ';'
+                            { $$ = vec_append(ctx->arena, $1, $3); }
     ;
 
 plan_decl

@@ -1,12 +1,13 @@
-# Models without plans (label "golden"): a run resolves into the same
-# model, and schedules into the same schedule, as the written model of the
-# same name in the examples.
+# Models without plans (label "golden"): a run of examples/opt_layer.prime
+# resolves into the same model, and schedules into the same schedule, as
+# the written model of the same name in tests/plan/opt_layer_written.prime
+# (the example as it was written before plans: one full model per plan).
 add_test(NAME lang/same-schedule/opt
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plan/same_schedule.sh $<TARGET_FILE:primec>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/plan/opt_layer_written.prime
                  ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
-                 ${CMAKE_CURRENT_SOURCE_DIR}/plan/opt_runs.prime
                  opt_small_megatron opt_small_megatron_d2 opt_small_megatron_d8
-                 opt_small_megatron_sp)
+                 opt_small_megatron_sp opt_small_square)
 set_tests_properties(lang/same-schedule/opt PROPERTIES LABELS golden TIMEOUT 120)
 
 # primec plan -o writes a plan block and a run of the model it came from:
@@ -14,6 +15,6 @@ set_tests_properties(lang/same-schedule/opt PROPERTIES LABELS golden TIMEOUT 120
 # count (the rules name the layer body's instances).
 add_test(NAME lang/plan-writes-plan
          COMMAND sh -c "set -e; d=\"$3\"; mkdir -p \"$d\"; for l in 2 8; do \"$1\" plan \"$2\" --model opt_small_megatron --param layers=$l --profile v100 --no-program -o \"$d/p$l.prime\" >/dev/null; done; grep -q '^plan opt_small_megatron_planned of opt on mesh' \"$d/p2.prime\"; grep -q '^import \"' \"$d/p2.prime\"; ! grep -q '^import \"/' \"$d/p2.prime\"; grep -q 'layers = 8' \"$d/p8.prime\"; [ $(wc -l <\"$d/p2.prime\") -eq $(wc -l <\"$d/p8.prime\") ]; \"$1\" check \"$d/p8.prime\" --model opt_small_megatron_planned | grep -q '201 instances'; \"$1\" build \"$d/p2.prime\" --model opt_small_megatron_planned -o \"$d/bin\" >/dev/null; \"$d/bin/opt_small_megatron_planned\" --check | grep -q '^check passed$'"
-                 sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/plan/opt_runs.prime
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
                  ${CMAKE_CURRENT_BINARY_DIR}/lang-plan)
 set_tests_properties(lang/plan-writes-plan PROPERTIES LABELS golden TIMEOUT 300)
