@@ -1,14 +1,23 @@
-# Models without plans (label "golden"): a run of examples/opt_layer.prime
-# resolves into the same model, and schedules into the same schedule, as
-# the written model of the same name in tests/plan/opt_layer_written.prime
-# (the example as it was written before plans: one full model per plan).
-add_test(NAME lang/same-schedule/opt
-         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plan/same_schedule.sh $<TARGET_FILE:primec>
-                 ${CMAKE_CURRENT_SOURCE_DIR}/plan/opt_layer_written.prime
-                 ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
-                 opt_small_megatron opt_small_megatron_d2 opt_small_megatron_d8
-                 opt_small_megatron_sp opt_small_square)
-set_tests_properties(lang/same-schedule/opt PROPERTIES LABELS golden TIMEOUT 120)
+# Models without plans (label "golden"): each run of the examples at the
+# small shape resolves into the same model, and schedules into the same
+# schedule, as the written model of the same name in
+# tests/plan/*_written.prime (the examples as they were written before
+# plans: one full model per plan). The published-shape runs carry the
+# model's loss, which the written published-shape models lacked.
+foreach(case "opt_layer:opt_small_megatron,opt_small_megatron_d2,opt_small_megatron_d8,opt_small_megatron_sp,opt_small_square"
+             "llama2_layer:llama2_small_megatron,llama2_small_megatron_d2,llama2_small_megatron_d8,llama2_small_megatron_sp,llama2_small_square"
+             "bloom_layer:bloom_small_megatron,bloom_small_megatron_d2,bloom_small_megatron_d8,bloom_small_megatron_sp,bloom_small_square"
+             "opt_mlp:opt_mlp_small")
+  string(REPLACE ":" ";" parts "${case}")
+  list(GET parts 0 file)
+  list(GET parts 1 runs)
+  string(REPLACE "," ";" runs "${runs}")
+  add_test(NAME lang/same-schedule/${file}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plan/same_schedule.sh $<TARGET_FILE:primec>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/plan/${file}_written.prime
+                   ${CMAKE_SOURCE_DIR}/examples/${file}.prime ${runs})
+  set_tests_properties(lang/same-schedule/${file} PROPERTIES LABELS golden TIMEOUT 120)
+endforeach()
 
 # primec plan -o writes a plan block and a run of the model it came from:
 # `check` and `build` take it, and its size does not grow with the layer
