@@ -19,7 +19,6 @@ clang-format), `build` (the C compiler too), and the emitted C's size.
 
 Use a Release build.
 """
-import re
 import argparse
 import os
 import statistics
