@@ -3,8 +3,8 @@
  * [--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes B] [--json]
  * [-o OUT.prime]`.
  *
- * Meshes tried for N devices: for every data-parallel degree dp (a power
- * of two, N / dp at most --tp-max), the tensor-parallel mesh (t) and, when
+ * Meshes tried for N devices: for every data-parallel degree dp (a divisor
+ * of N, N / dp at most --tp-max), the tensor-parallel mesh (t) and, when
  * t is a square, (i: s, j: s). The best plan over all of them is printed,
  * with the model's own pinned plan on its own mesh priced the same way
  * (when every instance pins a partition).
@@ -290,7 +290,9 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
                          long *plans, PlanOptions *failed_opt, int *have_failed) {
     int have = 0;
     Arena *spare = NULL, *scratch = arena_create();
-    for (long dp = 1; dp <= n; dp *= 2) {
+    for (long dp = 1; dp <= n; ++dp) {
+        if (n % dp)
+            continue; /* every divisor of the device count */
         long t = n / dp;
         if (t > space->tp_max)
             continue;
@@ -412,10 +414,8 @@ int plan_main(int argc, char **argv) {
         } else if (!strcmp(a, "--model") && has) {
             model_name = argv[++i];
         } else if (!strcmp(a, "--devices") && has) {
-            if (!parse_count(argv[++i], 1, PLAN_MAX_DEVICES, &devices) ||
-                (devices & (devices - 1))) {
-                fprintf(stderr,
-                        "primec: error: bad --devices '%s' (a power of two from 1 to %ld)\n",
+            if (!parse_count(argv[++i], 1, PLAN_MAX_DEVICES, &devices)) {
+                fprintf(stderr, "primec: error: bad --devices '%s' (a count from 1 to %ld)\n",
                         argv[i], PLAN_MAX_DEVICES);
                 return 2;
             }
@@ -437,11 +437,9 @@ int plan_main(int argc, char **argv) {
                 space.naxes = 2;
                 side2 = strtol(end + 1, &end, 10);
             }
-            if (*end || errno || side < 1 || side != side2 || (side & (side - 1)) ||
+            if (*end || errno || side < 1 || side != side2 ||
                 side > (space.naxes == 1 ? PLAN_MAX_MESH : 64)) {
-                fprintf(stderr,
-                        "primec: error: bad --mesh '%s' (T or SxS, powers of two, e.g. 8 or "
-                        "4x4)\n",
+                fprintf(stderr, "primec: error: bad --mesh '%s' (T or SxS, e.g. 8, 6 or 3x3)\n",
                         argv[i]);
                 return 2;
             }

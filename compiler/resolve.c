@@ -535,10 +535,6 @@ static int check_elements(Resolver *r, const ModelTensor *t, Span where) {
     return 1;
 }
 
-static int is_pow2(long v) {
-    return v > 0 && (v & (v - 1)) == 0;
-}
-
 /* Binds a partition size (INT or size parameter) to a value. */
 static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, Span where,
                      const char *what) {
@@ -864,9 +860,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                     mc->ok = 0;
                     continue;
                 }
-                if (!is_pow2(v)) {
+                if (v < 1) {
                     diag_error(r->sink, ax->size->span,
-                               "mesh axis '%s' has size %ld; mesh axes have power-of-two sizes",
+                               "mesh axis '%s' has size %ld; a mesh axis has at least one device",
                                ax->name.name, v);
                     mc->mesh_bad = 1;
                     mc->ok = 0;

@@ -27,3 +27,29 @@ add_test(NAME lang/plan-writes-plan
                  sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
                  ${CMAKE_CURRENT_BINARY_DIR}/lang-plan)
 set_tests_properties(lang/plan-writes-plan PROPERTIES LABELS golden TIMEOUT 300)
+
+# Meshes of any size (label "run"): the square grid on 3 x 3 devices, the
+# ring and the row split on 6, built and run with --check (results against
+# the dense reference, counters against the prediction); the Megatron-LM
+# OPT run on 6 devices (6 heads); and the planner on 6, 12 and 24 devices.
+foreach(model matmul_square3 matmul_ring6 matmul_row6)
+  add_test(NAME lang/mesh/${model}
+           COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" -o \"$4\" >/dev/null && \"$4/$3\" --check"
+                   sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/plan/meshes.prime ${model}
+                   ${CMAKE_CURRENT_BINARY_DIR}/lang-mesh/${model})
+  set_tests_properties(lang/mesh/${model} PROPERTIES LABELS run TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed")
+endforeach()
+add_test(NAME lang/mesh/opt_small_megatron_6
+         COMMAND sh -c "\"$1\" build \"$2\" --model opt_small_megatron --param P=6 --param a=6 --param f=192 -o \"$3\" >/dev/null && \"$3/opt_small_megatron\" --check"
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 ${CMAKE_CURRENT_BINARY_DIR}/lang-mesh/opt6)
+set_tests_properties(lang/mesh/opt_small_megatron_6 PROPERTIES LABELS run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed")
+foreach(n 6 12 24)
+  add_test(NAME lang/plan-devices-${n}
+           COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                   --model opt_megatron --devices ${n} --profile h200 --no-program)
+  set_tests_properties(lang/plan-devices-${n} PROPERTIES LABELS unit TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "plan for opt_megatron on ${n} devices")
+endforeach()
