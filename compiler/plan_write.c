@@ -25,8 +25,7 @@ typedef struct Walk {
     const char *const *uses;
 } Walk;
 
-static void walk_block(Walk *wk, const PtrVec *block, int is_layer_body) {
-    (void)is_layer_body;
+static void walk_block(Walk *wk, const PtrVec *block) {
     for (int i = 0; i < block->count; ++i) {
         const ModelItem *it = block->items[i];
         if (it->kind == MITEM_INSTANCE && wk->n < wk->cap) {
@@ -38,7 +37,7 @@ static void walk_block(Walk *wk, const PtrVec *block, int is_layer_body) {
         } else if (it->kind == MITEM_LAYER) {
             int first = wk->n;
             wk->body_first = first;
-            walk_block(wk, &it->items, 1);
+            walk_block(wk, &it->items);
             int size = wk->n - first;
             /* The other copies: the same written instances again. */
             int copies = wk->m->layer_count > 0 ? wk->m->layer_count : 1;
@@ -86,7 +85,7 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
     wk.w = ARENA_ARRAY(arena, Written, wk.cap + 1);
     wk.m = m;
     wk.uses = uses;
-    walk_block(&wk, &src->items, 0);
+    walk_block(&wk, &src->items);
     fprintf(f,
             "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
             "// replica%s of the mesh below. Check it with `primec check`.\n",

@@ -142,13 +142,13 @@ typedef struct Instances {
     const ModelDecl *model;
 } Instances;
 
-static void collect_block(Resolver *r, Instances *in, const PtrVec *block, int cap) {
+static void collect_block(Instances *in, const PtrVec *block, int cap) {
     for (int i = 0; i < block->count; ++i) {
         const ModelItem *it = block->items[i];
         if (it->kind == MITEM_INSTANCE && in->count < cap)
             in->items[in->count++] = (WrittenInstance){it, block, i};
         else if (it->kind == MITEM_LAYER)
-            collect_block(r, in, &it->items, cap);
+            collect_block(in, &it->items, cap);
     }
 }
 
@@ -168,7 +168,7 @@ static void collect_instances(Resolver *r, const ModelDecl *model, Instances *in
     in->items = ARENA_ARRAY(r->arena, WrittenInstance, cap + 1);
     in->count = 0;
     in->model = model;
-    collect_block(r, in, &model->items, cap);
+    collect_block(in, &model->items, cap);
 }
 
 static int find_instance(const Instances *in, Sym name) {
@@ -515,14 +515,14 @@ static int set_params(Resolver *r, ParamSet *ps, const PtrVec *items, int report
     int ok = 1;
     for (int i = 0; i < items->count; ++i) {
         const ModelItem *it = items->items[i];
-        if (!set_param(ps, it->name.name, it->value) && !report) {
-            ok = 0;
-        } else if (!set_param(ps, it->name.name, it->value)) {
+        if (set_param(ps, it->name.name, it->value))
+            continue;
+        ok = 0;
+        if (report) {
             diag_error(r->sink, it->name.span, "model '%s' has no parameter '%s'",
                        ps->model->name.name, it->name.name);
             diag_note(r->sink, ps->model->name.span, "model '%s' is declared here",
                       ps->model->name.name);
-            ok = 0;
         }
     }
     return ok;
