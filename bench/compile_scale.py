@@ -19,7 +19,6 @@ clang-format), `build` (the C compiler too), and the emitted C's size.
 
 Use a Release build.
 """
-import re
 import argparse
 import os
 import statistics
@@ -66,18 +65,6 @@ def measure(primec, work, p, mode, repeat, timeout):
     return statistics.median(times), max(rsss), size
 
 
-def opt_model(example, name, layers, mesh):
-    """The text of model `name` of the example, with its layer count and
-    mesh replaced."""
-    src = open(example).read()
-    i = src.index("model %s {" % name)
-    j = src.index("\n}\n", i) + 3
-    m = src[i:j]
-    m = re.sub(r"param layers = \d+", "param layers = %d" % layers, m)
-    m = re.sub(r"mesh\([^)]*\);", mesh, m, count=1)
-    return m
-
-
 def timed(cmd, repeat, out=subprocess.DEVNULL):
     times, rss = [], 0
     for _ in range(repeat):
@@ -90,25 +77,24 @@ def timed(cmd, repeat, out=subprocess.DEVNULL):
 def opt_set(a):
     example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
                            "opt_layer.prime")
-    cases = [("opt_megatron", "mesh(d: 4);", "Megatron, 4 devices"),
-             ("opt_megatron", "mesh(d: 16);", "Megatron, 16 devices"),
-             ("opt_square", "mesh(i: 2, j: 2);", "square, 2x2"),
-             ("opt_square", "mesh(i: 4, j: 4);", "square, 4x4")]
+    # The example's runs, with the layer count and the mesh size set by --param.
+    cases = [("opt_megatron", "P=4", "Megatron, 4 devices"),
+             ("opt_megatron", "P=16", "Megatron, 16 devices"),
+             ("opt_square", "P=2", "square, 2x2"),
+             ("opt_square", "P=4", "square, 4x4")]
     head = ["plan", "layers", "check", "to C (own)", "max RSS", "emit-only", "build", "C size"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     with tempfile.TemporaryDirectory() as work:
         for name, mesh, label in cases:
             for layers in (1, 96):
-                src = os.path.join(work, "%s_%d_%d.prime" % (name, layers, len(mesh)))
-                with open(src, "w") as f:
-                    f.write(opt_model(example, name, layers, mesh))
                 out = os.path.join(work, "out")
                 p = a.primec
-                t_check, _ = timed([p, "check", src], a.repeat)
-                t_own, rss = timed([p, "build", src, "--dump-after=emit"], a.repeat)
-                t_emit, _ = timed([p, "build", src, "--emit-only", "-o", out], a.repeat)
-                t_build, _ = timed([p, "build", src, "-o", out], a.repeat)
+                sel = [example, "--model", name, "--param", "layers=%d" % layers, "--param", mesh]
+                t_check, _ = timed([p, "check"] + sel, a.repeat)
+                t_own, rss = timed([p, "build"] + sel + ["--dump-after=emit"], a.repeat)
+                t_emit, _ = timed([p, "build"] + sel + ["--emit-only", "-o", out], a.repeat)
+                t_build, _ = timed([p, "build"] + sel + ["-o", out], a.repeat)
                 size = os.path.getsize(os.path.join(out, name + ".c"))
                 row = [label, str(layers), "%.2f s" % t_check, "%.2f s" % t_own,
                        "%.0f MB" % (rss / 1024), "%.2f s" % t_emit, "%.2f s" % t_build,

@@ -507,6 +507,11 @@ void ast_dump_program(const Program *program, FILE *out) {
             dump_string(d->import->path, out);
             fputc(')', out);
             break;
+        case DECL_SHAPE:
+        case DECL_PLAN:
+        case DECL_RUN:
+            ast_dump_plan_decl(d, out, 1);
+            break;
         }
     }
     fputs(")\n", out);

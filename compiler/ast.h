@@ -144,6 +144,7 @@ typedef struct UseClause {
     Ident partition;
     PtrVec bindings; /* AxisBinding* */
     Span span;
+    const char *origin; /* a plan's rule: "plan P, FILE:LINE" (resolve_plan.c); else NULL */
 } UseClause;
 
 typedef struct AxisBinding {
@@ -174,7 +175,66 @@ typedef struct ModelDecl {
     PtrVec items; /* ModelItem* */
 } ModelDecl;
 
-typedef enum DeclKind { DECL_OP, DECL_PARTITION, DECL_MODEL, DECL_IMPORT } DeclKind;
+typedef enum DeclKind {
+    DECL_OP,
+    DECL_PARTITION,
+    DECL_MODEL,
+    DECL_IMPORT,
+    DECL_SHAPE, /* shape small of opt { param s = 16, h = 64; } */
+    DECL_PLAN,  /* plan megatron of opt on mesh(d: P) { rules } */
+    DECL_RUN    /* run opt_small = megatron(P = 4) on small; */
+} DeclKind;
+
+/* ---- shapes, plans and runs (docs/language.md, "Plans") ---------------- */
+
+/* shape NAME of MODEL { param a = 1, b = 2; }: values for the model's params. */
+typedef struct ShapeDecl {
+    Ident name;
+    Span span;
+    Ident of_model;
+    PtrVec params; /* ModelItem* (MITEM_PARAM) */
+} ShapeDecl;
+
+/* One target of a plan rule: an instance `q`, or the range `q .. ao` of
+ * the instances from q to ao in definition order (one block: the model's
+ * top level or one layer body). */
+typedef struct PlanTarget {
+    Ident first;
+    Ident last; /* == first when not a range */
+    int is_range;
+    Span span;
+} PlanTarget;
+
+/* `q, k .. v use heads;` or `default replicate;` */
+typedef struct PlanRule {
+    Span span;
+    int is_default;
+    PtrVec targets; /* PlanTarget*; empty for the default */
+    UseClause *use;
+} PlanRule;
+
+/* plan NAME of MODEL on mesh(axes) { rules }, or
+ * plan NAME extends BASE [on mesh(axes)] { rules }. */
+typedef struct PlanDecl {
+    Ident name;
+    Span span;
+    Ident of_model; /* name NULL when the plan extends another */
+    Ident base;     /* name NULL when it extends none */
+    int has_mesh;
+    Span mesh_span;
+    PtrVec mesh;  /* AxisDecl* */
+    PtrVec rules; /* PlanRule* */
+} PlanDecl;
+
+/* run NAME = PLAN(sizes) on SHAPE(params);  SHAPE may be the model itself. */
+typedef struct RunDecl {
+    Ident name;
+    Span span;
+    Ident plan;
+    PtrVec plan_args;  /* ModelItem* (MITEM_PARAM): the plan's mesh sizes, or devices */
+    Ident shape;       /* name NULL: the model's own params */
+    PtrVec shape_args; /* ModelItem* (MITEM_PARAM): model params over the shape's */
+} RunDecl;
 
 /* import "other.prime";  path relative to the importing file. */
 typedef struct ImportDecl {
@@ -189,6 +249,9 @@ typedef struct Decl {
     PartitionDecl *partition;
     ModelDecl *model;
     ImportDecl *import;
+    ShapeDecl *shape;
+    PlanDecl *plan;
+    RunDecl *run;
 } Decl;
 
 /* One parsed file. */
@@ -234,6 +297,21 @@ Decl *ast_new_partition_decl(Arena *a, PartitionDecl *partition);
 Decl *ast_new_model_decl(Arena *a, ModelDecl *model);
 /* span: the whole declaration; path: unquoted, unescaped. */
 Decl *ast_new_import_decl(Arena *a, Span span, const char *path, Span path_span);
+
+/* Shapes, plans and runs (compiler/ast_plan.c). */
+ShapeDecl *ast_new_shape(Arena *a, Span span, Ident name, Ident of_model, PtrVec params);
+PlanTarget *ast_new_plan_target(Arena *a, Span span, Ident first, Ident last, int is_range);
+PlanRule *ast_new_plan_rule(Arena *a, Span span, int is_default, PtrVec targets, UseClause *use);
+/* of_model or base has a NULL name where absent; mesh is empty when !has_mesh. */
+PlanDecl *ast_new_plan(Arena *a, Span span, Ident name, Ident of_model, Ident base, int has_mesh,
+                       Span mesh_span, PtrVec mesh, PtrVec rules);
+RunDecl *ast_new_run(Arena *a, Span span, Ident name, Ident plan, PtrVec plan_args, Ident shape,
+                     PtrVec shape_args);
+Decl *ast_new_shape_decl(Arena *a, ShapeDecl *shape);
+Decl *ast_new_plan_decl(Arena *a, PlanDecl *plan);
+Decl *ast_new_run_decl(Arena *a, RunDecl *run);
+/* The S-expression of a shape, plan or run declaration (ast_dump_program). */
+void ast_dump_plan_decl(const Decl *d, FILE *out, int level);
 
 typedef enum AstIntStatus {
     AST_INT_OK,

@@ -150,6 +150,8 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
             fprintf(out, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
         fprintf(out, ") under partition '%s', %ld step%s\n", inst->partition->name, inst->steps,
                 inst->steps == 1 ? "" : "s");
+        if (inst->rule)
+            fprintf(out, "  chosen by %s\n", inst->rule);
         for (int d = 0; d < inst->op->ndims; ++d) {
             fprintf(out, "  %s: size %ld, %ld slice%s of %ld, ", inst->op->dims[d],
                     inst->dim_sizes[d], s->slices[i].nslices[d],
@@ -346,10 +348,13 @@ static json_t *json_instances(const Schedule *s) {
                                                   "size", (json_int_t)inst->dim_sizes[d], "slices",
                                                   (json_int_t)s->slices[i].nslices[d], "extent",
                                                   (json_int_t)s->slices[i].extent[d]));
-        json_array_append_new(list,
-                              json_pack("{s:s, s:s, s:s, s:I, s:o}", "name", inst->name, "operator",
-                                        inst->op->name, "partition", inst->partition->name, "steps",
-                                        (json_int_t)inst->steps, "dims", dims));
+        json_t *o = json_pack("{s:s, s:s, s:s}", "name", inst->name, "operator", inst->op->name,
+                              "partition", inst->partition->name);
+        if (inst->rule)
+            json_object_set_new(o, "rule", json_string(inst->rule));
+        json_object_set_new(o, "steps", json_integer((json_int_t)inst->steps));
+        json_object_set_new(o, "dims", dims);
+        json_array_append_new(list, o);
     }
     return list;
 }

@@ -582,7 +582,9 @@ static void write_model(FILE *out, const ImportShape *sh, const ImportOptions *o
             opt->devices);
     for (const char *const *line = fi->body; *line; ++line)
         fprintf(out, "        %s\n", *line);
-    fprintf(out, "    }\n}\n");
+    /* The loss the examples' runs train with: half the sum of squares of
+     * the output (its derivative, dl, starts the backward sweep). */
+    fprintf(out, "    }\n    l = sumsq(y) use replicate;\n}\n");
 }
 
 /* Where jansson stopped: its position is the byte after the token it

@@ -91,6 +91,9 @@ typedef struct Instance {
     Sym size_param_names[IR_MAX_AXES * 2];
     long size_param_values[IR_MAX_AXES * 2];
     long steps; /* 1 when the partition has no steps() */
+    /* Where the partition came from, for explain: "plan P, FILE:LINE"
+     * for a plan's rule; NULL for an inline `use`. */
+    const char *rule;
 } Instance;
 
 typedef struct Model {
@@ -109,6 +112,17 @@ typedef struct Model {
      * layer_count identical copies. layer_count = 0 otherwise. */
     int layer_first, layer_size, layer_count;
     int nlayer_blocks;
+    /* The model as written: decl itself for a model, the model a run's
+     * plan names for a run (decl is then the run's resolved copy). */
+    const ModelDecl *source;
+    const RunDecl *run; /* NULL unless the model is a run */
+    /* A model with no mesh and no `use`: a computation that runs through
+     * its plans; not checked or built by itself (mesh.ndev is 0). */
+    int computation;
+    /* Its parameters' final values, in definition order. */
+    int nparams;
+    Sym *param_names;
+    long *param_values;
 } Model;
 
 /* Everything resolve found. */

@@ -52,7 +52,8 @@ static void usage(FILE *out) {
         "  lsp                    a language server on stdin/stdout (see docs/lsp.md)\n"
         "\n"
         "options:\n"
-        "  --model NAME           only this model (default: every model in FILE)\n"
+        "  --model NAME           only this model or run (default: every model and run in FILE)\n"
+        "  --param NAME=VALUE     a value for a parameter or mesh size of the model (repeatable)\n"
         "  --json                 explain: write JSON instead of text\n"
         "  --ranks N|all          explain: list per-device detail for ranks 0..N-1 (default 16)\n"
         "  --svg DIR              explain: write SVG pictures of every phase and a timeline\n"
@@ -198,6 +199,8 @@ int main(int argc, char **argv) {
     int json = 0, emit_only = 0;
     int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
     const char *svg_dir = NULL, *profile = "v100"; /* explain --svg, --profile */
+    ParamOverride params[64];
+    int nparams = 0;
 
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return plan_main(argc - 1, argv + 1);
@@ -226,6 +229,21 @@ int main(int argc, char **argv) {
             emit_only = 1;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump_after = a + 13;
+        } else if (strcmp(a, "--param") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
+                return EXIT_USAGE;
+            }
+            const char *v = argv[++i];
+            if (nparams == (int)(sizeof params / sizeof params[0]) ||
+                !resolve_parse_override(v, &params[nparams])) {
+                fprintf(stderr,
+                        "primec: error: --param takes NAME=VALUE (an integer value; at most %d), "
+                        "not '%s'\n",
+                        (int)(sizeof params / sizeof params[0]), v);
+                return EXIT_USAGE;
+            }
+            nparams++;
         } else if (strcmp(a, "--ranks") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
@@ -322,6 +340,8 @@ int main(int argc, char **argv) {
     Compilation c;
     compilation_init(&c, file, stderr);
     c.model_name = model;
+    c.nparams = nparams;
+    c.params = params;
     c.dump_after = dump_after;
     const char *last = strcmp(command, "build") == 0 || dump_after ? "emit" : "schedule";
     int ok = pipeline_run(&c, last);

@@ -280,6 +280,45 @@ static void axis_values_at(const Mesh *mesh, const Instance *inst, int dev, long
         av[a] = coords[inst->axis_map[a]];
 }
 
+/* The first XOR in a DSI, or NULL. */
+static const Expr *find_xor(const Expr *e) {
+    if (!e)
+        return NULL;
+    if (e->kind == EXPR_BINARY && e->op == '^')
+        return e;
+    const Expr *x = find_xor(e->lhs);
+    if (!x)
+        x = find_xor(e->rhs);
+    for (int i = 0; !x && e->kind == EXPR_RADIX && i < e->args.count; ++i)
+        x = find_xor(e->args.items[i]);
+    return x;
+}
+
+/* XOR keeps the values of [0, P) in range only when P is a power of
+ * two: a DSI that uses it is reported when its partition runs over an
+ * axis (or steps) of another size. */
+static int check_xor(DiagSink *sink, const Mesh *mesh, const Instance *inst) {
+    const Partition *p = inst->partition;
+    for (int d = 0; p && d < inst->op->ndims; ++d) {
+        const Expr *x = p->dsi[d] ? find_xor(p->dsi[d]->value) : NULL;
+        if (!x)
+            continue;
+        for (int a = 0; a <= p->naxes; ++a) {
+            long size = a < p->naxes ? mesh->sizes[inst->axis_map[a]] : inst->steps;
+            if (size & (size - 1)) {
+                diag_error(sink, x->span,
+                           "DSI of '%s' uses XOR, which stays within 0..P-1 only for a "
+                           "power-of-two P; %s has size %ld",
+                           inst->op->dims[d],
+                           a < p->naxes ? "the mesh axis it runs over" : "the step axis", size);
+                diag_note(sink, inst->use_span, "partition '%s' applied here", p->name);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Instance *inst,
                    SliceTable *out) {
     const Mesh *mesh = &model->mesh;
@@ -288,6 +327,8 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
     int ok = 1;
 
     memset(out, 0, sizeof *out);
+    if (!check_xor(sink, mesh, inst))
+        return 0;
     out->ndev = mesh->ndev;
     out->steps = inst->steps;
     out->ndims = op->ndims;

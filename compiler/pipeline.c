@@ -90,23 +90,44 @@ static void dump_parse(Compilation *c) {
 }
 
 static int pass_resolve(Compilation *c) {
-    return resolve_programs(c->arena, &c->sink, (Program *const *)c->programs.items,
-                            c->programs.count, &c->module);
+    ResolveOptions opt = {c->model_name, c->nparams, c->params};
+    return resolve_programs_with(c->arena, &c->sink, (Program *const *)c->programs.items,
+                                 c->programs.count, &c->module, &opt);
 }
 
 static void dump_resolve(Compilation *c) {
     resolve_dump(&c->module, c->dump_out);
 }
 
-/* The models this compilation lowers. */
+/* The models this compilation lowers: a computation (a model without a
+ * mesh) only runs through its runs. */
 static int selected(const Compilation *c, const Model *m) {
+    if (m->computation)
+        return 0;
     return !c->model_name || strcmp(c->model_name, m->name) == 0;
+}
+
+/* --model names a computation: say which runs it has. */
+static void computation_selected(Compilation *c, const Model *m) {
+    diag_error(&c->sink, m->decl->name.span,
+               "model '%s' has no mesh: it is a computation; check, explain and build one of its "
+               "runs, or plan it with `primec plan --devices N`",
+               m->name);
+    for (int i = 0; i < c->module.models.count; ++i) {
+        const Model *x = c->module.models.items[i];
+        if (x->run && x->source == m->decl)
+            diag_note(&c->sink, x->run->name.span, "run '%s' is declared here", x->name);
+    }
 }
 
 static int check_models(Compilation *c) {
     int any = 0;
     for (int i = 0; i < c->module.models.count; ++i) {
         const Model *m = c->module.models.items[i];
+        if (m->computation && c->model_name && strcmp(c->model_name, m->name) == 0) {
+            computation_selected(c, m);
+            return 0;
+        }
         if (!selected(c, m))
             continue;
         any = 1;

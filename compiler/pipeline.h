@@ -18,6 +18,7 @@
 #include "ast.h"
 #include "diag.h"
 #include "ir.h"
+#include "resolve.h"
 #include "schedule.h"
 
 typedef struct Compilation {
@@ -31,6 +32,8 @@ typedef struct Compilation {
     const char *input_text;
     size_t input_len;
     const char *model_name; /* NULL: every model */
+    int nparams;            /* --param NAME=VALUE overrides */
+    const ParamOverride *params;
     const char *dump_after; /* NULL: no dump */
     FILE *dump_out;
     int dumped;      /* the dump pass ran: stop */

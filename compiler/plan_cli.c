@@ -3,8 +3,8 @@
  * [--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes B] [--json]
  * [-o OUT.prime] [--svg DIR]`.
  *
- * Meshes tried for N devices: for every data-parallel degree dp (a power
- * of two, N / dp at most --tp-max), the tensor-parallel mesh (t) and, when
+ * Meshes tried for N devices: for every data-parallel degree dp (a divisor
+ * of N, N / dp at most --tp-max), the tensor-parallel mesh (t) and, when
  * t is a square, (i: s, j: s). The best plan over all of them is printed,
  * with the model's own pinned plan on its own mesh priced the same way
  * (when every instance pins a partition).
@@ -25,6 +25,7 @@
 #include "json_out.h"
 #include "pipeline.h"
 #include "plan.h"
+#include "plan_write.h"
 #include "profile.h"
 #include "svg.h"
 
@@ -307,38 +308,10 @@ static json_t *estimate_json(const Result *r, json_t *schedule) {
 
 static void write_plan_prime(FILE *f, const Model *m, const Result *r, const char *source,
                              Arena *arena) {
-    fprintf(f,
-            "// Plan chosen by `primec plan` for model '%s': %d devices as %d data-parallel\n"
-            "// replica%s of the mesh below. Check it with `primec check`.\n",
-            m->name, r->mesh.ndev * r->dp, r->dp, r->dp == 1 ? "" : "s");
-    if (r->dp > 1)
-        fprintf(f,
-                "// This model is one replica: its activations hold 1/%d of the tokens. The\n"
-                "// all-reduce of weight gradients across the replicas is in the plan's cost\n"
-                "// but not in this program.\n",
-                r->dp);
-    const Model *pm = planned_model(arena, m, r);
-    fprintf(f, "import \"%s\";\n\nmodel %s_planned {\n    mesh(", source, m->name);
-    for (int a = 0; a < r->mesh.naxes; ++a)
-        fprintf(f, "%s%s: %ld", a ? ", " : "", r->mesh.names[a], r->mesh.sizes[a]);
-    fprintf(f, ");\n");
-    for (int t = 0; t < pm->ntensors; ++t) {
-        const ModelTensor *mt = &pm->tensors[t];
-        if (mt->role == TENSOR_ACTIVATION)
-            continue;
-        fprintf(f, "    %s %s[", mt->role == TENSOR_INPUT ? "input" : "weight", mt->name);
-        for (int x = 0; x < mt->ndims; ++x)
-            fprintf(f, "%s%ld", x ? ", " : "", mt->sizes[x]);
-        fprintf(f, "];\n");
-    }
-    for (int i = 0; i < m->ninstances; ++i) {
-        const Instance *inst = &m->instances[i];
-        fprintf(f, "    %s = %s(", inst->name, inst->op->name);
-        for (int a = 0; a < inst->op->ninputs; ++a)
-            fprintf(f, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
-        fprintf(f, ") use %s;\n", plan_use_text(arena, &r->plan, i));
-    }
-    fprintf(f, "}\n");
+    const char **uses = ARENA_ARRAY(arena, const char *, m->ninstances + 1);
+    for (int i = 0; i < m->ninstances; ++i)
+        uses[i] = plan_use_text(arena, &r->plan, i);
+    plan_write_prime(f, m, uses, &r->mesh, r->dp, source, arena);
 }
 
 static void print_plan(const Model *m, const Result *r, const Profile *prof, Arena *arena,
@@ -371,7 +344,9 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
                          long *plans, PlanOptions *failed_opt, int *have_failed) {
     int have = 0;
     Arena *spare = NULL, *scratch = arena_create();
-    for (long dp = 1; dp <= n; dp *= 2) {
+    for (long dp = 1; dp <= n; ++dp) {
+        if (n % dp)
+            continue; /* every divisor of the device count */
         long t = n / dp;
         if (t > space->tp_max)
             continue;
@@ -450,8 +425,10 @@ int plan_main(int argc, char **argv) {
     MeshSpace space = {0, 0, 0};
     int json = 0, elem_bytes = 4, no_program = 0;
     static const char *const with_value[] = {
-        "--model",      "--devices", "--profile",      "--tp-max", "--mesh",
-        "--elem-bytes", "-o",        "--memory-limit", "--svg",    NULL};
+        "--model", "--devices",      "--profile", "--tp-max", "--mesh", "--elem-bytes",
+        "-o",      "--memory-limit", "--svg",     "--param",  NULL};
+    ParamOverride params[64];
+    int nparams = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -465,7 +442,7 @@ int plan_main(int argc, char **argv) {
             printf(
                 "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
                 "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
-                "[--json] [--no-program] [-o OUT.prime] [--svg DIR]\n"
+                "[--json] [--no-program] [--param NAME=VALUE] [-o OUT.prime] [--svg DIR]\n"
                 "chooses a partition for every operator instance of each model in FILE (or M)\n"
                 "for N devices (default: the model's mesh) on profile P (default h100), over\n"
                 "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
@@ -481,13 +458,21 @@ int plan_main(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(a, "--no-program")) {
             no_program = 1;
+        } else if (!strcmp(a, "--param") && has) {
+            if (nparams == (int)(sizeof params / sizeof params[0]) ||
+                !resolve_parse_override(argv[i + 1], &params[nparams])) {
+                fprintf(stderr,
+                        "primec: error: --param takes NAME=VALUE (an integer value), not '%s'\n",
+                        argv[i + 1]);
+                return 2;
+            }
+            nparams++;
+            ++i;
         } else if (!strcmp(a, "--model") && has) {
             model_name = argv[++i];
         } else if (!strcmp(a, "--devices") && has) {
-            if (!parse_count(argv[++i], 1, PLAN_MAX_DEVICES, &devices) ||
-                (devices & (devices - 1))) {
-                fprintf(stderr,
-                        "primec: error: bad --devices '%s' (a power of two from 1 to %ld)\n",
+            if (!parse_count(argv[++i], 1, PLAN_MAX_DEVICES, &devices)) {
+                fprintf(stderr, "primec: error: bad --devices '%s' (a count from 1 to %ld)\n",
                         argv[i], PLAN_MAX_DEVICES);
                 return 2;
             }
@@ -509,11 +494,9 @@ int plan_main(int argc, char **argv) {
                 space.naxes = 2;
                 side2 = strtol(end + 1, &end, 10);
             }
-            if (*end || errno || side < 1 || side != side2 || (side & (side - 1)) ||
+            if (*end || errno || side < 1 || side != side2 ||
                 side > (space.naxes == 1 ? PLAN_MAX_MESH : 64)) {
-                fprintf(stderr,
-                        "primec: error: bad --mesh '%s' (T or SxS, powers of two, e.g. 8 or "
-                        "4x4)\n",
+                fprintf(stderr, "primec: error: bad --mesh '%s' (T or SxS, e.g. 8, 6 or 3x3)\n",
                         argv[i]);
                 return 2;
             }
@@ -593,6 +576,8 @@ int plan_main(int argc, char **argv) {
     Compilation c;
     compilation_init(&c, file, stderr);
     c.model_name = model_name;
+    c.nparams = nparams;
+    c.params = params;
     if (!pipeline_run(&c, "resolve")) {
         diag_finish(&c.sink);
         int rc = c.io_error ? 2 : 1;
@@ -607,9 +592,16 @@ int plan_main(int argc, char **argv) {
     int rc = 0, any = 0;
     for (int k = 0; k < c.module.models.count && rc == 0; ++k) {
         const Model *m = c.module.models.items[k];
-        if (model_name && strcmp(model_name, m->name))
+        if ((model_name && strcmp(model_name, m->name)) || (m->computation && !model_name))
             continue;
         any = 1;
+        if (m->computation && !devices) {
+            diag_error(&c.sink, m->decl->name.span,
+                       "model '%s' has no mesh: plan it with --devices N, or plan one of its runs",
+                       m->name);
+            rc = 1;
+            break;
+        }
         long n = devices ? devices : m->mesh.ndev;
         if (space.naxes && n % space.tp_max) {
             diag_error_plain(&c.sink,
@@ -697,9 +689,7 @@ int plan_main(int argc, char **argv) {
             FILE *mem = open_memstream(&text, &len);
             if (!mem)
                 ICE("out of memory (open_memstream)");
-            char *real = realpath(file, NULL);
-            write_plan_prime(mem, m, chosen, real ? real : file, c.arena);
-            free(real);
+            write_plan_prime(mem, m, chosen, plan_relative_path(c.arena, file, out_path), c.arena);
             fclose(mem);
             /* search_ms to the microsecond, as it always was. */
             json_t *report = json_pack(
@@ -767,9 +757,8 @@ int plan_main(int argc, char **argv) {
             FILE *f = fopen(out_path, "w");
             int written = 0;
             if (f) {
-                char *real = realpath(file, NULL);
-                write_plan_prime(f, m, chosen, real ? real : file, c.arena);
-                free(real);
+                write_plan_prime(f, m, chosen, plan_relative_path(c.arena, file, out_path),
+                                 c.arena);
                 written = !ferror(f);
                 written &= fclose(f) == 0;
             }

@@ -6,13 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef struct Resolver {
-    Arena *arena;
-    DiagSink *sink;
-    Module *module;
-    int errors_before;
-    Sym grad_name; /* inside `grad X = ...`: the incoming gradient's name (dY) */
-} Resolver;
+#include "resolve_internal.h"
 
 static const char *const intrinsics[] = {"exp",     "log",  "sqrt", "rsqrt", "tanh", "erf",
                                          "sigmoid", "relu", "gelu", "silu",  "max",  "min",
@@ -541,10 +535,6 @@ static int check_elements(Resolver *r, const ModelTensor *t, Span where) {
     return 1;
 }
 
-static int is_pow2(long v) {
-    return v > 0 && (v & (v - 1)) == 0;
-}
-
 /* Binds a partition size (INT or size parameter) to a value. */
 static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, Span where,
                      const char *what) {
@@ -576,7 +566,7 @@ static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, 
     return 1;
 }
 
-static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use) {
+int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use) {
     const Partition *p = module_find_partition(r->module, use->partition.name, inst->op);
     if (!p)
         p = module_find_partition(r->module, use->partition.name, NULL);
@@ -592,6 +582,7 @@ static int bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause
     }
     inst->partition = p;
     inst->use_span = use->span;
+    inst->rule = use->origin;
     if (p->naxes > m->mesh.naxes) {
         diag_error(r->sink, use->span, "partition '%s' needs %d mesh ax%s; the mesh of '%s' has %d",
                    p->name, p->naxes, p->naxes == 1 ? "is" : "es", m->name, m->mesh.naxes);
@@ -869,9 +860,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                     mc->ok = 0;
                     continue;
                 }
-                if (!is_pow2(v)) {
+                if (v < 1) {
                     diag_error(r->sink, ax->size->span,
-                               "mesh axis '%s' has size %ld; mesh axes have power-of-two sizes",
+                               "mesh axis '%s' has size %ld; a mesh axis has at least one device",
                                ax->name.name, v);
                     mc->mesh_bad = 1;
                     mc->ok = 0;
@@ -1077,7 +1068,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                     mc->ok = 0;
                     break;
                 }
-                if (!bind_partition(r, m, inst, it->use)) {
+                if (!resolve_bind_partition(r, m, inst, it->use)) {
                     mc->ok = 0;
                     break;
                 }
@@ -1145,25 +1136,51 @@ static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it) {
         m->layer_count = 0;
 }
 
-static void resolve_model(Resolver *r, const ModelDecl *decl) {
+Model *resolve_model_decl(Resolver *r, const ModelDecl *decl) {
     Model *m = ARENA_NEW(r->arena, Model);
     m->name = decl->name.name;
     m->span = decl->span;
     m->name_span = decl->name.span;
     m->decl = decl;
+    m->source = decl;
     ModelCtx ctx, *mc = &ctx;
     memset(mc, 0, sizeof ctx);
     mc->m = m;
     mc->ok = 1;
     mc->params = ARENA_ARRAY(r->arena, ParamVal, decl->items.count + 1);
     model_items(r, mc, &decl->items, NULL);
-    int ok = mc->ok, have_mesh = mc->have_mesh;
-    if (!have_mesh && ok) {
-        diag_error(r->sink, decl->name.span, "model '%s' declares no mesh", m->name);
-        ok = 0;
+    if (!mc->ok)
+        return NULL;
+    /* No mesh: a computation (a `use` without a mesh was reported). */
+    m->computation = !mc->have_mesh;
+    m->nparams = mc->nparams;
+    m->param_names = ARENA_ARRAY(r->arena, Sym, mc->nparams + 1);
+    m->param_values = ARENA_ARRAY(r->arena, long, mc->nparams + 1);
+    for (int i = 0; i < mc->nparams; ++i) {
+        m->param_names[i] = mc->params[i].name;
+        m->param_values[i] = mc->params[i].value;
     }
-    if (ok)
+    return m;
+}
+
+static void resolve_model(Resolver *r, const ModelDecl *decl) {
+    const ModelDecl *with = resolve_overrides(r, decl);
+    Model *m = with ? resolve_model_decl(r, with) : NULL;
+    if (m) {
+        m->source = decl;
         ptrvec_push(r->arena, &r->module->models, m);
+    }
+}
+
+const ModelDecl *resolve_find_model_decl(const Resolver *r, Sym name) {
+    for (int f = 0; f < r->nprograms; ++f) {
+        for (int i = 0; i < r->programs[f]->decls.count; ++i) {
+            const Decl *d = r->programs[f]->decls.items[i];
+            if (d->kind == DECL_MODEL && d->model->name.name == name)
+                return d->model;
+        }
+    }
+    return NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1183,7 +1200,14 @@ static Span decl_name_span(const Decl *d) {
 
 int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int nprograms,
                      Module *module) {
-    Resolver r = {arena, sink, module, sink->error_count, NULL};
+    return resolve_programs_with(arena, sink, programs, nprograms, module, NULL);
+}
+
+int resolve_programs_with(Arena *arena, DiagSink *sink, Program *const *programs, int nprograms,
+                          Module *module, const ResolveOptions *opt) {
+    static const ResolveOptions none = {0};
+    Resolver r = {arena,    sink,     module, sink->error_count, NULL, opt ? opt : &none,
+                  programs, nprograms};
     memset(module, 0, sizeof *module);
     /* Operators first (partitions refer to them), in file order. */
     for (int kind = DECL_OP; kind <= DECL_MODEL; ++kind) {
@@ -1227,6 +1251,7 @@ int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int
             }
         }
     }
+    resolve_plans_and_runs(&r);
     return sink->error_count == r.errors_before;
 }
 
@@ -1257,7 +1282,8 @@ void resolve_dump(const Module *module, FILE *out) {
         fprintf(out, "model %s mesh(", m->name);
         for (int a = 0; a < m->mesh.naxes; ++a)
             fprintf(out, "%s%s:%ld", a ? " " : "", m->mesh.names[a], m->mesh.sizes[a]);
-        fprintf(out, ") devices %d%s\n", m->mesh.ndev, m->strict ? " strict" : "");
+        fprintf(out, ") devices %d%s%s\n", m->mesh.ndev, m->strict ? " strict" : "",
+                m->computation ? " computation" : "");
         for (int t = 0; t < m->ntensors; ++t) {
             const ModelTensor *mt = &m->tensors[t];
             fprintf(out, "  tensor %s %s [", mt->name,

@@ -191,6 +191,11 @@ int yylex(YYSTYPE *lval, Span *lloc, ParseCtx *ctx) {
             "mesh"              { return token(ctx, lloc, tok, TOK_MESH); }
             "steps"             { return token(ctx, lloc, tok, TOK_STEPS); }
             "model"             { return token(ctx, lloc, tok, TOK_MODEL); }
+            "shape"             { return token(ctx, lloc, tok, TOK_SHAPE); }
+            "plan"              { return token(ctx, lloc, tok, TOK_PLAN); }
+            "run"               { return token(ctx, lloc, tok, TOK_RUN); }
+            "extends"           { return token(ctx, lloc, tok, TOK_EXTENDS); }
+            "default"           { return token(ctx, lloc, tok, TOK_DEFAULT); }
             "param"             { return token(ctx, lloc, tok, TOK_PARAM); }
             "input"             { return token(ctx, lloc, tok, TOK_INPUT); }
             "weight"            { return token(ctx, lloc, tok, TOK_WEIGHT); }
@@ -221,6 +226,7 @@ int yylex(YYSTYPE *lval, Span *lloc, ParseCtx *ctx) {
 
             "+="                { return token(ctx, lloc, tok, TOK_PLUS_EQ); }
             "->"                { return token(ctx, lloc, tok, TOK_ARROW); }
+            ".."                { return token(ctx, lloc, tok, TOK_DOTDOT); }
             [()[\]{},;:=+\-*/%^] { return token(ctx, lloc, tok, *tok); }
 
             utf8                { unexpected_utf8(ctx, tok, ctx->cur); continue; }

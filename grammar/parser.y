@@ -108,6 +108,8 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
     OpDecl *op;
     PartitionDecl *partition;
     ModelDecl *model;
+    PlanTarget *target;
+    PlanRule *rule;
 }
 
 %token <sym> IDENT "identifier"
@@ -122,6 +124,11 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %token MESH "'mesh'"
 %token STEPS "'steps'"
 %token MODEL "'model'"
+%token SHAPE "'shape'"
+%token PLAN "'plan'"
+%token RUN "'run'"
+%token EXTENDS "'extends'"
+%token DEFAULT "'default'"
 %token PARAM "'param'"
 %token INPUT "'input'"
 %token WEIGHT "'weight'"
@@ -133,6 +140,7 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %token IMPORT "'import'"
 %token PLUS_EQ "'+='"
 %token ARROW "'->'"
+%token DOTDOT "'..'"
 
 %left '^'
 %left '+' '-'
@@ -155,6 +163,11 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %type <op> op_decl
 %type <partition> partition_decl
 %type <model> model_decl
+%type <vec> shape_params plan_rules plan_targets run_args
+%type <target> plan_target
+%type <rule> plan_rule
+%type <use> plan_use
+%type <decl> shape_decl plan_decl run_decl
 
 %%
 
@@ -168,6 +181,9 @@ decl
     | op_decl               { $$ = ast_new_op_decl(ctx->arena, $1); }
     | partition_decl        { $$ = ast_new_partition_decl(ctx->arena, $1); }
     | model_decl            { $$ = ast_new_model_decl(ctx->arena, $1); }
+    | shape_decl
+    | plan_decl
+    | run_decl
     | error ';'             { $$ = NULL; }
     | error '}'             { $$ = NULL; }
     ;
@@ -295,6 +311,71 @@ dsis
 dsi
     : name '=' expr ';'     { $$ = ast_new_dsi(ctx->arena, @$, $1, $3); }
     | error ';'             { $$ = NULL; }
+    ;
+
+/* ---- shapes, plans and runs -------------------------------------------- */
+
+shape_decl
+    : SHAPE name OF name '{' shape_params '}'
+                            { $$ = ast_new_shape_decl(ctx->arena, ast_new_shape(ctx->arena, @$, $2, $4, $6)); }
+    | SHAPE name OF name '{' shape_params error '}'
+                            { $$ = ast_new_shape_decl(ctx->arena, ast_new_shape(ctx->arena, @$, $2, $4, $6)); }
+    ;
+
+shape_params
+    : %empty                { $$ = (PtrVec){0}; }
+    | shape_params PARAM params ';'
+                            { $$ = vec_append(ctx->arena, $1, $3); }
+    ;
+
+plan_decl
+    : PLAN name OF name ON MESH '(' axes ')' '{' plan_rules '}'
+                            { $$ = ast_new_plan_decl(ctx->arena, ast_new_plan(ctx->arena, @$, $2, $4, (Ident){0}, 1, span_join(@6, @9), $8, $11)); }
+    | PLAN name EXTENDS name '{' plan_rules '}'
+                            { $$ = ast_new_plan_decl(ctx->arena, ast_new_plan(ctx->arena, @$, $2, (Ident){0}, $4, 0, @4, (PtrVec){0}, $6)); }
+    | PLAN name EXTENDS name ON MESH '(' axes ')' '{' plan_rules '}'
+                            { $$ = ast_new_plan_decl(ctx->arena, ast_new_plan(ctx->arena, @$, $2, (Ident){0}, $4, 1, span_join(@6, @9), $8, $11)); }
+    ;
+
+plan_rules
+    : %empty                { $$ = (PtrVec){0}; }
+    | plan_rules plan_rule  { $$ = $2 ? vec_push(ctx->arena, $1, $2) : $1; }
+    ;
+
+plan_rule
+    : DEFAULT plan_use ';'  { $$ = ast_new_plan_rule(ctx->arena, @$, 1, (PtrVec){0}, $2); }
+    | plan_targets plan_use ';'
+                            { $$ = ast_new_plan_rule(ctx->arena, @$, 0, $1, $2); }
+    | error ';'             { $$ = NULL; }
+    ;
+
+plan_targets
+    : plan_target           { $$ = vec_one(ctx->arena, $1); }
+    | plan_targets ',' plan_target
+                            { $$ = vec_push(ctx->arena, $1, $3); }
+    ;
+
+plan_target
+    : name                  { $$ = ast_new_plan_target(ctx->arena, @$, $1, $1, 0); }
+    | name DOTDOT name      { $$ = ast_new_plan_target(ctx->arena, @$, $1, $3, 1); }
+    ;
+
+plan_use
+    : USE name              { $$ = ast_new_use(ctx->arena, @$, $2, (PtrVec){0}); }
+    | USE name '(' bindings ')'
+                            { $$ = ast_new_use(ctx->arena, @$, $2, $4); }
+    ;
+
+run_decl
+    : RUN name '=' name run_args ';'
+                            { $$ = ast_new_run_decl(ctx->arena, ast_new_run(ctx->arena, @$, $2, $4, $5, (Ident){0}, (PtrVec){0})); }
+    | RUN name '=' name run_args ON name run_args ';'
+                            { $$ = ast_new_run_decl(ctx->arena, ast_new_run(ctx->arena, @$, $2, $4, $5, $7, $8)); }
+    ;
+
+run_args
+    : %empty                { $$ = (PtrVec){0}; }
+    | '(' params ')'        { $$ = $2; }
     ;
 
 /* ---- models ----------------------------------------------------------- */
@@ -464,8 +545,9 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, ParseCtx *ctx) {
         {"an operator", 6,
          {YYTRANSLATE('+'), YYTRANSLATE('-'), YYTRANSLATE('*'), YYTRANSLATE('/'),
           YYTRANSLATE('%'), YYTRANSLATE('^')}},
-        {"a declaration", 5,
-         {YYSYMBOL_OP, YYSYMBOL_PARTITION, YYSYMBOL_MODEL, YYSYMBOL_IMPORT, YYSYMBOL_YYEOF}},
+        {"a declaration", 8,
+         {YYSYMBOL_OP, YYSYMBOL_PARTITION, YYSYMBOL_MODEL, YYSYMBOL_SHAPE, YYSYMBOL_PLAN,
+          YYSYMBOL_RUN, YYSYMBOL_IMPORT, YYSYMBOL_YYEOF}},
         {"a model item", 7,
          {YYSYMBOL_PARAM, YYSYMBOL_MESH, YYSYMBOL_INPUT, YYSYMBOL_WEIGHT, YYSYMBOL_STRICT,
           YYSYMBOL_LAYER, YYSYMBOL_IDENT}},

@@ -3,7 +3,8 @@
 # (examples/opt_mlp.prime), whose operators are
 # stdlib/transformer.prime and stdlib/elementwise.prime.
 #
-# Every model is found by reading the files:
+# Every model and run is found by reading the files (a model without a
+# mesh is a computation that runs only through its runs):
 # - a model whose name contains "_small" (small shapes, two layers) is
 #   built with primec and run with --check: its outputs, input gradients
 #   and weight gradients must match the dense single-device reference,
@@ -26,9 +27,19 @@ foreach(file ${PRIMEC_MODEL_FILES})
   add_test(NAME models/check/${file} COMMAND $<TARGET_FILE:primec> check ${path})
   set_tests_properties(models/check/${file} PROPERTIES LABELS run TIMEOUT 120)
 
-  file(STRINGS ${path} lines REGEX "^model +[A-Za-z_][A-Za-z0-9_]* *\\{")
+  file(STRINGS ${path} lines REGEX "^(model +[A-Za-z_][A-Za-z0-9_]* *\\{|run +[A-Za-z_][A-Za-z0-9_]* *=)")
+  # The models that plans are of: computations, tested through their runs.
+  file(STRINGS ${path} plans REGEX "^plan +[A-Za-z0-9_]+ +of +[A-Za-z0-9_]+")
+  set(computations "")
+  foreach(plan ${plans})
+    string(REGEX REPLACE "^plan +[A-Za-z0-9_]+ +of +([A-Za-z0-9_]+).*" "\\1" of "${plan}")
+    list(APPEND computations ${of})
+  endforeach()
   foreach(line ${lines})
-    string(REGEX REPLACE "^model +([A-Za-z0-9_]+).*" "\\1" model "${line}")
+    string(REGEX REPLACE "^(model|run) +([A-Za-z0-9_]+).*" "\\2" model "${line}")
+    if(line MATCHES "^model" AND model IN_LIST computations)
+      continue()
+    endif()
     if(model MATCHES "_small")
       set(dir ${PRIMEC_MODELS_DIR}/${model})
       add_test(NAME models/run/${model}

@@ -1,0 +1,41 @@
+/*
+ * resolve_internal.h — what resolve.c shares with resolve_plan.c: the
+ * resolver's state and the resolution of one model declaration.
+ */
+#ifndef PRIMEC_RESOLVE_INTERNAL_H
+#define PRIMEC_RESOLVE_INTERNAL_H
+
+#include "resolve.h"
+
+typedef struct Resolver {
+    Arena *arena;
+    DiagSink *sink;
+    Module *module;
+    int errors_before;
+    Sym grad_name; /* inside `grad X = ...`: the incoming gradient's name (dY) */
+    const ResolveOptions *opt;
+    Program *const *programs;
+    int nprograms;
+} Resolver;
+
+/* Resolves one model declaration (a written model, or the copy a run or a
+ * --param override makes of one) into a Model, or NULL after reporting
+ * its errors. A model without a mesh is a computation. */
+Model *resolve_model_decl(Resolver *r, const ModelDecl *decl);
+
+/* Binds the `use` clause's partition to an instance of m (its size
+ * parameters unset); 0 after reporting. */
+int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use);
+
+/* Is `name` the name of a model or a run of the programs? */
+const ModelDecl *resolve_find_model_decl(const Resolver *r, Sym name);
+
+/* resolve_plan.c: the --param overrides applied to a written model
+ * (reported at its name when one names no parameter of it); decl itself
+ * when there are none. NULL after an error. */
+const ModelDecl *resolve_overrides(Resolver *r, const ModelDecl *decl);
+/* resolve_plan.c: checks the shapes and plans of the programs and
+ * resolves every run into a Model of module->models. */
+void resolve_plans_and_runs(Resolver *r);
+
+#endif
