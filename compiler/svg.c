@@ -7,10 +7,10 @@
  * across (so grid position and rank agree: rank = row * cols + col).
  * Every device is a box of `slots` squares; in a step panel square k is
  * operand k (the inputs in order, then the output). An arrow leaves the
- * sender's square of the tensor and points along the mesh offset to the
- * receiver, each axis wrapped into (-size/2, size/2] as explain prints
- * it; an offset that wraps around the grid's edge points out of the
- * grid (the ring's way round).
+ * sender's box and points along the mesh offset to the receiver's, each
+ * axis wrapped into (-size/2, size/2] as explain prints it: an offset
+ * that wraps around the grid's edge points out of the grid (the ring's
+ * way round), one that passes other devices is an arc.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "svg.h"
@@ -266,10 +266,6 @@ static double to_border(double hw, double hh, double ux, double uy) {
     return a < b ? a : b;
 }
 
-/* An arrow from device src towards dst (see the top of the file), from
- * border to border, moved sideways by the operand's slot so that the
- * arrows of several operands run side by side; a transfer to the device
- * itself is a dot on its square. */
 typedef struct ArrowStyle {
     int slot;           /* the square a local transfer's dot sits on */
     double side;        /* sideways offset */
@@ -277,6 +273,10 @@ typedef struct ArrowStyle {
     int acc;            /* an accumulator: dashed */
 } ArrowStyle;
 
+/* An arrow from device src towards dst (see the top of the file), from
+ * border to border, moved sideways (st->side) so that the arrows of
+ * several operands run side by side; a transfer to the device itself is
+ * a dot on its square. */
 static void arrow(FILE *out, const Geo *g, const char *cls, int tensor, int src, int dst,
                   const ArrowStyle *st) {
     const int slot = st->slot, acc = st->acc;
