@@ -2,7 +2,8 @@
  * lsp_features.c — go-to-definition and completion (lsp_internal.h).
  *
  * Definition reads the document's syntax tree: an operator's name (in a
- * model's call or a partition's `of`) leads to its `op`, a partition's
+ * model's call or a partition's `of`) leads to its `op`, a tensor or
+ * dimension in an operator's body to its parameter or first mention, a partition's
  * name after `use` to the `partition` of that operator, a tensor's name
  * to the input, weight, instance or layer that introduces it in the
  * enclosing scope, a size parameter to its `param`.
@@ -150,6 +151,94 @@ static const Ident *items_definition(const Compilation *c, Scope *sc, const PtrV
     return found;
 }
 
+/* In an operator: a tensor's name leads to its parameter or result, a
+ * dimension's name to its first mention in the signature. */
+static const Ident *op_tensor(const OpDecl *op, const char *name) {
+    for (int i = 0; i < op->params.count; ++i) {
+        const TensorParam *tp = op->params.items[i];
+        if (strcmp(tp->name.name, name) == 0)
+            return &tp->name;
+    }
+    return op->result && strcmp(op->result->name.name, name) == 0 ? &op->result->name : NULL;
+}
+
+static const Ident *op_dim(const OpDecl *op, const char *name) {
+    for (int i = 0; i <= op->params.count; ++i) {
+        const TensorParam *tp = i < op->params.count ? op->params.items[i] : op->result;
+        for (int x = 0; tp && x < tp->dims.count; ++x) {
+            const Ident *d = tp->dims.items[x];
+            if (strcmp(d->name, name) == 0)
+                return d;
+        }
+    }
+    return NULL;
+}
+
+static const Ident *dims_definition(const OpDecl *op, const PtrVec *dims, uint32_t file,
+                                    uint32_t off) {
+    for (int x = 0; x < dims->count; ++x)
+        if (ident_has(dims->items[x], file, off))
+            return op_dim(op, ((const Ident *)dims->items[x])->name);
+    return NULL;
+}
+
+/* Expressions are at most AST_MAX_EXPR_DEPTH deep (the parser's limit). */
+static const Ident *expr_definition(const OpDecl *op, const Expr *e, uint32_t file, uint32_t off) {
+    if (!e || !lsp_span_has(e->span, file, off))
+        return NULL;
+    switch (e->kind) {
+    case EXPR_NAME: {
+        const Ident *t = op_tensor(op, e->name);
+        return t ? t : op_dim(op, e->name);
+    }
+    case EXPR_INDEX:
+        if (lsp_span_has(e->name_span, file, off))
+            return op_tensor(op, e->name);
+        return dims_definition(op, &e->args, file, off);
+    case EXPR_BINARY: {
+        const Ident *l = expr_definition(op, e->lhs, file, off);
+        return l ? l : expr_definition(op, e->rhs, file, off);
+    }
+    case EXPR_NEG:
+        return expr_definition(op, e->lhs, file, off);
+    case EXPR_CALL:
+    case EXPR_RADIX:
+        for (int i = 0; i < e->args.count; ++i) {
+            const Ident *a = expr_definition(op, e->args.items[i], file, off);
+            if (a)
+                return a;
+        }
+        return NULL;
+    default:
+        return NULL;
+    }
+}
+
+static const Ident *op_definition(const OpDecl *op, uint32_t file, uint32_t off) {
+    if (ident_has(&op->name, file, off))
+        return &op->name;
+    for (int i = 0; i <= op->params.count; ++i) {
+        const TensorParam *tp = i < op->params.count ? op->params.items[i] : op->result;
+        if (!tp)
+            continue;
+        if (ident_has(&tp->name, file, off))
+            return &tp->name;
+        const Ident *d = dims_definition(op, &tp->dims, file, off);
+        if (d)
+            return d;
+    }
+    for (int i = 0; i < op->body.count; ++i) {
+        const Stmt *st = op->body.items[i];
+        if (!lsp_span_has(st->span, file, off))
+            continue;
+        if (ident_has(&st->target, file, off))
+            return op_tensor(op, st->target.name);
+        const Ident *d = dims_definition(op, &st->target_dims, file, off);
+        return d ? d : expr_definition(op, st->value, file, off);
+    }
+    return NULL;
+}
+
 static const Ident *definition_at(const Compilation *c, uint32_t file, uint32_t off) {
     const Program *prog = doc_program(c, file);
     for (int i = 0; prog && i < prog->decls.count; ++i) {
@@ -164,8 +253,8 @@ static const Ident *definition_at(const Compilation *c, uint32_t file, uint32_t 
             }
             if (ident_has(&p->name, file, off))
                 return &p->name;
-        } else if (d->kind == DECL_OP && ident_has(&d->op->name, file, off)) {
-            return &d->op->name;
+        } else if (d->kind == DECL_OP) {
+            return op_definition(d->op, file, off);
         } else if (d->kind == DECL_MODEL) {
             Scope sc = {.depth = 0};
             const Ident *found = items_definition(c, &sc, &d->model->items, NULL, file, off);

@@ -46,6 +46,9 @@ cases = [
     ("tensor argument (weight)", ("(y, v)", 4), doc_position("weight v", 7), 1),
     ("tensor argument (instance result)", ("(y, v)", 1), doc_position("    y = ", 4), 1),
     ("size parameter", ("input x[m", 8), doc_position("param m", 6), 1),
+    ("operator input in its body", ("= X[m, n] +", 2), doc_position("twice(X", 6), 1),
+    ("operator result in its body", ("{ Y[m", 2), doc_position("-> Y[", 3), 1),
+    ("dimension in an operator's body", ("+ X[m, n]", 7), doc_position("twice(X[m, n]", 11), 1),
 ]
 for what, (needle, skip), (want_uri, want_line, want_char), length in cases:
     line, char = position_of(text, needle, skip)

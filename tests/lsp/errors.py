@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from lsp_client import TIMEOUT_S, Client, check, path_uri
+from lsp_client import TIMEOUT_S, Client, check, path_uri, position_of
 
 primec = sys.argv[1]
 here = os.path.dirname(os.path.abspath(__file__))
@@ -79,7 +79,8 @@ c.notify("textDocument/didOpen", {"textDocument": {"uri": 5}})
 text = open(path).read()
 uri = path_uri(path)
 check(c.open(uri, text)["diagnostics"] == [], "diagnostics after the bad input")
-r = c.at("textDocument/hover", uri, 14, 4)
+line, char = position_of(text, "y = matmul")
+r = c.at("textDocument/hover", uri, line, char)
 check(r["result"] and "cannon" in r["result"]["contents"]["value"], "hover after the bad input")
 junk = "model \u00e9\u0000 { ((((( use use ;;; \U0001F600 }" * 50
 d = c.change(uri, 2, junk)["diagnostics"]

@@ -23,6 +23,7 @@ class Client:
         self.proc = subprocess.Popen([primec, "lsp"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.messages = queue.Queue()
+        self.pending = []  # notifications read while waiting for a response
         self.next_id = 1
         threading.Thread(target=self._reader, daemon=True).start()
 
@@ -73,12 +74,12 @@ class Client:
             msg = self.messages.get(timeout=TIMEOUT_S)
         except queue.Empty:
             fail("no message from the server within %d s" % TIMEOUT_S)
+        if isinstance(msg, tuple):
+            fail("a message without Content-Length from the server: %r" % (msg,))
         if msg is None:
             fail("the server closed its output (exit status %s; stderr: %s)"
                  % (self.proc.poll(), self.proc.stderr.read().decode(errors="replace")))
         return msg
-
-    pending = []
 
     def read_response(self, rid):
         while True:
