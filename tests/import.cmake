@@ -278,6 +278,19 @@ primec_import_config(bad-opt-post-layernorm [=[{
   "word_embed_proj_dim": 512
 }
 ]=])
+# Text from the config goes into the written model's comment only as
+# printable ASCII: a newline in an architecture name cannot end it.
+primec_import_config(opt-architecture-newline [=[{
+  "architectures": ["OPTForCausalLM\nmodel x {"],
+  "ffn_dim": 256,
+  "hidden_size": 64,
+  "max_position_embeddings": 16,
+  "model_type": "opt",
+  "num_attention_heads": 8,
+  "num_hidden_layers": 2,
+  "vocab_size": 50272
+}
+]=])
 primec_import_config(bad-llama-activation [=[{
   "hidden_act": "gelu",
   "hidden_size": 4096,
@@ -300,6 +313,7 @@ set(PRIMEC_IMPORT_GOLDEN_CASES
     "llama-3-8b,--devices,8,--model,llama3_8b"
     "bloom-176b,--devices,8"
     "bloom-560m,--seq,1024"
+    "opt-architecture-newline,--devices,4"
     "llama-2-70b-devices-do-not-divide,--devices,3"
     "llama-2-70b-bad-model-name,--model,2x"
     "missing-file"
@@ -340,7 +354,8 @@ endif()
 # under a second in a Release build, but a minute and 5 GB or more under
 # ASan.
 foreach(case "opt-175b;--devices;8" "llama-7b;--devices;4" "llama-2-70b;--devices;8"
-             "llama-3-8b;--devices;8" "bloom-176b;--devices;8" "bloom-560m;--devices;4")
+             "llama-3-8b;--devices;8" "bloom-176b;--devices;8" "bloom-560m;--devices;4"
+             "opt-architecture-newline;--devices;4")
   set(args ${case})
   list(POP_FRONT args name)
   add_test(NAME import/check/${name}
