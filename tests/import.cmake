@@ -323,10 +323,10 @@ set(PRIMEC_IMPORT_GOLDEN_CASES
     bad-heads-do-not-divide-hidden bad-kv-heads-do-not-divide-heads bad-zero-and-negative
     bad-too-large bad-integer-overflow bad-opt-post-layernorm bad-llama-activation)
 # Cases that read another case's config.
-file(COPY_FILE ${PRIMEC_IMPORT_WORK}/llama-2-70b.json
-     ${PRIMEC_IMPORT_WORK}/llama-2-70b-devices-do-not-divide.json)
-file(COPY_FILE ${PRIMEC_IMPORT_WORK}/llama-2-70b.json
-     ${PRIMEC_IMPORT_WORK}/llama-2-70b-bad-model-name.json)
+configure_file(${PRIMEC_IMPORT_WORK}/llama-2-70b.json
+               ${PRIMEC_IMPORT_WORK}/llama-2-70b-devices-do-not-divide.json COPYONLY)
+configure_file(${PRIMEC_IMPORT_WORK}/llama-2-70b.json
+               ${PRIMEC_IMPORT_WORK}/llama-2-70b-bad-model-name.json COPYONLY)
 file(REMOVE ${PRIMEC_IMPORT_WORK}/missing-file.json)
 
 set(PRIMEC_IMPORT_UPDATE_COMMANDS)
