@@ -540,11 +540,22 @@ static long split_heads(const ImportShape *shape) {
     return shape->family == FAMILY_LLAMA ? shape->kv_heads : shape->heads;
 }
 
+/* Text from the config or the command line in a // comment: a byte that
+ * is not printable ASCII (a newline would end the comment) becomes '?'. */
+static void write_comment_text(FILE *out, const char *text) {
+    for (const unsigned char *c = (const unsigned char *)text; *c; ++c)
+        fputc(*c >= 0x20 && *c < 0x7f ? *c : '?', out);
+}
+
 static void write_model(FILE *out, const ImportShape *sh, const ImportOptions *opt, long seq) {
     const FamilyInfo *fi = &families[sh->family];
-    fprintf(out, "// %s model from %s (model_type \"%s\"", fi->title, opt->config, fi->model_type);
-    if (sh->architecture)
-        fprintf(out, ", %s", sh->architecture);
+    fprintf(out, "// %s model from ", fi->title);
+    write_comment_text(out, opt->config);
+    fprintf(out, " (model_type \"%s\"", fi->model_type);
+    if (sh->architecture) {
+        fputs(", ", out);
+        write_comment_text(out, sh->architecture);
+    }
     fprintf(out,
             "),\n// written by `primec import`: the stdlib's %s decoder layer (as in\n"
             "// %s) at the config's shape, with the Megatron-LM\n// plan on %ld device%s.\n//\n",
