@@ -269,10 +269,9 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
     if (!out_listed)
         touched[ntouched++] = ph->out.tensor;
     for (int rev = 0; rev < 2; ++rev) {
-        Machine saved = {0};
-        saved.ntensors = b->m.ntensors;
-        saved.ndev = b->m.ndev;
-        sched_machine_copy_some(b, &saved, &b->m, touched, ntouched);
+        MachineSave saved;
+        int saved_ntensors = b->m.ntensors;
+        sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
         Machine whole; /* checks that the trial touches nothing else */
         sched_machine_copy(b, &whole, &b->m);
@@ -297,8 +296,8 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
 #ifndef NDEBUG
         sched_machine_check_untouched(b, &whole, touched, ntouched);
 #endif
-        sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
-        b->m.ntensors = saved.ntensors;
+        sched_machine_restore(b, &saved);
+        b->m.ntensors = saved_ntensors;
         b->dry = was_dry;
         b->failed = was_failed;
         b->next_tag = tag;
@@ -379,7 +378,8 @@ static int cmp_int(const void *x, const void *y) {
  * so the pass stays linear in the number of phases. */
 void sched_free_dead(Builder *b, int p) {
     PhaseSched *ph = b->s->phases.items[p];
-    IntList look = {0};
+    IntList look = b->look; /* its memory is reused from call to call */
+    look.count = 0;
     const IntList *from[3] = {&b->read_last_at[p], &b->gained, &b->kept};
     for (int k = 0; k < 3; ++k)
         for (int i = 0; i < from[k]->count; ++i) {
@@ -393,6 +393,7 @@ void sched_free_dead(Builder *b, int p) {
         b->gained_flag[b->gained.items[i]] = 0;
     b->gained.count = 0;
     b->kept.count = 0;
+    b->look = look;
     if (look.count)
         qsort(look.items, (size_t)look.count, sizeof(int), cmp_int);
     for (int i = 0; i < look.count; ++i) {

@@ -549,10 +549,8 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         out_listed |= ins[i] == ph->out.tensor;
     if (!out_listed)
         touched[ntouched++] = ph->out.tensor;
-    Machine saved = {0};
-    saved.ntensors = b->m.ntensors;
-    saved.ndev = b->m.ndev;
-    sched_machine_copy_some(b, &saved, &b->m, touched, ntouched);
+    MachineSave saved;
+    sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
     Machine whole; /* checks that the trials touch nothing else */
     sched_machine_copy(b, &whole, &b->m);
@@ -564,7 +562,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         b->track_need[ins[i]] = 1;
     }
     for (int pass = 0; pass < 3; ++pass) {
-        sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
+        sched_machine_restore(b, &saved);
         int before = 0, after = 0;
         for (int i = 0; i < nins; ++i) {
             for (int d = 0; d < b->ndev; ++d) {
@@ -591,7 +589,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
 #ifndef NDEBUG
     sched_machine_check_untouched(b, &whole, touched, ntouched);
 #endif
-    sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
+    sched_machine_restore(b, &saved);
     b->dry = was_dry;
     b->failed = was_failed;
     b->next_tag = was_tag; /* trial tags are never emitted */
