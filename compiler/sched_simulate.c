@@ -155,8 +155,9 @@ static void step_check_inputs(Builder *b, StepState *ss) {
 
 /* Whether device dev uses `tile` of operand i's tensor (as operand i or
  * an earlier operand of the same tensor) at a step after this one. */
+/* cap is a power of two. */
 static unsigned long last_hash(long key, long cap) {
-    return (unsigned long)key * 0x9e3779b97f4a7c15ul % (unsigned long)cap;
+    return ((unsigned long)key * 0x9e3779b97f4a7c15ul >> 17) & (unsigned long)(cap - 1);
 }
 
 /* Fills the last-use table of operand i: for every (device, tile) that a
@@ -166,7 +167,9 @@ static unsigned long last_hash(long key, long cap) {
 static void last_use_build(Builder *b, StepState *ss, int i) {
     const PhaseSched *ph = ss->ph;
     long ntiles = b->s->tensors[ph->in[i].tensor].ntiles;
-    long cap = 2 * (long)b->ndev * ss->T * (i + 1) + 1;
+    long cap = 2;
+    while (cap < 2 * (long)b->ndev * ss->T * (i + 1))
+        cap *= 2;
     /* Plain memory, freed at the end of the run (step_state_free). */
     long *key = malloc(sizeof(long) * (size_t)cap);
     long *last = malloc(sizeof(long) * (size_t)cap);
@@ -182,7 +185,7 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
                 long k = (long)d * (ntiles + 1) + tile_at(b, &ph->in[j], d, op_step(b, ph, t));
                 unsigned long h = last_hash(k, cap);
                 while (key[h] >= 0 && key[h] != k)
-                    h = (h + 1) % (unsigned long)cap;
+                    h = (h + 1) & (unsigned long)(cap - 1);
                 if (key[h] < 0 || last[h] < t)
                     last[h] = t;
                 key[h] = k;
@@ -202,7 +205,7 @@ static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
         return 0;
     long k = (long)dev * (ntiles + 1) + tile, cap = ss->last_cap[i];
     for (unsigned long h = last_hash(k, cap); ss->last_key[i][h] >= 0;
-         h = (h + 1) % (unsigned long)cap)
+         h = (h + 1) & (unsigned long)(cap - 1))
         if (ss->last_key[i][h] == k)
             return ss->last_step[i][h] > ss->s;
     return 0;
