@@ -41,9 +41,9 @@ static int load_and_parse(Compilation *c, const char *path, const Span *from) {
     int id = source_load(&c->sources, path);
     if (id < 0) {
         if (from) {
-            diag_error(&c->sink, *from, "cannot open '%s': %s", path, strerror(errno));
+            diag_error(&c->sink, *from, "cannot open '%s': %s", path, source_load_error(errno));
         } else {
-            diag_error_plain(&c->sink, "cannot open '%s': %s", path, strerror(errno));
+            diag_error_plain(&c->sink, "cannot open '%s': %s", path, source_load_error(errno));
             c->io_error = 1;
         }
         return 0;

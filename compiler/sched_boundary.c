@@ -299,7 +299,7 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         sched_machine_restore(b, &saved);
         b->m.ntensors = saved_ntensors;
         b->dry = was_dry;
-        b->failed = was_failed;
+        b->failed = was_failed || b->out_of_slots;
         b->next_tag = tag;
         if (!failed && (best < 0 || bytes < best)) {
             best = bytes;

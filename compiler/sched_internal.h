@@ -96,6 +96,8 @@ typedef struct Builder {
     long steps;
     int dry; /* a trial run: no diagnostics, actions discarded */
     int failed;
+    int out_of_slots; /* a device needed more than MAX_SLOTS live tiles of a tensor:
+                       * reported once, and sticky through trial runs */
     int next_tag;
     PhaseSched *ph;
     const Instance *inst; /* of the current phase */

@@ -202,7 +202,28 @@ int sched_slot_alloc(Builder *b, int tensor, int dev) {
         }
         return s;
     }
-    ICE("more than %d live tiles of one tensor on one device", MAX_SLOTS);
+    /* A resource limit, not an internal error: the partition of the
+     * current instance needs more tiles at once than a device's store
+     * holds. Reported at the partition (its steps, when it has them). */
+    if (!b->out_of_slots) {
+        const Instance *inst = b->inst;
+        const Partition *p = inst ? inst->partition : NULL;
+        if (p)
+            diag_error(b->sink, p->steps ? p->steps->size->span : p->decl->name.span,
+                       "partition '%s' keeps more than %d tiles of '%s' live on one device "
+                       "at once (at most %d are supported)",
+                       p->name, MAX_SLOTS, b->s->tensors[tensor].name, MAX_SLOTS);
+        else
+            diag_error(b->sink, b->s->model->name_span,
+                       "model '%s' keeps more than %d tiles of '%s' live on one device at once "
+                       "(at most %d are supported)",
+                       b->s->model->name, MAX_SLOTS, b->s->tensors[tensor].name, MAX_SLOTS);
+        if (p)
+            diag_note(b->sink, inst->use_span, "partition '%s' applied here", p->name);
+    }
+    b->out_of_slots = 1;
+    b->failed = 1;
+    return MAX_SLOTS - 1; /* a valid slot; the schedule is abandoned */
 }
 
 /* Allocates a zeroed tile and returns its slot. */

@@ -77,9 +77,12 @@ typedef struct StepState {
     int *add_dev[SCHED_MAX_OPERANDS];
     int *add_slot[SCHED_MAX_OPERANDS];
     long *add_tile[SCHED_MAX_OPERANDS];
-    /* Scratch reused at every step: which tiles of operand i's tensor some
-     * device holds, and the travelling accumulators' candidates by tile. */
+    /* Per operand: which tiles some device holds, a scratch set kept
+     * zero between steps (not reallocated per step: a tensor may have
+     * as many tiles as the phase has steps). */
     unsigned char *held[SCHED_MAX_OPERANDS];
+    /* Scratch reused at every step: the travelling accumulators'
+     * candidates by tile. */
     int *acc_first, *acc_next;
     /* Per operand, once per run: the last phase step at which a device
      * uses a tile as that operand or an earlier one of the same tensor
@@ -123,8 +126,6 @@ static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
         ss->add_dev[i] = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
         ss->add_slot[i] = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
         ss->add_tile[i] = ARENA_ARRAY_UNINIT(b->arena, long, ndev + 1);
-        ss->held[i] =
-            ARENA_ARRAY_UNINIT(b->arena, unsigned char, b->s->tensors[ph->in[i].tensor].ntiles + 1);
     }
     ss->acc_first = ARENA_ARRAY_UNINIT(b->arena, int, b->s->tensors[ph->out.tensor].ntiles + 1);
     ss->acc_next = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
@@ -222,23 +223,29 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     if (operand_repeats(ph, i))
         return;
     /* Which tiles some device holds, found once (not per receiver). */
+    if (!ss->held[i])
+        ss->held[i] = arena_alloc(b->arena, (size_t)ts->ntiles + 1);
     unsigned char *held = ss->held[i];
-    memset(held, 0, (size_t)ts->ntiles + 1);
-    for (int c = 0; c < b->ndev; ++c) {
-        const Store *st = store_of(b, tensor, c);
-        for (int k = 0; k < st->count; ++k)
-            if (st->items[k].tile >= 0 && st->items[k].tile < ts->ntiles)
-                held[st->items[k].tile] = 1;
-    }
-    for (int d = 0; d < b->ndev; ++d) {
-        long tile = tile_at(b, &ph->in[i], d, tn);
-        if (sched_store_find(store_of(b, tensor, d), tile) >= 0)
-            continue;
-        if (tile < 0 || tile >= ts->ntiles || !held[tile])
-            continue; /* must be resident: learnt at the next step */
-        dst[n] = d;
-        tiles[n] = tile;
-        n++;
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1) {
+            for (int d = 0; d < b->ndev; ++d) {
+                long tile = tile_at(b, &ph->in[i], d, tn);
+                if (sched_store_find(store_of(b, tensor, d), tile) >= 0)
+                    continue;
+                if (tile < 0 || tile >= ts->ntiles || !held[tile])
+                    continue; /* must be resident: learnt at the next step */
+                dst[n] = d;
+                tiles[n] = tile;
+                n++;
+            }
+        }
+        /* Pass 0 marks the held tiles, pass 1 (after their use) clears them. */
+        for (int c = 0; c < b->ndev; ++c) {
+            const Store *st = store_of(b, tensor, c);
+            for (int k = 0; k < st->count; ++k)
+                if (st->items[k].tile >= 0 && st->items[k].tile < ts->ntiles)
+                    held[st->items[k].tile] = (unsigned char)(pass == 0);
+        }
     }
     if (n == 0)
         return;
@@ -486,7 +493,7 @@ void sched_run_phase(Builder *b, PhaseSched *ph) {
     step_state_init(b, ph, &ss);
     if (b->dry && b->dry_count)
         memset(b->dry_count, 0, sizeof(int) * (size_t)b->ndev);
-    for (ss.s = 0; ss.s < ss.T; ++ss.s) {
+    for (ss.s = 0; ss.s < ss.T && !b->out_of_slots; ++ss.s) {
         ss.t = op_step(b, ph, ss.s);
         ss.as.step = ss.s;
         for (int d = 0; d < b->ndev; ++d)
@@ -584,7 +591,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
             for (int d = 0; d < b->ndev; ++d)
                 after += b->need[ins[i]].count[d];
         /* One step: nothing moves, so the first trial is exact. */
-        if ((pass > 0 && after == before) || b->steps == 1)
+        if ((pass > 0 && after == before) || b->steps == 1 || b->out_of_slots)
             break;
     }
     for (int i = 0; i < nins; ++i)
@@ -594,7 +601,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
 #endif
     sched_machine_restore(b, &saved);
     b->dry = was_dry;
-    b->failed = was_failed;
+    b->failed = was_failed || b->out_of_slots;
     b->next_tag = was_tag; /* trial tags are never emitted */
     Layout *cache = ARENA_ARRAY(b->arena, Layout, ph->nin + 1);
     for (int k = 0; k < ph->nin; ++k)

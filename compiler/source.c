@@ -61,7 +61,7 @@ uint32_t source_add(SourceMap *map, const char *name, const char *text, size_t l
 
 /* The largest source file: far more than any model needs, and small
  * enough that parsing it stays within memory and Spans' 32-bit offsets. */
-#define SOURCE_MAX_BYTES (16u << 20)
+#define SOURCE_MAX_BYTES (16u << 20) /* source_load_error says 16 MiB */
 
 int source_load(SourceMap *map, const char *path) {
     /* O_NONBLOCK: opening a FIFO without a writer must not wait; it is
@@ -121,6 +121,19 @@ int source_load(SourceMap *map, const char *path) {
     uint32_t id = source_add(map, path, buf, len);
     free(buf);
     return (int)id;
+}
+
+const char *source_load_error(int err) {
+    switch (err) {
+    case EISDIR:
+        return "it is a directory";
+    case EINVAL:
+        return "not a regular file";
+    case EFBIG:
+        return "larger than the 16 MiB limit on a source file";
+    default:
+        return strerror(err);
+    }
 }
 
 const SourceFile *source_get(const SourceMap *map, uint32_t file) {

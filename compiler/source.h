@@ -38,8 +38,11 @@ typedef struct SourceMap {
 void source_map_init(SourceMap *map, Arena *arena);
 /* Adds a file from memory (text is copied); returns its id. */
 uint32_t source_add(SourceMap *map, const char *name, const char *text, size_t len);
-/* Reads a file from disk; returns its id, or -1 with errno set. */
+/* Reads a file from disk; returns its id, or -1 with errno set (EISDIR:
+ * a directory; EINVAL: not a regular file; EFBIG: above the size limit). */
 int source_load(SourceMap *map, const char *path);
+/* Why source_load failed, in words, for its errno. */
+const char *source_load_error(int err);
 const SourceFile *source_get(const SourceMap *map, uint32_t file);
 /* 1-based line and column of a byte offset (column counts bytes). */
 void source_line_col(const SourceFile *file, uint32_t offset, int *line, int *col);

@@ -31,6 +31,7 @@
 
 #include "calibrate.h"
 #include "cost.h"
+#include "cost_pipeline.h"
 #include "pipeline.h"
 #include "profile.h"
 #include "schedule.h"
@@ -503,6 +504,92 @@ static void test_cost_training_memory(void **state)
     compilation_free(&r.c);
 }
 
+/* A training iteration composed from one layer's cost: each term of
+ * cost_pipeline.h's formulas, checked against the report it came from. */
+static void test_cost_pipeline(void **state)
+{
+    (void)state;
+    Run r;
+    run_matmul(&r, "column", "d: 4", 64, 32, 48);
+    Profile p;
+    load(&p, "v100");
+    CostReport rep;
+    cost_schedule(r.s, &p, NULL, r.c.arena, &rep);
+    double fwd = 0, bwd = 0;
+    for (int i = 0; i < rep.nphases; ++i) {
+        PhaseKind kind = rep.phases[i].phase->kind;
+        if (kind == PHASE_FWD)
+            fwd += rep.phases[i].time_us;
+        else if (kind != PHASE_INIT)
+            bwd += rep.phases[i].time_us;
+    }
+    assert_true(fwd > 0 && bwd > 0);
+    long params = 0;
+    for (int d = 0; d < 4; ++d)
+        params = rep.memory.params[d] > params ? rep.memory.params[d] : params;
+    char err[256];
+    PipelineCost c;
+
+    /* One stage, one replica, one micro-batch of one sequence. */
+    PipelineShape one = {1, 1, 1, 1, 1, 1, 0, 0};
+    assert_int_equal(cost_pipeline(&rep, 1, &one, &p, &c, err, sizeof err), 1);
+    assert_true(close_to(c.layer_fwd_us, fwd) && close_to(c.layer_bwd_us, bwd));
+    assert_true(close_to(c.stage_us, fwd + bwd));
+    assert_true(c.bubble_us == 0 && c.p2p_us == 0 && c.allreduce_us == 0 && c.head_us == 0);
+    assert_true(close_to(c.optimizer_us, (double)params * 28 / 900e3));
+    assert_true(close_to(c.iteration_us, fwd + bwd + c.optimizer_us));
+    assert_int_equal(c.seq_tokens, 64);
+    assert_int_equal(c.hidden, 32);
+
+    /* Recomputation adds one forward per layer, sequence and micro-batch. */
+    PipelineShape rec = {1, 1, 1, 3, 2, 2, 0, 1};
+    assert_int_equal(cost_pipeline(&rep, 1, &rec, &p, &c, err, sizeof err), 1);
+    assert_true(close_to(c.stage_us, 2 * 3 * (2 * fwd + bwd)));
+
+    /* 4 stages of 2 layers, 2 replicas, micro-batches of 2, global batch
+     * 16: m = 4 per replica; the LM head on the last stage. */
+    PipelineShape pp = {4, 1, 2, 8, 2, 16, 96, 0};
+    assert_int_equal(cost_pipeline(&rep, 1, &pp, &p, &c, err, sizeof err), 1);
+    assert_int_equal(c.micro_batches, 4);
+    assert_int_equal(c.devices, 32);
+    double stage = 2 * 2 * (fwd + bwd);
+    assert_true(close_to(c.stage_us, stage));
+    assert_true(close_to(c.head_us, 3 * cost_gemm_us(&p, 2 * 64, 96 / 4, 32, 1, 4)));
+    /* Stage neighbours are 4 * 2 ranks apart: other nodes (4 per node). */
+    double send = cost_p2p_us(&p, LINK_INTER, 2.0 * 64 * 32 * 4 / 4);
+    assert_true(close_to(c.p2p_us, 2 * send));
+    double tmax = stage + c.head_us, tmean = stage + c.head_us / 4;
+    assert_true(close_to(c.bubble_us, 3 * (tmean + c.p2p_us)));
+    assert_true(close_to(c.pipeline_us, 4 * (tmax + c.p2p_us) + c.bubble_us));
+    double pdev = (double)params * 2 + 96.0 / 4 * 32;
+    assert_true(close_to(c.params_device, pdev));
+    assert_true(close_to(c.allreduce_us, cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTER, pdev * 4, 2)));
+    assert_true(c.embedding_us > 0);
+    assert_true(close_to(c.iteration_us, c.pipeline_us + c.allreduce_us + c.embedding_us + c.optimizer_us));
+
+    /* Two chunks per stage: half the bubble's stages, twice the sends. */
+    PipelineShape il = pp;
+    il.chunks = 2;
+    PipelineCost ci;
+    assert_int_equal(cost_pipeline(&rep, 1, &il, &p, &ci, err, sizeof err), 1);
+    assert_true(close_to(ci.p2p_us, 2 * c.p2p_us));
+    assert_true(close_to(ci.bubble_us, 1.5 * (tmean + ci.p2p_us)));
+
+    /* Shapes that do not divide. */
+    PipelineShape bad = pp;
+    bad.layers = 6;
+    assert_int_equal(cost_pipeline(&rep, 1, &bad, &p, &c, err, sizeof err), 0);
+    assert_string_equal(err, "6 layers do not split into 4 stages of 1 chunk");
+    bad = pp;
+    bad.global_batch = 10;
+    assert_int_equal(cost_pipeline(&rep, 1, &bad, &p, &c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "not a whole number of micro-batches"));
+    bad = one;
+    bad.chunks = 2;
+    assert_int_equal(cost_pipeline(&rep, 1, &bad, &p, &c, err, sizeof err), 0);
+    compilation_free(&r.c);
+}
+
 static void test_cost_print(void **state)
 {
     (void)state;
@@ -673,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_cost_row_allreduce),
         cmocka_unit_test(test_cost_bytes_match_schedule),
         cmocka_unit_test(test_cost_training_memory),
+        cmocka_unit_test(test_cost_pipeline),
         cmocka_unit_test(test_cost_print),
         cmocka_unit_test(test_calibrate_quick),
         cmocka_unit_test(test_calibrate_samples_text),
