@@ -12,11 +12,11 @@
  * Random accumulators (duplicates included) are merged both ways and
  * compared field by field, through several reuses from the pool.
  */
-#include <cmocka.h>
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <setjmp.h>
 #include <stdint.h>
+#include <cmocka.h>
 
 #include <stdlib.h>
 #include <string.h>
