@@ -17,6 +17,9 @@ grid on 2x2 and 4x4: `check`, the compiler's own time to the emitted C
 (`--dump-after=emit`, unformatted), `build --emit-only` (formatted with
 clang-format), `build` (the C compiler too), and the emitted C's size.
 
+--cpu reports processor time (user + system) instead of wall time: on a
+machine shared with other jobs, wall time mostly measures the others.
+
 Use a Release build.
 """
 import re
@@ -37,15 +40,20 @@ MODEL = """model sq {{
 """
 
 
+CPU_TIME = False  # --cpu: user + system seconds instead of wall seconds
+
+
 def run_once(cmd):
-    """(wall seconds, max RSS in KB) of one run, via /usr/bin/time."""
+    """(seconds, max RSS in KB) of one run, via /usr/bin/time: wall
+    seconds, or user + system seconds under --cpu."""
     with tempfile.NamedTemporaryFile(mode="r", suffix=".time") as tf:
-        full = ["/usr/bin/time", "-f", "%e %M", "-o", tf.name] + cmd
+        full = ["/usr/bin/time", "-f", "%e %U %S %M", "-o", tf.name] + cmd
         r = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             raise RuntimeError("%s failed: %s" % (" ".join(cmd), r.stderr[-500:]))
-        wall, rss = tf.read().split()[-2:]
-        return float(wall), int(rss)
+        wall, user, system, rss = tf.read().split()[-4:]
+        t = float(user) + float(system) if CPU_TIME else float(wall)
+        return t, int(rss)
 
 
 def measure(primec, work, p, mode, repeat, timeout):
@@ -125,7 +133,11 @@ def main():
     ap.add_argument("--sizes", default="2,4,8,16")
     ap.add_argument("--check-sizes", default="32,64")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--cpu", action="store_true",
+                    help="report user + system time instead of wall time")
     a = ap.parse_args()
+    global CPU_TIME
+    CPU_TIME = a.cpu
     if a.set == "opt":
         opt_set(a)
         return
