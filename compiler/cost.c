@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "diag.h"
+#include "kernel_ir.h"
 #include "partition.h"
 #include "printer.h"
 
@@ -106,73 +107,57 @@ static int expr_ops(const Expr *x) {
     }
 }
 
-static int operand_has(const Operand *o, int d) {
-    for (int x = 0; x < o->ndims; ++x)
-        if (o->opdims[x] == d)
-            return 1;
-    return 0;
-}
-
-static const Operand *operand_named(const PhaseSched *ph, Sym name) {
-    for (int i = 0; i < ph->nin; ++i)
-        if (ph->in[i].name == name)
-            return &ph->in[i];
-    return NULL;
-}
-
 typedef struct KernelCost {
     double us;
     double flops;
 } KernelCost;
 
 /* The cost of one KERNEL action of the phase (tile shapes are the same
- * at every device and step). */
+ * at every device and step), priced from the kernel IR the emitter
+ * prints (kernel_ir.h): each GEMM node at the GEMM rate and efficiency
+ * of its shape, each loop node as a vector kernel over its loops (one
+ * flop per operator and intrinsic per point, plus the accumulation),
+ * reading the tiles its terms name and writing the output. */
 static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Profile *p, int eb) {
     KernelCost kc = {0, 0};
     if (ph->inst < 0 || !ph->expr)
         return kc;
-    const Instance *inst = &s->model->instances[ph->inst];
-    const SliceTable *st = &s->slices[ph->inst];
-    double points = 1;
-    for (int d = 0; d < inst->op->ndims; ++d)
-        points *= (double)st->extent[d];
-    const Expr *x = ph->expr;
-    const Operand *a = NULL, *b = NULL;
-    if (x->kind == EXPR_BINARY && x->op == '*' && x->lhs->kind == EXPR_INDEX &&
-        x->rhs->kind == EXPR_INDEX && x->lhs->name != x->rhs->name) {
-        a = operand_named(ph, x->lhs->name);
-        b = operand_named(ph, x->rhs->name);
-    }
-    if (a && b) {
-        /* A GEMM: batch dims in A, B and out; M in A and out; N in B and
-         * out; K in A and B only. */
-        double m = 1, n = 1, k = 1, batch = 1;
-        for (int d = 0; d < inst->op->ndims; ++d) {
-            int inA = operand_has(a, d), inB = operand_has(b, d), inO = operand_has(&ph->out, d);
-            double e = (double)st->extent[d];
-            if (inA && inB && inO)
-                batch *= e;
-            else if (inA && inO)
-                m *= e;
-            else if (inB && inO)
-                n *= e;
-            else
-                k *= e;
+    Kernel k;
+    kernel_build(&k, s, ph, 0);
+    const double out_elems = (double)s->tensors[ph->out.tensor].tile_elems;
+    for (int i = 0; i < k.nnodes; ++i) {
+        const KernelNode *node = &k.nodes[i];
+        if (node->kind == KNODE_GEMM) {
+            const KernelGemm *g = &node->gemm;
+            double batch = 1;
+            for (int b = 0; b < g->nbatch; ++b)
+                batch *= (double)g->batch_extent[b];
+            kc.flops += 2.0 * (double)g->m * (double)g->n * (double)g->k * batch;
+            kc.us += cost_gemm_us(p, (double)g->m, (double)g->n, (double)g->k, batch, eb);
+            continue;
         }
-        kc.flops = 2 * m * n * k * batch;
-        kc.us = cost_gemm_us(p, m, n, k, batch, eb);
-        return kc;
+        const KernelLoop *l = &node->loop;
+        double points = 1;
+        for (int d = 0; d < l->nloops; ++d)
+            points *= (double)k.extent[l->loop_dim[d]];
+        int ops = 0;
+        unsigned reads = 0;
+        for (int t = 0; t < l->nterms; ++t) {
+            ops += expr_ops(l->terms[t].expr) + (t > 0);
+            reads |= kernel_expr_operands(&k, l->terms[t].expr);
+        }
+        double bytes = 2.0 * out_elems;
+        for (int o = 0; o < ph->nin; ++o) {
+            int repeat = 0;
+            for (int j = 0; j < o; ++j)
+                repeat |= ph->in[j].tensor == ph->in[o].tensor;
+            if ((reads >> o & 1u) && !repeat)
+                bytes += (double)s->tensors[ph->in[o].tensor].tile_elems;
+        }
+        double flops = points * (1 + ops);
+        kc.flops += flops;
+        kc.us += cost_vector_us(p, flops, bytes * eb);
     }
-    double bytes = 2.0 * (double)s->tensors[ph->out.tensor].tile_elems;
-    for (int i = 0; i < ph->nin; ++i) {
-        int repeat = 0;
-        for (int j = 0; j < i; ++j)
-            repeat |= ph->in[j].tensor == ph->in[i].tensor;
-        if (!repeat)
-            bytes += (double)s->tensors[ph->in[i].tensor].tile_elems;
-    }
-    kc.flops = points * (1 + expr_ops(x));
-    kc.us = cost_vector_us(p, kc.flops, bytes * eb);
     return kc;
 }
 

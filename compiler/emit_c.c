@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "form.h"
+#include "kernel_c.h"
 #include "printer.h"
 
 typedef struct Emitter {
@@ -20,268 +21,21 @@ typedef struct Emitter {
     int dbl;              /* printing the fp64 reference */
 } Emitter;
 
-static long dim_extent(const Schedule *s, const PhaseSched *ph, int d, int whole) {
-    const Instance *inst = &s->model->instances[ph->inst];
-    return whole ? inst->dim_sizes[d] : s->slices[ph->inst].extent[d];
-}
-
-static int has_dim(const Operand *o, int d) {
-    for (int x = 0; x < o->ndims; ++x)
-        if (o->opdims[x] == d)
-            return 1;
-    return 0;
-}
-
-static long row_stride(const Schedule *s, const PhaseSched *ph, const Operand *o, int whole) {
-    return o->ndims ? dim_extent(s, ph, o->opdims[o->ndims - 1], whole) : 1;
-}
-
-static int operand_index(const PhaseSched *ph, Sym name) {
-    for (int i = 0; i < ph->nin; ++i)
-        if (ph->in[i].name == name)
-            return i;
-    ICE("no operand '%s'", name);
-}
-
-/* The C function an intrinsic lowers to (runtime/prime_math.h), in fp32
- * or, with dbl, fp64. */
-static const char *c_intrinsic(const char *name, int dbl) {
-    static const char *const map64[][2] = {
-        {"exp", "exp"},
-        {"log", "log"},
-        {"sqrt", "sqrt"},
-        {"rsqrt", "prime_rsqrt_d"},
-        {"tanh", "tanh"},
-        {"erf", "erf"},
-        {"sigmoid", "prime_sigmoid_d"},
-        {"relu", "prime_relu_d"},
-        {"gelu", "prime_gelu_d"},
-        {"silu", "prime_silu_d"},
-        {"abs", "fabs"},
-        {"step", "prime_step_d"},
-        {"max", "fmax"},
-        {"min", "fmin"},
-        {"cos", "cos"},
-        {"sin", "sin"},
-        {"pow", "pow"},
-        {"rsqrt_grad", "prime_rsqrt_grad_d"},
-        {"tanh_grad", "prime_tanh_grad_d"},
-        {"erf_grad", "prime_erf_grad_d"},
-        {"sigmoid_grad", "prime_sigmoid_grad_d"},
-        {"gelu_grad", "prime_gelu_grad_d"},
-        {"silu_grad", "prime_silu_grad_d"},
-    };
-    for (size_t i = 0; dbl && i < sizeof map64 / sizeof map64[0]; ++i)
-        if (strcmp(map64[i][0], name) == 0)
-            return map64[i][1];
-    static const char *const map[][2] = {
-        {"exp", "expf"},
-        {"log", "logf"},
-        {"sqrt", "sqrtf"},
-        {"rsqrt", "prime_rsqrt"},
-        {"tanh", "tanhf"},
-        {"erf", "erff"},
-        {"sigmoid", "prime_sigmoid"},
-        {"relu", "prime_relu"},
-        {"gelu", "prime_gelu"},
-        {"silu", "prime_silu"},
-        {"abs", "fabsf"},
-        {"step", "prime_step"},
-        {"max", "fmaxf"},
-        {"min", "fminf"},
-        {"cos", "cosf"},
-        {"sin", "sinf"},
-        {"pow", "powf"},
-        {"rsqrt_grad", "prime_rsqrt_grad"},
-        {"tanh_grad", "prime_tanh_grad"},
-        {"erf_grad", "prime_erf_grad"},
-        {"sigmoid_grad", "prime_sigmoid_grad"},
-        {"gelu_grad", "prime_gelu_grad"},
-        {"silu_grad", "prime_silu_grad"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; ++i)
-        if (strcmp(map[i][0], name) == 0)
-            return map[i][1];
-    ICE("no C lowering for intrinsic '%s'", name);
-}
-
-/* Prints operand o's element index at the loop variables d0, d1, ... */
-static void print_index(Emitter *e, const PhaseSched *ph, const Operand *o, int whole) {
-    if (o->ndims == 0) {
-        printer_printf(&e->p, "0");
-        return;
-    }
-    for (int x = 0; x < o->ndims; ++x) {
-        long stride = 1;
-        for (int y = x + 1; y < o->ndims; ++y)
-            stride *= dim_extent(e->s, ph, o->opdims[y], whole);
-        printer_printf(&e->p, "%sd%d * %ldL", x ? " + " : "", o->opdims[x], stride);
-    }
-}
-
-static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whole) {
-    Printer *p = &e->p;
-    switch (x->kind) {
-    case EXPR_INT:
-        printer_printf(p, e->dbl ? "%ld.0" : "%ld.0f", x->value);
-        break;
-    case EXPR_NAME:
-    case EXPR_INDEX: {
-        const Instance *inst = &e->s->model->instances[ph->inst];
-        if (x->kind == EXPR_NAME) {
-            /* A dimension used as a value: its global index. */
-            for (int d = 0; d < inst->op->ndims; ++d) {
-                if (inst->op->dims[d] == x->name) {
-                    printer_printf(p, "(%s)(d%d + off[%d])", e->dbl ? "double" : "float", d, d);
-                    return;
-                }
-            }
-        }
-        int i = operand_index(ph, x->name);
-        printer_printf(p, "in[%d][", i);
-        print_index(e, ph, &ph->in[i], whole);
-        printer_printf(p, "]");
-        break;
-    }
-    case EXPR_NEG:
-        printer_printf(p, "(-");
-        print_expr(e, ph, x->lhs, whole);
-        printer_printf(p, ")");
-        break;
-    case EXPR_BINARY:
-        printer_printf(p, "(");
-        print_expr(e, ph, x->lhs, whole);
-        printer_printf(p, " %c ", x->op);
-        print_expr(e, ph, x->rhs, whole);
-        printer_printf(p, ")");
-        break;
-    case EXPR_CALL:
-        if (strcmp(x->name, "size") == 0) {
-            /* The whole dimension, whatever the tile. */
-            const Instance *inst = &e->s->model->instances[ph->inst];
-            const Expr *dim = x->args.items[0];
-            for (int d = 0; d < inst->op->ndims; ++d)
-                if (inst->op->dims[d] == dim->name)
-                    printer_printf(p, e->dbl ? "%ld.0" : "%ld.0f", inst->dim_sizes[d]);
-            break;
-        }
-        printer_printf(p, "%s(", c_intrinsic(x->name, e->dbl));
-        for (int i = 0; i < x->args.count; ++i) {
-            if (i)
-                printer_printf(p, ", ");
-            print_expr(e, ph, x->args.items[i], whole);
-        }
-        printer_printf(p, ")");
-        break;
-    default:
-        ICE("cannot lower expression kind %d", x->kind);
-    }
-}
-
-/* out += a * b as one GEMM, when a and b are distinct operands and the
- * einsum is a plain matrix product (no batch dimension, at most one M, N
- * and K dimension). Returns 0 when it is not. */
-static int emit_gemm(Emitter *e, const PhaseSched *ph, int whole) {
-    const Schedule *s = e->s;
-    const Expr *x = ph->expr;
-    if (x->kind != EXPR_BINARY || x->op != '*' || x->lhs->kind != EXPR_INDEX ||
-        x->rhs->kind != EXPR_INDEX || x->lhs->name == x->rhs->name || ph->nin != 2)
-        return 0;
-    int ia = operand_index(ph, x->lhs->name), ib = operand_index(ph, x->rhs->name);
-    const Operand *a = &ph->in[ia], *b = &ph->in[ib], *o = &ph->out;
-    int m = -1, n = -1, k = -1;
-    const Instance *inst = &s->model->instances[ph->inst];
-    for (int d = 0; d < inst->op->ndims; ++d) {
-        int inA = has_dim(a, d), inB = has_dim(b, d), inO = has_dim(o, d);
-        if (inA && inB && inO)
-            return 0;
-        if (inA && inO) {
-            if (m >= 0)
-                return 0;
-            m = d;
-        } else if (inB && inO) {
-            if (n >= 0)
-                return 0;
-            n = d;
-        } else if (inA && inB) {
-            if (k >= 0)
-                return 0;
-            k = d;
-        } else if (inA || inB) {
-            return 0;
-        }
-    }
-    if (o->ndims == 2 && o->opdims[0] == n) {
-        const Operand *t = a;
-        a = b;
-        b = t;
-        int ti = ia;
-        ia = ib;
-        ib = ti;
-        int tm = m;
-        m = n;
-        n = tm;
-    }
-    int ta = a->ndims == 2 && a->opdims[0] == k;
-    int tb = b->ndims == 2 && b->opdims[0] == n;
-    printer_printf(
-        &e->p,
-        e->dbl
-            ? "prime_dgemm(%d, %d, %ld, %ld, %ld, 1.0, in[%d], %ld, in[%d], %ld, 1.0, out, %ld);\n"
-            : "prime_gemm(%d, %d, %ld, %ld, %ld, 1.0f, in[%d], %ld, in[%d], %ld, 1.0f, out, "
-              "%ld);\n",
-        ta, tb, m >= 0 ? dim_extent(s, ph, m, whole) : 1, n >= 0 ? dim_extent(s, ph, n, whole) : 1,
-        k >= 0 ? dim_extent(s, ph, k, whole) : 1, ia, row_stride(s, ph, a, whole), ib,
-        row_stride(s, ph, b, whole), row_stride(s, ph, o, whole));
-    return 1;
-}
-
-static int uses_dim_index(const Op *op, const Expr *x) {
-    if (!x)
-        return 0;
-    if (x->kind == EXPR_NAME)
-        for (int d = 0; d < op->ndims; ++d)
-            if (op->dims[d] == x->name)
-                return 1;
-    if (x->kind == EXPR_CALL && strcmp(x->name, "size") == 0)
-        return 0;
-    int u = uses_dim_index(op, x->lhs) || uses_dim_index(op, x->rhs);
-    for (int i = 0; i < x->args.count && (x->kind == EXPR_CALL || x->kind == EXPR_RADIX); ++i)
-        u |= uses_dim_index(op, x->args.items[i]);
-    return u;
-}
-
-/* out[...] += expr over one tile (or, whole, over the whole tensors). */
 /* The body of a phase's kernel (whole: over whole tensors, for the
  * reference), as text. */
 static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
-    Printer saved = e->p;
-    printer_init(&e->p);
-    Printer *p = &e->p;
-    const Instance *inst = &e->s->model->instances[ph->inst];
-    printer_indent(p, 1);
-    if (!uses_dim_index(inst->op, ph->expr))
-        printer_printf(p, "(void)off;\n");
-    if (!emit_gemm(e, ph, whole)) {
-        for (int d = 0; d < inst->op->ndims; ++d) {
-            printer_printf(p, "for (long d%d = 0; d%d < %ld; ++d%d) {\n", d, d,
-                           dim_extent(e->s, ph, d, whole), d);
-            printer_indent(p, 1);
-        }
-        printer_printf(p, "out[");
-        print_index(e, ph, &ph->out, whole);
-        printer_printf(p, "] += ");
-        print_expr(e, ph, ph->expr, whole);
-        printer_printf(p, ";\n");
-        for (int d = 0; d < inst->op->ndims; ++d) {
-            printer_indent(p, -1);
-            printer_printf(p, "}\n");
-        }
-    }
+    Printer p;
+    printer_init(&p);
+    printer_indent(&p, 1);
+    Kernel *k = malloc(sizeof *k);
+    if (!k)
+        ICE("out of memory");
+    kernel_build(k, e->s, ph, whole);
+    kernel_c_body(&p, k, e->dbl);
+    free(k);
     size_t len;
-    char *body = printer_take(p, &len);
-    printer_free(p);
-    e->p = saved;
+    char *body = printer_take(&p, &len);
+    printer_free(&p);
     return body;
 }
 

@@ -5,6 +5,7 @@
  *   primec explain FILE [--json]      phases, steps, moves, collectives, memory
  *   primec build FILE --target cpu -o DIR
  *                                     emit C, compile it against the runtime
+ *   primec import CONFIG.json         a Hugging Face config as a model (import_hf.h)
  *
  * Exit codes: 0 success, 1 errors in the input, 2 usage or I/O errors,
  * 3 internal errors (including a C compiler rejecting emitted code).
@@ -21,6 +22,8 @@
 #include "cost_cli.h"
 #include "explain.h"
 #include "format.h"
+#include "import_hf.h"
+#include "paths.h"
 #include "pipeline.h"
 #include "plan_cli.h"
 
@@ -40,6 +43,8 @@ static void usage(FILE *out) {
         "  calibrate              measure this machine and write a profile (see "
         "docs/cost-model.md)\n"
         "  cost FILE              predicted time per phase and step on --profile P\n"
+        "  import CONFIG.json     a Hugging Face config (OPT, Llama, BLOOM) as a .prime model "
+        "(see docs/import.md)\n"
         "\n"
         "options:\n"
         "  --model NAME           only this model (default: every model in FILE)\n"
@@ -53,6 +58,7 @@ static void usage(FILE *out) {
         "  --dump-after=PASS      print the IR after PASS and stop (%s)\n"
         "  --help                 this text\n"
         "  --version              the version\n"
+        "  --print-paths          where primec finds the runtime and the profiles\n"
         "\n"
         "exit codes: 0 ok, 1 errors in the input, 2 usage or I/O error, 3 internal error\n",
         PRIMEC_CC, pipeline_pass_list());
@@ -112,15 +118,18 @@ static int stdout_ok(void) {
 
 /* What `build --target` compiles with and links against: the same
  * emitted C for every target. mpi uses the MPI compiler wrapper, which
- * adds MPI's own flags, and exists only when primec was built with MPI. */
+ * adds MPI's own flags, and exists only when primec was built with MPI.
+ * The runtime's headers and libraries are the installed ones or the build
+ * tree's (paths.h). */
 typedef struct BuildTarget {
-    const char *name, *cc, *lib, *link;
+    const char *name, *cc, *link;
+    int mpi; /* links prime_rt_mpi instead of prime_rt */
 } BuildTarget;
 
 static const BuildTarget build_targets[] = {
-    {"cpu", PRIMEC_CC, PRIMEC_RUNTIME_LIB, PRIMEC_RUNTIME_LINK},
+    {"cpu", PRIMEC_CC, PRIMEC_RUNTIME_LINK, 0},
 #ifdef PRIMEC_RUNTIME_MPI_LIB
-    {"mpi", PRIMEC_MPICC, PRIMEC_RUNTIME_MPI_LIB, PRIMEC_RUNTIME_MPI_LINK},
+    {"mpi", PRIMEC_MPICC, PRIMEC_RUNTIME_MPI_LINK, 1},
 #endif
 };
 
@@ -132,16 +141,29 @@ static const BuildTarget *build_target(const char *name) {
 }
 
 static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *exe) {
-    size_t n = strlen(cc) + strlen(src) + strlen(exe) + strlen(PRIMEC_RUNTIME_INCLUDE) +
-               strlen(t->lib) + strlen(t->link) + strlen(PRIMEC_RUNTIME_CFLAGS) + 256;
+    const PrimecPaths *paths = primec_paths();
+    const char *lib = t->mpi ? paths->runtime_mpi_lib : paths->runtime_lib;
+    size_t n = strlen(cc) + strlen(src) + strlen(exe) + strlen(paths->runtime_include) +
+               strlen(lib) + strlen(t->link) + strlen(PRIMEC_RUNTIME_CFLAGS) + 256;
     char *cmd = malloc(n);
     if (!cmd)
         return 0;
     snprintf(cmd, n, "%s -std=c11 -O2 -Wall -Wextra -Werror %s -I'%s' '%s' -o '%s' '%s' %s", cc,
-             PRIMEC_RUNTIME_CFLAGS, PRIMEC_RUNTIME_INCLUDE, src, exe, t->lib, t->link);
+             PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, exe, lib, t->link);
     int status = system(cmd);
     free(cmd);
     return status == 0;
+}
+
+/* `primec --print-paths`: where this primec finds the runtime and the
+ * profiles (installed, relative to its binary, or in its build tree). */
+static void print_paths(void) {
+    const PrimecPaths *p = primec_paths();
+    printf("installed: %s\n", p->installed ? "yes" : "no (the build tree)");
+    printf("runtime include: %s\n", p->runtime_include);
+    printf("runtime library: %s\n", p->runtime_lib);
+    printf("mpi runtime library: %s\n", p->runtime_mpi_lib ? p->runtime_mpi_lib : "(none)");
+    printf("profiles: %s\n", p->profile_dir);
 }
 
 /* `primec calibrate ...` runs primec-calibrate, next to this binary: the
@@ -175,6 +197,8 @@ int main(int argc, char **argv) {
         return run_calibrate(argv + 1);
     if (argc > 1 && strcmp(argv[1], "cost") == 0)
         return cost_command_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "import") == 0)
+        return import_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -183,6 +207,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--version") == 0) {
             printf("primec %s\n", PRIMEC_VERSION);
             return EXIT_OK;
+        } else if (strcmp(a, "--print-paths") == 0) {
+            print_paths();
+            return stdout_ok() ? EXIT_OK : EXIT_USAGE;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (strcmp(a, "--emit-only") == 0) {
@@ -268,7 +295,7 @@ int main(int argc, char **argv) {
     compilation_init(&c, file, stderr);
     c.model_name = model;
     c.dump_after = dump_after;
-    const char *last = strcmp(command, "build") == 0 ? "emit" : "schedule";
+    const char *last = strcmp(command, "build") == 0 || dump_after ? "emit" : "schedule";
     int ok = pipeline_run(&c, last);
     int rc = EXIT_OK;
     if (!ok) {

@@ -11,6 +11,7 @@
 
 #include "emit_c.h"
 #include "form.h"
+#include "kernel_ir.h"
 #include "parse.h"
 #include "partition.h"
 #include "resolve.h"
@@ -355,6 +356,18 @@ static void dump_schedule(Compilation *c) {
     }
 }
 
+/* The kernel IR is built by the emitter from each schedule; this pass
+ * only lets --dump-after=kernels print it. */
+static int pass_kernels(Compilation *c) {
+    (void)c;
+    return 1;
+}
+
+static void dump_kernels(Compilation *c) {
+    for (int i = 0; i < c->schedules.count; ++i)
+        kernel_dump_schedule(c->schedules.items[i], c->dump_out);
+}
+
 static int pass_emit(Compilation *c) {
     for (int i = 0; i < c->schedules.count; ++i) {
         size_t len;
@@ -383,6 +396,7 @@ static const struct {
     {"partition", pass_partition, dump_partition},
     {"phases", pass_phases, dump_phases},
     {"schedule", pass_schedule, dump_schedule},
+    {"kernels", pass_kernels, dump_kernels},
     {"emit", pass_emit, dump_emit},
 };
 #define NPASSES ((int)(sizeof passes / sizeof passes[0]))
@@ -395,7 +409,7 @@ int pipeline_has_pass(const char *name) {
 }
 
 const char *pipeline_pass_list(void) {
-    return "parse, resolve, partition, phases, schedule, emit";
+    return "parse, resolve, partition, phases, schedule, kernels, emit";
 }
 
 void compilation_init(Compilation *c, const char *input, FILE *diag_out) {

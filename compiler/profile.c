@@ -19,9 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef PRIMEC_PROFILE_DIR
-#define PRIMEC_PROFILE_DIR "profiles"
-#endif
+#include "paths.h"
 
 static const char *const comm_names[] = {
 #define PROFILE_X(kind, name, alias) name,
@@ -44,7 +42,7 @@ const char *link_class_name(LinkClass link) {
 }
 
 const char *profile_dir(void) {
-    return PRIMEC_PROFILE_DIR;
+    return primec_paths()->profile_dir;
 }
 
 double profile_gemm_efficiency(const Profile *p, double min_dim) {

@@ -73,7 +73,7 @@ typedef struct Profile {
 int profile_parse(const char *text, const char *filename, Profile *out, char *err, size_t errlen);
 
 /* Loads a profile from a path (anything containing '/' or ending in
- * ".profile") or by name: "v100" finds PRIMEC_PROFILE_DIR/v100*.profile
+ * ".profile") or by name: "v100" finds v100*.profile in profile_dir()
  * (an exact "<name>.profile" wins over a prefix; two prefix matches are
  * an error naming both). Returns 1, or 0 with a message in err. */
 int profile_load(const char *path_or_name, Profile *out, char *err, size_t errlen);

@@ -77,12 +77,9 @@ typedef struct StepState {
     int *add_dev[SCHED_MAX_OPERANDS];
     int *add_slot[SCHED_MAX_OPERANDS];
     long *add_tile[SCHED_MAX_OPERANDS];
-    /* Per operand: which tiles some device holds, a scratch set kept
-     * zero between steps (not reallocated per step: a tensor may have
-     * as many tiles as the phase has steps). */
+    /* Scratch reused at every step: which tiles of operand i's tensor some
+     * device holds, and the travelling accumulators' candidates by tile. */
     unsigned char *held[SCHED_MAX_OPERANDS];
-    /* Scratch reused at every step: the travelling accumulators'
-     * candidates by tile. */
     int *acc_first, *acc_next;
     /* Per operand, once per run: the last phase step at which a device
      * uses a tile as that operand or an earlier one of the same tensor
@@ -126,6 +123,9 @@ static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
         ss->add_dev[i] = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
         ss->add_slot[i] = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
         ss->add_tile[i] = ARENA_ARRAY_UNINIT(b->arena, long, ndev + 1);
+        /* Zeroed once: step_post_moves_of clears what it sets. */
+        ss->held[i] =
+            ARENA_ARRAY(b->arena, unsigned char, b->s->tensors[ph->in[i].tensor].ntiles + 1);
     }
     ss->acc_first = ARENA_ARRAY_UNINIT(b->arena, int, b->s->tensors[ph->out.tensor].ntiles + 1);
     ss->acc_next = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
@@ -154,9 +154,7 @@ static void step_check_inputs(Builder *b, StepState *ss) {
     }
 }
 
-/* Whether device dev uses `tile` of operand i's tensor (as operand i or
- * an earlier operand of the same tensor) at a step after this one. */
-/* cap is a power of two. */
+/* A slot of the last-use table; cap is a power of two. */
 static unsigned long last_hash(long key, long cap) {
     return ((unsigned long)key * 0x9e3779b97f4a7c15ul >> 17) & (unsigned long)(cap - 1);
 }
@@ -198,6 +196,8 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
     ss->last_cap[i] = cap;
 }
 
+/* Whether device dev uses `tile` of operand i's tensor (as operand i or
+ * an earlier operand of the same tensor) at a step after this one. */
 static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
     if (!ss->last_key[i])
         last_use_build(b, ss, i);
@@ -223,8 +223,6 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     if (operand_repeats(ph, i))
         return;
     /* Which tiles some device holds, found once (not per receiver). */
-    if (!ss->held[i])
-        ss->held[i] = arena_alloc(b->arena, (size_t)ts->ntiles + 1);
     unsigned char *held = ss->held[i];
     for (int pass = 0; pass < 2; ++pass) {
         if (pass == 1) {
@@ -239,7 +237,8 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
                 n++;
             }
         }
-        /* Pass 0 marks the held tiles, pass 1 (after their use) clears them. */
+        /* Pass 0 marks the held tiles, pass 1 (after their use) clears them:
+         * the set stays zero between steps without a memset of every tile. */
         for (int c = 0; c < b->ndev; ++c) {
             const Store *st = store_of(b, tensor, c);
             for (int k = 0; k < st->count; ++k)

@@ -61,6 +61,43 @@ void prime_dgemm(int trans_a, int trans_b, int m, int n, int k, double alpha, co
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* Whether batch b's rows of A and C follow batch b-1's, with B the same. */
+static int folds_into_m(int trans_a, int batch, int m, int lda, long stride_a, long stride_b,
+                        int ldc, long stride_c) {
+    return batch > 1 && !trans_a && stride_b == 0 && stride_a == (long)m * lda &&
+           stride_c == (long)m * ldc && (long)m * batch <= 0x7fffffffL;
+}
+
+void prime_gemm_batched(int trans_a, int trans_b, int batch, int m, int n, int k, float alpha,
+                        const float *a, int lda, long stride_a, const float *b, int ldb,
+                        long stride_b, float beta, float *c, int ldc, long stride_c) {
+    if (batch <= 0 || !a || !b || !c)
+        return;
+    if (folds_into_m(trans_a, batch, m, lda, stride_a, stride_b, ldc, stride_c)) {
+        prime_gemm(trans_a, trans_b, m * batch, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    for (int i = 0; i < batch; i++)
+        prime_gemm(trans_a, trans_b, m, n, k, alpha, a + (size_t)i * (size_t)stride_a, lda,
+                   b + (size_t)i * (size_t)stride_b, ldb, beta, c + (size_t)i * (size_t)stride_c,
+                   ldc);
+}
+
+void prime_dgemm_batched(int trans_a, int trans_b, int batch, int m, int n, int k, double alpha,
+                         const double *a, int lda, long stride_a, const double *b, int ldb,
+                         long stride_b, double beta, double *c, int ldc, long stride_c) {
+    if (batch <= 0 || !a || !b || !c)
+        return;
+    if (folds_into_m(trans_a, batch, m, lda, stride_a, stride_b, ldc, stride_c)) {
+        prime_dgemm(trans_a, trans_b, m * batch, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    for (int i = 0; i < batch; i++)
+        prime_dgemm(trans_a, trans_b, m, n, k, alpha, a + (size_t)i * (size_t)stride_a, lda,
+                    b + (size_t)i * (size_t)stride_b, ldb, beta, c + (size_t)i * (size_t)stride_c,
+                    ldc);
+}
+
 void prime_add(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];

@@ -200,6 +200,16 @@ void prime_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, cons
 /* The same in fp64 (the dense reference of --check). */
 void prime_dgemm(int trans_a, int trans_b, int m, int n, int k, double alpha, const double *a,
                  int lda, const double *b, int ldb, double beta, double *c, int ldc);
+/* Strided-batched GEMM: for b in [0, batch), C_b = alpha * op(A_b) op(B_b)
+ * + beta * C_b, where X_b starts at x + b * stride_x. One GEMM when the
+ * batch folds into M (B shared, A untransposed and A and C batches
+ * contiguous rows), else a loop of GEMMs. */
+void prime_gemm_batched(int trans_a, int trans_b, int batch, int m, int n, int k, float alpha,
+                        const float *a, int lda, long stride_a, const float *b, int ldb,
+                        long stride_b, float beta, float *c, int ldc, long stride_c);
+void prime_dgemm_batched(int trans_a, int trans_b, int batch, int m, int n, int k, double alpha,
+                         const double *a, int lda, long stride_a, const double *b, int ldb,
+                         long stride_b, double beta, double *c, int ldc, long stride_c);
 /* Limits the BLAS library's own threads (devices are threads already;
  * prime_world_create sets 1). Programs that only plan or compile call it
  * to keep idle BLAS threads from spinning. */

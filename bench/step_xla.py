@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Step time of the OPT layer (examples/opt_layer.prime, 2 layers, 4
+thread-devices) built by primec, Megatron and square plans, side by side
+with the same layer in JAX/XLA on 4 host devices (Megatron sharding).
+
+    python3 bench/step_xla.py [--primec build/compiler/primec] [--runs 5]
+        [--repeat 3] [--shapes 512,512,8,64,2048 1024,1024,16,64,4096]
+        [--venv build/xla-venv] [--no-xla] [--work build/bench-xla]
+
+A shape is s,h,heads,head_dim,ffn. Each run is one process per program,
+the programs alternating (primec Megatron, primec square, XLA) run after
+run; each process steps --repeat times and reports its last step:
+
+- primec: the span of the events of its --trace (the program traces its
+  last iteration only), and per device the share of its kernel time spent
+  in kernels that are GEMMs (those whose `--dump-after=kernels` IR has a
+  GEMM node, their epilogue loops included);
+- XLA: bench/opt_layer_jax.py's wall clock around one jitted step.
+
+Prints the medians over the runs and the ratios primec / XLA Megatron.
+jax[cpu] is installed from PyPI into the venv on first use (a benchmark
+dependency only, never a build or test one).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = "param layers = 2, s = 16, h = 64, a = 8, e = 8, f = 256"
+MODELS = ("opt_small_megatron", "opt_small_square")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def venv_python(venv):
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.exists(py):
+        run([sys.executable, "-m", "venv", venv])
+    if subprocess.run([py, "-c", "import jax"], capture_output=True).returncode:
+        run([py, "-m", "pip", "install", "-q", "jax[cpu]"])
+    return py
+
+
+def gemm_phases(primec, model_file, model):
+    """The trace names ("forward q_0") of phases whose kernel has a GEMM."""
+    out = run([primec, "check", model_file, "--model", model, "--dump-after=kernels"]).stdout
+    names, current = set(), None
+    for line in out.splitlines():
+        m = re.match(r" phase \d+ (\w+) of (\S+):", line)
+        if m:
+            current = f"{m.group(1)} {m.group(2)}"
+        elif line.startswith("  gemm") and current:
+            names.add(current)
+    return names
+
+
+def build(primec, shape, layers, work):
+    s, h, a, e, f = shape
+    d = os.path.join(work, "x".join(map(str, shape)))
+    os.makedirs(d, exist_ok=True)
+    src = open(os.path.join(ROOT, "examples", "opt_layer.prime")).read()
+    params = f"param layers = {layers}, s = {s}, h = {h}, a = {a}, e = {e}, f = {f}"
+    model_file = os.path.join(d, "model.prime")
+    with open(model_file, "w") as fh:
+        fh.write(src.replace(SMALL, params))
+    progs = {}
+    for model in MODELS:
+        run([primec, "build", model_file, "--model", model, "-o", d])
+        progs[model] = (os.path.join(d, model), gemm_phases(primec, model_file, model))
+    return progs
+
+
+def primec_step(exe, gemm, repeat):
+    trace = exe + ".trace.json"
+    run([exe, "--repeat", str(repeat), "--trace", trace])
+    with open(trace) as fh:
+        data = json.load(fh)
+    ev = data["traceEvents"] if isinstance(data, dict) else data
+    start = min(x["ts"] for x in ev)
+    end = max(x["ts"] + x["dur"] for x in ev)
+    kern, gem = {}, {}
+    for x in ev:
+        kind = x["name"].split(" ")[0]
+        if kind in ("forward", "backward", "gradient"):
+            kern[x["tid"]] = kern.get(x["tid"], 0) + x["dur"]
+            if x["name"] in gemm:
+                gem[x["tid"]] = gem.get(x["tid"], 0) + x["dur"]
+    share = [gem.get(t, 0) / kern[t] for t in sorted(kern)]
+    compute = [kern[t] / (end - start) for t in sorted(kern)]
+    return (end - start) / 1e6, share, compute
+
+
+def xla_step(py, shape, layers, repeat):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu")
+    out = run([py, os.path.join(ROOT, "bench", "opt_layer_jax.py"), *map(str, shape),
+               str(layers), str(repeat)], env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])["step_s"][-1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--primec", default=os.path.join(ROOT, "build", "compiler", "primec"))
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--shapes", nargs="+",
+                    default=["512,512,8,64,2048", "1024,1024,16,64,4096"])
+    ap.add_argument("--venv", default=os.path.join(ROOT, "build", "xla-venv"))
+    ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench-xla"))
+    ap.add_argument("--no-xla", action="store_true")
+    args = ap.parse_args()
+    py = None if args.no_xla else venv_python(args.venv)
+    for text in args.shapes:
+        shape = tuple(int(v) for v in text.split(","))
+        progs = build(args.primec, shape, args.layers, args.work)
+        steps = {m: [] for m in MODELS}
+        shares = {m: [] for m in MODELS}
+        computes = {m: [] for m in MODELS}
+        xla = []
+        for _ in range(args.runs):
+            for m in MODELS:
+                t, share, compute = primec_step(*progs[m], args.repeat)
+                steps[m].append(t)
+                shares[m].append(share)
+                computes[m].append(compute)
+            if py:
+                xla.append(xla_step(py, shape, args.layers, args.repeat))
+        print(f"shape s,h,heads,head_dim,ffn = {text}, {args.layers} layers, 4 devices, "
+              f"medians of {args.runs} runs")
+        ref = statistics.median(xla) if xla else None
+        if ref:
+            print(f"  {'xla megatron':20s} step {ref * 1e3:9.1f} ms")
+        for m in MODELS:
+            med = statistics.median(steps[m])
+            share = [statistics.median(r[d] for r in shares[m]) for d in range(4)]
+            comp = [statistics.median(r[d] for r in computes[m]) for d in range(4)]
+            ratio = f" = {med / ref:5.2f}x xla" if ref else ""
+            print(f"  {'primec ' + m.replace('opt_small_', ''):20s} step {med * 1e3:9.1f} ms{ratio}"
+                  f"; GEMM share of kernel time per device "
+                  + " ".join(f"{x:4.0%}" for x in share)
+                  + "; kernel time / step " + " ".join(f"{x:4.0%}" for x in comp))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

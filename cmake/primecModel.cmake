@@ -1,0 +1,87 @@
+# primec_add_model: a model of a .prime file compiled ahead of time in the
+# user's build (docs/cmake.md).
+#
+#   primec_add_model(NAME name FILE file.prime MODEL model
+#                    [TARGET cpu|mpi|cuda] [RANKS n] [DEPENDS files...])
+#
+# The build runs `primec build FILE --model MODEL --target TARGET
+# --emit-only` into ${CMAKE_CURRENT_BINARY_DIR}/primec/NAME whenever FILE,
+# a file in DEPENDS (the files FILE imports), the stdlib or primec itself
+# changes, and compiles the emitted C with the project's C compiler into
+# the executable target NAME, linked to primec::prime_rt (cpu, the
+# default) or primec::prime_rt_mpi (mpi). The target NAME_check runs
+# `NAME --check` (the partitioned program against its dense reference,
+# and the predicted bytes and memory against the runtime's counters), and
+# the same command is registered as the test NAME_check. An mpi model
+# runs as RANKS processes (the model's device count) under mpiexec.
+# TARGET cuda is not available yet: it is refused at configure time.
+
+function(primec_add_model)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;FILE;MODEL;TARGET;RANKS" "DEPENDS")
+  foreach(required NAME FILE MODEL)
+    if(NOT arg_${required})
+      message(FATAL_ERROR "primec_add_model: ${required} is required "
+                          "(primec_add_model(NAME n FILE f.prime MODEL m TARGET cpu|mpi))")
+    endif()
+  endforeach()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "primec_add_model(${arg_NAME}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_TARGET)
+    set(arg_TARGET cpu)
+  endif()
+  if(arg_TARGET STREQUAL "cuda")
+    message(FATAL_ERROR "primec_add_model(${arg_NAME}): TARGET cuda is not available yet "
+                        "(primec builds cpu and mpi programs)")
+  elseif(arg_TARGET STREQUAL "mpi")
+    if(NOT TARGET primec::prime_rt_mpi OR NOT primec_HAS_MPI)
+      message(FATAL_ERROR "primec_add_model(${arg_NAME}): TARGET mpi needs a primec built with "
+                          "MPI, and MPI found in this project")
+    endif()
+    if(NOT arg_RANKS)
+      message(FATAL_ERROR "primec_add_model(${arg_NAME}): TARGET mpi needs RANKS n, the model's "
+                          "device count, to run its --check")
+    endif()
+    set(runtime primec::prime_rt_mpi)
+  elseif(arg_TARGET STREQUAL "cpu")
+    set(runtime primec::prime_rt)
+  else()
+    message(FATAL_ERROR "primec_add_model(${arg_NAME}): unknown TARGET '${arg_TARGET}' "
+                        "(cpu, mpi; cuda is not available yet)")
+  endif()
+
+  get_filename_component(file "${arg_FILE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  set(depends "${file}")
+  foreach(dep ${arg_DEPENDS})
+    get_filename_component(dep "${dep}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND depends "${dep}")
+  endforeach()
+  if(primec_STDLIB_DIR)
+    file(GLOB stdlib "${primec_STDLIB_DIR}/*.prime")
+    list(APPEND depends ${stdlib})
+  endif()
+  set(dir "${CMAKE_CURRENT_BINARY_DIR}/primec/${arg_NAME}")
+  set(source "${dir}/${arg_MODEL}.c")
+  add_custom_command(
+    OUTPUT "${source}"
+    COMMAND primec::primec build "${file}" --model "${arg_MODEL}" --target "${arg_TARGET}"
+            --emit-only -o "${dir}"
+    DEPENDS ${depends} "$<TARGET_FILE:primec::primec>"
+    COMMENT "primec: ${arg_MODEL} from ${arg_FILE}"
+    VERBATIM)
+
+  add_executable(${arg_NAME} "${source}")
+  set_target_properties(${arg_NAME} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                                               C_EXTENSIONS OFF)
+  target_link_libraries(${arg_NAME} PRIVATE ${runtime})
+
+  if(arg_TARGET STREQUAL "mpi")
+    set(run ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_RANKS} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:${arg_NAME}> ${MPIEXEC_POSTFLAGS} --check)
+  else()
+    set(run $<TARGET_FILE:${arg_NAME}> --check)
+  endif()
+  add_custom_target(${arg_NAME}_check COMMAND ${run} DEPENDS ${arg_NAME}
+                    COMMENT "${arg_NAME} --check" VERBATIM)
+  add_test(NAME ${arg_NAME}_check COMMAND ${run})
+endfunction()

@@ -1,0 +1,311 @@
+/*
+ * kernel_c.c — the kernel IR printed as C (see kernel_c.h).
+ */
+#include "kernel_c.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The C function an intrinsic lowers to (runtime/prime_math.h), in fp32
+ * or, with dbl, fp64. */
+static const char *c_intrinsic(const char *name, int dbl) {
+    static const char *const map64[][2] = {
+        {"exp", "exp"},
+        {"log", "log"},
+        {"sqrt", "sqrt"},
+        {"rsqrt", "prime_rsqrt_d"},
+        {"tanh", "tanh"},
+        {"erf", "erf"},
+        {"sigmoid", "prime_sigmoid_d"},
+        {"relu", "prime_relu_d"},
+        {"gelu", "prime_gelu_d"},
+        {"silu", "prime_silu_d"},
+        {"abs", "fabs"},
+        {"step", "prime_step_d"},
+        {"max", "fmax"},
+        {"min", "fmin"},
+        {"cos", "cos"},
+        {"sin", "sin"},
+        {"pow", "pow"},
+        {"rsqrt_grad", "prime_rsqrt_grad_d"},
+        {"tanh_grad", "prime_tanh_grad_d"},
+        {"erf_grad", "prime_erf_grad_d"},
+        {"sigmoid_grad", "prime_sigmoid_grad_d"},
+        {"gelu_grad", "prime_gelu_grad_d"},
+        {"silu_grad", "prime_silu_grad_d"},
+    };
+    for (size_t i = 0; dbl && i < sizeof map64 / sizeof map64[0]; ++i)
+        if (strcmp(map64[i][0], name) == 0)
+            return map64[i][1];
+    static const char *const map[][2] = {
+        {"exp", "expf"},
+        {"log", "logf"},
+        {"sqrt", "sqrtf"},
+        {"rsqrt", "prime_rsqrt"},
+        {"tanh", "tanhf"},
+        {"erf", "erff"},
+        {"sigmoid", "prime_sigmoid"},
+        {"relu", "prime_relu"},
+        {"gelu", "prime_gelu"},
+        {"silu", "prime_silu"},
+        {"abs", "fabsf"},
+        {"step", "prime_step"},
+        {"max", "fmaxf"},
+        {"min", "fminf"},
+        {"cos", "cosf"},
+        {"sin", "sinf"},
+        {"pow", "powf"},
+        {"rsqrt_grad", "prime_rsqrt_grad"},
+        {"tanh_grad", "prime_tanh_grad"},
+        {"erf_grad", "prime_erf_grad"},
+        {"sigmoid_grad", "prime_sigmoid_grad"},
+        {"gelu_grad", "prime_gelu_grad"},
+        {"silu_grad", "prime_silu_grad"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; ++i)
+        if (strcmp(map[i][0], name) == 0)
+            return map[i][1];
+    ICE("no C lowering for intrinsic '%s'", name);
+}
+
+/* Printing one expression inside a loop nest: operand i is the pointer
+ * x<i> (hoisted to the innermost loop's row), indexed by the innermost
+ * loop variable only. */
+typedef struct Ctx {
+    Printer *p;
+    const Kernel *k;
+    int dbl;
+    int inner;       /* the innermost loop's dimension, or -1 */
+    unsigned looped; /* the dimensions that have a loop */
+} Ctx;
+
+static int dim_index(const Kernel *k, Sym name) {
+    for (int d = 0; d < k->ndims; ++d)
+        if (k->inst->op->dims[d] == name)
+            return d;
+    return -1;
+}
+
+static void print_ref(Ctx *c, int x) {
+    long st = c->inner >= 0 ? c->k->stride[x][c->inner] : 0;
+    if (!st)
+        printer_printf(c->p, "0");
+    else if (st == 1)
+        printer_printf(c->p, "d%d", c->inner);
+    else
+        printer_printf(c->p, "d%d * %ldL", c->inner, st);
+}
+
+static void print_expr(Ctx *c, const Expr *x) {
+    Printer *p = c->p;
+    const Kernel *k = c->k;
+    switch (x->kind) {
+    case EXPR_INT:
+        printer_printf(p, c->dbl ? "%ld.0" : "%ld.0f", x->value);
+        break;
+    case EXPR_NAME:
+    case EXPR_INDEX: {
+        int d = x->kind == EXPR_NAME ? dim_index(k, x->name) : -1;
+        if (d >= 0) {
+            /* A dimension used as a value: its global index. */
+            if ((c->looped >> d) & 1u)
+                printer_printf(p, "(%s)(d%d + off[%d])", c->dbl ? "double" : "float", d, d);
+            else
+                printer_printf(p, "(%s)off[%d]", c->dbl ? "double" : "float", d);
+            return;
+        }
+        int i = kernel_operand(k->ph, x->name);
+        printer_printf(p, "x%d[", i);
+        print_ref(c, i);
+        printer_printf(p, "]");
+        break;
+    }
+    case EXPR_NEG:
+        printer_printf(p, "(-");
+        print_expr(c, x->lhs);
+        printer_printf(p, ")");
+        break;
+    case EXPR_BINARY:
+        printer_printf(p, "(");
+        print_expr(c, x->lhs);
+        printer_printf(p, " %c ", x->op);
+        print_expr(c, x->rhs);
+        printer_printf(p, ")");
+        break;
+    case EXPR_CALL:
+        if (strcmp(x->name, "size") == 0) {
+            /* The whole dimension, whatever the tile. */
+            int d = dim_index(k, ((const Expr *)x->args.items[0])->name);
+            if (d < 0)
+                ICE("size() of no dimension");
+            printer_printf(p, c->dbl ? "%ld.0" : "%ld.0f", k->inst->dim_sizes[d]);
+            break;
+        }
+        printer_printf(p, "%s(", c_intrinsic(x->name, c->dbl));
+        for (int i = 0; i < x->args.count; ++i) {
+            if (i)
+                printer_printf(p, ", ");
+            print_expr(c, x->args.items[i]);
+        }
+        printer_printf(p, ")");
+        break;
+    default:
+        ICE("cannot lower expression kind %d", x->kind);
+    }
+}
+
+/* base + the offsets of the loop variables of dims[0..n) in operand x. */
+static void print_offset(Printer *p, const char *base, const Kernel *k, int x, const int *dims,
+                         int n) {
+    int zero = strcmp(base, "0") == 0, any = 0;
+    if (!zero)
+        printer_printf(p, "%s", base);
+    for (int j = 0; j < n; ++j)
+        if (k->stride[x][dims[j]]) {
+            printer_printf(p, "%sd%d * %ldL", zero && !any ? "" : " + ", dims[j],
+                           k->stride[x][dims[j]]);
+            any = 1;
+        }
+    if (zero && !any)
+        printer_printf(p, "0");
+}
+
+static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl) {
+    const char *f = dbl ? "" : "f";
+    int outer = g->nbatch > 0 ? g->nbatch - 1 : 0;
+    for (int j = 0; j < outer; ++j) {
+        printer_printf(p, "for (long b%d = 0; b%d < %ld; ++b%d) {\n", j, j, g->batch_extent[j], j);
+        printer_indent(p, 1);
+    }
+    printer_printf(p, "%s%s(%d, %d, ", dbl ? "prime_dgemm" : "prime_gemm",
+                   g->nbatch ? "_batched" : "", g->trans_a, g->trans_b);
+    if (g->nbatch)
+        printer_printf(p, "%ld, ", g->batch_extent[g->nbatch - 1]);
+    printer_printf(p, "%ld, %ld, %ld, %s1.0%s", g->m, g->n, g->k, g->sign < 0 ? "-" : "", f);
+    if (g->scale != 1)
+        printer_printf(p, " * %ld.0%s", g->scale, f);
+    Ctx c = {p, k, dbl, -1, 0};
+    for (int i = 0; i < g->nfactors; ++i) {
+        printer_printf(p, " %c ", g->factors[i].op);
+        print_expr(&c, g->factors[i].expr);
+    }
+    const int x3[3] = {g->a, g->b, KERNEL_OUT};
+    const long ld[3] = {g->lda, g->ldb, g->ldc};
+    for (int r = 0; r < 3; ++r) {
+        if (r == 2)
+            printer_printf(p, ", 1.0%s, out", f);
+        else
+            printer_printf(p, ", in[%d]", x3[r]);
+        for (int j = 0; j < outer; ++j)
+            if (g->batch_stride[r][j])
+                printer_printf(p, " + b%d * %ldL", j, g->batch_stride[r][j]);
+        printer_printf(p, ", %ld", ld[r]);
+        if (g->nbatch)
+            printer_printf(p, ", %ldL", g->batch_stride[r][g->nbatch - 1]);
+    }
+    printer_printf(p, ");\n");
+    for (int j = 0; j < outer; ++j) {
+        printer_indent(p, -1);
+        printer_printf(p, "}\n");
+    }
+}
+
+/* The terms, times the loop's scale when with_scale. */
+static void print_terms(Ctx *c, const KernelLoop *l, int with_scale) {
+    if (with_scale && l->scale != 1)
+        printer_printf(c->p, c->dbl ? "%ld.0 * " : "%ld.0f * ", l->scale);
+    if (l->whole_expr || (l->nterms == 1 && l->terms[0].sign > 0)) {
+        print_expr(c, l->terms[0].expr);
+        return;
+    }
+    printer_printf(c->p, "(");
+    for (int t = 0; t < l->nterms; ++t) {
+        printer_printf(c->p, "%s", l->terms[t].sign < 0 ? (t ? " - " : "-") : (t ? " + " : ""));
+        print_expr(c, l->terms[t].expr);
+    }
+    printer_printf(c->p, ")");
+}
+
+static void open_loop(Printer *p, const Kernel *k, int d, int brace) {
+    printer_printf(p, "for (long d%d = 0; d%d < %ld; ++d%d)%s\n", d, d, k->extent[d], d,
+                   brace ? " {" : "");
+    printer_indent(p, 1);
+}
+
+static void close_loops(Printer *p, int n, int brace) {
+    for (int j = 0; j < n; ++j) {
+        printer_indent(p, -1);
+        if (brace)
+            printer_printf(p, "}\n");
+    }
+}
+
+static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl) {
+    const char *type = dbl ? "double" : "float";
+    const int *dims = l->loop_dim;
+    int n = l->nloops, outer = n > 0 ? n - 1 : 0, nout = n - l->nreduce;
+    unsigned looped = 0, ops = 0;
+    for (int j = 0; j < n; ++j)
+        looped |= 1u << dims[j];
+    for (int t = 0; t < l->nterms; ++t)
+        ops |= kernel_expr_operands(k, l->terms[t].expr);
+    for (int j = 0; j < outer; ++j) {
+        if (l->nreduce && j == nout)
+            printer_printf(p, "double acc = 0.0;\n");
+        open_loop(p, k, dims[j], 1);
+    }
+    if (l->nreduce && outer == nout)
+        printer_printf(p, "double acc = 0.0;\n");
+    if (!l->nreduce) {
+        printer_printf(p, "%s *restrict o = ", type);
+        print_offset(p, "out", k, KERNEL_OUT, dims, outer);
+        printer_printf(p, ";\n");
+    }
+    for (int i = 0; i < k->ph->nin; ++i) {
+        if (!((ops >> i) & 1u))
+            continue;
+        char base[32];
+        snprintf(base, sizeof base, "in[%d]", i);
+        printer_printf(p, "const %s *restrict x%d = ", type, i);
+        print_offset(p, base, k, i, dims, outer);
+        printer_printf(p, ";\n");
+    }
+    Ctx c = {p, k, dbl, n > 0 ? dims[n - 1] : -1, looped};
+    if (n > 0)
+        open_loop(p, k, dims[n - 1], 0);
+    /* KCOMB_SUM: the only combiner so far. */
+    if (l->nreduce) {
+        printer_printf(p, "acc += ");
+        print_terms(&c, l, 0);
+        printer_printf(p, ";\n");
+        close_loops(p, 1, 0);
+        close_loops(p, l->nreduce - 1, 1);
+        printer_printf(p, "out[");
+        print_offset(p, "0", k, KERNEL_OUT, dims, nout);
+        printer_printf(p, "] += (%s)(", type);
+        if (l->scale != 1)
+            printer_printf(p, "%ld.0 * ", l->scale);
+        printer_printf(p, "acc);\n");
+        close_loops(p, nout, 1);
+        return;
+    }
+    printer_printf(p, "o[");
+    print_ref(&c, KERNEL_OUT);
+    printer_printf(p, "] += ");
+    print_terms(&c, l, 1);
+    printer_printf(p, ";\n");
+    if (n > 0)
+        close_loops(p, 1, 0);
+    close_loops(p, outer, 1);
+}
+
+void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
+    if (!k->uses_off)
+        printer_printf(p, "(void)off;\n");
+    for (int i = 0; i < k->nnodes; ++i) {
+        if (k->nodes[i].kind == KNODE_GEMM)
+            print_gemm(p, k, &k->nodes[i].gemm, dbl);
+        else
+            print_loop(p, k, &k->nodes[i].loop, dbl);
+    }
+}

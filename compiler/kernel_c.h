@@ -1,0 +1,16 @@
+/*
+ * kernel_c.h — prints the kernel IR (kernel_ir.h) as C: GEMM nodes as
+ * calls of prime_gemm / prime_gemm_batched (runtime/prime_rt.h), loop
+ * nests as restrict-pointer loops whose innermost loop indexes p[i].
+ */
+#ifndef PRIMEC_KERNEL_C_H
+#define PRIMEC_KERNEL_C_H
+
+#include "kernel_ir.h"
+#include "printer.h"
+
+/* The body of `void f(float *out, const float *const *in, const long
+ * *off)` (double with dbl: the fp64 reference), at p's indentation. */
+void kernel_c_body(Printer *p, const Kernel *k, int dbl);
+
+#endif
