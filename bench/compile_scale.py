@@ -17,6 +17,10 @@ grid on 2x2 and 4x4: `check`, the compiler's own time to the emitted C
 (`--dump-after=emit`, unformatted), `build --emit-only` (formatted with
 clang-format), `build` (the C compiler too), and the emitted C's size.
 
+--own-only (with --set opt) measures `check` and the compiler's own time
+only, without clang-format and the C compiler (the size column is then
+the unformatted C's).
+
 --cpu reports processor time (user + system) instead of wall time: on a
 machine shared with other jobs, wall time mostly measures the others.
 
@@ -115,11 +119,19 @@ def opt_set(a):
                 p = a.primec
                 t_check, _ = timed([p, "check", src], a.repeat)
                 t_own, rss = timed([p, "build", src, "--dump-after=emit"], a.repeat)
-                t_emit, _ = timed([p, "build", src, "--emit-only", "-o", out], a.repeat)
-                t_build, _ = timed([p, "build", src, "-o", out], a.repeat)
-                size = os.path.getsize(os.path.join(out, name + ".c"))
+                if a.own_only:
+                    r = subprocess.run([p, "build", src, "--dump-after=emit"],
+                                       stdout=subprocess.PIPE, check=True)
+                    size = len(r.stdout)
+                    t_emit = t_build = None
+                else:
+                    t_emit, _ = timed([p, "build", src, "--emit-only", "-o", out], a.repeat)
+                    t_build, _ = timed([p, "build", src, "-o", out], a.repeat)
+                    size = os.path.getsize(os.path.join(out, name + ".c"))
                 row = [label, str(layers), "%.2f s" % t_check, "%.2f s" % t_own,
-                       "%.0f MB" % (rss / 1024), "%.2f s" % t_emit, "%.2f s" % t_build,
+                       "%.0f MB" % (rss / 1024),
+                       "-" if t_emit is None else "%.2f s" % t_emit,
+                       "-" if t_build is None else "%.2f s" % t_build,
                        "%.0f KB" % (size / 1024)]
                 print("| " + " | ".join(row) + " |", flush=True)
 
@@ -133,6 +145,8 @@ def main():
     ap.add_argument("--sizes", default="2,4,8,16")
     ap.add_argument("--check-sizes", default="32,64")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--own-only", action="store_true",
+                    help="--set opt: check and the compiler's own time only")
     ap.add_argument("--cpu", action="store_true",
                     help="report user + system time instead of wall time")
     a = ap.parse_args()
