@@ -357,9 +357,15 @@ void sched_liveness_init(Builder *b) {
 /* May tensor t be freed after phase p? It is not a result to check or a
  * weight, holds tiles, and no later phase reads it, or no later phase
  * reads this very storage and another tiling holds the value. */
+/* Results to check and weights are never freed. */
+static int never_dead(const Builder *b, int t) {
+    const SchedTensor *ts = &b->s->tensors[t];
+    return ts->check || (ts->is_weight && !ts->is_grad);
+}
+
 static int dead_after(Builder *b, int t, int p) {
     const SchedTensor *ts = &b->s->tensors[t];
-    if (ts->check || (ts->is_weight && !ts->is_grad) || !sched_holds_any(b, t))
+    if (never_dead(b, t) || !sched_holds_any(b, t))
         return 0;
     if (b->value_last_read[ts->model_tensor * 2 + ts->is_grad] > p)
         return last_read_of(b, t) <= p && sched_value_holder(b, t) >= 0;
@@ -401,7 +407,10 @@ void sched_free_dead(Builder *b, int p) {
         if (dead_after(b, t, p)) {
             b->ph = ph;
             sched_free_all(b, t);
-        } else if (last_read_of(b, t) <= p && sched_holds_any(b, t)) {
+        } else if (last_read_of(b, t) <= p && !never_dead(b, t) && sched_holds_any(b, t)) {
+            /* Looked at again after the next phase (a tensor that is
+             * never freed is not: every layer's weights would be looked
+             * at after every phase). */
             intlist_push(b->arena, &b->kept, t);
         }
     }
