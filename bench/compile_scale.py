@@ -17,6 +17,13 @@ grid on 2x2 and 4x4: `check`, the compiler's own time to the emitted C
 (`--dump-after=emit`, unformatted), `build --emit-only` (formatted with
 clang-format), `build` (the C compiler too), and the emitted C's size.
 
+--own-only (with --set opt) measures `check` and the compiler's own time
+only, without clang-format and the C compiler (the size column is then
+the unformatted C's).
+
+--cpu reports processor time (user + system) instead of wall time: on a
+machine shared with other jobs, wall time mostly measures the others.
+
 Use a Release build.
 """
 import argparse
@@ -36,15 +43,20 @@ MODEL = """model sq {{
 """
 
 
+CPU_TIME = False  # --cpu: user + system seconds instead of wall seconds
+
+
 def run_once(cmd):
-    """(wall seconds, max RSS in KB) of one run, via /usr/bin/time."""
+    """(seconds, max RSS in KB) of one run, via /usr/bin/time: wall
+    seconds, or user + system seconds under --cpu."""
     with tempfile.NamedTemporaryFile(mode="r", suffix=".time") as tf:
-        full = ["/usr/bin/time", "-f", "%e %M", "-o", tf.name] + cmd
+        full = ["/usr/bin/time", "-f", "%e %U %S %M", "-o", tf.name] + cmd
         r = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             raise RuntimeError("%s failed: %s" % (" ".join(cmd), r.stderr[-500:]))
-        wall, rss = tf.read().split()[-2:]
-        return float(wall), int(rss)
+        wall, user, system, rss = tf.read().split()[-4:]
+        t = float(user) + float(system) if CPU_TIME else float(wall)
+        return t, int(rss)
 
 
 def measure(primec, work, p, mode, repeat, timeout):
@@ -93,11 +105,19 @@ def opt_set(a):
                 sel = [example, "--model", name, "--param", "layers=%d" % layers, "--param", mesh]
                 t_check, _ = timed([p, "check"] + sel, a.repeat)
                 t_own, rss = timed([p, "build"] + sel + ["--dump-after=emit"], a.repeat)
-                t_emit, _ = timed([p, "build"] + sel + ["--emit-only", "-o", out], a.repeat)
-                t_build, _ = timed([p, "build"] + sel + ["-o", out], a.repeat)
-                size = os.path.getsize(os.path.join(out, name + ".c"))
+                if a.own_only:
+                    r = subprocess.run([p, "build"] + sel + ["--dump-after=emit"],
+                                       stdout=subprocess.PIPE, check=True)
+                    size = len(r.stdout)
+                    t_emit = t_build = None
+                else:
+                    t_emit, _ = timed([p, "build"] + sel + ["--emit-only", "-o", out], a.repeat)
+                    t_build, _ = timed([p, "build"] + sel + ["-o", out], a.repeat)
+                    size = os.path.getsize(os.path.join(out, name + ".c"))
                 row = [label, str(layers), "%.2f s" % t_check, "%.2f s" % t_own,
-                       "%.0f MB" % (rss / 1024), "%.2f s" % t_emit, "%.2f s" % t_build,
+                       "%.0f MB" % (rss / 1024),
+                       "-" if t_emit is None else "%.2f s" % t_emit,
+                       "-" if t_build is None else "%.2f s" % t_build,
                        "%.0f KB" % (size / 1024)]
                 print("| " + " | ".join(row) + " |", flush=True)
 
@@ -111,7 +131,13 @@ def main():
     ap.add_argument("--sizes", default="2,4,8,16")
     ap.add_argument("--check-sizes", default="32,64")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--own-only", action="store_true",
+                    help="--set opt: check and the compiler's own time only")
+    ap.add_argument("--cpu", action="store_true",
+                    help="report user + system time instead of wall time")
     a = ap.parse_args()
+    global CPU_TIME
+    CPU_TIME = a.cpu
     if a.set == "opt":
         opt_set(a)
         return

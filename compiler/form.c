@@ -385,9 +385,15 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
     if (nb < 3)
         return n;
     start[nb] = n;
+    /* A unit is at most four steps long. */
+    int unit = 0;
+    for (int b = 0; b < nb; ++b) {
+        int len = start[b + 4 < nb ? b + 4 : nb] - start[b];
+        unit = len > unit ? len : unit;
+    }
     PrimeActionForm *out = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
-    PrimeActionForm *loop = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
-    PrimeOffsetForm *loop_off = ARENA_ARRAY(f->arena, PrimeOffsetForm, n + 1);
+    PrimeActionForm *loop = ARENA_ARRAY(f->arena, PrimeActionForm, unit + 1);
+    PrimeOffsetForm *loop_off = ARENA_ARRAY(f->arena, PrimeOffsetForm, unit + 1);
     int m = 0;
     for (int i = 0; i < start[0]; ++i)
         out[m++] = forms[i];
@@ -474,10 +480,16 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
         for (int i = 0; i < n; ++i)
             if (!same_kind(&ph->actions[0][i], &ph->actions[r][i]))
                 return different_sequences;
+    int nkernels = 0, ncollectives = 0;
+    for (int i = 0; i < n; ++i) {
+        nkernels += ph->actions[0][i].op == PRIME_ACT_KERNEL;
+        ncollectives += is_collective(ph->actions[0][i].op);
+    }
     PrimeActionForm *forms = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
-    PrimeOffsetForm *offs = ARENA_ARRAY(f->arena, PrimeOffsetForm, 2 * n + 2);
-    /* fold_steps appends at most one offset form per form. */
-    PrimeGroupForm *gforms = ARENA_ARRAY(f->arena, PrimeGroupForm, n + 1);
+    /* One offset form per kernel at most, and fold_steps appends at most
+     * one per kernel form of a loop. */
+    PrimeOffsetForm *offs = ARENA_ARRAY(f->arena, PrimeOffsetForm, 2 * nkernels + 2);
+    PrimeGroupForm *gforms = ARENA_ARRAY(f->arena, PrimeGroupForm, ncollectives + 1);
     long *scratch = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
     int *ivals = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
     int *members = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);

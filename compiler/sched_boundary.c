@@ -269,10 +269,9 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
     if (!out_listed)
         touched[ntouched++] = ph->out.tensor;
     for (int rev = 0; rev < 2; ++rev) {
-        Machine saved = {0};
-        saved.ntensors = b->m.ntensors;
-        saved.ndev = b->m.ndev;
-        sched_machine_copy_some(b, &saved, &b->m, touched, ntouched);
+        MachineSave saved;
+        int saved_ntensors = b->m.ntensors;
+        sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
         Machine whole; /* checks that the trial touches nothing else */
         sched_machine_copy(b, &whole, &b->m);
@@ -297,8 +296,8 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
 #ifndef NDEBUG
         sched_machine_check_untouched(b, &whole, touched, ntouched);
 #endif
-        sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
-        b->m.ntensors = saved.ntensors;
+        sched_machine_restore(b, &saved);
+        b->m.ntensors = saved_ntensors;
         b->dry = was_dry;
         b->failed = was_failed || b->out_of_slots;
         b->next_tag = tag;
@@ -358,9 +357,15 @@ void sched_liveness_init(Builder *b) {
 /* May tensor t be freed after phase p? It is not a result to check or a
  * weight, holds tiles, and no later phase reads it, or no later phase
  * reads this very storage and another tiling holds the value. */
+/* Results to check and weights are never freed. */
+static int never_dead(const Builder *b, int t) {
+    const SchedTensor *ts = &b->s->tensors[t];
+    return ts->check || (ts->is_weight && !ts->is_grad);
+}
+
 static int dead_after(Builder *b, int t, int p) {
     const SchedTensor *ts = &b->s->tensors[t];
-    if (ts->check || (ts->is_weight && !ts->is_grad) || !sched_holds_any(b, t))
+    if (never_dead(b, t) || !sched_holds_any(b, t))
         return 0;
     if (b->value_last_read[ts->model_tensor * 2 + ts->is_grad] > p)
         return last_read_of(b, t) <= p && sched_value_holder(b, t) >= 0;
@@ -379,7 +384,8 @@ static int cmp_int(const void *x, const void *y) {
  * so the pass stays linear in the number of phases. */
 void sched_free_dead(Builder *b, int p) {
     PhaseSched *ph = b->s->phases.items[p];
-    IntList look = {0};
+    IntList look = b->look; /* its memory is reused from call to call */
+    look.count = 0;
     const IntList *from[3] = {&b->read_last_at[p], &b->gained, &b->kept};
     for (int k = 0; k < 3; ++k)
         for (int i = 0; i < from[k]->count; ++i) {
@@ -393,6 +399,7 @@ void sched_free_dead(Builder *b, int p) {
         b->gained_flag[b->gained.items[i]] = 0;
     b->gained.count = 0;
     b->kept.count = 0;
+    b->look = look;
     if (look.count)
         qsort(look.items, (size_t)look.count, sizeof(int), cmp_int);
     for (int i = 0; i < look.count; ++i) {
@@ -400,7 +407,10 @@ void sched_free_dead(Builder *b, int p) {
         if (dead_after(b, t, p)) {
             b->ph = ph;
             sched_free_all(b, t);
-        } else if (last_read_of(b, t) <= p && sched_holds_any(b, t)) {
+        } else if (last_read_of(b, t) <= p && !never_dead(b, t) && sched_holds_any(b, t)) {
+            /* Looked at again after the next phase (a tensor that is
+             * never freed is not: every layer's weights would be looked
+             * at after every phase). */
             intlist_push(b->arena, &b->kept, t);
         }
     }

@@ -137,6 +137,7 @@ typedef struct Builder {
      * tile it could free. */
     IntList *read_last_at;
     IntList gained, kept;
+    IntList look;               /* sched_free_dead's list of tensors to look at (scratch) */
     unsigned char *gained_flag; /* [storage tensor] */
     int *seen_at;               /* [storage tensor]: phase index + 1 of its last look */
     /* Per storage tensor, initialised when its id is handed out (below
@@ -186,6 +187,14 @@ static inline long op_step(const Builder *b, const PhaseSched *ph, long s) {
     return sched_op_step(b->s, ph, s);
 }
 
+/* The stores of a few storage tensors, saved around a trial run. */
+typedef struct MachineSave {
+    int n;
+    int tensors[SCHED_MAX_OPERANDS + 1];
+    Store *stores[SCHED_MAX_OPERANDS + 1];
+    uint64_t *slot_used[SCHED_MAX_OPERANDS + 1];
+} MachineSave;
+
 /* sched_machine.c: the machine model (stores and slots) and the actions every rank runs. */
 int sched_store_find(const Store *st, long tile);
 void sched_store_add(Builder *b, Store *st, long tile, int slot);
@@ -194,8 +203,8 @@ void sched_machine_init(Builder *b);
 /* Room in m for Builder.tensor_cap tensors (contents unset). */
 void sched_machine_room(Builder *b, Machine *m);
 void sched_machine_copy(Builder *b, Machine *dst, const Machine *src);
-void sched_machine_copy_some(Builder *b, Machine *dst, const Machine *src, const int *tensors,
-                             int n);
+void sched_machine_save(Builder *b, MachineSave *sv, const int *tensors, int n);
+void sched_machine_restore(Builder *b, const MachineSave *sv);
 #ifndef NDEBUG
 void sched_machine_check_untouched(Builder *b, const Machine *whole, const int *touched, int n);
 #endif

@@ -83,23 +83,46 @@ void sched_machine_copy(Builder *b, Machine *dst, const Machine *src) {
     }
 }
 
-/* Copies the stores of the listed tensors only (a trial run of one phase
- * touches its own operands and nothing else). */
-void sched_machine_copy_some(Builder *b, Machine *dst, const Machine *src, const int *tensors,
-                             int n) {
-    if (!dst->stores)
-        sched_machine_room(b, dst);
-    size_t words = sizeof(uint64_t) * (size_t)src->ndev * SLOT_WORDS;
+/* Saves the stores of the listed tensors of b->m (a trial run of one
+ * phase touches its own operands and nothing else). */
+void sched_machine_save(Builder *b, MachineSave *sv, const int *tensors, int n) {
+    size_t words = sizeof(uint64_t) * (size_t)b->ndev * SLOT_WORDS;
+    if (n > SCHED_MAX_OPERANDS + 1)
+        ICE("saving %d storage tensors of a trial run", n);
+    sv->n = n;
     for (int k = 0; k < n; ++k) {
         int t = tensors[k];
-        dst->stores[t] = ARENA_ARRAY_UNINIT(b->arena, Store, src->ndev);
-        dst->slot_used[t] = arena_alloc_uninit(b->arena, words);
-        memcpy(dst->slot_used[t], src->slot_used[t], words);
-        for (int d = 0; d < src->ndev; ++d) {
-            const Store *s = &src->stores[t][d];
-            Store *o = &dst->stores[t][d];
+        sv->tensors[k] = t;
+        sv->stores[k] = ARENA_ARRAY_UNINIT(b->arena, Store, b->ndev);
+        sv->slot_used[k] = arena_alloc_uninit(b->arena, words);
+        memcpy(sv->slot_used[k], b->m.slot_used[t], words);
+        for (int d = 0; d < b->ndev; ++d) {
+            const Store *s = &b->m.stores[t][d];
+            Store *o = &sv->stores[k][d];
             o->count = o->cap = s->count;
             o->items = s->count ? ARENA_ARRAY_UNINIT(b->arena, Held, s->count) : NULL;
+            if (s->count)
+                memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
+        }
+    }
+}
+
+/* Puts the saved stores back into b->m, in its own memory where it has
+ * room (a trial run restores its operands at every pass; a fresh copy
+ * each time would keep every copy in the arena). */
+void sched_machine_restore(Builder *b, const MachineSave *sv) {
+    size_t words = sizeof(uint64_t) * (size_t)b->ndev * SLOT_WORDS;
+    for (int k = 0; k < sv->n; ++k) {
+        int t = sv->tensors[k];
+        memcpy(b->m.slot_used[t], sv->slot_used[k], words);
+        for (int d = 0; d < b->ndev; ++d) {
+            const Store *s = &sv->stores[k][d];
+            Store *o = &b->m.stores[t][d];
+            if (o->cap < s->count) {
+                o->items = ARENA_ARRAY_UNINIT(b->arena, Held, s->count);
+                o->cap = s->count;
+            }
+            o->count = s->count;
             if (s->count)
                 memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
         }

@@ -154,10 +154,9 @@ static void step_check_inputs(Builder *b, StepState *ss) {
     }
 }
 
-/* Whether device dev uses `tile` of operand i's tensor (as operand i or
- * an earlier operand of the same tensor) at a step after this one. */
+/* A slot of the last-use table; cap is a power of two. */
 static unsigned long last_hash(long key, long cap) {
-    return (unsigned long)key * 0x9e3779b97f4a7c15ul % (unsigned long)cap;
+    return ((unsigned long)key * 0x9e3779b97f4a7c15ul >> 17) & (unsigned long)(cap - 1);
 }
 
 /* Fills the last-use table of operand i: for every (device, tile) that a
@@ -167,7 +166,9 @@ static unsigned long last_hash(long key, long cap) {
 static void last_use_build(Builder *b, StepState *ss, int i) {
     const PhaseSched *ph = ss->ph;
     long ntiles = b->s->tensors[ph->in[i].tensor].ntiles;
-    long cap = 2 * (long)b->ndev * ss->T * (i + 1) + 1;
+    long cap = 2;
+    while (cap < 2 * (long)b->ndev * ss->T * (i + 1))
+        cap *= 2;
     /* Plain memory, freed at the end of the run (step_state_free). */
     long *key = malloc(sizeof(long) * (size_t)cap);
     long *last = malloc(sizeof(long) * (size_t)cap);
@@ -183,7 +184,7 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
                 long k = (long)d * (ntiles + 1) + tile_at(b, &ph->in[j], d, op_step(b, ph, t));
                 unsigned long h = last_hash(k, cap);
                 while (key[h] >= 0 && key[h] != k)
-                    h = (h + 1) % (unsigned long)cap;
+                    h = (h + 1) & (unsigned long)(cap - 1);
                 if (key[h] < 0 || last[h] < t)
                     last[h] = t;
                 key[h] = k;
@@ -195,6 +196,8 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
     ss->last_cap[i] = cap;
 }
 
+/* Whether device dev uses `tile` of operand i's tensor (as operand i or
+ * an earlier operand of the same tensor) at a step after this one. */
 static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
     if (!ss->last_key[i])
         last_use_build(b, ss, i);
@@ -203,7 +206,7 @@ static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
         return 0;
     long k = (long)dev * (ntiles + 1) + tile, cap = ss->last_cap[i];
     for (unsigned long h = last_hash(k, cap); ss->last_key[i][h] >= 0;
-         h = (h + 1) % (unsigned long)cap)
+         h = (h + 1) & (unsigned long)(cap - 1))
         if (ss->last_key[i][h] == k)
             return ss->last_step[i][h] > ss->s;
     return 0;
@@ -555,10 +558,8 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         out_listed |= ins[i] == ph->out.tensor;
     if (!out_listed)
         touched[ntouched++] = ph->out.tensor;
-    Machine saved = {0};
-    saved.ntensors = b->m.ntensors;
-    saved.ndev = b->m.ndev;
-    sched_machine_copy_some(b, &saved, &b->m, touched, ntouched);
+    MachineSave saved;
+    sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
     Machine whole; /* checks that the trials touch nothing else */
     sched_machine_copy(b, &whole, &b->m);
@@ -570,7 +571,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         b->track_need[ins[i]] = 1;
     }
     for (int pass = 0; pass < 3; ++pass) {
-        sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
+        sched_machine_restore(b, &saved);
         int before = 0, after = 0;
         for (int i = 0; i < nins; ++i) {
             for (int d = 0; d < b->ndev; ++d) {
@@ -597,7 +598,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
 #ifndef NDEBUG
     sched_machine_check_untouched(b, &whole, touched, ntouched);
 #endif
-    sched_machine_copy_some(b, &b->m, &saved, touched, ntouched);
+    sched_machine_restore(b, &saved);
     b->dry = was_dry;
     b->failed = was_failed || b->out_of_slots;
     b->next_tag = was_tag; /* trial tags are never emitted */

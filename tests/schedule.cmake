@@ -6,3 +6,11 @@ target_link_libraries(test_schedule PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_schedule PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule COMMAND test_schedule)
 set_tests_properties(schedule PROPERTIES LABELS unit TIMEOUT 60)
+
+# The accumulators' merge and pool (sched_accumulate.c) against the plain
+# definition of a merge, on random accumulators.
+add_executable(test_sched_acc ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_acc.c)
+target_link_libraries(test_sched_acc PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_sched_acc PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME schedule/accumulators COMMAND test_sched_acc)
+set_tests_properties(schedule/accumulators PROPERTIES LABELS unit TIMEOUT 60)
