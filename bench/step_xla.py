@@ -49,7 +49,11 @@ def venv_python(venv):
 
 def gemm_phases(primec, model_file, model):
     """The trace names ("forward q_0") of phases whose kernel has a GEMM."""
-    out = run([primec, "check", model_file, "--model", model, "--dump-after=kernels"]).stdout
+    got = subprocess.run([primec, "check", model_file, "--model", model, "--dump-after=kernels"],
+                         capture_output=True, text=True)
+    if got.returncode:
+        return None  # a primec without the kernels pass
+    out = got.stdout
     names, current = set(), None
     for line in out.splitlines():
         m = re.match(r" phase \d+ (\w+) of (\S+):", line)
@@ -89,9 +93,9 @@ def primec_step(exe, gemm, repeat):
         kind = x["name"].split(" ")[0]
         if kind in ("forward", "backward", "gradient"):
             kern[x["tid"]] = kern.get(x["tid"], 0) + x["dur"]
-            if x["name"] in gemm:
+            if gemm and x["name"] in gemm:
                 gem[x["tid"]] = gem.get(x["tid"], 0) + x["dur"]
-    share = [gem.get(t, 0) / kern[t] for t in sorted(kern)]
+    share = [gem.get(t, 0) / kern[t] if gemm is not None else float("nan") for t in sorted(kern)]
     compute = [kern[t] / (end - start) for t in sorted(kern)]
     return (end - start) / 1e6, share, compute
 

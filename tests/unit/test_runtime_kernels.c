@@ -76,6 +76,52 @@ static void test_gemm_edge_cases(void **state)
     assert_memory_equal(c, a, sizeof c);
 }
 
+/* scores(Q[s, a, e], K[k, a, e]) -> S[a, s, k]: a batch over the heads a
+ * reading Q and K in place (lda = a * e, batch stride e), K transposed;
+ * then a batch that folds into M (B shared, rows contiguous): the same
+ * as one GEMM per batch. */
+static void test_gemm_batched(void **state)
+{
+    (void)state;
+    enum { S = 4, A = 3, E = 2, KK = 5 };
+    float q[S * A * E], k[KK * A * E], c[A * S * KK], want[A * S * KK];
+    prime_fill_random(q, S * A * E, 4);
+    prime_fill_random(k, KK * A * E, 5);
+    prime_fill_random(c, A * S * KK, 6);
+    for (int a = 0; a < A; a++)
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < KK; j++) {
+                double sum = 0.0;
+                for (int e = 0; e < E; e++)
+                    sum += (double)q[(i * A + a) * E + e] * k[(j * A + a) * E + e];
+                want[(a * S + i) * KK + j] = (float)(0.5 * sum + c[(a * S + i) * KK + j]);
+            }
+    prime_gemm_batched(0, 1, A, S, KK, E, 0.5f, q, A * E, E, k, A * E, E, 1.0f, c, KK, S * KK);
+    assert_true(prime_max_rel_error(c, want, A * S * KK) < 1e-5);
+
+    float x[A * S * E], w[E * KK], y[A * S * KK], y1[A * S * KK];
+    prime_fill_random(x, A * S * E, 7);
+    prime_fill_random(w, E * KK, 8);
+    memset(y, 0, sizeof y);
+    memset(y1, 0, sizeof y1);
+    prime_gemm_batched(0, 0, A, S, KK, E, 1.0f, x, E, S * E, w, KK, 0, 0.0f, y, KK, S * KK);
+    for (int a = 0; a < A; a++)
+        prime_gemm(0, 0, S, KK, E, 1.0f, x + a * S * E, E, w, KK, 0.0f, y1 + a * S * KK, KK);
+    assert_true(prime_max_rel_error(y, y1, A * S * KK) < 1e-6);
+    /* fp64 */
+    double qd[S * A * E], kd[KK * A * E], cd[A * S * KK];
+    for (int i = 0; i < S * A * E; i++)
+        qd[i] = q[i];
+    for (int i = 0; i < KK * A * E; i++)
+        kd[i] = k[i];
+    memset(cd, 0, sizeof cd);
+    prime_dgemm_batched(0, 1, A, S, KK, E, 1.0, qd, A * E, E, kd, A * E, E, 0.0, cd, KK, S * KK);
+    double d = cd[(2 * S + 3) * KK + 4], ref = 0.0;
+    for (int e = 0; e < E; e++)
+        ref += qd[(3 * A + 2) * E + e] * kd[(4 * A + 2) * E + e];
+    assert_true(d == ref || (d - ref < 1e-12 && ref - d < 1e-12));
+}
+
 static void test_add(void **state)
 {
     (void)state;
@@ -259,6 +305,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_transposes),
         cmocka_unit_test(test_gemm_edge_cases),
+        cmocka_unit_test(test_gemm_batched),
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_copy_box_1d),
         cmocka_unit_test(test_copy_box_2d),
