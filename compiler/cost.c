@@ -125,17 +125,17 @@ typedef struct KernelCost {
     double flops;
 } KernelCost;
 
-/* The cost of one KERNEL action of the phase (tile shapes are the same
- * at every device and step). */
-static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Profile *p, int eb) {
-    KernelCost kc = {0, 0};
-    if (ph->inst < 0 || !ph->expr)
-        return kc;
+/* The shape of one KERNEL action of the phase (tile shapes are the same
+ * at every device and step): 1 for a GEMM, with its M, N, K and batch;
+ * 0 for a vector kernel (or none: no instance or expression), with the
+ * number of points it computes in *points. */
+static int kernel_shape(const Schedule *s, const PhaseSched *ph, double *m, double *n, double *k,
+                        double *batch, double *points) {
+    *m = *n = *k = *batch = *points = 1;
     const Instance *inst = &s->model->instances[ph->inst];
     const SliceTable *st = &s->slices[ph->inst];
-    double points = 1;
     for (int d = 0; d < inst->op->ndims; ++d)
-        points *= (double)st->extent[d];
+        *points *= (double)st->extent[d];
     const Expr *x = ph->expr;
     const Operand *a = NULL, *b = NULL;
     if (x->kind == EXPR_BINARY && x->op == '*' && x->lhs->kind == EXPR_INDEX &&
@@ -143,23 +143,42 @@ static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Pro
         a = operand_named(ph, x->lhs->name);
         b = operand_named(ph, x->rhs->name);
     }
-    if (a && b) {
-        /* A GEMM: batch dims in A, B and out; M in A and out; N in B and
-         * out; K in A and B only. */
-        double m = 1, n = 1, k = 1, batch = 1;
-        for (int d = 0; d < inst->op->ndims; ++d) {
-            int inA = operand_has(a, d), inB = operand_has(b, d), inO = operand_has(&ph->out, d);
-            double e = (double)st->extent[d];
-            if (inA && inB && inO)
-                batch *= e;
-            else if (inA && inO)
-                m *= e;
-            else if (inB && inO)
-                n *= e;
-            else
-                k *= e;
-        }
-        kc.flops = 2 * m * n * k * batch;
+    if (!a || !b)
+        return 0;
+    /* A GEMM: batch dims in A, B and out; M in A and out; N in B and out;
+     * K in A and B only. */
+    for (int d = 0; d < inst->op->ndims; ++d) {
+        int inA = operand_has(a, d), inB = operand_has(b, d), inO = operand_has(&ph->out, d);
+        double e = (double)st->extent[d];
+        if (inA && inB && inO)
+            *batch *= e;
+        else if (inA && inO)
+            *m *= e;
+        else if (inB && inO)
+            *n *= e;
+        else
+            *k *= e;
+    }
+    return 1;
+}
+
+double cost_kernel_flops(const Schedule *s, const PhaseSched *ph) {
+    if (ph->inst < 0 || !ph->expr)
+        return 0;
+    double m, n, k, batch, points;
+    if (kernel_shape(s, ph, &m, &n, &k, &batch, &points))
+        return 2 * m * n * k * batch;
+    return points * (1 + expr_ops(ph->expr));
+}
+
+/* The cost of one KERNEL action of the phase. */
+static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Profile *p, int eb) {
+    KernelCost kc = {0, 0};
+    if (ph->inst < 0 || !ph->expr)
+        return kc;
+    double m, n, k, batch, points;
+    kc.flops = cost_kernel_flops(s, ph);
+    if (kernel_shape(s, ph, &m, &n, &k, &batch, &points)) {
         kc.us = cost_gemm_us(p, m, n, k, batch, eb);
         return kc;
     }
@@ -171,7 +190,6 @@ static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Pro
         if (!repeat)
             bytes += (double)s->tensors[ph->in[i].tensor].tile_elems;
     }
-    kc.flops = points * (1 + expr_ops(x));
     kc.us = cost_vector_us(p, kc.flops, bytes * eb);
     return kc;
 }

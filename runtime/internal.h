@@ -56,6 +56,7 @@ typedef struct PrimeTraceEvent {
     uint64_t begin_ns; /* since world creation */
     uint64_t end_ns;
     int closed;
+    int row; /* PrimeTraceRow */
 } PrimeTraceEvent;
 
 /* Per-device timeline (device thread only). `open` is the stack of

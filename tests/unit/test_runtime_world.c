@@ -274,6 +274,11 @@ static void trace_fn(PrimeDev *dev, void *arg)
     prime_trace_end(dev);
     prime_trace_end(dev);
     prime_trace_begin(dev, "left open");
+    /* Closed spans on the communication row; an end before the begin is
+     * clamped to the begin. */
+    uint64_t now = prime_clock_ns();
+    prime_trace_span(dev, "send shift to 1", PRIME_TRACE_COMM, now, now + 2000);
+    prime_trace_span(dev, "recv from 2", PRIME_TRACE_COMM, now + 5000, now);
     EXPECT(prime_dev_status(dev) == PRIME_OK);
 }
 
@@ -294,13 +299,23 @@ static void test_trace_json(void **state)
     const char *text = read_file(path);
     assert_true(strncmp(text, "{\"traceEvents\":[", 16) == 0);
     assert_non_null(strstr(text, "]}"));
-    assert_int_equal(count(text, "\"ph\":\"X\""), 3 * 3);
-    assert_int_equal(count(text, "\"pid\":0"), 3 * 3);
+    assert_int_equal(count(text, "\"ph\":\"X\""), 3 * 5);
+    /* Per device: its name and its two rows named, three intervals on the
+     * compute row and two spans on the communication row. */
+    assert_int_equal(count(text, "\"ph\":\"M\""), 3 * 3);
     for (int r = 0; r < 3; r++) {
-        char tid[32];
-        snprintf(tid, sizeof tid, "\"tid\":%d}", r);
+        char tid[64];
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0}", r);
         assert_int_equal(count(text, tid), 3);
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":1}", r);
+        assert_int_equal(count(text, tid), 2);
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"args\":{\"name\":\"device %d\"}", r, r);
+        assert_int_equal(count(text, tid), 1);
     }
+    assert_int_equal(count(text, "\"args\":{\"name\":\"communication\"}"), 3);
+    assert_int_equal(count(text, "{\"name\":\"send shift to 1\",\"ph\":\"X\",\"ts\":"), 3);
+    assert_int_equal(count(text, "\"dur\":2.000,\"pid\""), 3);
+    assert_int_equal(count(text, "\"dur\":0.000,\"pid\""), 3);
     assert_int_equal(count(text, "{\"name\":\"step\",\"ph\":\"X\",\"ts\":"), 3);
     assert_int_equal(count(text, "\"name\":\"gemm \\\"q\\\\k\\\"\\u000a\""), 3);
     /* 63 characters kept, copied before the caller changed its buffer. */
@@ -310,7 +325,7 @@ static void test_trace_json(void **state)
     assert_int_equal(count(text, name63), 3);
     assert_null(strstr(text, "left open"));
     assert_null(strstr(text, "\"name\":\"X"));
-    assert_int_equal(count(text, "\"dur\":"), 9);
+    assert_int_equal(count(text, "\"dur\":"), 15);
     remove(path);
 
     assert_int_equal(prime_world_write_trace(w, "/nonexistent-dir/trace.json"), PRIME_ERR_IO);
