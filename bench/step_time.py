@@ -9,10 +9,12 @@ per device the time in kernels, the exposed communication and the
 schedule overhead, with their shares of the step.
 
     bench/step_time.py [--primec build/compiler/primec] [--repeat 50]
-                       [--runs 5] [--env NAME=VALUE ...] [MODEL ...]
+                       [--runs 5] [--env NAME=VALUE ...]
+                       [--param NAME=VALUE ...] [MODEL ...]
 
 A MODEL is FILE.prime:NAME, or FILE.prime:NAME:MESH to build the model
-with its mesh(...) replaced by mesh(MESH) (e.g. "i: 4, j: 4"). Without
+with its mesh(...) replaced by mesh(MESH) (e.g. "i: 4, j: 4"); --param
+sets a parameter of every model's `param` line (e.g. h=512). Without
 models: opt_small_megatron and opt_small_square of examples/opt_layer.prime
 and the square matmul of examples/matmul_square.prime on 4 x 4.
 """
@@ -32,14 +34,18 @@ DEFAULT = [
 ]
 
 
-def build(primec, spec, work):
+def build(primec, spec, params, work):
     parts = spec.split(":", 2)
     path, model = parts[0], parts[1]
-    if len(parts) == 3:
+    if len(parts) == 3 or params:
         text = open(path).read()
-        start = text.index("model %s " % model)
+        start = re.search(r"^model %s \{" % re.escape(model), text, re.M).start()
         head, body = text[:start], text[start:]
-        body = re.sub(r"mesh\([^)]*\)", "mesh(%s)" % parts[2], body, count=1)
+        if len(parts) == 3:
+            body = re.sub(r"mesh\([^)]*\)", "mesh(%s)" % parts[2], body, count=1)
+        for kv in params:
+            k, _, v = kv.partition("=")
+            body = re.sub(r"(param[^;]*\b%s = )\d+" % re.escape(k), r"\g<1>%s" % v, body, count=1)
         path = os.path.join(work, "%s.prime" % model)
         with open(path, "w") as f:
             f.write(head + body)
@@ -69,6 +75,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--param", action="append", default=[])
     ap.add_argument("models", nargs="*")
     a = ap.parse_args()
     env = dict(os.environ)
@@ -79,11 +86,13 @@ def main():
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
         for spec in a.models or DEFAULT:
-            exe = build(a.primec, spec, work)
+            exe = build(a.primec, spec, a.param, work)
             m = measure(exe, a.repeat, a.runs, env, work)
             w = m["wall_time"]
             share = lambda k: "%.3f (%.0f%%)" % (m[k] * 1e3, 100 * m[k] / w if w else 0)
-            name = spec.split(":", 1)[1].replace(":", " on ")
+            parts = spec.split(":", 2)
+            name = parts[1] + (" on mesh(%s)" % parts[2] if len(parts) == 3 else "")
+            name += "".join(", " + p for p in a.param)
             print("| %s | %.3f | %.3g | %s | %s | %s |" % (name, w * 1e3, m["gflops"],
                   share("kernel_time"), share("exposed_comm_time"), share("overhead_time")))
             sys.stdout.flush()

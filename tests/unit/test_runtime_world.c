@@ -3,9 +3,10 @@
  * repeated runs, the barrier, counted allocation (current, peak, reset),
  * sticky statuses and what prime_world_run returns, names of statuses and
  * byte kinds, the root and prime_world_share (trivial with threads), and
- * the Chrome trace writer.
+ * the Chrome trace writer, and the placement of device threads
+ * (PRIME_PIN).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,8 @@
 
 #include "prime_rt.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,6 +353,64 @@ static void test_trace_unbalanced_end(void **state)
     prime_world_destroy(w);
 }
 
+/* Per rank: the cores its compute thread may run on, and the first. */
+static int pin_count[4];
+static int pin_first[4];
+
+static void pin_fn(PrimeDev *dev, void *arg)
+{
+    (void)arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    EXPECT(pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0);
+    int r = prime_dev_rank(dev);
+    pin_count[r] = CPU_COUNT(&set);
+    pin_first[r] = -1;
+    for (int c = 0; c < CPU_SETSIZE && pin_first[r] < 0; c++)
+        if (CPU_ISSET(c, &set))
+            pin_first[r] = c;
+}
+
+/* PRIME_PIN=1: device r on the r-th core of the process (modulo their
+ * number); PRIME_PIN=0: every core. Read when the world is created. */
+static void test_pinning(void **state)
+{
+    (void)state;
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    int n = CPU_COUNT(&all);
+    int cpu[CPU_SETSIZE], k = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all))
+            cpu[k++] = c;
+    const char *old = getenv("PRIME_PIN");
+    char *saved = old ? strdup(old) : NULL;
+
+    setenv("PRIME_PIN", "1", 1);
+    PrimeWorld *w = make_world(4);
+    assert_int_equal(prime_world_run(w, pin_fn, NULL), PRIME_OK);
+    assert_int_equal(atomic_load(&failures), 0);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(pin_count[r], 1);
+        assert_int_equal(pin_first[r], cpu[r % n]);
+    }
+    prime_world_destroy(w);
+
+    setenv("PRIME_PIN", "0", 1);
+    w = make_world(4);
+    assert_int_equal(prime_world_run(w, pin_fn, NULL), PRIME_OK);
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(pin_count[r], n);
+    prime_world_destroy(w);
+
+    if (saved)
+        setenv("PRIME_PIN", saved, 1);
+    else
+        unsetenv("PRIME_PIN");
+    free(saved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_nested_run_refused),
         cmocka_unit_test(test_trace_json),
         cmocka_unit_test(test_trace_unbalanced_end),
+        cmocka_unit_test(test_pinning),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
