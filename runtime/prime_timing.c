@@ -91,27 +91,37 @@ void prime_timing_collect(PrimeTiming *t) {
     t->repeat++;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+/* For sorting repeat indices by one row's wall time. */
+typedef struct Key {
+    double wall;
+    int repeat;
+} Key;
+
+static int cmp_key(const void *a, const void *b) {
+    const Key *x = a, *y = b;
+    if (x->wall != y->wall)
+        return (x->wall > y->wall) - (x->wall < y->wall);
+    return (x->repeat > y->repeat) - (x->repeat < y->repeat);
 }
 
-/* The median over the repeats of row `row` of `v` (mean of the middle
- * two for an even count). */
-static double median(const PrimeTiming *t, const double *v, int row) {
-    if (t->repeat == 0)
+/* The repeat whose wall time in row `row` is the median (the lower one
+ * of the middle two for an even count); the report takes every time of
+ * the row from that repeat, so that they stay consistent. */
+static int median_repeat(const PrimeTiming *t, int row) {
+    if (t->repeat <= 1)
         return 0;
-    double small[64];
-    double *x = t->repeat <= 64 ? small : malloc(sizeof(double) * (size_t)t->repeat);
-    if (!x)
-        return v[row];
-    for (int i = 0; i < t->repeat; ++i)
-        x[i] = v[(size_t)i * rows(t) + (size_t)row];
-    qsort(x, (size_t)t->repeat, sizeof *x, cmp_double);
-    int n = t->repeat;
-    double m = n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-    if (x != small)
-        free(x);
+    Key small[64];
+    Key *k = t->repeat <= 64 ? small : malloc(sizeof(Key) * (size_t)t->repeat);
+    if (!k)
+        return t->repeat - 1;
+    for (int i = 0; i < t->repeat; ++i) {
+        k[i].wall = t->wall[(size_t)i * rows(t) + (size_t)row];
+        k[i].repeat = i;
+    }
+    qsort(k, (size_t)t->repeat, sizeof *k, cmp_key);
+    int m = k[(t->repeat - 1) / 2].repeat;
+    if (k != small)
+        free(k);
     return m;
 }
 
@@ -126,10 +136,11 @@ typedef struct Row {
 static Row row_of(const PrimeTiming *t, int row) {
     Row w;
     memset(&w, 0, sizeof w);
-    w.wall = median(t, t->wall, row);
-    w.kernel = median(t, t->kernel, row);
-    w.exposed = median(t, t->exposed, row);
-    w.overhead = median(t, t->overhead, row);
+    size_t at = (size_t)median_repeat(t, row) * rows(t) + (size_t)row;
+    w.wall = t->wall[at];
+    w.kernel = t->kernel[at];
+    w.exposed = t->exposed[at];
+    w.overhead = t->overhead[at];
     int lo = row < t->nphases ? row : 0, hi = row < t->nphases ? row + 1 : t->nphases;
     for (int p = lo; p < hi; ++p) {
         double kf = t->prog->phases[p]->kernel_flops;

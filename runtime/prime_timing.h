@@ -16,9 +16,11 @@
  *   overhead  mean over devices of wall - kernel - exposed, each device
  *             its own: time in the schedule executor itself
  *
- * The report gives the median of each over the repeats, FLOPs counted
- * from the kernels that ran (PrimePhase.kernel_flops each) and GFLOP/s as
- * those FLOPs over the median wall time.
+ * The report takes, per row, the repeat with the median wall time (the
+ * lower of the middle two for an even count) and gives its four times,
+ * which so stay consistent with one another; FLOPs are counted from the
+ * kernels that ran (PrimePhase.kernel_flops each), and GFLOP/s is those
+ * FLOPs over that wall time.
  */
 #ifndef PRIME_TIMING_H
 #define PRIME_TIMING_H

@@ -2,6 +2,7 @@
 #
 #   timing/matmul-square        shifts only (examples/matmul_square.prime)
 #   timing/opt-small-megatron   all-reduces (examples/opt_layer.prime)
+#   timing/calibrate-progress   the progress line of `primec calibrate`
 #
 # Each builds the model, runs it with --repeat, --json and --trace, and
 # checks the report by structure (tests/run/timing_report.py): step_time
@@ -29,3 +30,13 @@ endfunction()
 
 primec_timing_test(matmul-square matmul_square.prime matmul_square)
 primec_timing_test(opt-small-megatron opt_layer.prime opt_small_megatron)
+
+# The progress line of `primec calibrate`: on a terminal only
+# (tests/run/progress_tty.py; the built programs' one is checked above).
+add_test(NAME timing/calibrate-progress
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/run/progress_tty.py
+                 "calibrate on 2 devices: " ${PRIMEC_TIMING_DIR}/calibrate
+                 $<TARGET_FILE:primec> calibrate --quick --worlds 2
+                 -o ${PRIMEC_TIMING_DIR}/calibrate/profile.txt)
+set_tests_properties(timing/calibrate-progress PROPERTIES LABELS run TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
