@@ -3,9 +3,9 @@
 (docs/timing.md).
 
 Builds each model, runs it --runs times with --repeat R --json, and prints
-a Markdown table of the medians over the runs of the program's own
-medians (over its --repeat): the training step's wall time, GFLOP/s, and
-per device the time in kernels, the exposed communication and the
+a Markdown table of the run with the median step time (each run reports
+the median over its --repeat): the training step's wall time, GFLOP/s,
+and per device the time in kernels, the exposed communication and the
 schedule overhead, with their shares of the step.
 
     bench/step_time.py [--primec build/compiler/primec] [--repeat 50]
@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,9 +63,10 @@ def measure(exe, repeat, runs, env, work):
         subprocess.run([exe, "--repeat", str(repeat), "--json", js], check=True,
                        stdout=subprocess.DEVNULL, env=env)
         rows.append(json.load(open(js))["timing"])
-    med = lambda k: statistics.median(r[k] for r in rows)
-    return {k: med(k) for k in ("wall_time", "gflops", "kernel_time", "exposed_comm_time",
-                                "overhead_time")}
+    # The run with the median step time (the lower middle one for an even
+    # count), whole, so that its parts stay consistent with its step.
+    rows.sort(key=lambda r: r["wall_time"])
+    return rows[(len(rows) - 1) // 2]
 
 
 def main():
