@@ -231,6 +231,10 @@ void prime_world_enable_trace(PrimeWorld *world, int on);
 /* Nested intervals on the compute row. */
 void prime_trace_begin(PrimeDev *dev, const char *name);
 void prime_trace_end(PrimeDev *dev);
+/* prime_trace_end for an interval that held `kernel_ns` of kernels and
+ * `comm_ns` of exposed communication: the trace gives them, and the rest
+ * of the interval as the schedule's overhead, in the event's args. */
+void prime_trace_end_split(PrimeDev *dev, uint64_t kernel_ns, uint64_t comm_ns);
 /* A closed interval on `row`, times from prime_clock_ns (intervals of
  * one row may overlap: transfers in flight together). */
 void prime_trace_span(PrimeDev *dev, const char *name, PrimeTraceRow row, uint64_t begin_ns,

@@ -10,7 +10,9 @@
  * call; a transfer spans from its posting to the return of the wait that
  * completes it (its span on the communication row), and only the time
  * blocked in that wait counts as communication; a collective is
- * communication from start to end.
+ * communication from start to end. Each step's interval in the trace
+ * carries its own split: time in kernels, exposed communication, and the
+ * rest (the schedule's overhead).
  */
 #include "prime_sched.h"
 
@@ -136,6 +138,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
     int npending = 0;
     static const long zero[8] = {0};
     int in_step = 0, step = -1;
+    uint64_t step_kernel = 0, step_comm = 0; /* acc's times when the step began */
     PrimeStatus st = PRIME_OK;
 
     for (int i = 0; i < n && st == PRIME_OK; ++i) {
@@ -305,8 +308,10 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             break;
         case PRIME_ACT_STEP:
             if (in_step)
-                prime_trace_end(dev);
+                prime_trace_end_split(dev, acc->kernel_ns - step_kernel, acc->comm_ns - step_comm);
             prime_trace_begin(dev, "step");
+            step_kernel = acc->kernel_ns;
+            step_comm = acc->comm_ns;
             in_step = 1;
             acc->steps++;
             break;
@@ -321,7 +326,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             prime_free(dev, pending[r].temp, pending[r].temp_n);
     }
     if (in_step)
-        prime_trace_end(dev);
+        prime_trace_end_split(dev, acc->kernel_ns - step_kernel, acc->comm_ns - step_comm);
     return st;
 }
 

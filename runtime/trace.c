@@ -11,8 +11,10 @@
  * compute, tid 1 communication), then one complete ("X") event per
  * closed interval in the order they were recorded, with times in
  * microseconds since world creation printed from integers (no locale, no
- * rounding drift). Intervals still open are left out. Events accumulate
- * across runs until the world is destroyed.
+ * rounding drift); an interval ended by prime_trace_end_split (a step)
+ * carries its kernel, exposed communication and overhead times as args.
+ * Intervals still open are left out. Events accumulate across runs until
+ * the world is destroyed.
  *
  * Recording is switched between runs only: devices read the flag without
  * a lock, ordered by thread creation.
@@ -122,17 +124,31 @@ void prime_trace_span(PrimeDev *dev, const char *name, PrimeTraceRow row, uint64
 }
 
 /* Ending with no interval open records PRIME_ERR_ARG. */
-void prime_trace_end(PrimeDev *dev) {
+static PrimeTraceEvent *end_event(PrimeDev *dev) {
     if (!dev || !dev->world->trace_on)
-        return;
+        return NULL;
     PrimeTrace *t = &dev->trace;
     if (t->depth == 0) {
         prime_rt_fail(dev, PRIME_ERR_ARG);
-        return;
+        return NULL;
     }
     PrimeTraceEvent *ev = &t->events[t->open[--t->depth]];
     ev->end_ns = prime_rt_now_ns() - dev->world->t0_ns;
     ev->closed = 1;
+    return ev;
+}
+
+void prime_trace_end(PrimeDev *dev) {
+    (void)end_event(dev);
+}
+
+void prime_trace_end_split(PrimeDev *dev, uint64_t kernel_ns, uint64_t comm_ns) {
+    PrimeTraceEvent *ev = end_event(dev);
+    if (!ev)
+        return;
+    ev->split = 1;
+    ev->kernel_ns = kernel_ns;
+    ev->comm_ns = comm_ns;
 }
 
 void prime_rt_trace_free(PrimeTrace *trace) {
@@ -154,6 +170,19 @@ static void write_json_string(FILE *f, const char *s) {
 
 static void write_us(FILE *f, uint64_t ns) {
     fprintf(f, "%" PRIu64 ".%03u", ns / 1000u, (unsigned)(ns % 1000u));
+}
+
+/* A split interval's args: kernels, exposed communication and the rest
+ * (the schedule's overhead; 0 if the parts exceed the interval). */
+static void write_split(FILE *f, const PrimeTraceEvent *ev) {
+    uint64_t dur = ev->end_ns - ev->begin_ns, busy = ev->kernel_ns + ev->comm_ns;
+    fputs(",\"args\":{\"kernel_us\":", f);
+    write_us(f, ev->kernel_ns);
+    fputs(",\"exposed_comm_us\":", f);
+    write_us(f, ev->comm_ns);
+    fputs(",\"overhead_us\":", f);
+    write_us(f, dur > busy ? dur - busy : 0);
+    fputc('}', f);
 }
 
 PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
@@ -189,7 +218,10 @@ PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
             write_us(f, ev->begin_ns);
             fputs(",\"dur\":", f);
             write_us(f, ev->end_ns - ev->begin_ns);
-            fprintf(f, ",\"pid\":%d,\"tid\":%d}", r, ev->row);
+            fprintf(f, ",\"pid\":%d,\"tid\":%d", r, ev->row);
+            if (ev->split)
+                write_split(f, ev);
+            fputc('}', f);
         }
     }
     fputs("\n]}\n", f);

@@ -14,7 +14,8 @@ on a real run (tests/hang.cmake registers it):
     (tid 1), both named; on the communication row one "send ..." span per
     send the device posted and one collective span per collective it ran
     (the counts of --json), a "recv from" span per receive; on the compute
-    row one kernel interval per kernel.
+    row one kernel interval per kernel, and every step with its split
+    (kernel, exposed communication, overhead) adding up to its duration.
   - the text report holds the timing lines, and no progress line when
     stdout is a file; under a terminal (a pty) the progress line appears
     and is erased at the end.
@@ -121,6 +122,22 @@ def check_trace(trace, j):
         if any(e["dur"] < 0 for e in comm + comp):
             fail("device %d: a negative duration" % r)
         kernels += sum(1 for e in comp if e["name"] != "step")
+        # Every step carries its split; the parts add up to its duration
+        # (overhead is what is left, 0 if clock jitter leaves nothing).
+        for e in comp:
+            if e["name"] != "step":
+                continue
+            a = e.get("args")
+            if a is None:
+                fail("device %d: a step without its kernel/communication/overhead split" % r)
+            parts = a["kernel_us"] + a["exposed_comm_us"] + a["overhead_us"]
+            if min(a.values()) < 0 or (a["overhead_us"] > 0 and abs(parts - e["dur"]) > 0.0015):
+                fail("device %d: step split %r does not add up to its %g us" % (r, a, e["dur"]))
+            inner = sum(k["dur"] for k in comp
+                        if k["name"] != "step" and e["ts"] <= k["ts"] <= e["ts"] + e["dur"])
+            if a["kernel_us"] > inner + 0.01 * len(comp) + 1:
+                fail("device %d: a step's kernel time %g exceeds its kernels' %g" % (
+                    r, a["kernel_us"], inner))
     if kernels != j["timing"]["kernels"]:
         fail("%d kernel intervals in the trace, %d kernels counted" % (kernels,
                                                                        j["timing"]["kernels"]))

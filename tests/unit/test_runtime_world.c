@@ -275,7 +275,8 @@ static void trace_fn(PrimeDev *dev, void *arg)
     prime_trace_begin(dev, longname);
     longname[0] = 'X'; /* the name was copied */
     prime_trace_end(dev);
-    prime_trace_end(dev);
+    /* The step with its split: 1 us of kernels, 0.5 us exposed. */
+    prime_trace_end_split(dev, 1000, 500);
     prime_trace_begin(dev, "left open");
     /* Closed spans on the communication row; an end before the begin is
      * clamped to the begin. */
@@ -304,12 +305,15 @@ static void test_trace_json(void **state)
     assert_non_null(strstr(text, "]}"));
     assert_int_equal(count(text, "\"ph\":\"X\""), 3 * 5);
     /* Per device: its name and its two rows named, three intervals on the
-     * compute row and two spans on the communication row. */
+     * compute row (the step with its split) and two spans on the
+     * communication row. */
     assert_int_equal(count(text, "\"ph\":\"M\""), 3 * 3);
     for (int r = 0; r < 3; r++) {
         char tid[64];
         snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0}", r);
-        assert_int_equal(count(text, tid), 3);
+        assert_int_equal(count(text, tid), 2);
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0,\"args\":{\"kernel_us\"", r);
+        assert_int_equal(count(text, tid), 1);
         snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":1}", r);
         assert_int_equal(count(text, tid), 2);
         snprintf(tid, sizeof tid, "\"pid\":%d,\"args\":{\"name\":\"device %d\"}", r, r);
@@ -320,6 +324,9 @@ static void test_trace_json(void **state)
     assert_int_equal(count(text, "\"dur\":2.000,\"pid\""), 3);
     assert_int_equal(count(text, "\"dur\":0.000,\"pid\""), 3);
     assert_int_equal(count(text, "{\"name\":\"step\",\"ph\":\"X\",\"ts\":"), 3);
+    assert_int_equal(
+        count(text, ",\"args\":{\"kernel_us\":1.000,\"exposed_comm_us\":0.500,\"overhead_us\":"), 3);
+    assert_int_equal(count(text, "\"kernel_us\""), 3);
     assert_int_equal(count(text, "\"name\":\"gemm \\\"q\\\\k\\\"\\u000a\""), 3);
     /* 63 characters kept, copied before the caller changed its buffer. */
     char name63[80] = "\"name\":\"";
