@@ -148,7 +148,7 @@ def check_progress(exe):
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["PRIME_PROGRESS_AFTER"] = "0"
-        os.execv(exe, [exe, "--repeat", "40"])
+        os.execv(exe, [exe, "--repeat", "8"])
     out = b""
     while True:
         try:
@@ -162,7 +162,7 @@ def check_progress(exe):
     if os.waitstatus_to_exitcode(status) != 0:
         fail("the run under a terminal failed")
     text = out.decode(errors="replace")
-    if " of 40 (" not in text:
+    if " of 8 (" not in text:
         fail("no progress line on a terminal: %r" % text[:300])
     if "\r\x1b[K" not in text:
         fail("the progress line was not erased")
