@@ -361,8 +361,9 @@ static void test_trace_unbalanced_end(void **state)
 }
 
 /* Per rank: the cores its compute thread may run on, and the first. */
-static int pin_count[4];
-static int pin_first[4];
+#define PIN_MAX_DEV 64
+static int pin_count[PIN_MAX_DEV];
+static int pin_first[PIN_MAX_DEV];
 
 static void pin_fn(PrimeDev *dev, void *arg)
 {
@@ -379,7 +380,8 @@ static void pin_fn(PrimeDev *dev, void *arg)
 }
 
 /* PRIME_PIN=1: device r on the r-th core of the process (modulo their
- * number); PRIME_PIN=0: every core. Read when the world is created. */
+ * number); PRIME_PIN=0: every core; PRIME_PIN=auto: pinned when there are
+ * at least as many cores as devices. Read when the world is created. */
 static void test_pinning(void **state)
 {
     (void)state;
@@ -410,6 +412,24 @@ static void test_pinning(void **state)
     for (int r = 0; r < 4; r++)
         assert_int_equal(pin_count[r], n);
     prime_world_destroy(w);
+
+    /* auto: pinned only when there are at least as many cores as
+     * devices. */
+    if (n + 1 <= PIN_MAX_DEV) {
+        setenv("PRIME_PIN", "auto", 1);
+        w = make_world(n + 1);
+        assert_int_equal(prime_world_run(w, pin_fn, NULL), PRIME_OK);
+        for (int r = 0; r < n + 1; r++)
+            assert_int_equal(pin_count[r], n);
+        prime_world_destroy(w);
+        w = make_world(n);
+        assert_int_equal(prime_world_run(w, pin_fn, NULL), PRIME_OK);
+        for (int r = 0; r < n; r++)
+            assert_int_equal(pin_first[r], cpu[r]);
+        for (int r = 0; r < n && n > 1; r++)
+            assert_int_equal(pin_count[r], 1);
+        prime_world_destroy(w);
+    }
 
     if (saved)
         setenv("PRIME_PIN", saved, 1);
