@@ -9,9 +9,16 @@
  * agree that every allocation succeeded, before the first measurement,
  * so that a failed allocation stops every device at the same place
  * instead of leaving the others in a collective.
+ *
+ * Rank 0 moves the progress line (runtime/prime_progress.h) after every
+ * series; it shows only when stdout is a terminal.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "calibrate_sweep.h"
+
+#include "prime_progress.h"
+
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +92,16 @@ typedef struct Sweep {
     long giters[CALIBRATE_MAX_GEMMS]; /* GEMMs per repetition */
     int nseries;
     double *times;
+    PrimeProgress progress; /* rank 0 only */
+    long done;              /* series rank 0 finished */
+    char label[48];
 } Sweep;
+
+/* Rank 0: one more series done. */
+static void series_done(Sweep *w, int rank) {
+    if (rank == 0)
+        prime_progress_update(&w->progress, ++w->done);
+}
 
 static int series_comm(const Sweep *w, int k, int s) {
     return k * w->nsizes + s;
@@ -169,6 +185,7 @@ static void sweep_rank(PrimeDev *dev, void *arg) {
                 st = comm_op(dev, k, group, g, a, b, n, TAG_FIRST + series_comm(w, k, s));
                 record(w, r, series_comm(w, k, s), rep, t0, now_us());
             }
+            series_done(w, r);
         }
     }
     if (w->compute && st == PRIME_OK) {
@@ -183,6 +200,7 @@ static void sweep_rank(PrimeDev *dev, void *arg) {
                     prime_gemm(0, 0, d, d, d, 1.0f, ga, d, gb, d, 0.0f, gc, d);
                 record(w, r, series_gemm(w, x), rep, t0, now_us());
             }
+            series_done(w, r);
         }
         for (int rep = -1; rep < opt->reps; ++rep) {
             prime_barrier(dev);
@@ -190,6 +208,7 @@ static void sweep_rank(PrimeDev *dev, void *arg) {
             memcpy(ma, mb, mem_n * sizeof(float));
             record(w, r, series_mem(w), rep, t0, now_us());
         }
+        series_done(w, r);
         for (int rep = -1; rep < opt->reps; ++rep) {
             prime_barrier(dev);
             double t0 = now_us();
@@ -197,6 +216,7 @@ static void sweep_rank(PrimeDev *dev, void *arg) {
                 prime_add(ma, mb, VEC_FLOATS);
             record(w, r, series_vec(w), rep, t0, now_us());
         }
+        series_done(w, r);
     }
 out:
     prime_free(dev, a, nmax);
@@ -266,7 +286,12 @@ PrimeStatus calibrate_sweep_world(PrimeWorld *world, const CalibrateOptions *opt
     sw.times = calloc(per_rank * (size_t)g, sizeof(double));
     if (!sw.times)
         return PRIME_ERR_NOMEM;
+    snprintf(sw.label, sizeof sw.label, "calibrate on %d devices", g);
+    prime_progress_start(&sw.progress, stdout,
+                         (long)COMM_KIND_COUNT * sw.nsizes + (compute ? sw.ngemm + 2 : 0),
+                         sw.label);
     PrimeStatus st = prime_world_run(world, sweep_rank, &sw);
+    prime_progress_end(&sw.progress);
     /* Every process takes part in the share, whatever its status. */
     PrimeStatus shared = prime_world_share(world, sw.times, per_rank * sizeof(double));
     if (st == PRIME_OK)

@@ -117,7 +117,8 @@ typedef struct KernelCost {
  * prints (kernel_ir.h): each GEMM node at the GEMM rate and efficiency
  * of its shape, each loop node as a vector kernel over its loops (one
  * flop per operator and intrinsic per point, plus the accumulation),
- * reading the tiles its terms name and writing the output. */
+ * reading the tiles its terms name and writing the output. With no
+ * profile (p NULL), the flops only. */
 static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Profile *p, int eb) {
     KernelCost kc = {0, 0};
     if (ph->inst < 0 || !ph->expr)
@@ -133,7 +134,8 @@ static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Pro
             for (int b = 0; b < g->nbatch; ++b)
                 batch *= (double)g->batch_extent[b];
             kc.flops += 2.0 * (double)g->m * (double)g->n * (double)g->k * batch;
-            kc.us += cost_gemm_us(p, (double)g->m, (double)g->n, (double)g->k, batch, eb);
+            if (p)
+                kc.us += cost_gemm_us(p, (double)g->m, (double)g->n, (double)g->k, batch, eb);
             continue;
         }
         const KernelLoop *l = &node->loop;
@@ -156,9 +158,14 @@ static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Pro
         }
         double flops = points * (1 + ops);
         kc.flops += flops;
-        kc.us += cost_vector_us(p, flops, bytes * eb);
+        if (p)
+            kc.us += cost_vector_us(p, flops, bytes * eb);
     }
     return kc;
+}
+
+double cost_kernel_flops(const Schedule *s, const PhaseSched *ph) {
+    return kernel_cost(s, ph, NULL, 4).flops;
 }
 
 static long box_elems(const PrimeBox *box) {

@@ -167,5 +167,10 @@ double cost_collective_us(const Profile *p, CommKind kind, LinkClass link, doubl
 double cost_gemm_us(const Profile *p, double m, double n, double k, double batch, int elem_bytes);
 /* A kernel that is not a GEMM. */
 double cost_vector_us(const Profile *p, double flops, double bytes);
+/* FLOPs of one KERNEL action of the phase (0 without a kernel), from its
+ * kernel IR: a GEMM node counts 2 m n k per batch, a loop node its points
+ * times one plus the operations of its terms. The emitted program reports its
+ * achieved GFLOP/s against these (docs/timing.md). */
+double cost_kernel_flops(const Schedule *s, const PhaseSched *ph);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost.h"
 #include "form.h"
 #include "kernel_c.h"
 #include "printer.h"
@@ -381,9 +382,10 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, in
     else
         printer_printf(p, "NULL, ");
     if (in_form)
-        printer_printf(p, "&phase%d_form};\n\n", index);
+        printer_printf(p, "&phase%d_form, ", index);
     else
-        printer_printf(p, "NULL};\n\n");
+        printer_printf(p, "NULL, ");
+    printer_printf(p, "%.17g};\n\n", compute ? cost_kernel_flops(s, ph) : 0.0);
 }
 
 static void emit_layout_form(Emitter *e, const char *tname, const char *what,

@@ -43,6 +43,10 @@ uint64_t prime_rt_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t prime_clock_ns(void) {
+    return prime_rt_now_ns();
+}
+
 PrimeStatus prime_rt_fail(PrimeDev *dev, PrimeStatus status) {
     if (dev && status != PRIME_OK && dev->status == PRIME_OK)
         dev->status = status;

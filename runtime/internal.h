@@ -56,6 +56,10 @@ typedef struct PrimeTraceEvent {
     uint64_t begin_ns; /* since world creation */
     uint64_t end_ns;
     int closed;
+    int row;   /* PrimeTraceRow */
+    int split; /* kernel_ns and comm_ns are set (prime_trace_end_split) */
+    uint64_t kernel_ns;
+    uint64_t comm_ns;
 } PrimeTraceEvent;
 
 /* Per-device timeline (device thread only). `open` is the stack of

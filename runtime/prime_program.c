@@ -24,6 +24,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "prime_program.h"
 
+#include "prime_progress.h"
+#include "prime_timing.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -48,6 +51,7 @@ typedef struct Run {
     double *err32;       /* per tensor: the dense fp32 reference's error against fp64 */
     int *fill_first;     /* per schedule phase: the first tensor filled after it, or -1 */
     int *fill_next;      /* per tensor: the next one filled after the same phase, or -1 */
+    PrimeTiming timing;  /* what the devices spent, per phase and repeat */
 } Run;
 
 static long elems_of(const long *shape, int ndims) {
@@ -109,8 +113,9 @@ static void rank_main(PrimeDev *dev, void *arg) {
         const PrimePhaseRun *pr = &runs[r];
         for (long l = 0; l < pr->repeat && st == PRIME_OK; ++l)
             for (int j = 0; j < pr->len && st == PRIME_OK; ++j) {
-                st = prime_sched_run_shifted(dev, prog->phases[pr->first + j], &run->stores[rank],
-                                             (int)(l * pr->dtensor), (int)(l * pr->dtag));
+                st = prime_sched_run_timed(dev, prog->phases[pr->first + j], &run->stores[rank],
+                                           (int)(l * pr->dtensor), (int)(l * pr->dtag),
+                                           prime_timing_slot(&run->timing, rank, pr->first + j));
                 long p = pr->orig + l * pr->len + j;
                 for (int t = run->fill_first[p]; t >= 0 && st == PRIME_OK; t = run->fill_next[t])
                     fill_tiles(dev, run, t);
@@ -501,7 +506,7 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     run.fill_next = malloc(sizeof(int) * (size_t)(prog->ntensors + 1));
     int rc = 0;
     if (!run.whole || !ref || !run.stores || !run.status || !run.err || !run.seen_off ||
-        !run.fill_first || !run.fill_next) {
+        !run.fill_first || !run.fill_next || !prime_timing_init(&run.timing, prog, repeat)) {
         fprintf(stderr, "%s: out of memory\n", prog->name);
         return 3;
     }
@@ -606,6 +611,8 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     if (rc == EXIT_TIMEOUT)
         say_timeout(prog, world, PRIME_ERR_TIMEOUT, opt.timeout);
     PrimeStatus run_error = PRIME_OK;
+    PrimeProgress progress;
+    prime_progress_start(&progress, root ? stdout : NULL, repeat, prog->name);
     for (int it = 0; it < repeat && rc == 0; ++it) {
         int last = it == repeat - 1;
         if (last) {
@@ -625,9 +632,13 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
             stores_release(&run);
             break;
         }
+        prime_timing_start(&run.timing);
         PrimeStatus st = prime_world_run(world, rank_main, &run);
         stores_release(&run);
         PrimeStatus shared = prime_world_share(world, run.status, sizeof *run.status);
+        if (shared == PRIME_OK)
+            shared = prime_world_share(world, run.timing.cur,
+                                       sizeof *run.timing.cur * (size_t)prog->nphases);
         if (shared != PRIME_OK && st == PRIME_OK)
             st = shared == PRIME_ERR_TIMEOUT ? shared : PRIME_ERR_TRANSPORT;
         for (int r = 0; r < prog->ndev && st == PRIME_OK; ++r)
@@ -640,7 +651,11 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
             rc = 3;
         }
         run_error = st;
+        if (st == PRIME_OK)
+            prime_timing_collect(&run.timing);
+        prime_progress_update(&progress, it + 1);
     }
+    prime_progress_end(&progress);
     if (rc == 0 && check) {
         PrimeStatus shared =
             prime_world_share(world, run.err, sizeof(double) * (size_t)prog->ntensors);
@@ -681,12 +696,16 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
             if (js)
                 fprintf(js,
                         "%s{\"rank\": %d, \"shift\": %llu, \"collective\": %llu, \"redist\": %llu, "
-                        "\"peak\": %llu}",
-                        r ? ", " : "", r, b[0], b[1], b[2], peak);
+                        "\"peak\": %llu, \"sends\": %ld, \"collectives\": %ld}",
+                        r ? ", " : "", r, b[0], b[1], b[2], peak,
+                        prime_timing_rank_sends(&run.timing, r),
+                        prime_timing_rank_collectives(&run.timing, r));
         }
         if (js)
             fprintf(js, "], \"counters_match_prediction\": %s", counters_ok ? "true" : "false");
         say(out, "counters %s the compiler's prediction\n", counters_ok ? "equal" : "DIFFER FROM");
+        prime_timing_print(&run.timing, out);
+        prime_timing_json(&run.timing, js);
         if (check) {
             if (!counters_ok)
                 rc = 1;
@@ -762,6 +781,7 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     free(run.seen_off);
     free(run.fill_first);
     free(run.fill_next);
+    prime_timing_free(&run.timing);
     free(run.err);
     for (int v = 0; v < prog->nvalues; ++v) {
         free(run.whole[v]);

@@ -13,9 +13,12 @@
  * Options of an emitted program:
  *   --check         verify results and counters; exit 1 on a mismatch
  *   --seed N        seed of the random inputs (default 1)
- *   --trace FILE    write a Chrome trace-event timeline
- *   --json FILE     write the counters (and errors with --check) as JSON
- *   --repeat N      run the training step N times (counters of the last)
+ *   --trace FILE    write a Chrome trace-event timeline (of the last run)
+ *   --json FILE     write the counters, the times (step_time, timing) and
+ *                   the errors with --check as JSON
+ *   --repeat N      run the training step N times (counters of the last,
+ *                   times the median; docs/timing.md), with a progress
+ *                   line when stdout is a terminal
  *   --timeout SECONDS
  *                   how long a device waits for a peer (default 60, 0 none);
  *                   a timeout ends the run with exit code 4

@@ -229,14 +229,28 @@ void prime_fill_random(float *p, size_t n, uint64_t seed);
  * against the reference b, in the max norm. */
 double prime_max_rel_error(const float *a, const float *b, size_t n);
 
-/* Chrome trace-event timeline: a device records named intervals; the
- * world writes them as JSON ("X" events, pid 0, tid = rank, microseconds
- * since world creation). Recording is off unless enabled. MPI: events
+/* Chrome trace-event timeline: a device records named intervals on two
+ * rows, compute (steps, kernels) and communication (every transfer and
+ * collective); the world writes them as JSON ("X" events, pid = rank,
+ * tid = row, microseconds since world creation, with "M" events naming
+ * each device and row). Recording is off unless enabled. MPI: events
  * reach the root at the end of each run, so write the trace there; on
  * another process it holds that process's device only. */
+typedef enum PrimeTraceRow { PRIME_TRACE_COMPUTE = 0, PRIME_TRACE_COMM = 1 } PrimeTraceRow;
 void prime_world_enable_trace(PrimeWorld *world, int on);
+/* Nested intervals on the compute row. */
 void prime_trace_begin(PrimeDev *dev, const char *name);
 void prime_trace_end(PrimeDev *dev);
+/* prime_trace_end for an interval that held `kernel_ns` of kernels and
+ * `comm_ns` of exposed communication: the trace gives them, and the rest
+ * of the interval as the schedule's overhead, in the event's args. */
+void prime_trace_end_split(PrimeDev *dev, uint64_t kernel_ns, uint64_t comm_ns);
+/* A closed interval on `row`, times from prime_clock_ns (intervals of
+ * one row may overlap: transfers in flight together). */
+void prime_trace_span(PrimeDev *dev, const char *name, PrimeTraceRow row, uint64_t begin_ns,
+                      uint64_t end_ns);
+/* The monotonic clock in nanoseconds. */
+uint64_t prime_clock_ns(void);
 PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path);
 
 #ifdef __cplusplus

@@ -5,11 +5,20 @@
  * every slot access, so a corrupt table gives PRIME_ERR_ARG instead of a
  * crash. Each action it starts is named to the device (phase, step,
  * index, kind) for the message of a wait that times out.
+ *
+ * Timing (PrimeSchedStats, and the trace): a kernel is timed around its
+ * call; a transfer spans from its posting to the return of the wait that
+ * completes it (its span on the communication row), and only the time
+ * blocked in that wait counts as communication; a collective is
+ * communication from start to end. Each step's interval in the trace
+ * carries its own split: time in kernels, exposed communication, and the
+ * rest (the schedule's overhead).
  */
 #include "prime_sched.h"
 
 #include "prime_form.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +31,10 @@ typedef struct Pending {
     size_t temp_n;
     float *unpack_to; /* RECV_BOX: the destination tile */
     const PrimeBox *box;
+    uint64_t posted_ns; /* for the transfer's span in the trace */
+    int op;
+    int peer;
+    int kind;
 } Pending;
 
 static long box_elems(const PrimeBox *b) {
@@ -79,13 +92,53 @@ static float **slot_ref(PrimeStore *store, int tensor, int slot) {
     return &store->slots[tensor][slot];
 }
 
-static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeStore *store) {
+/* The name of a transfer's span: "send shift to 3", "recv from 2". */
+static void span_name(const Pending *pd, char *buf, size_t cap) {
+    if (pd->op == PRIME_ACT_SEND || pd->op == PRIME_ACT_SEND_BOX)
+        snprintf(buf, cap, "send %s to %d", prime_byte_kind_name((PrimeByteKind)pd->kind),
+                 pd->peer);
+    else
+        snprintf(buf, cap, "recv from %d", pd->peer);
+}
+
+/* Waits for a pending transfer, counts the time blocked, and records its
+ * span. */
+static PrimeStatus wait_pending(PrimeDev *dev, Pending *pd, PrimeSchedStats *acc) {
+    uint64_t t0 = prime_clock_ns();
+    PrimeStatus w = prime_wait(dev, &pd->req);
+    uint64_t t1 = prime_clock_ns();
+    acc->comm_ns += t1 - t0;
+    char name[64];
+    span_name(pd, name, sizeof name);
+    prime_trace_span(dev, name, PRIME_TRACE_COMM, pd->posted_ns, t1);
+    return w;
+}
+
+/* Runs one collective action, timed and traced as communication. */
+static PrimeStatus run_collective(PrimeDev *dev, const PrimeRankPhase *phase, const PrimeAction *a,
+                                  float *buf, size_t elems, PrimeSchedStats *acc) {
+    const PrimeGroup *g = &phase->groups[a->arg];
+    int allreduce = a->op == PRIME_ACT_ALLREDUCE;
+    uint64_t t0 = prime_clock_ns();
+    PrimeStatus st = allreduce
+                         ? prime_allreduce_sum(dev, g->ranks, g->size, buf, elems, a->tag)
+                         : prime_reduce_scatter_sum(dev, g->ranks, g->size, buf, elems, a->tag);
+    uint64_t t1 = prime_clock_ns();
+    acc->comm_ns += t1 - t0;
+    acc->collectives++;
+    prime_trace_span(dev, allreduce ? "allreduce" : "reduce_scatter", PRIME_TRACE_COMM, t0, t1);
+    return st;
+}
+
+static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeStore *store,
+                            PrimeSchedStats *acc) {
     const PrimeAction *acts = phase->actions;
     const int n = phase->nactions;
     Pending pending[MAX_PENDING];
     int npending = 0;
     static const long zero[8] = {0};
     int in_step = 0, step = -1;
+    uint64_t step_kernel = 0, step_comm = 0; /* acc's times when the step began */
     PrimeStatus st = PRIME_OK;
 
     for (int i = 0; i < n && st == PRIME_OK; ++i) {
@@ -135,13 +188,19 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 break;
             }
             memset(&pending[npending], 0, sizeof pending[npending]);
+            pending[npending].posted_ns = prime_clock_ns();
+            pending[npending].op = a->op;
+            pending[npending].peer = a->peer;
+            pending[npending].kind = a->kind;
             if (a->op == PRIME_ACT_SEND)
                 st = prime_isend(dev, a->peer, a->tag, *ref, elems, (PrimeByteKind)a->kind,
                                  &pending[npending].req);
             else
                 st = prime_irecv(dev, a->peer, a->tag, *ref, elems, &pending[npending].req);
-            if (st == PRIME_OK)
+            if (st == PRIME_OK) {
                 ++npending;
+                ++*(a->op == PRIME_ACT_SEND ? &acc->sends : &acc->recvs);
+            }
             break;
         case PRIME_ACT_SEND_BOX:
         case PRIME_ACT_RECV_BOX: {
@@ -159,6 +218,10 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 break;
             }
             pd->box = b;
+            pd->posted_ns = prime_clock_ns();
+            pd->op = a->op;
+            pd->peer = a->peer;
+            pd->kind = a->kind;
             if (a->op == PRIME_ACT_SEND_BOX) {
                 prime_copy_box(b->ndims, b->ext, *ref, b->src_tile, b->src_off, pd->temp, b->ext,
                                zero);
@@ -168,10 +231,12 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 pd->unpack_to = *ref;
                 st = prime_irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);
             }
-            if (st == PRIME_OK)
+            if (st == PRIME_OK) {
                 ++npending;
-            else
+                ++*(a->op == PRIME_ACT_SEND_BOX ? &acc->sends : &acc->recvs);
+            } else {
                 prime_free(dev, pd->temp, pd->temp_n);
+            }
             break;
         }
         case PRIME_ACT_COPY_BOX: {
@@ -188,7 +253,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
         case PRIME_ACT_WAIT:
             for (int r = 0; r < npending; ++r) {
                 Pending *pd = &pending[r];
-                PrimeStatus w = prime_wait(dev, &pd->req);
+                PrimeStatus w = wait_pending(dev, pd, acc);
                 if (st == PRIME_OK)
                     st = w;
                 if (pd->unpack_to && w == PRIME_OK)
@@ -217,7 +282,10 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 break;
             prime_trace_begin(dev, phase->name);
             static const long no_offsets[8] = {0};
+            uint64_t t0 = prime_clock_ns();
             phase->kernels[0](*ref, in, phase->offsets ? phase->offsets[a->arg] : no_offsets);
+            acc->kernel_ns += prime_clock_ns() - t0;
+            acc->kernels++;
             prime_trace_end(dev);
             break;
         }
@@ -230,33 +298,22 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             prime_add(*ref, *r, elems);
             break;
         }
-        case PRIME_ACT_ALLREDUCE: {
-            const PrimeGroup *g = &phase->groups[a->arg];
-            if (!*ref) {
+        case PRIME_ACT_ALLREDUCE:
+        case PRIME_ACT_REDUCE_SCATTER:
+            if (!*ref || !phase->groups) {
                 st = PRIME_ERR_ARG;
                 break;
             }
-            prime_trace_begin(dev, "allreduce");
-            st = prime_allreduce_sum(dev, g->ranks, g->size, *ref, elems, a->tag);
-            prime_trace_end(dev);
+            st = run_collective(dev, phase, a, *ref, elems, acc);
             break;
-        }
-        case PRIME_ACT_REDUCE_SCATTER: {
-            const PrimeGroup *g = &phase->groups[a->arg];
-            if (!*ref) {
-                st = PRIME_ERR_ARG;
-                break;
-            }
-            prime_trace_begin(dev, "reduce_scatter");
-            st = prime_reduce_scatter_sum(dev, g->ranks, g->size, *ref, elems, a->tag);
-            prime_trace_end(dev);
-            break;
-        }
         case PRIME_ACT_STEP:
             if (in_step)
-                prime_trace_end(dev);
+                prime_trace_end_split(dev, acc->kernel_ns - step_kernel, acc->comm_ns - step_comm);
             prime_trace_begin(dev, "step");
+            step_kernel = acc->kernel_ns;
+            step_comm = acc->comm_ns;
             in_step = 1;
+            acc->steps++;
             break;
         default:
             st = PRIME_ERR_ARG;
@@ -269,7 +326,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             prime_free(dev, pending[r].temp, pending[r].temp_n);
     }
     if (in_step)
-        prime_trace_end(dev);
+        prime_trace_end_split(dev, acc->kernel_ns - step_kernel, acc->comm_ns - step_comm);
     return st;
 }
 
@@ -279,11 +336,30 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
 
 PrimeStatus prime_sched_run_shifted(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store,
                                     int dtensor, int dtag) {
+    return prime_sched_run_timed(dev, phase, store, dtensor, dtag, NULL);
+}
+
+PrimeStatus prime_sched_run_timed(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store,
+                                  int dtensor, int dtag, PrimeSchedStats *acc) {
+    PrimeSchedStats local;
+    memset(&local, 0, sizeof local);
+    uint64_t t0 = prime_clock_ns();
     PrimeRankPhase view;
     PrimeStatus st = prime_rank_phase_shifted(phase, prime_dev_rank(dev), dtensor, dtag, &view);
     if (st != PRIME_OK)
         return st;
-    st = run_view(dev, &view, store);
+    st = run_view(dev, &view, store, &local);
     prime_rank_phase_release(&view);
+    local.wall_ns = prime_clock_ns() - t0;
+    if (acc) {
+        acc->wall_ns += local.wall_ns;
+        acc->kernel_ns += local.kernel_ns;
+        acc->comm_ns += local.comm_ns;
+        acc->kernels += local.kernels;
+        acc->sends += local.sends;
+        acc->recvs += local.recvs;
+        acc->collectives += local.collectives;
+        acc->steps += local.steps;
+    }
     return st;
 }

@@ -97,6 +97,9 @@ typedef struct PrimePhase {
     /* When set, the actions of every rank in rank-parametric form
      * (prime_form.h); actions and nactions are then NULL. */
     const struct PrimePhaseForm *form;
+    /* FLOPs of one KERNEL action, as the compiler's cost model counts
+     * them (docs/timing.md); 0 for a phase without kernels. */
+    double kernel_flops;
 } PrimePhase;
 
 typedef struct PrimeStore {
@@ -120,6 +123,26 @@ PrimeStatus prime_sched_run(PrimeDev *dev, const PrimePhase *phase, PrimeStore *
  * and tags shifted; see prime_rank_phase_shifted). */
 PrimeStatus prime_sched_run_shifted(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store,
                                     int dtensor, int dtag);
+
+/* What one device spent in phases, added up by prime_sched_run_timed:
+ * wall time in the phase, time inside kernels, time blocked on
+ * communication (the waits for transfers, and whole collectives: the
+ * part of communication not hidden under compute), and what ran. */
+typedef struct PrimeSchedStats {
+    uint64_t wall_ns;
+    uint64_t kernel_ns;
+    uint64_t comm_ns;
+    long kernels;     /* KERNEL actions */
+    long sends;       /* SEND and SEND_BOX actions (counted transfers) */
+    long recvs;       /* RECV and RECV_BOX actions */
+    long collectives; /* ALLREDUCE and REDUCE_SCATTER actions */
+    long steps;       /* STEP actions */
+} PrimeSchedStats;
+
+/* prime_sched_run_shifted that adds what the run spent into *acc (when
+ * not NULL). */
+PrimeStatus prime_sched_run_timed(PrimeDev *dev, const PrimePhase *phase, PrimeStore *store,
+                                  int dtensor, int dtag, PrimeSchedStats *acc);
 
 const char *prime_action_name(int op);
 

@@ -57,8 +57,9 @@ struct PrimeReqImpl {
     PrimeReqImpl *work_next;
     int matched; /* met its partner (mbox_mu of dst) */
 
-    /* Completion, guarded by done_mu of the owner. */
-    int done;
+    /* Completion, guarded by done_mu of the owner; `done` is atomic so
+     * that prime_wait can poll it without the lock. */
+    atomic_int done;
     PrimeStatus result;
 
     /* The owner's list of requests not yet waited for (device thread). */
@@ -120,6 +121,16 @@ struct PrimeWorldBackend {
     int finished;            /* compute threads that returned (run_mu) */
     uint64_t last_finish_ns; /* when the latest of them did (run_mu) */
     unsigned char *returned; /* per rank: its compute thread returned (run_mu) */
+
+    /* Messages of at most this many bytes are copied by the thread that
+     * matches them (transport_threads.c); PRIME_INLINE_BYTES, read at
+     * creation. */
+    size_t inline_bytes;
+    /* Polls of prime_wait before it sleeps (PRIME_POLLS). */
+    int polls;
+    /* Compute threads pinned to cores (PRIME_PIN, world_threads.c). */
+    int pin;
+    int ncpu;
 
     /* Set once by the first wait that times out; never cleared. */
     atomic_int aborted;

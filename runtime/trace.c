@@ -2,13 +2,19 @@
  * trace.c — per-device timelines written as Chrome trace-event JSON.
  *
  * Each device records intervals in its own growable array (device thread
- * only, so no lock); a stack of open intervals allows nesting. Names are
- * copied, cut to at most 63 bytes on a UTF-8 character boundary. The
- * writer emits one complete ("X") event per closed interval, device by
- * device in the order the intervals began, with times in microseconds
- * since world creation printed from integers (no locale, no rounding
- * drift). Intervals still open are left out. Events accumulate across
- * runs until the world is destroyed.
+ * only, so no lock); a stack of open intervals allows nesting on the
+ * compute row, and prime_trace_span records a closed interval on either
+ * row (transfers overlap one another and the kernels, so they cannot
+ * nest). Names are copied, cut to at most 63 bytes on a UTF-8 character
+ * boundary. The writer emits, for every device that recorded anything,
+ * "M" events naming the device (pid = rank) and its two rows (tid 0
+ * compute, tid 1 communication), then one complete ("X") event per
+ * closed interval in the order they were recorded, with times in
+ * microseconds since world creation printed from integers (no locale, no
+ * rounding drift); an interval ended by prime_trace_end_split (a step)
+ * carries its kernel, exposed communication and overhead times as args.
+ * Intervals still open are left out. Events accumulate across runs until
+ * the world is destroyed.
  *
  * Recording is switched between runs only: devices read the flag without
  * a lock, ordered by thread creation.
@@ -60,41 +66,89 @@ static void copy_name(char *out, const char *name) {
     out[len] = '\0';
 }
 
+/* A new event at the end of the device's array, or NULL (and
+ * PRIME_ERR_NOMEM recorded) when it cannot grow; with `push`, also room
+ * on the stack of open intervals. */
+static PrimeTraceEvent *new_event(PrimeDev *dev, const char *name, int push) {
+    PrimeTrace *t = &dev->trace;
+    void *events = t->events, *open = t->open;
+    int ok = grow(&events, &t->cap, t->count, sizeof *t->events);
+    t->events = events;
+    ok = ok && (!push || grow(&open, &t->open_cap, t->depth, sizeof *t->open));
+    t->open = open;
+    if (!ok) {
+        prime_rt_fail(dev, PRIME_ERR_NOMEM);
+        return NULL;
+    }
+    PrimeTraceEvent *ev = &t->events[t->count];
+    memset(ev, 0, sizeof *ev);
+    copy_name(ev->name, name);
+    return ev;
+}
+
 /* Failing to grow the arrays drops the interval and records
  * PRIME_ERR_NOMEM; a NULL name records an empty one. */
 void prime_trace_begin(PrimeDev *dev, const char *name) {
     if (!dev || !dev->world->trace_on)
         return;
-    PrimeTrace *t = &dev->trace;
-    void *events = t->events, *open = t->open;
-    int ok = grow(&events, &t->cap, t->count, sizeof *t->events);
-    t->events = events;
-    ok = ok && grow(&open, &t->open_cap, t->depth, sizeof *t->open);
-    t->open = open;
-    if (!ok) {
-        prime_rt_fail(dev, PRIME_ERR_NOMEM);
+    PrimeTraceEvent *ev = new_event(dev, name, 1);
+    if (!ev)
         return;
-    }
-    PrimeTraceEvent *ev = &t->events[t->count];
-    copy_name(ev->name, name);
     ev->begin_ns = prime_rt_now_ns() - dev->world->t0_ns;
     ev->end_ns = ev->begin_ns;
-    ev->closed = 0;
-    t->open[t->depth++] = t->count++;
+    ev->row = PRIME_TRACE_COMPUTE;
+    dev->trace.open[dev->trace.depth++] = dev->trace.count++;
+}
+
+/* Times before the world's creation or an end before the begin are
+ * clamped; a bad row records PRIME_ERR_ARG. */
+void prime_trace_span(PrimeDev *dev, const char *name, PrimeTraceRow row, uint64_t begin_ns,
+                      uint64_t end_ns) {
+    if (!dev || !dev->world->trace_on)
+        return;
+    if (row != PRIME_TRACE_COMPUTE && row != PRIME_TRACE_COMM) {
+        prime_rt_fail(dev, PRIME_ERR_ARG);
+        return;
+    }
+    PrimeTraceEvent *ev = new_event(dev, name, 0);
+    if (!ev)
+        return;
+    uint64_t t0 = dev->world->t0_ns;
+    ev->begin_ns = begin_ns > t0 ? begin_ns - t0 : 0;
+    ev->end_ns = end_ns > t0 ? end_ns - t0 : 0;
+    if (ev->end_ns < ev->begin_ns)
+        ev->end_ns = ev->begin_ns;
+    ev->row = row;
+    ev->closed = 1;
+    dev->trace.count++;
 }
 
 /* Ending with no interval open records PRIME_ERR_ARG. */
-void prime_trace_end(PrimeDev *dev) {
+static PrimeTraceEvent *end_event(PrimeDev *dev) {
     if (!dev || !dev->world->trace_on)
-        return;
+        return NULL;
     PrimeTrace *t = &dev->trace;
     if (t->depth == 0) {
         prime_rt_fail(dev, PRIME_ERR_ARG);
-        return;
+        return NULL;
     }
     PrimeTraceEvent *ev = &t->events[t->open[--t->depth]];
     ev->end_ns = prime_rt_now_ns() - dev->world->t0_ns;
     ev->closed = 1;
+    return ev;
+}
+
+void prime_trace_end(PrimeDev *dev) {
+    (void)end_event(dev);
+}
+
+void prime_trace_end_split(PrimeDev *dev, uint64_t kernel_ns, uint64_t comm_ns) {
+    PrimeTraceEvent *ev = end_event(dev);
+    if (!ev)
+        return;
+    ev->split = 1;
+    ev->kernel_ns = kernel_ns;
+    ev->comm_ns = comm_ns;
 }
 
 void prime_rt_trace_free(PrimeTrace *trace) {
@@ -118,6 +172,19 @@ static void write_us(FILE *f, uint64_t ns) {
     fprintf(f, "%" PRIu64 ".%03u", ns / 1000u, (unsigned)(ns % 1000u));
 }
 
+/* A split interval's args: kernels, exposed communication and the rest
+ * (the schedule's overhead; 0 if the parts exceed the interval). */
+static void write_split(FILE *f, const PrimeTraceEvent *ev) {
+    uint64_t dur = ev->end_ns - ev->begin_ns, busy = ev->kernel_ns + ev->comm_ns;
+    fputs(",\"args\":{\"kernel_us\":", f);
+    write_us(f, ev->kernel_ns);
+    fputs(",\"exposed_comm_us\":", f);
+    write_us(f, ev->comm_ns);
+    fputs(",\"overhead_us\":", f);
+    write_us(f, dur > busy ? dur - busy : 0);
+    fputc('}', f);
+}
+
 PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
     if (!world || !path)
         return PRIME_ERR_ARG;
@@ -126,20 +193,35 @@ PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
         return PRIME_ERR_IO;
     fputs("{\"traceEvents\":[", f);
     int first = 1;
+    static const char *const row_name[] = {"compute", "communication"};
     for (int r = 0; r < world->ndev; r++) {
         const PrimeTrace *t = &world->devs[r].trace;
+        if (t->count == 0)
+            continue;
+        fprintf(f,
+                "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":"
+                "\"device %d\"}}",
+                first ? "" : ",", r, r);
+        first = 0;
+        for (int row = 0; row < 2; row++)
+            fprintf(f,
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
+                    "\"name\":\"%s\"}}",
+                    r, row, row_name[row]);
         for (size_t i = 0; i < t->count; i++) {
             const PrimeTraceEvent *ev = &t->events[i];
             if (!ev->closed)
                 continue;
-            fputs(first ? "\n{\"name\":\"" : ",\n{\"name\":\"", f);
-            first = 0;
+            fputs(",\n{\"name\":\"", f);
             write_json_string(f, ev->name);
             fputs("\",\"ph\":\"X\",\"ts\":", f);
             write_us(f, ev->begin_ns);
             fputs(",\"dur\":", f);
             write_us(f, ev->end_ns - ev->begin_ns);
-            fprintf(f, ",\"pid\":0,\"tid\":%d}", r);
+            fprintf(f, ",\"pid\":%d,\"tid\":%d", r, ev->row);
+            if (ev->split)
+                write_split(f, ev);
+            fputc('}', f);
         }
     }
     fputs("\n]}\n", f);

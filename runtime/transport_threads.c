@@ -8,16 +8,34 @@
  * (src, dst, tag) and either side may be posted first. Collectives use a
  * separate channel, so they never match user messages.
  *
- * A matched send is queued to its source's communication thread, which
- * copies the data with no lock held and then completes the receive and
- * the send, in that order, under each owner's done_mu. So a device's
- * compute thread keeps running while its sends are copied, and prime_wait
- * on a send returns only after the data is in the receiver's buffer.
+ * Whoever matches delivers: a message of at most the world's inline
+ * limit (PRIME_INLINE_BYTES, default 64 KiB; threads_internal.h) is
+ * copied at once by the thread that posted the second half, with no lock
+ * held, which then completes the receive and the send. The peer that
+ * waits is woken directly by that thread: no third thread runs between
+ * the two devices, which on a machine with fewer cores than threads is
+ * what a message costs. A larger message is queued to its source's
+ * communication thread, which copies it and completes both the same way,
+ * so a device's compute thread keeps running while its large sends are
+ * copied. Either way, prime_wait on a send returns only after the data is
+ * in the receiver's buffer.
+ *
+ * Completion sets `done` under the owner's done_mu and signals its
+ * done_cv after releasing the mutex, so the woken owner does not at once
+ * block on a mutex its waker still holds (the owner may free the request
+ * then, so only the device's own condition variable is touched after).
  *
  * A send to oneself is an ordinary message: matched in one's own mailbox,
  * copied by one's own communication thread, and counted in bytes sent.
  * Sizes are compared when copying: a mismatch copies nothing and both
  * requests complete with PRIME_ERR_ARG, which prime_wait records.
+ *
+ * prime_wait first polls the request's `done` (atomic) up to the world's
+ * PRIME_POLLS times (default 10), yielding the core after each poll, and
+ * only then sleeps on its device's done_cv: on a machine with fewer cores
+ * than devices a peer usually answers within the next time slice, and a
+ * wake-up through the condition variable costs more than a yield (the
+ * measurements are in docs/timing.md). PRIME_POLLS=0 sleeps at once.
  *
  * prime_wait gives up at the world's deadline: it records who it waited
  * for (prime_rt_note_timeout) and aborts the world (threads_internal.h).
@@ -29,6 +47,7 @@
 #include "threads_internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -113,9 +132,31 @@ static void complete(PrimeWorld *w, PrimeReqImpl *r, PrimeStatus result) {
     PrimeDevBackend *owner = w->devs[r->owner].be;
     pthread_mutex_lock(&owner->done_mu);
     r->result = result;
-    r->done = 1;
-    pthread_cond_broadcast(&owner->done_cv);
+    atomic_store_explicit(&r->done, 1, memory_order_release);
     pthread_mutex_unlock(&owner->done_mu);
+    pthread_cond_broadcast(&owner->done_cv);
+}
+
+/* Copies a matched send into its receive and completes both (receive
+ * first). No lock held. */
+static void deliver(PrimeWorld *w, PrimeReqImpl *send) {
+    PrimeReqImpl *recv = send->partner;
+    PrimeStatus result = PRIME_OK;
+    if (send->n != recv->n)
+        result = PRIME_ERR_ARG;
+    else if (send->n > 0)
+        memcpy(recv->rbuf, send->sbuf, send->n * sizeof(float));
+    complete(w, recv, result);
+    complete(w, send, result);
+}
+
+/* A matched send: delivered now when small, else by its source's
+ * communication thread. */
+static void matched(PrimeWorld *w, PrimeReqImpl *send) {
+    if (send->n * sizeof(float) <= w->be->inline_bytes)
+        deliver(w, send);
+    else
+        comm_enqueue(w, send);
 }
 
 static void *comm_main(void *p) {
@@ -135,15 +176,7 @@ static void *comm_main(void *p) {
         if (!dev->work_head)
             dev->work_tail = NULL;
         pthread_mutex_unlock(&dev->comm_mu);
-
-        PrimeReqImpl *recv = send->partner;
-        PrimeStatus result = PRIME_OK;
-        if (send->n != recv->n)
-            result = PRIME_ERR_ARG;
-        else if (send->n > 0)
-            memcpy(recv->rbuf, send->sbuf, send->n * sizeof(float));
-        complete(w, recv, result);
-        complete(w, send, result);
+        deliver(w, send);
     }
 }
 
@@ -275,7 +308,7 @@ PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel cha
     }
     pthread_mutex_unlock(&to->mbox_mu);
     if (r)
-        comm_enqueue(w, s);
+        matched(w, s);
     return PRIME_OK;
 }
 
@@ -309,7 +342,7 @@ PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel cha
     }
     pthread_mutex_unlock(&me->mbox_mu);
     if (s)
-        comm_enqueue(w, s);
+        matched(w, s);
     return PRIME_OK;
 }
 
@@ -327,6 +360,10 @@ PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req) {
     PrimeWorld *w = dev->world;
     uint64_t deadline = prime_rt_deadline(w->timeout_ns);
     int timed_out = 0;
+    /* A few polls, each giving the core away, before sleeping: the peer
+     * often completes the request within its next time slice. */
+    for (int i = 0; i < w->be->polls && !atomic_load_explicit(&r->done, memory_order_acquire); i++)
+        sched_yield();
     pthread_mutex_lock(&me->done_mu);
     while (!r->done && !world_aborted(w)) {
         if (prime_rt_cond_wait_until(&me->done_cv, &me->done_mu, deadline) == ETIMEDOUT &&

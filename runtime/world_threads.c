@@ -15,6 +15,14 @@
  * world asks OpenBLAS for one thread per GEMM call; otherwise N devices
  * would each fan out over every core.
  *
+ * Placement: PRIME_PIN=1 pins device r's compute thread to the r-th core
+ * this process may run on (modulo their number), PRIME_PIN=auto does so
+ * only when there are at least as many cores as devices, and PRIME_PIN=0
+ * (the default; docs/timing.md has the measurements) leaves placement to
+ * the kernel. PRIME_INLINE_BYTES sets the largest message the matching
+ * thread copies itself, PRIME_POLLS how often a wait polls before it
+ * sleeps (transport_threads.c).
+ *
  * Deadlines: the barrier and the join of a run wait at most the world's
  * timeout. The join starts counting when a device returns: a device that
  * has not returned twice the timeout after the latest one did is taken
@@ -23,7 +31,7 @@
  * not return within ABORT_GRACE_NS after an abort are left running,
  * detached, with the world's memory (see `broken`).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 
 #include "prime_rt.h"
 
@@ -31,12 +39,73 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define ABORT_GRACE_NS 2000000000u
+#define INLINE_BYTES_DEFAULT 65536u
+#define POLLS_DEFAULT 10
+#define POLLS_MAX 1000000
+
+/* The process's cores, in order; their number, 0 when unknown. */
+static int allowed_cpus(cpu_set_t *set) {
+    CPU_ZERO(set);
+    if (sched_getaffinity(0, sizeof *set, set) != 0)
+        return 0;
+    return CPU_COUNT(set);
+}
+
+/* Reads PRIME_PIN, PRIME_INLINE_BYTES and PRIME_POLLS; a value it cannot read keeps
+ * the default. */
+static void read_placement(PrimeWorld *w) {
+    PrimeWorldBackend *be = w->be;
+    cpu_set_t set;
+    be->ncpu = allowed_cpus(&set);
+    be->inline_bytes = INLINE_BYTES_DEFAULT;
+    const char *v = getenv("PRIME_INLINE_BYTES");
+    if (v && *v) {
+        char *end;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (*end == '\0' && v[0] != '-')
+            be->inline_bytes = (size_t)n;
+    }
+    be->polls = POLLS_DEFAULT;
+    v = getenv("PRIME_POLLS");
+    if (v && *v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end == '\0' && n >= 0 && n <= POLLS_MAX)
+            be->polls = (int)n;
+    }
+    const char *pin = getenv("PRIME_PIN");
+    be->pin = 0;
+    if (pin && strcmp(pin, "1") == 0)
+        be->pin = be->ncpu > 0;
+    else if (pin && strcmp(pin, "auto") == 0)
+        be->pin = be->ncpu >= w->ndev;
+}
+
+/* Pins the calling compute thread of `rank` (see the top of the file). */
+static void pin_self(int rank) {
+    cpu_set_t set, one;
+    int n = allowed_cpus(&set);
+    if (n == 0)
+        return;
+    int want = rank % n;
+    for (int c = 0, seen = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &set))
+            continue;
+        if (seen++ == want) {
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
 
 /* Initialises the device's mutexes and condition variables; on failure
  * destroys whatever was initialised and leaves sync_ready at 0. */
@@ -153,6 +222,7 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
         world_free(w);
         return st;
     }
+    read_placement(w);
     openblas_set_num_threads(1);
     *out = w;
     return PRIME_OK;
@@ -179,6 +249,8 @@ static void *compute_main(void *p) {
     PrimeRankFn fn = w->run_fn;
     void *arg = w->run_arg;
     pthread_mutex_unlock(&w->run_mu);
+    if (go && w->pin)
+        pin_self(dev->rank);
     if (go)
         fn(dev, arg);
     pthread_mutex_lock(&w->run_mu);

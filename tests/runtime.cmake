@@ -15,3 +15,19 @@ target_link_libraries(test_runtime_deadline PRIVATE prime_rt PkgConfig::CMOCKA)
 target_compile_options(test_runtime_deadline PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME runtime_deadline COMMAND test_runtime_deadline)
 set_tests_properties(runtime_deadline PROPERTIES LABELS unit TIMEOUT 60)
+
+# The same with every message copied by its source's communication thread
+# and waits that sleep at once (PRIME_INLINE_BYTES=0, PRIME_POLLS=0), and
+# with device threads pinned to cores (PRIME_PIN=1): the defaults copy
+# small messages in the thread that matches them and leave placement to
+# the kernel (runtime/transport_threads.c, runtime/world_threads.c).
+foreach(part world p2p collective deadline)
+  add_test(NAME runtime_${part}/queued COMMAND test_runtime_${part})
+  set_tests_properties(runtime_${part}/queued PROPERTIES LABELS unit TIMEOUT 60
+                       ENVIRONMENT "PRIME_INLINE_BYTES=0;PRIME_POLLS=0")
+endforeach()
+foreach(part world p2p)
+  add_test(NAME runtime_${part}/pinned COMMAND test_runtime_${part})
+  set_tests_properties(runtime_${part}/pinned PROPERTIES LABELS unit TIMEOUT 60
+                       ENVIRONMENT "PRIME_PIN=1")
+endforeach()

@@ -236,7 +236,7 @@ static void check_trace(PrimeWorld *w)
     EXPECT(count(text, "\"ph\":\"X\"") == 2 * NDEV);
     for (int r = 0; r < NDEV; r++) {
         char tid[32];
-        snprintf(tid, sizeof tid, "\"tid\":%d}", r);
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0}", r);
         EXPECT(count(text, tid) == 2);
     }
 }

@@ -3,9 +3,10 @@
  * repeated runs, the barrier, counted allocation (current, peak, reset),
  * sticky statuses and what prime_world_run returns, names of statuses and
  * byte kinds, the root and prime_world_share (trivial with threads), and
- * the Chrome trace writer.
+ * the Chrome trace writer, and the placement of device threads
+ * (PRIME_PIN).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,8 @@
 
 #include "prime_rt.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,8 +275,14 @@ static void trace_fn(PrimeDev *dev, void *arg)
     prime_trace_begin(dev, longname);
     longname[0] = 'X'; /* the name was copied */
     prime_trace_end(dev);
-    prime_trace_end(dev);
+    /* The step with its split: 1 us of kernels, 0.5 us exposed. */
+    prime_trace_end_split(dev, 1000, 500);
     prime_trace_begin(dev, "left open");
+    /* Closed spans on the communication row; an end before the begin is
+     * clamped to the begin. */
+    uint64_t now = prime_clock_ns();
+    prime_trace_span(dev, "send shift to 1", PRIME_TRACE_COMM, now, now + 2000);
+    prime_trace_span(dev, "recv from 2", PRIME_TRACE_COMM, now + 5000, now);
     EXPECT(prime_dev_status(dev) == PRIME_OK);
 }
 
@@ -294,14 +303,30 @@ static void test_trace_json(void **state)
     const char *text = read_file(path);
     assert_true(strncmp(text, "{\"traceEvents\":[", 16) == 0);
     assert_non_null(strstr(text, "]}"));
-    assert_int_equal(count(text, "\"ph\":\"X\""), 3 * 3);
-    assert_int_equal(count(text, "\"pid\":0"), 3 * 3);
+    assert_int_equal(count(text, "\"ph\":\"X\""), 3 * 5);
+    /* Per device: its name and its two rows named, three intervals on the
+     * compute row (the step with its split) and two spans on the
+     * communication row. */
+    assert_int_equal(count(text, "\"ph\":\"M\""), 3 * 3);
     for (int r = 0; r < 3; r++) {
-        char tid[32];
-        snprintf(tid, sizeof tid, "\"tid\":%d}", r);
-        assert_int_equal(count(text, tid), 3);
+        char tid[64];
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0}", r);
+        assert_int_equal(count(text, tid), 2);
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0,\"args\":{\"kernel_us\"", r);
+        assert_int_equal(count(text, tid), 1);
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":1}", r);
+        assert_int_equal(count(text, tid), 2);
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"args\":{\"name\":\"device %d\"}", r, r);
+        assert_int_equal(count(text, tid), 1);
     }
+    assert_int_equal(count(text, "\"args\":{\"name\":\"communication\"}"), 3);
+    assert_int_equal(count(text, "{\"name\":\"send shift to 1\",\"ph\":\"X\",\"ts\":"), 3);
+    assert_int_equal(count(text, "\"dur\":2.000,\"pid\""), 3);
+    assert_int_equal(count(text, "\"dur\":0.000,\"pid\""), 3);
     assert_int_equal(count(text, "{\"name\":\"step\",\"ph\":\"X\",\"ts\":"), 3);
+    assert_int_equal(
+        count(text, ",\"args\":{\"kernel_us\":1.000,\"exposed_comm_us\":0.500,\"overhead_us\":"), 3);
+    assert_int_equal(count(text, "\"kernel_us\""), 3);
     assert_int_equal(count(text, "\"name\":\"gemm \\\"q\\\\k\\\"\\u000a\""), 3);
     /* 63 characters kept, copied before the caller changed its buffer. */
     char name63[80] = "\"name\":\"";
@@ -310,7 +335,7 @@ static void test_trace_json(void **state)
     assert_int_equal(count(text, name63), 3);
     assert_null(strstr(text, "left open"));
     assert_null(strstr(text, "\"name\":\"X"));
-    assert_int_equal(count(text, "\"dur\":"), 9);
+    assert_int_equal(count(text, "\"dur\":"), 15);
     remove(path);
 
     assert_int_equal(prime_world_write_trace(w, "/nonexistent-dir/trace.json"), PRIME_ERR_IO);
@@ -335,6 +360,84 @@ static void test_trace_unbalanced_end(void **state)
     prime_world_destroy(w);
 }
 
+/* Per rank: the cores its compute thread may run on, and the first. */
+#define PIN_MAX_DEV 64
+static int pin_count[PIN_MAX_DEV];
+static int pin_first[PIN_MAX_DEV];
+
+static void pin_fn(PrimeDev *dev, void *arg)
+{
+    (void)arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    EXPECT(pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0);
+    int r = prime_dev_rank(dev);
+    pin_count[r] = CPU_COUNT(&set);
+    pin_first[r] = -1;
+    for (int c = 0; c < CPU_SETSIZE && pin_first[r] < 0; c++)
+        if (CPU_ISSET(c, &set))
+            pin_first[r] = c;
+}
+
+/* PRIME_PIN=1: device r on the r-th core of the process (modulo their
+ * number); PRIME_PIN=0: every core; PRIME_PIN=auto: pinned when there are
+ * at least as many cores as devices. Read when the world is created. */
+static void test_pinning(void **state)
+{
+    (void)state;
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    int n = CPU_COUNT(&all);
+    int cpu[CPU_SETSIZE], k = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all))
+            cpu[k++] = c;
+    const char *old = getenv("PRIME_PIN");
+    char *saved = old ? strdup(old) : NULL;
+
+    setenv("PRIME_PIN", "1", 1);
+    PrimeWorld *w = make_world(4);
+    assert_int_equal(prime_world_run(w, pin_fn, NULL), PRIME_OK);
+    assert_int_equal(atomic_load(&failures), 0);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(pin_count[r], 1);
+        assert_int_equal(pin_first[r], cpu[r % n]);
+    }
+    prime_world_destroy(w);
+
+    setenv("PRIME_PIN", "0", 1);
+    w = make_world(4);
+    assert_int_equal(prime_world_run(w, pin_fn, NULL), PRIME_OK);
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(pin_count[r], n);
+    prime_world_destroy(w);
+
+    /* auto: pinned only when there are at least as many cores as
+     * devices. */
+    if (n + 1 <= PIN_MAX_DEV) {
+        setenv("PRIME_PIN", "auto", 1);
+        w = make_world(n + 1);
+        assert_int_equal(prime_world_run(w, pin_fn, NULL), PRIME_OK);
+        for (int r = 0; r < n + 1; r++)
+            assert_int_equal(pin_count[r], n);
+        prime_world_destroy(w);
+        w = make_world(n);
+        assert_int_equal(prime_world_run(w, pin_fn, NULL), PRIME_OK);
+        for (int r = 0; r < n; r++)
+            assert_int_equal(pin_first[r], cpu[r]);
+        for (int r = 0; r < n && n > 1; r++)
+            assert_int_equal(pin_count[r], 1);
+        prime_world_destroy(w);
+    }
+
+    if (saved)
+        setenv("PRIME_PIN", saved, 1);
+    else
+        unsetenv("PRIME_PIN");
+    free(saved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_nested_run_refused),
         cmocka_unit_test(test_trace_json),
         cmocka_unit_test(test_trace_unbalanced_end),
+        cmocka_unit_test(test_pinning),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,7 +28,7 @@ pkg-config --exists openblas cmocka || skip "pkg-config finds no openblas or cmo
 
 flags="-std=c11 -g -O1 -fsanitize=thread -I$src/runtime $(pkg-config --cflags openblas cmocka)"
 libs="$(pkg-config --libs openblas cmocka) -lpthread -lm"
-rt="abi.c collective.c device.c kernels.c prime_form.c prime_program.c prime_sched.c trace.c world_threads.c transport_threads.c"
+rt="abi.c collective.c device.c kernels.c prime_form.c prime_program.c prime_sched.c prime_timing.c progress.c trace.c world_threads.c transport_threads.c"
 objs=""
 for f in $rt; do
     o="$out/${f%.c}.o"
@@ -40,13 +40,24 @@ for t in world p2p collective kernels deadline; do
     exe="$out/test_runtime_$t"
     # shellcheck disable=SC2086
     "$cc" $flags "$src/tests/unit/test_runtime_$t.c" $objs $libs -o "$exe" || fail "cannot build test_runtime_$t"
-    TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$exe" >"$out/$t.log" 2>&1
-    rc=$?
-    if [ "$rc" -ne 0 ]; then
-        cat "$out/$t.log"
-        fail "test_runtime_$t under TSan exited $rc"
-    fi
-    grep -q "WARNING: ThreadSanitizer" "$out/$t.log" && { cat "$out/$t.log"; fail "TSan report in test_runtime_$t"; }
-    echo "test_runtime_$t: clean"
+    # Both ways a message travels: copied by the thread that matches it
+    # (the default for small ones), and by the communication thread with
+    # waits that sleep at once (PRIME_INLINE_BYTES=0 PRIME_POLLS=0).
+    for mode in default queued; do
+        if [ "$mode" = queued ]; then
+            env="PRIME_INLINE_BYTES=0 PRIME_POLLS=0"
+        else
+            env=""
+        fi
+        # shellcheck disable=SC2086
+        env $env TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$exe" >"$out/$t.log" 2>&1
+        rc=$?
+        if [ "$rc" -ne 0 ]; then
+            cat "$out/$t.log"
+            fail "test_runtime_$t ($mode) under TSan exited $rc"
+        fi
+        grep -q "WARNING: ThreadSanitizer" "$out/$t.log" && { cat "$out/$t.log"; fail "TSan report in test_runtime_$t ($mode)"; }
+        echo "test_runtime_$t ($mode): clean"
+    done
 done
 echo "PASS: runtime unit tests clean under ThreadSanitizer"
