@@ -59,6 +59,7 @@ static const char *c_intrinsic(const char *name, int dbl) {
         {"silu", "prime_silu_d"},
         {"abs", "fabs"},
         {"step", "prime_step_d"},
+        {"eq", "prime_eq_d"},
         {"max", "fmax"},
         {"min", "fmin"},
         {"cos", "cos"},
@@ -87,6 +88,7 @@ static const char *c_intrinsic(const char *name, int dbl) {
         {"silu", "prime_silu"},
         {"abs", "fabsf"},
         {"step", "prime_step"},
+        {"eq", "prime_eq"},
         {"max", "fmaxf"},
         {"min", "fminf"},
         {"cos", "cosf"},
@@ -184,6 +186,8 @@ static void print_expr(Emitter *e, const PhaseSched *ph, const Expr *x, int whol
 static int emit_gemm(Emitter *e, const PhaseSched *ph, int whole) {
     const Schedule *s = e->s;
     const Expr *x = ph->expr;
+    if (ph->phase->max_reduce)
+        return 0;
     if (x->kind != EXPR_BINARY || x->op != '*' || x->lhs->kind != EXPR_INDEX ||
         x->rhs->kind != EXPR_INDEX || x->lhs->name == x->rhs->name || ph->nin != 2)
         return 0;
@@ -251,9 +255,11 @@ static int uses_dim_index(const Op *op, const Expr *x) {
     return u;
 }
 
-/* out[...] += expr over one tile (or, whole, over the whole tensors). */
 /* The body of a phase's kernel (whole: over whole tensors, for the
- * reference), as text. */
+ * reference), as text: out[...] += expr over one tile, or, for the
+ * forward of `max=`, out[...] = max(out[...], expr). A tile starts at the
+ * combiner's identity (its ALLOC); the reference fills its whole output
+ * with -inf first. */
 static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
     Printer saved = e->p;
     printer_init(&e->p);
@@ -262,6 +268,14 @@ static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
     printer_indent(p, 1);
     if (!uses_dim_index(inst->op, ph->expr))
         printer_printf(p, "(void)off;\n");
+    int max = ph->phase->max_reduce;
+    if (max && whole) {
+        long n = 1;
+        for (int x = 0; x < ph->out.ndims; ++x)
+            n *= dim_extent(e->s, ph, ph->out.opdims[x], whole);
+        printer_printf(p, "for (long i = 0; i < %ldL; ++i)\n", n);
+        printer_printf(p, "    out[i] = -INFINITY;\n");
+    }
     if (!emit_gemm(e, ph, whole)) {
         for (int d = 0; d < inst->op->ndims; ++d) {
             printer_printf(p, "for (long d%d = 0; d%d < %ld; ++d%d) {\n", d, d,
@@ -270,9 +284,15 @@ static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
         }
         printer_printf(p, "out[");
         print_index(e, ph, &ph->out, whole);
-        printer_printf(p, "] += ");
+        if (max) {
+            printer_printf(p, "] = %s(out[", e->dbl ? "fmax" : "fmaxf");
+            print_index(e, ph, &ph->out, whole);
+            printer_printf(p, "], ");
+        } else {
+            printer_printf(p, "] += ");
+        }
         print_expr(e, ph, ph->expr, whole);
-        printer_printf(p, ";\n");
+        printer_printf(p, "%s;\n", max ? ")" : "");
         for (int d = 0; d < inst->op->ndims; ++d) {
             printer_indent(p, -1);
             printer_printf(p, "}\n");
@@ -387,6 +407,10 @@ static void print_action(Emitter *e, const PrimeAction *a) {
         printer_printf(p, ", .kind = %s", kind_name(a->kind));
     if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER)
         printer_printf(p, ", .tag = %d", a->tag);
+    if (a->kind == PRIME_COMBINE_MAX &&
+        (a->op == PRIME_ACT_ALLOC || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_ALLREDUCE ||
+         a->op == PRIME_ACT_REDUCE_SCATTER))
+        printer_printf(p, ", .kind = PRIME_COMBINE_MAX");
     if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ALLREDUCE ||
         a->op == PRIME_ACT_REDUCE_SCATTER || a->op == PRIME_ACT_SEND_BOX ||
         a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)

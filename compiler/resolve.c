@@ -14,9 +14,9 @@ typedef struct Resolver {
     Sym grad_name; /* inside `grad X = ...`: the incoming gradient's name (dY) */
 } Resolver;
 
-static const char *const intrinsics[] = {"exp",     "log",  "sqrt", "rsqrt", "tanh", "erf",
-                                         "sigmoid", "relu", "gelu", "silu",  "max",  "min",
-                                         "abs",     "step", "cos",  "sin",   "pow",  NULL};
+static const char *const intrinsics[] = {"exp",  "log",  "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
+                                         "relu", "gelu", "silu", "max",   "min",  "abs", "step",
+                                         "cos",  "sin",  "pow",  "eq",    NULL};
 
 const Op *module_find_op(const Module *module, Sym name) {
     for (int i = 0; i < module->ops.count; ++i) {
@@ -167,8 +167,14 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e) {
             known |= strcmp(intrinsics[i], e->name) == 0;
         if (!known) {
             diag_error(r->sink, e->name_span, "unknown intrinsic '%s'", e->name);
-            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, "
-                                     "gelu, silu, max, min, abs, step, cos, sin, pow, size(dim)");
+            diag_note_plain(r->sink,
+                            "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, "
+                            "gelu, silu, max, min, abs, step, cos, sin, pow, eq, size(dim)");
+            return 0;
+        }
+        if (strcmp(e->name, "eq") == 0 && e->args.count != 2) {
+            diag_error(r->sink, e->span,
+                       "eq() takes two arguments (1 where they are equal, else 0)");
             return 0;
         }
         int ok = 1;
@@ -298,6 +304,15 @@ static void resolve_op(Resolver *r, const OpDecl *decl) {
                 continue;
             }
         }
+        if (st->kind == STMT_MAX && op->output.ndims == op->ndims) {
+            diag_error(r->sink, st->span,
+                       "'max=' reduces no dimension: '%s' has every dimension of operator '%s'",
+                       st->target.name, op->name);
+            diag_note_plain(r->sink, "a maximum is taken over the dimensions absent from the "
+                                     "result; write '=' for an elementwise statement");
+            ok = 0;
+            continue;
+        }
         ok &= check_body_expr(r, op, st->value);
     }
     if (!ok)
@@ -306,6 +321,13 @@ static void resolve_op(Resolver *r, const OpDecl *decl) {
         diag_error(r->sink, decl->name.span,
                    "operator '%s' states derivatives but computes nothing", op->name);
         return;
+    }
+    for (int i = 0; i < decl->body.count; ++i) {
+        const Stmt *st = decl->body.items[i];
+        if (st->kind != STMT_GRAD) {
+            op->max_reduce = st->kind == STMT_MAX;
+            break;
+        }
     }
     if (nforward == 1 && decl->body.count >= 1) {
         const Stmt *st = decl->body.items[0];

@@ -132,6 +132,7 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %token REPEAT "'repeat'"
 %token IMPORT "'import'"
 %token PLUS_EQ "'+='"
+%token MAX_EQ "'max='"
 %token ARROW "'->'"
 
 %left '^'
@@ -225,6 +226,7 @@ stmt
 
 assign_op
     : PLUS_EQ               { $$ = STMT_ACCUM; }
+    | MAX_EQ                { $$ = STMT_MAX; }
     | '='                   { $$ = STMT_ASSIGN; }
     ;
 

@@ -119,6 +119,8 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             *ref = prime_alloc(dev, elems);
             if (!*ref)
                 st = PRIME_ERR_NOMEM;
+            else if (a->kind == PRIME_COMBINE_MAX)
+                prime_fill_neg_inf(*ref, elems);
             break;
         case PRIME_ACT_FREE:
             if (!*ref) {
@@ -227,7 +229,10 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 st = PRIME_ERR_ARG;
                 break;
             }
-            prime_add(*ref, *r, elems);
+            if (a->kind == PRIME_COMBINE_MAX)
+                prime_max(*ref, *r, elems);
+            else
+                prime_add(*ref, *r, elems);
             break;
         }
         case PRIME_ACT_ALLREDUCE: {
@@ -237,7 +242,9 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 break;
             }
             prime_trace_begin(dev, "allreduce");
-            st = prime_allreduce_sum(dev, g->ranks, g->size, *ref, elems, a->tag);
+            st = a->kind == PRIME_COMBINE_MAX
+                     ? prime_allreduce_max(dev, g->ranks, g->size, *ref, elems, a->tag)
+                     : prime_allreduce_sum(dev, g->ranks, g->size, *ref, elems, a->tag);
             prime_trace_end(dev);
             break;
         }
@@ -248,7 +255,9 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 break;
             }
             prime_trace_begin(dev, "reduce_scatter");
-            st = prime_reduce_scatter_sum(dev, g->ranks, g->size, *ref, elems, a->tag);
+            st = a->kind == PRIME_COMBINE_MAX
+                     ? prime_reduce_scatter_max(dev, g->ranks, g->size, *ref, elems, a->tag)
+                     : prime_reduce_scatter_sum(dev, g->ranks, g->size, *ref, elems, a->tag);
             prime_trace_end(dev);
             break;
         }
