@@ -33,7 +33,7 @@ static const char *einsum_text(const Schedule *s, Arena *arena, const PhaseSched
     for (int x = 0; x < ph->out.ndims && n < sizeof buf - 64; ++x)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", x ? ", " : "",
                               inst->op->dims[ph->out.opdims[x]]);
-    n += (size_t)snprintf(buf + n, sizeof buf - n, "] += ");
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "] %s ", ph->phase->max_reduce ? "max=" : "+=");
     FILE *mem = fmemopen(buf + n, sizeof buf - n, "w");
     if (mem) {
         ast_print_expr(ph->expr, mem);
@@ -241,9 +241,10 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
                 unlisted_bytes += c->bytes;
                 continue;
             }
-            fprintf(out, "  %s of %s%s over devices {",
-                    c->reduce_scatter ? "reduce-scatter" : "all-reduce", s->tensors[c->tensor].name,
-                    sched_tile_name(arena, s, c->tensor, c->tile));
+            fprintf(out, "  %s%s of %s%s over devices {",
+                    c->reduce_scatter ? "reduce-scatter" : "all-reduce",
+                    s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? " (max)" : "",
+                    s->tensors[c->tensor].name, sched_tile_name(arena, s, c->tensor, c->tile));
             for (int g = 0; g < c->gsize; ++g)
                 fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
             fprintf(out, "}: %ld elements, %ld bytes sent in all\n", c->elems, c->bytes);
@@ -439,8 +440,10 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks) {
             const Collective *c = ph->collectives.items[i];
             if (!group_listed(c, shown))
                 continue;
-            fprintf(out, "%s{\"kind\": \"%s\", \"tensor\": ", first ? "" : ", ",
-                    c->reduce_scatter ? "reduce-scatter" : "all-reduce");
+            fprintf(out,
+                    "%s{\"kind\": \"%s\", \"combine\": \"%s\", \"tensor\": ", first ? "" : ", ",
+                    c->reduce_scatter ? "reduce-scatter" : "all-reduce",
+                    s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? "max" : "sum");
             printer_json_string(out, s->tensors[c->tensor].name);
             fprintf(out, ", \"tile\": ");
             json_tile(s, c->tensor, c->tile, out);

@@ -113,10 +113,12 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e) {
         const OpTensor *t = op_tensor(op, e->name);
         if (!t && r->grad_name && e->name == r->grad_name)
             t = &op->output; /* dY has the result's dimensions */
-        else if (t == &op->output && r->grad_name) {
+        else if (t == &op->output && !r->grad_name) {
+            /* A stated derivative may read the forward result (that of a
+             * maximum needs it); the forward statement computes it. */
             diag_error(r->sink, e->name_span,
-                       "a stated derivative may use the inputs and '%s', not the result '%s'",
-                       r->grad_name, e->name);
+                       "the statement computing '%s' cannot read it; a stated derivative can",
+                       e->name);
             return 0;
         }
         if (!t && e->kind == EXPR_NAME && op_dim_index(op, e->name) >= 0)
@@ -1258,7 +1260,10 @@ void resolve_dump(const Module *module, FILE *out) {
         fprintf(out, "op %s dims(", op->name);
         for (int d = 0; d < op->ndims; ++d)
             fprintf(out, "%s%s", d ? " " : "", op->dims[d]);
-        fprintf(out, ") %s\n", op->is_contraction ? "contraction" : "elementwise");
+        fprintf(out, ") %s\n",
+                op->is_contraction ? "contraction"
+                : op->max_reduce   ? "maximum"
+                                   : "elementwise");
     }
     for (int i = 0; i < module->partitions.count; ++i) {
         const Partition *p = module->partitions.items[i];
