@@ -50,6 +50,31 @@ add_test(NAME numerics/h512-overflow
 set_tests_properties(numerics/h512-overflow PROPERTIES LABELS run TIMEOUT 600
                      PASS_REGULAR_EXPRESSION "check passed.*error vs fp64 inf.*FAIL.*check FAILED")
 
+# The causal softmax chain alone on U(-1, 1) scores scaled by 10^6
+# (bench/softmax/softmax_scaled.prime, bench/softmax_overflow.sh): the
+# stdlib's chain, which subtracts the row maximum, passes with finite
+# errors; the chain with the former smooth bound overflows (fails) from a
+# scale of 360 on.
+set(PRIMEC_SOFTMAX_SRC ${CMAKE_SOURCE_DIR}/bench/softmax/softmax_scaled.prime)
+foreach(case "softmax_max;1000000;0" "softmax_bound;1000;1")
+  list(GET case 0 model)
+  list(GET case 1 scale)
+  list(GET case 2 fails)
+  set(dir ${PRIMEC_NUMERICS_DIR}/${model}_${scale})
+  if(fails)
+    set(expect "check FAILED")
+    set(run "! \"$4/$3\" --check --init uniform")
+  else()
+    set(expect "counters equal the compiler's prediction.*check pr +error vs fp64 [0-9][^\n]*ok.*check dx +error vs fp64 [0-9][^\n]*ok.*check passed")
+    set(run "\"$4/$3\" --check --init uniform")
+  endif()
+  add_test(NAME numerics/softmax-scaled/${model}-${scale}
+           COMMAND sh -c "mkdir -p \"$4\" && sed \"s/SCALE/$5/\" \"$2\" >\"$4/model.prime\" && \"$1\" build \"$4/model.prime\" --model \"$3\" -o \"$4\" && ${run}"
+                   sh $<TARGET_FILE:primec> ${PRIMEC_SOFTMAX_SRC} ${model} ${dir} ${scale})
+  set_tests_properties(numerics/softmax-scaled/${model}-${scale} PROPERTIES LABELS run TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "${expect}")
+endforeach()
+
 add_test(NAME numerics/bad-init
          COMMAND sh -c "\"$1\" build \"$2\" -o \"$3\" >/dev/null && \"$3/matmul_row\" --init gaussian; test $? -eq 2"
                  sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/matmul_row.prime
