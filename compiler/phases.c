@@ -53,7 +53,8 @@ static void collect_operands(Phase *ph, const Expr *e, const Op *op, Sym dy_name
         for (int i = 0; i < ph->nin; ++i)
             if (ph->in[i].name == e->name)
                 return;
-        int input = -3;
+        const int none = PHASE_RESULT - 1;
+        int input = none;
         if (e->name == dy_name)
             input = PHASE_DY;
         else if (e->name == op->output.name)
@@ -62,7 +63,7 @@ static void collect_operands(Phase *ph, const Expr *e, const Op *op, Sym dy_name
             for (int i = 0; i < op->ninputs; ++i)
                 if (op->inputs[i].name == e->name)
                     input = i;
-        if (input == -3)
+        if (input == none)
             ICE("tensor '%s' in the body of '%s' is not an input", e->name, op->name);
         if (ph->nin == PHASE_MAX_OPERANDS)
             ICE("too many operands");
