@@ -393,6 +393,7 @@ static void dump_op(const OpDecl *op, FILE *out, int level) {
         indent(out, level + 1);
         fprintf(out, "(%s %s ",
                 s->kind == STMT_ACCUM  ? "+="
+                : s->kind == STMT_MAX  ? "max="
                 : s->kind == STMT_GRAD ? "grad"
                                        : "=",
                 s->target.name);

@@ -80,6 +80,7 @@ typedef struct TensorParam {
 typedef enum StmtKind {
     STMT_ACCUM,  /* Y[m, n] += expr;  sums over dimensions absent from Y */
     STMT_ASSIGN, /* Y = expr;  or  Y[m, n] = expr;  elementwise */
+    STMT_MAX,    /* Y[m] max= expr;  the maximum over dimensions absent from Y */
     STMT_GRAD    /* grad X = expr;  a stated derivative: dX += expr, which may name
                   * dY, the incoming gradient; used instead of the derived one */
 } StmtKind;

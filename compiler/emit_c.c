@@ -23,7 +23,8 @@ typedef struct Emitter {
 } Emitter;
 
 /* The body of a phase's kernel (whole: over whole tensors, for the
- * reference), as text. */
+ * reference), as text: the phase's kernel IR printed as C (kernel_c.h;
+ * the forward of `max=` folds with max from the combiner's identity). */
 static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
     Printer p;
     printer_init(&p);
@@ -142,6 +143,10 @@ static void print_action(Emitter *e, const PrimeAction *a) {
         printer_printf(p, ", .kind = %s", kind_name(a->kind));
     if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER)
         printer_printf(p, ", .tag = %d", a->tag);
+    if (a->kind == PRIME_COMBINE_MAX &&
+        (a->op == PRIME_ACT_ALLOC || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_ALLREDUCE ||
+         a->op == PRIME_ACT_REDUCE_SCATTER))
+        printer_printf(p, ", .kind = PRIME_COMBINE_MAX");
     if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ALLREDUCE ||
         a->op == PRIME_ACT_REDUCE_SCATTER || a->op == PRIME_ACT_SEND_BOX ||
         a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)

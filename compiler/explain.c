@@ -33,7 +33,7 @@ static const char *einsum_text(const Schedule *s, Arena *arena, const PhaseSched
     for (int x = 0; x < ph->out.ndims && n < sizeof buf - 64; ++x)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", x ? ", " : "",
                               inst->op->dims[ph->out.opdims[x]]);
-    n += (size_t)snprintf(buf + n, sizeof buf - n, "] += ");
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "] %s ", ph->phase->max_reduce ? "max=" : "+=");
     FILE *mem = fmemopen(buf + n, sizeof buf - n, "w");
     if (mem) {
         ast_print_expr(ph->expr, mem);
@@ -243,9 +243,10 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
                 unlisted_bytes += c->bytes;
                 continue;
             }
-            fprintf(out, "  %s of %s%s over devices {",
-                    c->reduce_scatter ? "reduce-scatter" : "all-reduce", s->tensors[c->tensor].name,
-                    sched_tile_name(arena, s, c->tensor, c->tile));
+            fprintf(out, "  %s%s of %s%s over devices {",
+                    c->reduce_scatter ? "reduce-scatter" : "all-reduce",
+                    s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? " (max)" : "",
+                    s->tensors[c->tensor].name, sched_tile_name(arena, s, c->tensor, c->tile));
             for (int g = 0; g < c->gsize; ++g)
                 fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
             fprintf(out, "}: %ld elements, %ld bytes sent in all\n", c->elems, c->bytes);
@@ -422,12 +423,13 @@ static json_t *json_collectives(const Schedule *s, const PhaseSched *ph, int sho
         json_t *group = json_array();
         for (int g = 0; g < c->gsize; ++g)
             json_array_append_new(group, json_integer(c->group[g]));
-        json_array_append_new(list, json_pack("{s:s, s:s, s:o, s:o, s:I, s:I}", "kind",
-                                              c->reduce_scatter ? "reduce-scatter" : "all-reduce",
-                                              "tensor", s->tensors[c->tensor].name, "tile",
-                                              json_tile(s, c->tensor, c->tile), "group", group,
-                                              "elements", (json_int_t)c->elems, "bytes",
-                                              (json_int_t)c->bytes));
+        json_array_append_new(
+            list,
+            json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I}", "kind",
+                      c->reduce_scatter ? "reduce-scatter" : "all-reduce", "combine",
+                      s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? "max" : "sum", "tensor",
+                      s->tensors[c->tensor].name, "tile", json_tile(s, c->tensor, c->tile), "group",
+                      group, "elements", (json_int_t)c->elems, "bytes", (json_int_t)c->bytes));
     }
     return list;
 }

@@ -40,6 +40,7 @@ typedef struct Op {
     OpTensor inputs[IR_MAX_INPUTS];
     OpTensor output;
     int is_contraction; /* body is `Y[...] += A[...] * B[...] ...` */
+    int max_reduce;     /* body is `Y[...] max= e`: the maximum over the other dimensions */
 } Op;
 
 typedef struct Partition {

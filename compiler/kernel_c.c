@@ -22,6 +22,7 @@ static const char *c_intrinsic(const char *name, int dbl) {
         {"silu", "prime_silu_d"},
         {"abs", "fabs"},
         {"step", "prime_step_d"},
+        {"eq", "prime_eq_d"},
         {"max", "fmax"},
         {"min", "fmin"},
         {"cos", "cos"},
@@ -50,6 +51,7 @@ static const char *c_intrinsic(const char *name, int dbl) {
         {"silu", "prime_silu"},
         {"abs", "fabsf"},
         {"step", "prime_step"},
+        {"eq", "prime_eq"},
         {"max", "fmaxf"},
         {"min", "fminf"},
         {"cos", "cosf"},
@@ -249,13 +251,15 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         looped |= 1u << dims[j];
     for (int t = 0; t < l->nterms; ++t)
         ops |= kernel_expr_operands(k, l->terms[t].expr);
+    const int max = l->combiner == KCOMB_MAX;
+    const char *identity = max ? "-INFINITY" : "0.0";
     for (int j = 0; j < outer; ++j) {
         if (l->nreduce && j == nout)
-            printer_printf(p, "double acc = 0.0;\n");
+            printer_printf(p, "double acc = %s;\n", identity);
         open_loop(p, k, dims[j], 1);
     }
     if (l->nreduce && outer == nout)
-        printer_printf(p, "double acc = 0.0;\n");
+        printer_printf(p, "double acc = %s;\n", identity);
     if (!l->nreduce) {
         printer_printf(p, "%s *restrict o = ", type);
         print_offset(p, "out", k, KERNEL_OUT, dims, outer);
@@ -273,27 +277,41 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
     Ctx c = {p, k, dbl, n > 0 ? dims[n - 1] : -1, looped};
     if (n > 0)
         open_loop(p, k, dims[n - 1], 0);
-    /* KCOMB_SUM: the only combiner so far. */
     if (l->nreduce) {
-        printer_printf(p, "acc += ");
+        printer_printf(p, max ? "acc = fmax(acc, " : "acc += ");
         print_terms(&c, l, 0);
-        printer_printf(p, ";\n");
+        printer_printf(p, max ? ");\n" : ";\n");
         close_loops(p, 1, 0);
         close_loops(p, l->nreduce - 1, 1);
         printer_printf(p, "out[");
         print_offset(p, "0", k, KERNEL_OUT, dims, nout);
-        printer_printf(p, "] += (%s)(", type);
-        if (l->scale != 1)
-            printer_printf(p, "%ld.0 * ", l->scale);
-        printer_printf(p, "acc);\n");
+        if (max) {
+            /* out = max(out, acc): the output holds the maximum so far. */
+            printer_printf(p, "] = %s(out[", dbl ? "fmax" : "fmaxf");
+            print_offset(p, "0", k, KERNEL_OUT, dims, nout);
+            printer_printf(p, "], (%s)acc);\n", type);
+        } else {
+            printer_printf(p, "] += (%s)(", type);
+            if (l->scale != 1)
+                printer_printf(p, "%ld.0 * ", l->scale);
+            printer_printf(p, "acc);\n");
+        }
         close_loops(p, nout, 1);
         return;
     }
     printer_printf(p, "o[");
     print_ref(&c, KERNEL_OUT);
-    printer_printf(p, "] += ");
-    print_terms(&c, l, 1);
-    printer_printf(p, ";\n");
+    if (max) {
+        printer_printf(p, "] = %s(o[", dbl ? "fmax" : "fmaxf");
+        print_ref(&c, KERNEL_OUT);
+        printer_printf(p, "], ");
+        print_terms(&c, l, 0);
+        printer_printf(p, ");\n");
+    } else {
+        printer_printf(p, "] += ");
+        print_terms(&c, l, 1);
+        printer_printf(p, ";\n");
+    }
     if (n > 0)
         close_loops(p, 1, 0);
     close_loops(p, outer, 1);
@@ -302,6 +320,16 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
 void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
     if (!k->uses_off)
         printer_printf(p, "(void)off;\n");
+    /* A maximum over whole tensors (the reference) starts from the
+     * combiner's identity; a tile starts there at its allocation. */
+    if (k->whole && k->nnodes == 1 && k->nodes[0].kind == KNODE_LOOP &&
+        k->nodes[0].loop.combiner == KCOMB_MAX) {
+        long n = 1;
+        for (int x = 0; x < k->ph->out.ndims; ++x)
+            n *= k->extent[k->ph->out.opdims[x]];
+        printer_printf(p, "for (long i = 0; i < %ldL; ++i)\n", n);
+        printer_printf(p, "    out[i] = -INFINITY;\n");
+    }
     for (int i = 0; i < k->nnodes; ++i) {
         if (k->nodes[i].kind == KNODE_GEMM)
             print_gemm(p, k, &k->nodes[i].gemm, dbl);

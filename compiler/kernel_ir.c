@@ -326,11 +326,11 @@ static long min_stride(const Kernel *k, unsigned ops, int d) {
 /* Output dimensions outermost, in the output's order; then the summed
  * dimensions the terms read, the one with the smallest stride innermost;
  * the summed dimensions they do not read become the scale. */
-static void build_loop(Kernel *k, KernelLoop *l) {
+static void build_loop(Kernel *k, KernelLoop *l, KernelCombiner combiner) {
     unsigned used = 0, ops = 0;
     for (int i = 0; i < l->nterms; ++i)
         used |= expr_dims(k, l->terms[i].expr, &ops);
-    l->combiner = KCOMB_SUM;
+    l->combiner = combiner;
     l->scale = 1;
     l->nloops = 0;
     const Operand *o = &k->ph->out;
@@ -341,9 +341,12 @@ static void build_loop(Kernel *k, KernelLoop *l) {
     for (int d = 0; d < k->ndims; ++d) {
         if (k->stride[KERNEL_OUT][d])
             continue;
-        if (!((used >> d) & 1u))
-            l->scale *= k->extent[d];
-        else if (k->extent[d] > 1) {
+        if (!((used >> d) & 1u)) {
+            /* A sum over a dimension the terms do not read multiplies
+             * them by its extent; a maximum over it changes nothing. */
+            if (combiner == KCOMB_SUM)
+                l->scale *= k->extent[d];
+        } else if (k->extent[d] > 1) {
             int j = l->nloops++;
             for (; j > first && min_stride(k, ops, l->loop_dim[j - 1]) < min_stride(k, ops, d); --j)
                 l->loop_dim[j] = l->loop_dim[j - 1];
@@ -370,10 +373,14 @@ void kernel_build(Kernel *k, const Schedule *s, const PhaseSched *ph, int whole)
         }
     }
     k->uses_off = uses_dim_value(k, ph->expr);
+    k->whole = whole;
+    /* A maximum is one loop nest over the whole expression: its terms
+     * do not split (max(a + b) is no sum of maxima) and it is no GEMM. */
+    const KernelCombiner combiner = ph->phase->max_reduce ? KCOMB_MAX : KCOMB_SUM;
     KernelTerm terms[KERNEL_MAX_TERMS];
     int nterms = 0;
     KernelLoop rest = {.nterms = 0};
-    if (split_terms(ph->expr, 1, terms, &nterms)) {
+    if (combiner == KCOMB_SUM && split_terms(ph->expr, 1, terms, &nterms)) {
         for (int i = 0; i < nterms; ++i) {
             KernelNode *n = &k->nodes[k->nnodes];
             const char *why;
@@ -396,7 +403,7 @@ void kernel_build(Kernel *k, const Schedule *s, const PhaseSched *ph, int whole)
         KernelNode *n = &k->nodes[k->nnodes++];
         n->kind = KNODE_LOOP;
         n->loop = rest;
-        build_loop(k, &n->loop);
+        build_loop(k, &n->loop, combiner);
     }
 }
 
@@ -448,12 +455,15 @@ static void dump_loop(const Kernel *k, const KernelLoop *l, FILE *out) {
             fprintf(out, " %s:%ld", k->inst->op->dims[l->loop_dim[i]], k->extent[l->loop_dim[i]]);
         fprintf(out, " into a double accumulator");
     }
-    fprintf(out, ", combiner sum, scale %ld: out +=", l->scale);
+    if (l->combiner == KCOMB_MAX)
+        fprintf(out, ", combiner max%s: out = max(out,", k->whole ? ", from -inf" : "");
+    else
+        fprintf(out, ", combiner sum, scale %ld: out +=", l->scale);
     for (int i = 0; i < l->nterms; ++i) {
         fprintf(out, " %s", l->terms[i].sign < 0 ? "- " : i ? "+ " : "");
         ast_print_expr(l->terms[i].expr, out);
     }
-    fprintf(out, "\n");
+    fprintf(out, "%s\n", l->combiner == KCOMB_MAX ? ")" : "");
 }
 
 void kernel_dump_schedule(const Schedule *s, FILE *out) {

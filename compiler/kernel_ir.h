@@ -36,7 +36,10 @@
 typedef enum KernelNodeKind { KNODE_GEMM, KNODE_LOOP } KernelNodeKind;
 
 /* How a loop nest folds its body into the output. */
-typedef enum KernelCombiner { KCOMB_SUM } KernelCombiner;
+typedef enum KernelCombiner {
+    KCOMB_SUM, /* out += terms, summed over the reduced dimensions */
+    KCOMB_MAX  /* out = max(out, expr) over them: the forward of `max=`, from -inf */
+} KernelCombiner;
 
 /* One additive term of the body: sign * expr. */
 typedef struct KernelTerm {
@@ -101,6 +104,7 @@ typedef struct Kernel {
     long extent[IR_MAX_DIMS];                 /* per operator dimension, tile or whole */
     long stride[KERNEL_OUT + 1][IR_MAX_DIMS]; /* per operand, the output at KERNEL_OUT; 0: absent */
     int uses_off;                             /* a dimension's index is used as a value */
+    int whole;                                /* over the whole tensors (the reference) */
     int nnodes;
     KernelNode nodes[KERNEL_MAX_TERMS + 1];
     const char *no_gemm; /* why a product of two operands is no GEMM (NULL: none was tried) */

@@ -14,13 +14,17 @@ const char *phase_name(PhaseKind kind) {
     return kind < PHASE_KIND_COUNT ? names[kind] : "?";
 }
 
-static const Expr *body_value(const Op *op) {
+static const Stmt *forward_stmt(const Op *op) {
     for (int i = 0; i < op->decl->body.count; ++i) {
         const Stmt *st = op->decl->body.items[i];
         if (st->kind != STMT_GRAD)
-            return st->value;
+            return st;
     }
     ICE("operator '%s' has no forward statement", op->name);
+}
+
+static const Expr *body_value(const Op *op) {
+    return forward_stmt(op)->value;
 }
 
 /* The derivative the operator states for input `name`, or NULL. */
@@ -39,7 +43,7 @@ static void collect_operands(Phase *ph, const Expr *e, const Op *op, Sym dy_name
     if (!e || (e->kind == EXPR_CALL && strcmp(e->name, "size") == 0))
         return;
     if (e->kind == EXPR_NAME && e->name != dy_name) {
-        int tensor_named = 0;
+        int tensor_named = e->name == op->output.name;
         for (int i = 0; i < op->ninputs; ++i)
             tensor_named |= op->inputs[i].name == e->name;
         if (!tensor_named)
@@ -49,14 +53,17 @@ static void collect_operands(Phase *ph, const Expr *e, const Op *op, Sym dy_name
         for (int i = 0; i < ph->nin; ++i)
             if (ph->in[i].name == e->name)
                 return;
-        int input = -2;
+        const int none = PHASE_RESULT - 1;
+        int input = none;
         if (e->name == dy_name)
-            input = -1;
+            input = PHASE_DY;
+        else if (e->name == op->output.name)
+            input = PHASE_RESULT;
         else
             for (int i = 0; i < op->ninputs; ++i)
                 if (op->inputs[i].name == e->name)
                     input = i;
-        if (input == -2)
+        if (input == none)
             ICE("tensor '%s' in the body of '%s' is not an input", e->name, op->name);
         if (ph->nin == PHASE_MAX_OPERANDS)
             ICE("too many operands");
@@ -85,6 +92,33 @@ static Sym grad_name(Arena *arena, Sym name) {
     return arena_intern(arena, arena_printf(arena, "d%s", name), strlen(name) + 1);
 }
 
+/* A tensor of op with its own dimension names, for a derived einsum. */
+static Expr *tensor_ref(Arena *arena, const Op *op, const OpTensor *t, Sym name) {
+    Ident id = {name, t->span};
+    PtrVec dims = {0};
+    for (int x = 0; x < t->ndims; ++x) {
+        Ident *dim = ARENA_NEW(arena, Ident);
+        dim->name = op->dims[t->dims[x]];
+        dim->span = t->span;
+        ptrvec_push(arena, &dims, dim);
+    }
+    return ast_new_index(arena, t->span, id, dims);
+}
+
+/* The derivative of Y = max over the reduced dimensions of e: de/dX
+ * where e equals the maximum, 0 elsewhere. */
+static Expr *max_indicator(Arena *arena, const Op *op, const Expr *e, Expr *d) {
+    Span sp = op->output.span;
+    Ident eq = {arena_intern(arena, "eq", 2), sp};
+    PtrVec args = {0};
+    ptrvec_push(arena, &args, (Expr *)e);
+    ptrvec_push(arena, &args, tensor_ref(arena, op, &op->output, op->output.name));
+    Expr *ind = ast_new_call(arena, sp, eq, args);
+    if (d->kind == EXPR_INT && d->value == 1)
+        return ind;
+    return ast_new_binary(arena, sp, '*', ind, d);
+}
+
 /* dX[...] += dY[...] * (de / dX), or the derivative the operator states.
  * Returns 0 after a diagnostic. */
 static int derive_input(Arena *arena, DiagSink *sink, const Instance *inst, int a, Phase *ph) {
@@ -93,18 +127,13 @@ static int derive_input(Arena *arena, DiagSink *sink, const Instance *inst, int 
     if (stated) {
         ph->expr = stated;
     } else {
-        Expr *d = ad_derive(arena, sink, body_value(op), op->inputs[a].name);
+        const Stmt *st = forward_stmt(op);
+        Expr *d = ad_derive(arena, sink, st->value, op->inputs[a].name);
         if (!d)
             return 0;
-        Ident dyid = {ph->dy_name, op->output.span};
-        PtrVec dims = {0};
-        for (int x = 0; x < op->output.ndims; ++x) {
-            Ident *dim = ARENA_NEW(arena, Ident);
-            dim->name = op->dims[op->output.dims[x]];
-            dim->span = op->output.span;
-            ptrvec_push(arena, &dims, dim);
-        }
-        Expr *dyref = ast_new_index(arena, op->output.span, dyid, dims);
+        if (st->kind == STMT_MAX && !ad_is_zero(d))
+            d = max_indicator(arena, op, st->value, d);
+        Expr *dyref = tensor_ref(arena, op, &op->output, ph->dy_name);
         ph->expr = ast_new_binary(arena, op->output.span, '*', dyref, d);
     }
     ph->wrt = a;
@@ -130,6 +159,7 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
         const Instance *inst = &model->instances[i];
         Phase *ph = add_phase(pl, PHASE_FWD, i);
         ph->expr = body_value(inst->op);
+        ph->max_reduce = forward_stmt(inst->op)->kind == STMT_MAX;
         ph->out = &inst->op->output;
         ph->out_name = inst->op->output.name;
         ph->out_tensor = inst->result;
@@ -153,8 +183,10 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
 /* The model's name for an operand of a phase. */
 static const char *operand_model_name(const PhaseList *pl, const Phase *ph, const PhaseOperand *o) {
     const Instance *inst = &pl->model->instances[ph->inst];
-    if (o->input < 0)
+    if (o->input == PHASE_DY)
         return NULL;
+    if (o->input == PHASE_RESULT)
+        return pl->model->tensors[inst->result].name;
     return pl->model->tensors[inst->args[o->input]].name;
 }
 
@@ -173,7 +205,7 @@ void phases_dump(const PhaseList *pl, FILE *out) {
                 model->tensors[ph->out_tensor].name);
         for (int x = 0; x < ph->out->ndims; ++x)
             fprintf(out, "%s%s", x ? ", " : "", inst->op->dims[ph->out->dims[x]]);
-        fprintf(out, "] += ");
+        fprintf(out, "] %s ", ph->max_reduce ? "max=" : "+=");
         ast_print_expr(ph->expr, out);
         for (int i = 0; i < ph->nin; ++i) {
             const char *name = operand_model_name(pl, ph, &ph->in[i]);

@@ -9,7 +9,11 @@
  *     dX[dims of X] += dY[dims of Y] * (de / dX)
  * where the operator's body is Y[...] += e. de/dX comes from reverse-mode
  * differentiation of e (autodiff.h) unless the operator states the
- * derivative itself (`grad dX = ...`).
+ * derivative itself (`grad dX = ...`). The forward of `Y[..] max= e`
+ * takes the maximum instead of the sum, and its derivative is
+ *     dX[dims of X] += dY[dims of Y] * eq(e, Y) * (de / dX)
+ * which reads the forward result Y: every element equal to the maximum
+ * (each of several ties) receives the whole incoming gradient.
  *
  * This pass works on the model alone: its phases name operator tensors
  * and model tensors, not tilings. The schedule pass binds every operand
@@ -36,10 +40,14 @@ const char *phase_name(PhaseKind kind);
 /* Operands of one phase: the operator's inputs and dY. */
 #define PHASE_MAX_OPERANDS (IR_MAX_INPUTS + 2)
 
+#define PHASE_DY (-1)
+#define PHASE_RESULT (-2)
+
 /* An operand as the phase's expression names it. */
 typedef struct PhaseOperand {
     Sym name;
-    int input; /* index of the operator input it is; -1 for dY */
+    int input; /* index of the operator input it is; PHASE_DY for dY, PHASE_RESULT for the
+                * forward result (read by the derivative of a maximum) */
 } PhaseOperand;
 
 typedef struct Phase {
@@ -47,6 +55,7 @@ typedef struct Phase {
     int inst;         /* instance index; -1 for init and dy-in */
     int wrt;          /* backward/gradient: the operator input differentiated */
     const Expr *expr; /* out[...] += expr over the instance's dimensions */
+    int max_reduce;   /* forward of `max=`: out[...] = max(out[...], expr), from -inf */
     Sym out_name;     /* "Y" (forward), "dX" (the gradient of input X) */
     const OpTensor *out;
     int out_tensor; /* the model tensor the output is (or is the gradient of) */

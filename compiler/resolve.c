@@ -8,9 +8,9 @@
 
 #include "resolve_internal.h"
 
-static const char *const intrinsics[] = {"exp",     "log",  "sqrt", "rsqrt", "tanh", "erf",
-                                         "sigmoid", "relu", "gelu", "silu",  "max",  "min",
-                                         "abs",     "step", "cos",  "sin",   "pow",  NULL};
+static const char *const intrinsics[] = {"exp",  "log",  "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
+                                         "relu", "gelu", "silu", "max",   "min",  "abs", "step",
+                                         "cos",  "sin",  "pow",  "eq",    NULL};
 
 const Op *module_find_op(const Module *module, Sym name) {
     for (int i = 0; i < module->ops.count; ++i) {
@@ -107,10 +107,12 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e) {
         const OpTensor *t = op_tensor(op, e->name);
         if (!t && r->grad_name && e->name == r->grad_name)
             t = &op->output; /* dY has the result's dimensions */
-        else if (t == &op->output && r->grad_name) {
+        else if (t == &op->output && !r->grad_name) {
+            /* A stated derivative may read the forward result (that of a
+             * maximum needs it); the forward statement computes it. */
             diag_error(r->sink, e->name_span,
-                       "a stated derivative may use the inputs and '%s', not the result '%s'",
-                       r->grad_name, e->name);
+                       "the statement computing '%s' cannot read it; a stated derivative can",
+                       e->name);
             return 0;
         }
         if (!t && e->kind == EXPR_NAME && op_dim_index(op, e->name) >= 0)
@@ -161,8 +163,14 @@ static int check_body_expr(Resolver *r, const Op *op, const Expr *e) {
             known |= strcmp(intrinsics[i], e->name) == 0;
         if (!known) {
             diag_error(r->sink, e->name_span, "unknown intrinsic '%s'", e->name);
-            diag_note_plain(r->sink, "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, "
-                                     "gelu, silu, max, min, abs, step, cos, sin, pow, size(dim)");
+            diag_note_plain(r->sink,
+                            "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, "
+                            "gelu, silu, max, min, abs, step, cos, sin, pow, eq, size(dim)");
+            return 0;
+        }
+        if (strcmp(e->name, "eq") == 0 && e->args.count != 2) {
+            diag_error(r->sink, e->span,
+                       "eq() takes two arguments (1 where they are equal, else 0)");
             return 0;
         }
         int ok = 1;
@@ -292,6 +300,15 @@ static void resolve_op(Resolver *r, const OpDecl *decl) {
                 continue;
             }
         }
+        if (st->kind == STMT_MAX && op->output.ndims == op->ndims) {
+            diag_error(r->sink, st->span,
+                       "'max=' reduces no dimension: '%s' has every dimension of operator '%s'",
+                       st->target.name, op->name);
+            diag_note_plain(r->sink, "a maximum is taken over the dimensions absent from the "
+                                     "result; write '=' for an elementwise statement");
+            ok = 0;
+            continue;
+        }
         ok &= check_body_expr(r, op, st->value);
     }
     if (!ok)
@@ -300,6 +317,13 @@ static void resolve_op(Resolver *r, const OpDecl *decl) {
         diag_error(r->sink, decl->name.span,
                    "operator '%s' states derivatives but computes nothing", op->name);
         return;
+    }
+    for (int i = 0; i < decl->body.count; ++i) {
+        const Stmt *st = decl->body.items[i];
+        if (st->kind != STMT_GRAD) {
+            op->max_reduce = st->kind == STMT_MAX;
+            break;
+        }
     }
     if (nforward == 1 && decl->body.count >= 1) {
         const Stmt *st = decl->body.items[0];
@@ -1261,7 +1285,10 @@ void resolve_dump(const Module *module, FILE *out) {
         fprintf(out, "op %s dims(", op->name);
         for (int d = 0; d < op->ndims; ++d)
             fprintf(out, "%s%s", d ? " " : "", op->dims[d]);
-        fprintf(out, ") %s\n", op->is_contraction ? "contraction" : "elementwise");
+        fprintf(out, ") %s\n",
+                op->is_contraction ? "contraction"
+                : op->max_reduce   ? "maximum"
+                                   : "elementwise");
     }
     for (int i = 0; i < module->partitions.count; ++i) {
         const Partition *p = module->partitions.items[i];

@@ -182,6 +182,7 @@ void sched_emit_collective(Builder *b, PhaseSched *ph, Collective *col) {
         a->slot = col->slots[p];
         a->tag = tag;
         a->arg = gindex;
+        a->kind = b->s->tensors[col->tensor].combine;
     }
     if (!b->dry && b->reduced) {
         if (b->reduced_phase[col->tensor] != b->phase_index) {

@@ -226,12 +226,14 @@ int sched_slot_alloc(Builder *b, int tensor, int dev) {
     return MAX_SLOTS - 1; /* a valid slot; the schedule is abandoned */
 }
 
-/* Allocates a zeroed tile and returns its slot. */
+/* Allocates a tile filled with the identity of the tensor's combiner (0,
+ * or -inf for a maximum) and returns its slot. */
 int sched_emit_alloc(Builder *b, int tensor, int dev) {
     int slot = sched_slot_alloc(b, tensor, dev);
     PrimeAction *a = sched_act(b, dev, PRIME_ACT_ALLOC);
     a->tensor = tensor;
     a->slot = slot;
+    a->kind = b->s->tensors[tensor].combine;
     return slot;
 }
 

@@ -343,6 +343,7 @@ static void step_merge(Builder *b, StepState *ss) {
             a->nin = 1;
             a->in_tensor[0] = ph->out.tensor;
             a->in_slot[0] = as->incoming_slot[d];
+            a->kind = b->s->tensors[ph->out.tensor].combine;
             sched_acc_merge(as->active[d], as->incoming[d]);
             sched_emit_free(b, ph->out.tensor, d, as->incoming_slot[d]);
             ptrvec_push(b->arena, &as->pool, as->incoming[d]);

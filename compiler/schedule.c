@@ -107,6 +107,9 @@ int sched_storage_for(Builder *b, int mt, int is_grad, int inst, const OpTensor 
     o->is_grad = is_grad;
     o->ndims = t->ndims;
     o->is_weight = t->role == TENSOR_WEIGHT;
+    o->combine = !is_grad && t->producer >= 0 && s->model->instances[t->producer].op->max_reduce
+                     ? PRIME_COMBINE_MAX
+                     : PRIME_COMBINE_SUM;
     o->fill_phase = -1;
     o->tile_elems = 1;
     o->ntiles = 1;
@@ -148,9 +151,13 @@ static void bind_operands(Builder *b, PhaseSched *ph, const Phase *src, int dy_t
         Operand *o = &ph->in[ph->nin];
         const OpTensor *ot;
         int tensor;
-        if (po->input < 0) {
+        if (po->input == PHASE_DY) {
             ot = &inst->op->output;
             tensor = dy_tensor;
+        } else if (po->input == PHASE_RESULT) {
+            /* The forward result, read by the derivative of a maximum. */
+            ot = &inst->op->output;
+            tensor = sched_storage_for(b, inst->result, 0, src->inst, ot, 0);
         } else {
             ot = &inst->op->inputs[po->input];
             int mt = inst->args[po->input];

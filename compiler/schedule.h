@@ -55,6 +55,8 @@ typedef struct SchedTensor {
     int max_slots;             /* slots any device uses at once, over the whole run */
     int fill_phase;            /* index of the phase after which the driver fills it, or -1 */
     int check;                 /* compared with the dense reference at the end */
+    int combine;               /* PrimeCombine: how partial values of it combine (the value
+                                * of a `max=` statement: by maximum, from -inf) */
     Sym dimnames[IR_MAX_DIMS]; /* operator dimension names, for reports */
 } SchedTensor;
 

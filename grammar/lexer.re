@@ -225,6 +225,7 @@ int yylex(YYSTYPE *lval, Span *lloc, ParseCtx *ctx) {
             }
 
             "+="                { return token(ctx, lloc, tok, TOK_PLUS_EQ); }
+            "max="              { return token(ctx, lloc, tok, TOK_MAX_EQ); }
             "->"                { return token(ctx, lloc, tok, TOK_ARROW); }
             ".."                { return token(ctx, lloc, tok, TOK_DOTDOT); }
             [()[\]{},;:=+\-*/%^] { return token(ctx, lloc, tok, *tok); }

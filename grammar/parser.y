@@ -139,6 +139,7 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %token REPEAT "'repeat'"
 %token IMPORT "'import'"
 %token PLUS_EQ "'+='"
+%token MAX_EQ "'max='"
 %token ARROW "'->'"
 %token DOTDOT "'..'"
 
@@ -241,6 +242,7 @@ stmt
 
 assign_op
     : PLUS_EQ               { $$ = STMT_ACCUM; }
+    | MAX_EQ                { $$ = STMT_MAX; }
     | '='                   { $$ = STMT_ASSIGN; }
     ;
 

@@ -15,6 +15,9 @@
  *                   every chunk but chunk p+1: n - |chunk p+1| floats.
  *   all-reduce:     reduce-scatter then all-gather, one scratch for both.
  *
+ * The _max variants combine received chunks by maximum instead of sum:
+ * the same ring, messages and bytes.
+ *
  * Empty chunks (n < g) are skipped on both sides, which changes no byte
  * count. A step waits for its receive, adds it, then waits for its send,
  * so the chunk a step sends is never written by the same step, and the
@@ -65,6 +68,7 @@ typedef struct Ring {
     float *buf;
     size_t n;
     int tag;
+    int max; /* combine by maximum instead of sum */
 } Ring;
 
 /* One ring step: sends chunk sc to the next member and receives chunk rc
@@ -95,7 +99,9 @@ static PrimeStatus ring_step(const Ring *ring, int sc, int rc, float *into, int 
         st2 = prime_wait(dev, &rreq);
         if (st == PRIME_OK)
             st = st2;
-        if (st2 == PRIME_OK && add)
+        if (st2 == PRIME_OK && add && ring->max)
+            prime_max(rchunk, into, rlen);
+        else if (st2 == PRIME_OK && add)
             prime_add(rchunk, into, rlen);
     }
     if (sreq.impl) {
@@ -139,8 +145,8 @@ typedef enum CollKind { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER } Co
  * messages and no peer is left waiting for one that never comes. Only a
  * failed scratch allocation returns early (PRIME_ERR_NOMEM); the peers
  * of that member then wait for it, as they would for any missing member. */
-static PrimeStatus collective(CollKind kind, PrimeDev *dev, const int *group, int gsize, float *buf,
-                              size_t n, int tag) {
+static PrimeStatus collective(CollKind kind, int max, PrimeDev *dev, const int *group, int gsize,
+                              float *buf, size_t n, int tag) {
     if (!dev)
         return PRIME_ERR_ARG;
     int pos = group_position(dev, group, gsize, buf, n);
@@ -150,7 +156,7 @@ static PrimeStatus collective(CollKind kind, PrimeDev *dev, const int *group, in
         return PRIME_OK;
     if (prime_rt_fault_point(dev) != PRIME_OK)
         return PRIME_ERR_ABORTED;
-    Ring ring = {dev, group, gsize, pos, buf, n, tag};
+    Ring ring = {dev, group, gsize, pos, buf, n, tag, max};
     if (kind == COLL_ALLGATHER)
         return ring_allgather(&ring);
 
@@ -170,15 +176,25 @@ static PrimeStatus collective(CollKind kind, PrimeDev *dev, const int *group, in
 
 PrimeStatus prime_allreduce_sum(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
                                 int tag) {
-    return collective(COLL_ALLREDUCE, dev, group, gsize, buf, n, tag);
+    return collective(COLL_ALLREDUCE, 0, dev, group, gsize, buf, n, tag);
 }
 
 PrimeStatus prime_reduce_scatter_sum(PrimeDev *dev, const int *group, int gsize, float *buf,
                                      size_t n, int tag) {
-    return collective(COLL_REDUCE_SCATTER, dev, group, gsize, buf, n, tag);
+    return collective(COLL_REDUCE_SCATTER, 0, dev, group, gsize, buf, n, tag);
 }
 
 PrimeStatus prime_allgather(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
                             int tag) {
-    return collective(COLL_ALLGATHER, dev, group, gsize, buf, n, tag);
+    return collective(COLL_ALLGATHER, 0, dev, group, gsize, buf, n, tag);
+}
+
+PrimeStatus prime_allreduce_max(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
+                                int tag) {
+    return collective(COLL_ALLREDUCE, 1, dev, group, gsize, buf, n, tag);
+}
+
+PrimeStatus prime_reduce_scatter_max(PrimeDev *dev, const int *group, int gsize, float *buf,
+                                     size_t n, int tag) {
+    return collective(COLL_REDUCE_SCATTER, 1, dev, group, gsize, buf, n, tag);
 }

@@ -103,6 +103,16 @@ void prime_add(float *dst, const float *src, size_t n) {
         dst[i] += src[i];
 }
 
+void prime_max(float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = fmaxf(dst[i], src[i]);
+}
+
+void prime_fill_neg_inf(float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = -INFINITY;
+}
+
 /* Boxes must lie inside their arrays and must not overlap each other.
  * Rank 0 copies the single element; ranks above PRIME_RT_MAX_RANK (8)
  * copy nothing. */

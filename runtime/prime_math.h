@@ -4,7 +4,9 @@
  * ones, suffixed _d, for the dense reference).
  *
  * gelu is the exact (erf) form; each *_grad is the derivative of the
- * function of the same name; step is the derivative of relu (0 at 0).
+ * function of the same name; step is the derivative of relu (0 at 0);
+ * eq(x, y) is 1 where x == y, else 0 (the derivative of a maximum selects
+ * the elements equal to it).
  */
 #ifndef PRIME_MATH_H
 #define PRIME_MATH_H
@@ -36,6 +38,9 @@ static inline float prime_relu(float x) {
 }
 static inline float prime_step(float x) {
     return x > 0.0f ? 1.0f : 0.0f;
+}
+static inline float prime_eq(float x, float y) {
+    return x == y ? 1.0f : 0.0f;
 }
 static inline float prime_gelu(float x) {
     return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
@@ -78,6 +83,9 @@ static inline double prime_relu_d(double x) {
 }
 static inline double prime_step_d(double x) {
     return x > 0.0 ? 1.0 : 0.0;
+}
+static inline double prime_eq_d(double x, double y) {
+    return x == y ? 1.0 : 0.0;
 }
 static inline double prime_gelu_d(double x) {
     return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));

@@ -119,7 +119,7 @@ typedef struct PrimeProgram {
     const long *predicted_peak;
     /* --check passes a tensor when its error against the fp64 reference
      * is at most `tolerance` times the dense fp32 program's own error
-     * (or times fp32's unit roundoff, when that is larger). */
+     * (or times twice fp32's unit roundoff, when that is larger). */
     double tolerance;
     const PrimeMesh *mesh;
     /* 1: predicted_bytes and predicted_peak hold one rank's counts, the

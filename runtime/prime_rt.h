@@ -182,6 +182,12 @@ PrimeStatus prime_reduce_scatter_sum(PrimeDev *dev, const int *group, int gsize,
                                      size_t n, int tag);
 PrimeStatus prime_allgather(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
                             int tag);
+/* The same as allreduce and reduce_scatter with the maximum in place of
+ * the sum: the same ring, messages and bytes. */
+PrimeStatus prime_allreduce_max(PrimeDev *dev, const int *group, int gsize, float *buf, size_t n,
+                                int tag);
+PrimeStatus prime_reduce_scatter_max(PrimeDev *dev, const int *group, int gsize, float *buf,
+                                     size_t n, int tag);
 /* Predicted bytes a member at position p sends in each collective; the
  * compiler uses the same formulas, tests compare both with the counters. */
 uint64_t prime_allreduce_bytes(size_t n, int gsize, int pos);
@@ -217,6 +223,10 @@ void prime_set_blas_threads(int n);
 
 /* dst[i] += src[i] */
 void prime_add(float *dst, const float *src, size_t n);
+/* dst[i] = max(dst[i], src[i]) (fmaxf: a NaN loses to a number) */
+void prime_max(float *dst, const float *src, size_t n);
+/* dst[i] = -inf, the identity of the maximum */
+void prime_fill_neg_inf(float *dst, size_t n);
 
 /* Copies a box between two row-major arrays of `rank` dimensions:
  * dst[dst_off + x] = src[src_off + x] for x in [0, extent). */

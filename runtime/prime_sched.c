@@ -120,9 +120,11 @@ static PrimeStatus run_collective(PrimeDev *dev, const PrimeRankPhase *phase, co
     const PrimeGroup *g = &phase->groups[a->arg];
     int allreduce = a->op == PRIME_ACT_ALLREDUCE;
     uint64_t t0 = prime_clock_ns();
-    PrimeStatus st = allreduce
-                         ? prime_allreduce_sum(dev, g->ranks, g->size, buf, elems, a->tag)
-                         : prime_reduce_scatter_sum(dev, g->ranks, g->size, buf, elems, a->tag);
+    int max = a->kind == PRIME_COMBINE_MAX;
+    PrimeStatus st = allreduce ? (max ? prime_allreduce_max : prime_allreduce_sum)(
+                                     dev, g->ranks, g->size, buf, elems, a->tag)
+                               : (max ? prime_reduce_scatter_max : prime_reduce_scatter_sum)(
+                                     dev, g->ranks, g->size, buf, elems, a->tag);
     uint64_t t1 = prime_clock_ns();
     acc->comm_ns += t1 - t0;
     acc->collectives++;
@@ -172,6 +174,8 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             *ref = prime_alloc(dev, elems);
             if (!*ref)
                 st = PRIME_ERR_NOMEM;
+            else if (a->kind == PRIME_COMBINE_MAX)
+                prime_fill_neg_inf(*ref, elems);
             break;
         case PRIME_ACT_FREE:
             if (!*ref) {
@@ -295,7 +299,10 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 st = PRIME_ERR_ARG;
                 break;
             }
-            prime_add(*ref, *r, elems);
+            if (a->kind == PRIME_COMBINE_MAX)
+                prime_max(*ref, *r, elems);
+            else
+                prime_add(*ref, *r, elems);
             break;
         }
         case PRIME_ACT_ALLREDUCE:

@@ -25,18 +25,18 @@ extern "C" {
 
 /* X(op, "name") — the action kinds. */
 #define PRIME_ACTION_LIST(X)                                                                       \
-    X(PRIME_ACT_ALLOC, "alloc")                   /* slot of tensor: new zeroed tile */            \
-    X(PRIME_ACT_FREE, "free")                     /* slot of tensor: release */                    \
-    X(PRIME_ACT_SEND, "send")                     /* slot to peer, tag, byte kind */               \
-    X(PRIME_ACT_RECV, "recv")                     /* into slot from peer, tag */                   \
-    X(PRIME_ACT_WAIT, "wait")                     /* complete every posted send and receive */     \
-    X(PRIME_ACT_KERNEL, "kernel")                 /* kernel(slot, in slots, offsets[arg]) */       \
-    X(PRIME_ACT_ADD, "add")                       /* slot += in_slot[0] (same tensor) */           \
-    X(PRIME_ACT_ALLREDUCE, "allreduce")           /* groups[arg] sums slot, tag */                 \
-    X(PRIME_ACT_STEP, "step")                     /* marks the start of step arg */                \
-    X(PRIME_ACT_SEND_BOX, "send_box")             /* boxes[arg] of slot, packed, to peer */        \
-    X(PRIME_ACT_RECV_BOX, "recv_box")             /* into boxes[arg] of slot, at the wait */       \
-    X(PRIME_ACT_COPY_BOX, "copy_box")             /* boxes[arg]: in_slot[0] box -> slot box */     \
+    X(PRIME_ACT_ALLOC, "alloc")         /* slot of tensor: new tile at kind's identity */          \
+    X(PRIME_ACT_FREE, "free")           /* slot of tensor: release */                              \
+    X(PRIME_ACT_SEND, "send")           /* slot to peer, tag, byte kind */                         \
+    X(PRIME_ACT_RECV, "recv")           /* into slot from peer, tag */                             \
+    X(PRIME_ACT_WAIT, "wait")           /* complete every posted send and receive */               \
+    X(PRIME_ACT_KERNEL, "kernel")       /* kernel(slot, in slots, offsets[arg]) */                 \
+    X(PRIME_ACT_ADD, "add")             /* slot += in_slot[0] (same tensor) */                     \
+    X(PRIME_ACT_ALLREDUCE, "allreduce") /* groups[arg] sums slot, tag */                           \
+    X(PRIME_ACT_STEP, "step")           /* marks the start of step arg */                          \
+    X(PRIME_ACT_SEND_BOX, "send_box")   /* boxes[arg] of slot, packed, to peer */                  \
+    X(PRIME_ACT_RECV_BOX, "recv_box")   /* into boxes[arg] of slot, at the wait */                 \
+    X(PRIME_ACT_COPY_BOX, "copy_box")   /* boxes[arg]: in_slot[0] box -> slot box */               \
     X(PRIME_ACT_REDUCE_SCATTER, "reduce_scatter") /* groups[arg]: member p gets chunk p */
 
 typedef enum PrimeActOp {
@@ -48,6 +48,11 @@ typedef enum PrimeActOp {
 
 #define PRIME_MAX_KERNEL_INPUTS 4
 
+/* How partial values of a tensor combine, in the kind field of ALLOC (the
+ * tile starts at the identity: 0, or -inf for a maximum), ADD and the
+ * collectives. */
+typedef enum PrimeCombine { PRIME_COMBINE_SUM = 0, PRIME_COMBINE_MAX = 1 } PrimeCombine;
+
 typedef struct PrimeAction {
     int op;     /* PrimeActOp */
     int tensor; /* the tensor of slot */
@@ -55,7 +60,7 @@ typedef struct PrimeAction {
     int peer; /* SEND/RECV: the other rank */
     int tag;  /* SEND/RECV/ALLREDUCE */
     int arg;  /* KERNEL: kernel index; ALLREDUCE: group index; STEP: step */
-    int kind; /* SEND: PrimeByteKind */
+    int kind; /* SEND: PrimeByteKind; ALLOC, ADD, ALLREDUCE, REDUCE_SCATTER: PrimeCombine */
     int nin;  /* KERNEL, ADD: number of inputs */
     int in_tensor[PRIME_MAX_KERNEL_INPUTS];
     int in_slot[PRIME_MAX_KERNEL_INPUTS];

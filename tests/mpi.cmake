@@ -99,6 +99,20 @@ foreach(family opt llama2 bloom)
   endforeach()
 endforeach()
 
+# The max-reduction models of tests/max/ (tests/max.cmake) as 4 MPI
+# processes: the all-reduce of a maximum, maxima accumulated over steps and
+# partial maxima travelling between ranks.
+foreach(model max_split max_steps max_travel max_grid)
+  add_test(NAME mpi/max/${model}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_partition.sh
+                   $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/max/${model}.prime
+                   ${PRIMEC_MPI_RUN_DIR}/max/${model} 4
+                   ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
+  set_tests_properties(mpi/max/${model} PROPERTIES LABELS "mpi;run" TIMEOUT 60
+                       ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
+                       PASS_REGULAR_EXPRESSION "PASS: " FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()
+
 # `primec calibrate --backend mpi`: a quick calibration through mpiexec
 # and primec-calibrate-mpi whose profile `primec cost` accepts, and the
 # errors for a missing mpiexec, a missing helper and a failed run.

@@ -5,10 +5,9 @@
 # - The OPT layer at hidden 256 (a = 4 heads of 64, ffn 1024, 64 tokens),
 #   Megatron and square-grid plans, with weights scaled by fan-in
 #   (--init fan-in, the default): passes.
-# - Hidden 512 with 16 tokens: under --init uniform the attention scores
-#   overflow fp32 in the reference itself, which must fail (exit 1, FAIL),
-#   never pass on infinite bounds; the same data under --init fan-in
-#   passes.
+# - Hidden 512 with 16 tokens under --init uniform, whose scores overflow
+#   an unshifted exp: passes (see below), and fails with the unshifted
+#   exp.
 # - A bad --init value is a usage error (exit 2).
 set(PRIMEC_NUMERICS_DIR ${CMAKE_CURRENT_BINARY_DIR}/numerics)
 file(MAKE_DIRECTORY ${PRIMEC_NUMERICS_DIR})
@@ -25,12 +24,56 @@ foreach(model opt_small_megatron opt_small_square)
                        FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
 endforeach()
 
-set(dir ${PRIMEC_NUMERICS_DIR}/h512)
+# Hidden 512 with 16 tokens under --init uniform: the attention scores
+# reach hundreds, past where exp overflows fp32 (88) and where the old
+# smooth bound 4 log sum exp(S / 4) did (355). The softmax subtracts the
+# row maximum (a max= reduction; under the square plan it accumulates over
+# ring_skew's steps), so both plans pass under both --init modes with
+# finite errors. The same layer with the unshifted exp (causal_exp) still
+# overflows in the reference itself, which must fail (exit 1, FAIL), never
+# pass on infinite bounds.
+set(PRIMEC_H512 "param layers = 1, s = 16, h = 512, a = 8, e = 64, f = 512")
+foreach(model opt_small_megatron opt_small_square)
+  set(dir ${PRIMEC_NUMERICS_DIR}/h512_${model})
+  add_test(NAME numerics/h512-uniform/${model}
+           COMMAND sh -c "mkdir -p \"$4\" && sed 's/${PRIMEC_OPT_SMALL}/${PRIMEC_H512}/' \"$2\" >\"$4/model.prime\" && \"$1\" build \"$4/model.prime\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check --init fan-in && \"$4/$3\" --check --init uniform"
+                   sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC} ${model} ${dir})
+  set_tests_properties(numerics/h512-uniform/${model} PROPERTIES LABELS run TIMEOUT 600
+                       PASS_REGULAR_EXPRESSION "check passed.*counters equal the compiler's prediction.*check passed"
+                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING|fp64 -?inf|fp64 -?nan|fp32 -?inf|fp32 -?nan")
+endforeach()
+
+set(dir ${PRIMEC_NUMERICS_DIR}/h512_unshifted)
 add_test(NAME numerics/h512-overflow
-         COMMAND sh -c "mkdir -p \"$3\" && sed 's/${PRIMEC_OPT_SMALL}/param layers = 1, s = 16, h = 512, a = 8, e = 64, f = 512/' \"$2\" >\"$3/model.prime\" && \"$1\" build \"$3/model.prime\" --model opt_small_megatron -o \"$3\" && \"$3/opt_small_megatron\" --check --init fan-in && ! \"$3/opt_small_megatron\" --check --init uniform"
+         COMMAND sh -c "mkdir -p \"$3\" && sed 's/${PRIMEC_OPT_SMALL}/${PRIMEC_H512}/; s/causal_exp_shift(sc, sb)/causal_exp(sc)/' \"$2\" >\"$3/model.prime\" && \"$1\" build \"$3/model.prime\" --model opt_small_megatron -o \"$3\" && \"$3/opt_small_megatron\" --check --init fan-in && ! \"$3/opt_small_megatron\" --check --init uniform"
                  sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC} ${dir})
 set_tests_properties(numerics/h512-overflow PROPERTIES LABELS run TIMEOUT 600
                      PASS_REGULAR_EXPRESSION "check passed.*error vs fp64 inf.*FAIL.*check FAILED")
+
+# The causal softmax chain alone on U(-1, 1) scores scaled by 10^6
+# (bench/softmax/softmax_scaled.prime, bench/softmax_overflow.sh): the
+# stdlib's chain, which subtracts the row maximum (directly, or after
+# causal_mask), passes with finite errors; the chain with the former smooth bound overflows (fails) from a
+# scale of 360 on.
+set(PRIMEC_SOFTMAX_SRC ${CMAKE_SOURCE_DIR}/bench/softmax/softmax_scaled.prime)
+foreach(case "softmax_max;1000000;0" "softmax_premasked;1000000;0" "softmax_bound;1000;1")
+  list(GET case 0 model)
+  list(GET case 1 scale)
+  list(GET case 2 fails)
+  set(dir ${PRIMEC_NUMERICS_DIR}/${model}_${scale})
+  if(fails)
+    set(expect "check FAILED")
+    set(run "! \"$4/$3\" --check --init uniform")
+  else()
+    set(expect "counters equal the compiler's prediction.*check pr +error vs fp64 [0-9][^\n]*ok.*check dx +error vs fp64 [0-9][^\n]*ok.*check passed")
+    set(run "\"$4/$3\" --check --init uniform")
+  endif()
+  add_test(NAME numerics/softmax-scaled/${model}-${scale}
+           COMMAND sh -c "mkdir -p \"$4\" && sed \"s/SCALE/$5/\" \"$2\" >\"$4/model.prime\" && \"$1\" build \"$4/model.prime\" --model \"$3\" -o \"$4\" && ${run}"
+                   sh $<TARGET_FILE:primec> ${PRIMEC_SOFTMAX_SRC} ${model} ${dir} ${scale})
+  set_tests_properties(numerics/softmax-scaled/${model}-${scale} PROPERTIES LABELS run TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "${expect}")
+endforeach()
 
 add_test(NAME numerics/bad-init
          COMMAND sh -c "\"$1\" build \"$2\" -o \"$3\" >/dev/null && \"$3/matmul_row\" --init gaussian; test $? -eq 2"

@@ -4,7 +4,11 @@
  * that do and do not divide (n < g included), subgroups with idle ranks,
  * ring orders other than rank order, concurrent disjoint groups, repeated
  * calls on one tag, and that the byte counters and peak memory (scratch
- * included) equal the prediction functions for every rank.
+ * included) equal the prediction functions for every rank. The maximum
+ * variants of all-reduce and reduce-scatter run every case too, on
+ * negative values whose maximum moves between members with the element
+ * (a tile starting from 0 instead of -inf would show), and count the
+ * same bytes as the sums.
  *
  * Values are small integers, so every sum is exact in float.
  */
@@ -34,7 +38,25 @@ static atomic_int failures;
 
 #define MAXDEV 8
 
-typedef enum Op { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_COUNT } Op;
+typedef enum Op {
+    OP_ALLREDUCE,
+    OP_REDUCE_SCATTER,
+    OP_ALLREDUCE_MAX,
+    OP_REDUCE_SCATTER_MAX,
+    OP_ALLGATHER,
+    OP_COUNT
+} Op;
+
+static int is_max(Op op)
+{
+    return op == OP_ALLREDUCE_MAX || op == OP_REDUCE_SCATTER_MAX;
+}
+
+/* The collective whose bytes op sends. */
+static Op bytes_like(Op op)
+{
+    return op == OP_ALLREDUCE_MAX ? OP_ALLREDUCE : op == OP_REDUCE_SCATTER_MAX ? OP_REDUCE_SCATTER : op;
+}
 
 /* One collective call: each rank's group (NULL: idle this time). */
 typedef struct Case {
@@ -49,6 +71,12 @@ typedef struct Case {
 static float value(int rank, size_t i)
 {
     return (float)((rank + 1) * 1000 + (int)(i % 97));
+}
+
+/* For the maxima: negative, and the largest on a member that depends on i. */
+static float max_value(int rank, size_t i)
+{
+    return -(float)(((size_t)rank * 5 + i * 3) % 11) - 1.0f;
 }
 
 static size_t lo(size_t n, int g, int c)
@@ -73,6 +101,10 @@ static PrimeStatus call(Op op, PrimeDev *dev, const int *group, int g, float *bu
         return prime_allreduce_sum(dev, group, g, buf, n, tag);
     case OP_REDUCE_SCATTER:
         return prime_reduce_scatter_sum(dev, group, g, buf, n, tag);
+    case OP_ALLREDUCE_MAX:
+        return prime_allreduce_max(dev, group, g, buf, n, tag);
+    case OP_REDUCE_SCATTER_MAX:
+        return prime_reduce_scatter_max(dev, group, g, buf, n, tag);
     case OP_ALLGATHER:
     case OP_COUNT:
         break;
@@ -97,7 +129,9 @@ static void case_fn(PrimeDev *dev, void *arg)
     for (int rep = 0; rep < c->repeat; rep++) {
         for (size_t i = 0; i < n; i++) {
             int mine = i >= lo(n, g, p) && i < lo(n, g, p + 1);
-            buf[i] = c->op == OP_ALLGATHER && !mine ? -1.0f : value(me, i);
+            buf[i] = c->op == OP_ALLGATHER && !mine ? -1.0f
+                     : is_max(c->op)                ? max_value(me, i)
+                                                    : value(me, i);
         }
         EXPECT(call(c->op, dev, group, g, buf, n, c->tag) == PRIME_OK);
         for (int q = 0; q < g; q++) {
@@ -105,6 +139,12 @@ static void case_fn(PrimeDev *dev, void *arg)
                 float want = 0.0f;
                 if (c->op == OP_ALLGATHER) {
                     want = value(group[q], i);
+                } else if (is_max(c->op)) {
+                    if (c->op == OP_REDUCE_SCATTER_MAX && q != p)
+                        continue;
+                    want = max_value(group[0], i);
+                    for (int m = 1; m < g; m++)
+                        want = max_value(group[m], i) > want ? max_value(group[m], i) : want;
                 } else {
                     if (c->op == OP_REDUCE_SCATTER && q != p)
                         continue;
@@ -121,11 +161,13 @@ static void case_fn(PrimeDev *dev, void *arg)
 
 static uint64_t predicted(Op op, size_t n, int g, int p)
 {
-    switch (op) {
+    switch (bytes_like(op)) {
     case OP_ALLREDUCE:
         return prime_allreduce_bytes(n, g, p);
     case OP_REDUCE_SCATTER:
         return prime_reduce_scatter_bytes(n, g, p);
+    case OP_ALLREDUCE_MAX:
+    case OP_REDUCE_SCATTER_MAX:
     case OP_ALLGATHER:
     case OP_COUNT:
         break;
@@ -138,6 +180,7 @@ static uint64_t predicted(Op op, size_t n, int g, int p)
  * but p + 1. */
 static uint64_t by_hand(Op op, size_t n, int g, int p)
 {
+    op = bytes_like(op);
     if (g == 1)
         return 0;
     size_t own = lo(n, g, p + 1) - lo(n, g, p);
