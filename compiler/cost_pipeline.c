@@ -171,19 +171,26 @@ void cost_pipeline_print(const PipelineCost *c, FILE *out) {
 json_t *cost_pipeline_json(const PipelineCost *c) {
     const PipelineShape *s = &c->shape;
     json_t *o = json_object();
-    json_object_set_new(o, "stages", json_integer(s->stages));
-    json_object_set_new(o, "chunks", json_integer(s->chunks));
-    json_object_set_new(o, "replicas", json_integer(s->replicas));
-    json_object_set_new(o, "layers", json_integer(s->layers));
-    json_object_set_new(o, "micro_batch", json_integer(s->micro_batch));
-    json_object_set_new(o, "global_batch", json_integer(s->global_batch));
-    json_object_set_new(o, "vocab", json_integer(s->vocab));
+    const struct {
+        const char *name;
+        long value;
+    } ints[] = {
+        {"stages", s->stages},
+        {"chunks", s->chunks},
+        {"replicas", s->replicas},
+        {"layers", s->layers},
+        {"micro_batch", s->micro_batch},
+        {"global_batch", s->global_batch},
+        {"vocab", s->vocab},
+        {"mesh_devices", c->mesh_devices},
+        {"devices", c->devices},
+        {"micro_batches", c->micro_batches},
+        {"seq_tokens", c->seq_tokens},
+        {"hidden", c->hidden},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; ++i)
+        json_object_set_new(o, ints[i].name, json_integer(ints[i].value));
     json_object_set_new(o, "recompute", json_boolean(s->recompute));
-    json_object_set_new(o, "mesh_devices", json_integer(c->mesh_devices));
-    json_object_set_new(o, "devices", json_integer(c->devices));
-    json_object_set_new(o, "micro_batches", json_integer(c->micro_batches));
-    json_object_set_new(o, "seq_tokens", json_integer(c->seq_tokens));
-    json_object_set_new(o, "hidden", json_integer(c->hidden));
     const struct {
         const char *name;
         double value;
