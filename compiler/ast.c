@@ -161,12 +161,14 @@ DsiAssign *ast_new_dsi(Arena *a, Span span, Ident dim, Expr *value) {
     return d;
 }
 
-PartitionDecl *ast_new_partition(Arena *a, Span span, Ident name, Ident of_op, PtrVec mesh,
+PartitionDecl *ast_new_partition(Arena *a, Span span, Ident name, PtrVec of_ops, PtrVec mesh,
                                  AxisDecl *steps, PtrVec dsis) {
     PartitionDecl *p = ARENA_NEW(a, PartitionDecl);
     p->name = name;
     p->span = span;
-    p->of_op = of_op;
+    p->of_ops = of_ops;
+    if (of_ops.count)
+        p->of_op = *(const Ident *)of_ops.items[0];
     p->mesh = mesh;
     p->steps = steps;
     p->dsis = dsis;
@@ -408,7 +410,10 @@ static void dump_op(const OpDecl *op, FILE *out, int level) {
 }
 
 static void dump_partition(const PartitionDecl *p, FILE *out, int level) {
-    fprintf(out, "(partition %s (of %s)", p->name.name, p->of_op.name);
+    fprintf(out, "(partition %s (of", p->name.name);
+    for (int i = 0; i < p->of_ops.count; ++i)
+        fprintf(out, " %s", ((const Ident *)p->of_ops.items[i])->name);
+    fprintf(out, "%s)", p->of_ops.count ? "" : " *");
     indent(out, level + 1);
     dump_axes("mesh", &p->mesh, out);
     if (p->steps) {

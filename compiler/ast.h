@@ -119,7 +119,9 @@ typedef struct DsiAssign {
 typedef struct PartitionDecl {
     Ident name;
     Span span;
-    Ident of_op;     /* the operator whose dimensions it splits */
+    Ident of_op;     /* the (first) operator whose dimensions it splits; no name: by role */
+    PtrVec of_ops;   /* Ident*: every operator named after `of`; empty: by role (every
+                      * operator with the dimensions the DSIs name) */
     PtrVec mesh;     /* AxisDecl* */
     AxisDecl *steps; /* NULL when the partition is purely spatial */
     PtrVec dsis;     /* DsiAssign* */
@@ -280,7 +282,7 @@ OpDecl *ast_new_op(Arena *a, Span span, Ident name, PtrVec params, TensorParam *
                    PtrVec body);
 AxisDecl *ast_new_axis(Arena *a, Span span, Ident name, Expr *size);
 DsiAssign *ast_new_dsi(Arena *a, Span span, Ident dim, Expr *value);
-PartitionDecl *ast_new_partition(Arena *a, Span span, Ident name, Ident of_op, PtrVec mesh,
+PartitionDecl *ast_new_partition(Arena *a, Span span, Ident name, PtrVec of_ops, PtrVec mesh,
                                  AxisDecl *steps, PtrVec dsis);
 ModelItem *ast_new_param_item(Arena *a, Span span, Ident name, Expr *value);
 ModelItem *ast_new_mesh_item(Arena *a, Span span, PtrVec axes);

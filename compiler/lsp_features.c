@@ -58,18 +58,33 @@ static const OpDecl *find_op(const Compilation *c, const char *name) {
     return NULL;
 }
 
-/* The partition `name` of operator `op` (any operator when op is NULL). */
+/* Does the partition's `of` list name op (any operator when op is NULL)? */
+static int partition_of(const PartitionDecl *p, const char *op) {
+    if (!op)
+        return 1;
+    for (int i = 0; i < p->of_ops.count; ++i)
+        if (strcmp(((const Ident *)p->of_ops.items[i])->name, op) == 0)
+            return 1;
+    return 0;
+}
+
+/* The partition `name` of operator `op` (any operator when op is NULL):
+ * one that names op after `of`, else a partition by role of that name. */
 static const PartitionDecl *find_partition(const Compilation *c, const char *name, const char *op) {
+    const PartitionDecl *role = NULL;
     for (int i = 0; i < c->programs.count; ++i) {
         const Program *p = c->programs.items[i];
         for (int k = 0; p && k < p->decls.count; ++k) {
             const Decl *d = p->decls.items[k];
-            if (d->kind == DECL_PARTITION && strcmp(d->partition->name.name, name) == 0 &&
-                (!op || strcmp(d->partition->of_op.name, op) == 0))
+            if (d->kind != DECL_PARTITION || strcmp(d->partition->name.name, name) != 0)
+                continue;
+            if (!d->partition->of_ops.count && !role)
+                role = d->partition;
+            else if (d->partition->of_ops.count && partition_of(d->partition, op))
                 return d->partition;
         }
     }
-    return NULL;
+    return role;
 }
 
 /* Model scopes: a model's items, then each enclosing layer's. */
@@ -247,9 +262,12 @@ static const Ident *definition_at(const Compilation *c, uint32_t file, uint32_t 
             continue;
         if (d->kind == DECL_PARTITION) {
             const PartitionDecl *p = d->partition;
-            if (ident_has(&p->of_op, file, off)) {
-                const OpDecl *op = find_op(c, p->of_op.name);
-                return op ? &op->name : NULL;
+            for (int o = 0; o < p->of_ops.count; ++o) {
+                const Ident *of = p->of_ops.items[o];
+                if (ident_has(of, file, off)) {
+                    const OpDecl *op = find_op(c, of->name);
+                    return op ? &op->name : NULL;
+                }
             }
             if (ident_has(&p->name, file, off))
                 return &p->name;

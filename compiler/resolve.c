@@ -401,15 +401,13 @@ static int check_axis_size(Resolver *r, const AxisDecl *ax) {
     return 0;
 }
 
-static void resolve_partition(Resolver *r, const PartitionDecl *decl) {
+/* The partition `decl` of operator `op` (one of its `of` list, or, for a
+ * partition by role, an operator with the dimensions it names). */
+static void resolve_partition(Resolver *r, const PartitionDecl *decl, const Op *op) {
     Partition *p = ARENA_NEW(r->arena, Partition);
     p->name = decl->name.name;
     p->decl = decl;
-    p->op = module_find_op(r->module, decl->of_op.name);
-    if (!p->op) {
-        diag_error(r->sink, decl->of_op.span, "unknown operator '%s'", decl->of_op.name);
-        return;
-    }
+    p->op = op;
     if (decl->mesh.count > IR_MAX_AXES) {
         diag_error(r->sink, decl->name.span, "partition '%s' has more than %d axes", p->name,
                    IR_MAX_AXES);
@@ -596,6 +594,24 @@ int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClaus
         p = module_find_partition(r->module, use->partition.name, NULL);
     if (!p) {
         diag_error(r->sink, use->partition.span, "unknown partition '%s'", use->partition.name);
+        return 0;
+    }
+    if (p->op != inst->op && !p->decl->of_ops.count) {
+        /* A partition by role that this operator's dimensions do not fit. */
+        const char *lacks = "?";
+        for (int i = 0; i < p->decl->dsis.count; ++i) {
+            const DsiAssign *dsi = p->decl->dsis.items[i];
+            if (op_dim_index(inst->op, dsi->dim.name) < 0) {
+                lacks = dsi->dim.name;
+                break;
+            }
+        }
+        diag_error(r->sink, use->partition.span,
+                   "partition '%s' splits dimension '%s', which operator '%s' does not have",
+                   p->name, lacks, inst->op->name);
+        diag_note(r->sink, inst->op->decl->name.span, "operator '%s' is declared here",
+                  inst->op->name);
+        diag_note(r->sink, p->decl->name.span, "partition '%s' is declared here", p->name);
         return 0;
     }
     if (p->op != inst->op) {
@@ -1222,6 +1238,75 @@ static Span decl_name_span(const Decl *d) {
     }
 }
 
+/* A partition with `of A, B, ...`: one Partition per operator named. */
+static void resolve_partition_of(Resolver *r, const PartitionDecl *decl) {
+    for (int i = 0; i < decl->of_ops.count; ++i) {
+        const Ident *of = decl->of_ops.items[i];
+        const Op *op = module_find_op(r->module, of->name);
+        if (!op) {
+            diag_error(r->sink, of->span, "unknown operator '%s'", of->name);
+            continue;
+        }
+        int again = 0;
+        for (int j = 0; j < i; ++j)
+            again |= ((const Ident *)decl->of_ops.items[j])->name == of->name;
+        const Partition *prev = module_find_partition(r->module, decl->name.name, op);
+        if (again || prev) {
+            diag_error(r->sink, again ? of->span : decl->name.span,
+                       "partition '%s' of '%s' is defined twice", decl->name.name, of->name);
+            if (prev)
+                diag_note(r->sink, prev->decl->name.span, "previous definition");
+            continue;
+        }
+        resolve_partition(r, decl, op);
+    }
+}
+
+/* Does op have every dimension the partition's DSIs name? */
+static int op_has_dims_of(const Op *op, const PartitionDecl *decl) {
+    for (int i = 0; i < decl->dsis.count; ++i)
+        if (op_dim_index(op, ((const DsiAssign *)decl->dsis.items[i])->dim.name) < 0)
+            return 0;
+    return 1;
+}
+
+/* Partitions by role (no `of`): one Partition for every operator with the
+ * dimensions the DSIs name and no partition of that name of its own (an
+ * operator's own partition wins over the role). */
+static void resolve_partition_roles(Resolver *r, const PtrVec *roles) {
+    for (int k = 0; k < roles->count; ++k) {
+        const PartitionDecl *decl = roles->items[k];
+        for (int j = 0; j < k; ++j) {
+            const PartitionDecl *prev = roles->items[j];
+            if (prev->name.name == decl->name.name) {
+                diag_error(r->sink, decl->name.span, "partition '%s' is defined twice",
+                           decl->name.name);
+                diag_note(r->sink, prev->name.span, "previous definition");
+                decl = NULL;
+                break;
+            }
+        }
+        if (!decl)
+            continue;
+        int applied = 0;
+        for (int i = 0; i < r->module->ops.count; ++i) {
+            const Op *op = r->module->ops.items[i];
+            if (!op_has_dims_of(op, decl) || module_find_partition(r->module, decl->name.name, op))
+                continue;
+            int errors = r->sink->error_count;
+            resolve_partition(r, decl, op);
+            applied = 1;
+            if (r->sink->error_count > errors)
+                break; /* the same errors again for every other operator */
+        }
+        if (!applied && decl->dsis.count) {
+            const DsiAssign *first = decl->dsis.items[0];
+            diag_error(r->sink, first->dim.span,
+                       "no operator has every dimension partition '%s' names", decl->name.name);
+        }
+    }
+}
+
 int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int nprograms,
                      Module *module) {
     return resolve_programs_with(arena, sink, programs, nprograms, module, NULL);
@@ -1233,43 +1318,38 @@ int resolve_programs_with(Arena *arena, DiagSink *sink, Program *const *programs
     Resolver r = {arena,    sink,     module, sink->error_count, NULL, opt ? opt : &none,
                   programs, nprograms};
     memset(module, 0, sizeof *module);
+    PtrVec roles = {0}; /* PartitionDecl* without `of`: expanded after the others */
     /* Operators first (partitions refer to them), in file order. */
     for (int kind = DECL_OP; kind <= DECL_MODEL; ++kind) {
+        if (kind == DECL_MODEL)
+            resolve_partition_roles(&r, &roles);
         for (int f = 0; f < nprograms; ++f) {
             for (int i = 0; i < programs[f]->decls.count; ++i) {
                 const Decl *d = programs[f]->decls.items[i];
                 if ((int)d->kind != kind)
                     continue;
+                if (kind == DECL_PARTITION) {
+                    if (d->partition->of_ops.count)
+                        resolve_partition_of(&r, d->partition);
+                    else
+                        ptrvec_push(r.arena, &roles, (void *)d->partition);
+                    continue;
+                }
                 Sym name = kind == DECL_OP          ? d->op->name.name
                            : kind == DECL_PARTITION ? d->partition->name.name
                                                     : d->model->name.name;
-                const void *prev =
-                    kind == DECL_OP ? (const void *)module_find_op(module, name)
-                    : kind == DECL_PARTITION
-                        ? (const void *)module_find_partition(
-                              module, name, module_find_op(module, d->partition->of_op.name))
-                        : (const void *)find_model(module, name);
-                if (kind == DECL_PARTITION && !module_find_op(module, d->partition->of_op.name))
-                    prev = NULL;
+                const void *prev = kind == DECL_OP ? (const void *)module_find_op(module, name)
+                                                   : (const void *)find_model(module, name);
                 if (prev) {
                     Span prev_span = kind == DECL_OP ? ((const Op *)prev)->decl->name.span
-                                     : kind == DECL_PARTITION
-                                         ? ((const Partition *)prev)->decl->name.span
-                                         : ((const Model *)prev)->decl->name.span;
-                    if (kind == DECL_PARTITION)
-                        diag_error(sink, decl_name_span(d),
-                                   "partition '%s' of '%s' is defined twice", name,
-                                   d->partition->of_op.name);
-                    else
-                        diag_error(sink, decl_name_span(d), "%s '%s' is defined twice",
-                                   kind == DECL_OP ? "operator" : "model", name);
+                                                     : ((const Model *)prev)->decl->name.span;
+                    diag_error(sink, decl_name_span(d), "%s '%s' is defined twice",
+                               kind == DECL_OP ? "operator" : "model", name);
                     diag_note(sink, prev_span, "previous definition");
                     continue;
                 }
                 if (kind == DECL_OP)
                     resolve_op(&r, d->op);
-                else if (kind == DECL_PARTITION)
-                    resolve_partition(&r, d->partition);
                 else
                     resolve_model(&r, d->model);
             }

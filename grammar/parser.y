@@ -281,9 +281,13 @@ radix
 
 /* ---- partitions ------------------------------------------------------- */
 
+/* `of A, B, C`: one partition for each operator named; no `of`: one for
+ * every operator with the dimensions its DSIs name (a partition by role). */
 partition_decl
-    : PARTITION name OF name ON MESH '(' axes ')' steps partition_body
+    : PARTITION name OF idents ON MESH '(' axes ')' steps partition_body
                             { $$ = ast_new_partition(ctx->arena, @$, $2, $4, $8, $10, $11); }
+    | PARTITION name ON MESH '(' axes ')' steps partition_body
+                            { $$ = ast_new_partition(ctx->arena, @$, $2, (PtrVec){0}, $6, $8, $9); }
     ;
 
 axes

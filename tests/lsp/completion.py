@@ -17,13 +17,21 @@ text = open(path).read()
 uri = path_uri(path)
 
 
+def named_in(text, op):
+    """Partitions `partition NAME of A, B, ... on` whose list names op."""
+    names = set()
+    for m in re.finditer(r"^partition (\w+) of\s+([\w,\s]+?)\s+on\b", text, re.M):
+        if op in [o.strip() for o in m.group(2).split(",")]:
+            names.add(m.group(1))
+    return names
+
+
 def partitions_of(op, extra=""):
     names = set()
     for name in sorted(os.listdir(stdlib)):
         if name.endswith(".prime"):
-            names |= set(re.findall(r"^partition (\w+) of %s\b" % op,
-                                    open(os.path.join(stdlib, name)).read(), re.M))
-    return names | set(re.findall(r"^partition (\w+) of %s\b" % op, extra, re.M))
+            names |= named_in(open(os.path.join(stdlib, name)).read(), op)
+    return names | named_in(extra, op)
 
 
 c = Client(primec)
