@@ -9,6 +9,9 @@
 #define CUDA_THREADS 256 /* threads per block of a loop kernel */
 #define CUDA_MAX_BLOCKS 4096L
 
+/* runtime/prime_cuda_math.cuh's PrimeCudaOff holds 8 offsets. */
+_Static_assert(IR_MAX_DIMS == 8, "PrimeCudaOff must hold IR_MAX_DIMS offsets");
+
 /* The CUDA device function an intrinsic lowers to: CUDA's math library or
  * runtime/prime_cuda_math.cuh. */
 static const char *cuda_intrinsic(const char *name, int host) {
@@ -357,8 +360,8 @@ void kernel_cuda_phase(Printer *p, const Kernel *k, const char *name) {
         printer_printf(p, "(void)h;\n");
     if (loops && k->uses_off) {
         printer_printf(p, "PrimeCudaOff o;\n");
-        printer_printf(p, "for (int d = 0; d < 8; ++d)\n    o.d[d] = d < %d ? off[d] : 0;\n",
-                       k->ndims);
+        printer_printf(p, "for (int d = 0; d < %d; ++d)\n    o.d[d] = d < %d ? off[d] : 0;\n",
+                       IR_MAX_DIMS, k->ndims);
     }
     for (int i = 0; i < k->nnodes; ++i) {
         char what[160];

@@ -56,11 +56,28 @@ if(NOT PRIMEC_NVCC)
   message(STATUS "nvcc not found (PATH, /usr/local/cuda/bin): the cuda/nvcc tests are skipped")
   return()
 endif()
+# One nvcc call per layer file; the small matmul_* examples share one
+# (nvcc's fixed cost, some 8 s, is most of theirs).
+set(PRIMEC_CUDA_MATMULS "")
+set(PRIMEC_CUDA_NVCC_GROUPS "")
 foreach(path ${PRIMEC_CUDA_EXAMPLES})
   get_filename_component(name ${path} NAME_WE)
+  if(name MATCHES "^matmul_")
+    list(APPEND PRIMEC_CUDA_MATMULS ${path})
+  else()
+    list(APPEND PRIMEC_CUDA_NVCC_GROUPS ${name})
+    set(PRIMEC_CUDA_NVCC_${name} ${path})
+  endif()
+endforeach()
+if(PRIMEC_CUDA_MATMULS)
+  list(APPEND PRIMEC_CUDA_NVCC_GROUPS matmul)
+  set(PRIMEC_CUDA_NVCC_matmul ${PRIMEC_CUDA_MATMULS})
+endif()
+foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})
   add_test(NAME cuda/nvcc/${name}
            COMMAND sh ${PRIMEC_CUDA_DIR}/nvcc_check.sh $<TARGET_FILE:primec> ${PRIMEC_NVCC}
-                   ${CMAKE_SOURCE_DIR}/runtime ${PRIMEC_CUDA_WORK}/nvcc-${name} ${path})
+                   ${CMAKE_SOURCE_DIR}/runtime ${PRIMEC_CUDA_WORK}/nvcc-${name}
+                   ${PRIMEC_CUDA_NVCC_${name}})
   set_tests_properties(cuda/nvcc/${name} PROPERTIES LABELS compile TIMEOUT 600
                        PASS_REGULAR_EXPRESSION "nvcc: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
