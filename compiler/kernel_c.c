@@ -331,6 +331,9 @@ void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
         printer_printf(p, "    out[i] = -INFINITY;\n");
     }
     for (int i = 0; i < k->nnodes; ++i) {
+        char what[160];
+        kernel_describe_node(k, i, what, sizeof what);
+        printer_printf(p, "/* %s */\n", what);
         if (k->nodes[i].kind == KNODE_GEMM)
             print_gemm(p, k, &k->nodes[i].gemm, dbl);
         else

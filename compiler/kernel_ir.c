@@ -494,3 +494,22 @@ void kernel_dump_schedule(const Schedule *s, FILE *out) {
             fprintf(out, "  no gemm: %s\n", k.no_gemm);
     }
 }
+
+void kernel_describe_node(const Kernel *k, int i, char *buf, size_t size) {
+    const KernelNode *nd = &k->nodes[i];
+    if (nd->kind == KNODE_GEMM) {
+        const KernelGemm *g = &nd->gemm;
+        long batch = 1;
+        for (int j = 0; j < g->nbatch; ++j)
+            batch *= g->batch_extent[j];
+        snprintf(buf, size, "node %d: gemm m %ld n %ld k %ld batch %ld trans %d%d", i, g->m, g->n,
+                 g->k, batch, g->trans_a, g->trans_b);
+        return;
+    }
+    const KernelLoop *l = &nd->loop;
+    long points = 1;
+    for (int j = 0; j < l->nloops - l->nreduce; ++j)
+        points *= k->extent[l->loop_dim[j]];
+    snprintf(buf, size, "node %d: loop %s points %ld loops %d reduce %d terms %d", i,
+             l->combiner == KCOMB_MAX ? "max" : "sum", points, l->nloops, l->nreduce, l->nterms);
+}

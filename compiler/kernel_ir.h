@@ -117,6 +117,11 @@ void kernel_build(Kernel *kernel, const Schedule *s, const PhaseSched *ph, int w
 /* --dump-after=kernels: every compute phase's kernel IR. */
 void kernel_dump_schedule(const Schedule *s, FILE *out);
 
+/* The one-line description of node i ("node 0: gemm m 8 n 6 k 4 ..."):
+ * every printer of the IR writes it as a comment before the node's code,
+ * so that printings can be compared node by node. */
+void kernel_describe_node(const Kernel *k, int i, char *buf, size_t size);
+
 /* The index of the operand the body names `name`. */
 int kernel_operand(const PhaseSched *ph, Sym name);
 

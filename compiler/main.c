@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cost_cli.h"
+#include "emit_cuda.h"
 #include "explain.h"
 #include "format.h"
 #include "import_hf.h"
@@ -58,11 +59,12 @@ static void usage(FILE *out) {
         "  --ranks N|all          explain: list per-device detail for ranks 0..N-1 (default 16)\n"
         "  --svg DIR              explain: write SVG pictures of every phase and a timeline\n"
         "                         (on --profile P, default v100) into DIR (see docs/svg.md)\n"
-        "  --target cpu|mpi       build: the backend (cpu: a thread per device; mpi: an MPI "
-        "process each)\n"
+        "  --target cpu|mpi|cuda  build: the backend (cpu: a thread per device; mpi: an MPI "
+        "process each;\n"
+        "                         cuda: the kernels as CUDA, compiled to an object by nvcc)\n"
         "  -o DIR                 build: output directory (default: .)\n"
         "  --emit-only            build: write the C file but do not compile it\n"
-        "  --cc CC                build: the C compiler (default: %s)\n"
+        "  --cc CC                build: the C compiler (default: %s; cuda: nvcc)\n"
         "  --dump-after=PASS      print the IR after PASS and stop (%s)\n"
         "  --help                 this text\n"
         "  --version              the version\n"
@@ -161,6 +163,26 @@ static int run_cc(const BuildTarget *t, const char *cc, const char *src, const c
     int status = system(cmd);
     free(cmd);
     return status == 0;
+}
+
+/* build --target cuda: DIR/M.cu, and with nvcc (no --emit-only) DIR/M.o. */
+static int build_cuda(Compilation *c, const Schedule *s, const char *outdir, const char *nvcc) {
+    size_t len;
+    char *text = emit_cuda_program(s, &c->sources, c->input ? c->input : "<none>", &len);
+    char *src = arena_printf(c->arena, "%s/%s.cu", outdir, s->model->name);
+    char *obj = arena_printf(c->arena, "%s/%s.o", outdir, s->model->name);
+    int rc = EXIT_OK;
+    if (!write_file(src, text, len)) {
+        fprintf(stderr, "primec: error: cannot write '%s': %s\n", src, strerror(errno));
+        rc = EXIT_USAGE;
+    } else if (nvcc && !cuda_compile(nvcc, primec_paths()->runtime_include, src, obj)) {
+        fprintf(stderr, "primec: internal error: nvcc rejected '%s'\n", src);
+        rc = EXIT_INTERNAL;
+    } else {
+        printf("%s\n", nvcc ? obj : src);
+    }
+    free(text);
+    return rc;
 }
 
 /* `primec --print-paths`: where this primec finds the runtime and the
@@ -311,11 +333,25 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const BuildTarget *tgt = build_target(target);
-    if (strcmp(command, "build") == 0 && !tgt) {
+    const int cuda = strcmp(target, "cuda") == 0;
+    const char *nvcc = NULL;
+    if (strcmp(command, "build") == 0 && cuda && !emit_only) {
+        nvcc = cuda_find_nvcc(strcmp(cc, PRIMEC_CC) ? cc : NULL);
+        if (!nvcc) {
+            fprintf(stderr,
+                    "primec: error: target 'cuda' needs nvcc, the CUDA compiler: %s not "
+                    "found%s (--emit-only writes the .cu alone)\n",
+                    strcmp(cc, PRIMEC_CC) ? cc : "nvcc",
+                    strcmp(cc, PRIMEC_CC) ? "" : " on PATH nor in /usr/local/cuda/bin");
+            return EXIT_USAGE;
+        }
+    }
+    if (strcmp(command, "build") == 0 && !tgt && !cuda) {
         if (strcmp(target, "mpi") == 0)
             fprintf(stderr, "primec: error: target 'mpi' needs a primec built with MPI\n");
         else
-            fprintf(stderr, "primec: error: unknown target '%s' (targets: cpu, mpi)\n", target);
+            fprintf(stderr, "primec: error: unknown target '%s' (targets: cpu, mpi, cuda)\n",
+                    target);
         return EXIT_USAGE;
     }
     if (tgt && strcmp(cc, PRIMEC_CC) == 0)
@@ -393,7 +429,9 @@ int main(int argc, char **argv) {
             compilation_free(&c);
             return EXIT_USAGE;
         }
-        for (int i = 0; i < c.emitted.count && rc == EXIT_OK; ++i) {
+        for (int i = 0; cuda && i < c.schedules.count && rc == EXIT_OK; ++i)
+            rc = build_cuda(&c, c.schedules.items[i], outdir, nvcc);
+        for (int i = 0; !cuda && i < c.emitted.count && rc == EXIT_OK; ++i) {
             const Schedule *s = c.schedules.items[i];
             const char *text = c.emitted.items[i];
             const char *err = NULL;

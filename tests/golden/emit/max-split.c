@@ -25,6 +25,7 @@ static const PrimeValueRun value_runs[] = {
 
 static void kernel1(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop max points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = -INFINITY;
         const float *restrict x0 = in[0] + d0 * 4L;
@@ -36,6 +37,7 @@ static void kernel1(float *out, const float *const *in, const long *off) {
 
 static void kernel3(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 16 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         float *restrict o = out + d0 * 4L;
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -50,6 +52,7 @@ static void reference1(float *out, const float *const *in, const long *off) {
     (void)off;
     for (long i = 0; i < 4L; ++i)
         out[i] = -INFINITY;
+    /* node 0: loop max points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = -INFINITY;
         const float *restrict x0 = in[0] + d0 * 8L;
@@ -61,6 +64,7 @@ static void reference1(float *out, const float *const *in, const long *off) {
 
 static void reference3(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 32 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         float *restrict o = out + d0 * 8L;
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -75,6 +79,7 @@ static void reference_fp64_1(double *out, const double *const *in, const long *o
     (void)off;
     for (long i = 0; i < 4L; ++i)
         out[i] = -INFINITY;
+    /* node 0: loop max points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = -INFINITY;
         const double *restrict x0 = in[0] + d0 * 8L;
@@ -86,6 +91,7 @@ static void reference_fp64_1(double *out, const double *const *in, const long *o
 
 static void reference_fp64_3(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 32 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double *restrict o = out + d0 * 8L;
         const double *restrict x0 = in[0] + d0 * 1L;

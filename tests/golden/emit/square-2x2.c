@@ -27,46 +27,55 @@ static const PrimeValueRun value_runs[] = {
 
 static void kernel1(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 4 n 3 k 2 batch 1 trans 00 */
     prime_gemm(0, 0, 4, 3, 2, 1.0f, in[0], 2, in[1], 3, 1.0f, out, 3);
 }
 
 static void kernel3(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 4 n 2 k 3 batch 1 trans 01 */
     prime_gemm(0, 1, 4, 2, 3, 1.0f, in[0], 3, in[1], 3, 1.0f, out, 2);
 }
 
 static void kernel4(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 2 n 3 k 4 batch 1 trans 10 */
     prime_gemm(1, 0, 2, 3, 4, 1.0f, in[1], 2, in[0], 3, 1.0f, out, 3);
 }
 
 static void reference1(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 8 n 6 k 4 batch 1 trans 00 */
     prime_gemm(0, 0, 8, 6, 4, 1.0f, in[0], 4, in[1], 6, 1.0f, out, 6);
 }
 
 static void reference3(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 8 n 4 k 6 batch 1 trans 01 */
     prime_gemm(0, 1, 8, 4, 6, 1.0f, in[0], 6, in[1], 6, 1.0f, out, 4);
 }
 
 static void reference4(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 4 n 6 k 8 batch 1 trans 10 */
     prime_gemm(1, 0, 4, 6, 8, 1.0f, in[1], 4, in[0], 6, 1.0f, out, 6);
 }
 
 static void reference_fp64_1(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 8 n 6 k 4 batch 1 trans 00 */
     prime_dgemm(0, 0, 8, 6, 4, 1.0, in[0], 4, in[1], 6, 1.0, out, 6);
 }
 
 static void reference_fp64_3(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 8 n 4 k 6 batch 1 trans 01 */
     prime_dgemm(0, 1, 8, 4, 6, 1.0, in[0], 6, in[1], 6, 1.0, out, 4);
 }
 
 static void reference_fp64_4(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: gemm m 4 n 6 k 8 batch 1 trans 10 */
     prime_dgemm(1, 0, 4, 6, 8, 1.0, in[1], 4, in[0], 6, 1.0, out, 6);
 }
 

@@ -1,0 +1,378 @@
+/*
+ * kernel_cuda.c — the kernel IR printed as CUDA (see kernel_cuda.h).
+ */
+#include "kernel_cuda.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CUDA_THREADS 256 /* threads per block of a loop kernel */
+#define CUDA_MAX_BLOCKS 4096L
+
+/* runtime/prime_cuda_math.cuh's PrimeCudaOff holds 8 offsets. */
+_Static_assert(IR_MAX_DIMS == 8, "PrimeCudaOff must hold IR_MAX_DIMS offsets");
+
+/* The CUDA device function an intrinsic lowers to: CUDA's math library or
+ * runtime/prime_cuda_math.cuh. */
+static const char *cuda_intrinsic(const char *name, int host) {
+    if (host && strcmp(name, "rsqrt") == 0)
+        return "prime_rsqrt"; /* rsqrtf is a device function only */
+    static const char *const map[][2] = {
+        {"exp", "expf"},
+        {"log", "logf"},
+        {"sqrt", "sqrtf"},
+        {"rsqrt", "rsqrtf"},
+        {"tanh", "tanhf"},
+        {"erf", "erff"},
+        {"sigmoid", "prime_sigmoid"},
+        {"relu", "prime_relu"},
+        {"gelu", "prime_gelu"},
+        {"silu", "prime_silu"},
+        {"abs", "fabsf"},
+        {"step", "prime_step"},
+        {"eq", "prime_eq"},
+        {"max", "fmaxf"},
+        {"min", "fminf"},
+        {"cos", "cosf"},
+        {"sin", "sinf"},
+        {"pow", "powf"},
+        {"rsqrt_grad", "prime_rsqrt_grad"},
+        {"tanh_grad", "prime_tanh_grad"},
+        {"erf_grad", "prime_erf_grad"},
+        {"sigmoid_grad", "prime_sigmoid_grad"},
+        {"gelu_grad", "prime_gelu_grad"},
+        {"silu_grad", "prime_silu_grad"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; ++i)
+        if (strcmp(map[i][0], name) == 0)
+            return map[i][1];
+    ICE("no CUDA lowering for intrinsic '%s'", name);
+}
+
+/* Printing one expression: in a kernel (looped != 0 or not host) operand
+ * i is x<i> indexed by every loop variable, and the offsets are off.d[];
+ * on the host (a GEMM's alpha) the offsets are off[] and no operand may
+ * appear. */
+typedef struct Ctx {
+    Printer *p;
+    const Kernel *k;
+    int host;
+    unsigned looped; /* the dimensions that have a loop variable d<i> */
+} Ctx;
+
+static int dim_index(const Kernel *k, Sym name) {
+    for (int d = 0; d < k->ndims; ++d)
+        if (k->inst->op->dims[d] == name)
+            return d;
+    return -1;
+}
+
+/* The offset of operand x (KERNEL_OUT: the output) at the loop variables. */
+static void print_ref(Printer *p, const Kernel *k, int x, unsigned looped) {
+    int any = 0;
+    for (int d = 0; d < k->ndims; ++d) {
+        long st = k->stride[x][d];
+        if (!((looped >> d) & 1u) || !st)
+            continue;
+        printer_printf(p, "%s", any ? " + " : "");
+        if (st == 1)
+            printer_printf(p, "d%d", d);
+        else
+            printer_printf(p, "d%d * %ldL", d, st);
+        any = 1;
+    }
+    if (!any)
+        printer_printf(p, "0");
+}
+
+static void print_expr(Ctx *c, const Expr *x) {
+    Printer *p = c->p;
+    const Kernel *k = c->k;
+    switch (x->kind) {
+    case EXPR_INT:
+        printer_printf(p, "%ld.0f", x->value);
+        break;
+    case EXPR_NAME:
+    case EXPR_INDEX: {
+        int d = x->kind == EXPR_NAME ? dim_index(k, x->name) : -1;
+        if (d >= 0) {
+            const char *off = c->host ? "off[" : "off.d[";
+            if ((c->looped >> d) & 1u)
+                printer_printf(p, "(float)(d%d + %s%d])", d, off, d);
+            else
+                printer_printf(p, "(float)%s%d]", off, d);
+            return;
+        }
+        if (c->host)
+            ICE("an operand in a GEMM's alpha");
+        int i = kernel_operand(k->ph, x->name);
+        printer_printf(p, "x%d[", i);
+        print_ref(p, k, i, c->looped);
+        printer_printf(p, "]");
+        break;
+    }
+    case EXPR_NEG:
+        printer_printf(p, "(-");
+        print_expr(c, x->lhs);
+        printer_printf(p, ")");
+        break;
+    case EXPR_BINARY:
+        printer_printf(p, "(");
+        print_expr(c, x->lhs);
+        printer_printf(p, " %c ", x->op);
+        print_expr(c, x->rhs);
+        printer_printf(p, ")");
+        break;
+    case EXPR_CALL:
+        if (strcmp(x->name, "size") == 0) {
+            int d = dim_index(k, ((const Expr *)x->args.items[0])->name);
+            if (d < 0)
+                ICE("size() of no dimension");
+            printer_printf(p, "%ld.0f", k->inst->dim_sizes[d]);
+            break;
+        }
+        printer_printf(p, "%s(", cuda_intrinsic(x->name, c->host));
+        for (int i = 0; i < x->args.count; ++i) {
+            if (i)
+                printer_printf(p, ", ");
+            print_expr(c, x->args.items[i]);
+        }
+        printer_printf(p, ")");
+        break;
+    default:
+        ICE("cannot lower expression kind %d", x->kind);
+    }
+}
+
+/* The terms, times the loop's scale when with_scale. */
+static void print_terms(Ctx *c, const KernelLoop *l, int with_scale) {
+    if (with_scale && l->scale != 1)
+        printer_printf(c->p, "%ld.0f * ", l->scale);
+    if (l->whole_expr || (l->nterms == 1 && l->terms[0].sign > 0)) {
+        print_expr(c, l->terms[0].expr);
+        return;
+    }
+    printer_printf(c->p, "(");
+    for (int t = 0; t < l->nterms; ++t) {
+        printer_printf(c->p, "%s", l->terms[t].sign < 0 ? (t ? " - " : "-") : (t ? " + " : ""));
+        print_expr(c, l->terms[t].expr);
+    }
+    printer_printf(c->p, ")");
+}
+
+static unsigned loop_operands(const Kernel *k, const KernelLoop *l) {
+    unsigned ops = 0;
+    for (int t = 0; t < l->nterms; ++t)
+        ops |= kernel_expr_operands(k, l->terms[t].expr);
+    return ops;
+}
+
+/* The number of output points of a loop node: its grid-stride range. */
+static long loop_points(const Kernel *k, const KernelLoop *l) {
+    long n = 1;
+    for (int j = 0; j < l->nloops - l->nreduce; ++j)
+        n *= k->extent[l->loop_dim[j]];
+    return n;
+}
+
+/* Whether some operand (or the output) moves with dimension d. */
+static int dim_indexes(const Kernel *k, unsigned ops, int d) {
+    if (k->stride[KERNEL_OUT][d])
+        return 1;
+    for (int i = 0; i < k->ph->nin; ++i)
+        if (((ops >> i) & 1u) && k->stride[i][d])
+            return 1;
+    return 0;
+}
+
+/* One loop node as a __global__ kernel: thread i of the grid-stride loop
+ * computes output point i, its indices decomposed innermost first. */
+static void print_loop_kernel(Printer *p, const Kernel *k, const KernelLoop *l, const char *name,
+                              int node) {
+    const int *dims = l->loop_dim;
+    int nout = l->nloops - l->nreduce, max = l->combiner == KCOMB_MAX;
+    unsigned ops = loop_operands(k, l), looped = 0;
+    for (int j = 0; j < l->nloops; ++j)
+        looped |= 1u << dims[j];
+    printer_printf(p, "__global__ void %s_node%d(float *__restrict__ out", name, node);
+    for (int i = 0; i < k->ph->nin; ++i)
+        if ((ops >> i) & 1u)
+            printer_printf(p, ", const float *__restrict__ x%d", i);
+    printer_printf(p, "%s)\n{\n", k->uses_off ? ", PrimeCudaOff off" : "");
+    printer_indent(p, 1);
+    printer_printf(p,
+                   "for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < %ldL;\n"
+                   "     i += (long)gridDim.x * blockDim.x) {\n",
+                   loop_points(k, l));
+    printer_indent(p, 1);
+    if (nout > 0)
+        printer_printf(p, "long r = i;\n");
+    else
+        printer_printf(p, "(void)i;\n");
+    for (int j = nout - 1; j >= 0; --j) {
+        int d = dims[j];
+        if (j == 0)
+            printer_printf(p, "const long d%d = r;\n", d);
+        else
+            printer_printf(p, "const long d%d = r %% %ldL;\nr /= %ldL;\n", d, k->extent[d],
+                           k->extent[d]);
+        if (!dim_indexes(k, ops, d))
+            printer_printf(p, "(void)d%d;\n", d);
+    }
+    Ctx c = {p, k, 0, looped};
+    if (l->nreduce) {
+        printer_printf(p, "double acc = %s;\n", max ? "-INFINITY" : "0.0");
+        for (int j = nout; j < l->nloops; ++j) {
+            printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n", dims[j], dims[j],
+                           k->extent[dims[j]], dims[j]);
+            printer_indent(p, 1);
+        }
+        printer_printf(p, max ? "acc = fmax(acc, (double)" : "acc += (double)");
+        print_terms(&c, l, 0);
+        printer_printf(p, max ? ");\n" : ";\n");
+        printer_indent(p, -l->nreduce);
+        printer_printf(p, "out[");
+        print_ref(p, k, KERNEL_OUT, looped);
+        if (max) {
+            printer_printf(p, "] = fmaxf(out[");
+            print_ref(p, k, KERNEL_OUT, looped);
+            printer_printf(p, "], (float)acc);\n");
+        } else {
+            printer_printf(p, "] += (float)(");
+            if (l->scale != 1)
+                printer_printf(p, "%ld.0 * ", l->scale);
+            printer_printf(p, "acc);\n");
+        }
+    } else {
+        printer_printf(p, "out[");
+        print_ref(p, k, KERNEL_OUT, looped);
+        if (max) {
+            printer_printf(p, "] = fmaxf(out[");
+            print_ref(p, k, KERNEL_OUT, looped);
+            printer_printf(p, "], ");
+            print_terms(&c, l, 0);
+            printer_printf(p, ");\n");
+        } else {
+            printer_printf(p, "] += ");
+            print_terms(&c, l, 1);
+            printer_printf(p, ";\n");
+        }
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+    printer_indent(p, -1);
+    printer_printf(p, "}\n\n");
+}
+
+/* A GEMM node as cuBLAS calls: row-major C = op(A) op(B) is column-major
+ * C^T = op(B)^T op(A)^T, so B comes first and m, n swap; the outer batch
+ * dimensions are host loops, the last one the strided batch. */
+static void print_gemm_call(Printer *p, const Kernel *k, const KernelGemm *g) {
+    int outer = g->nbatch > 0 ? g->nbatch - 1 : 0;
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    printer_printf(p, "const float alpha = %s1.0f", g->sign < 0 ? "-" : "");
+    if (g->scale != 1)
+        printer_printf(p, " * %ld.0f", g->scale);
+    Ctx c = {p, k, 1, 0};
+    for (int i = 0; i < g->nfactors; ++i) {
+        printer_printf(p, " %c ", g->factors[i].op);
+        print_expr(&c, g->factors[i].expr);
+    }
+    printer_printf(p, ";\nconst float beta = 1.0f;\n");
+    for (int j = 0; j < outer; ++j) {
+        printer_printf(p, "for (long b%d = 0; b%d < %ldL; ++b%d) {\n", j, j, g->batch_extent[j], j);
+        printer_indent(p, 1);
+    }
+    printer_printf(p, "cublasStatus_t st = %s(\n    h, %s, %s, %ld, %ld, %ld, &alpha",
+                   g->nbatch ? "cublasSgemmStridedBatched" : "cublasSgemm",
+                   g->trans_b ? "CUBLAS_OP_T" : "CUBLAS_OP_N",
+                   g->trans_a ? "CUBLAS_OP_T" : "CUBLAS_OP_N", g->n, g->m, g->k);
+    /* cuBLAS's order: B, A, then C. */
+    const int rows[3] = {1, 0, 2};
+    const int x3[3] = {g->a, g->b, KERNEL_OUT};
+    const long ld[3] = {g->lda, g->ldb, g->ldc};
+    for (int q = 0; q < 3; ++q) {
+        int r = rows[q];
+        if (r == 2)
+            printer_printf(p, ",\n    &beta, out");
+        else
+            printer_printf(p, ",\n    in[%d]", x3[r]);
+        for (int j = 0; j < outer; ++j)
+            if (g->batch_stride[r][j])
+                printer_printf(p, " + b%d * %ldL", j, g->batch_stride[r][j]);
+        printer_printf(p, ", %ld", ld[r]);
+        if (g->nbatch)
+            printer_printf(p, ", %ldLL", g->batch_stride[r][g->nbatch - 1]);
+    }
+    if (g->nbatch)
+        printer_printf(p, ", %ld", g->batch_extent[g->nbatch - 1]);
+    printer_printf(p, ");\nif (st != CUBLAS_STATUS_SUCCESS)\n    return (int)st;\n");
+    for (int j = 0; j < outer; ++j) {
+        printer_indent(p, -1);
+        printer_printf(p, "}\n");
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+static void print_launch(Printer *p, const Kernel *k, const KernelLoop *l, const char *name,
+                         int node) {
+    long points = loop_points(k, l);
+    long blocks = (points + CUDA_THREADS - 1) / CUDA_THREADS;
+    if (blocks > CUDA_MAX_BLOCKS)
+        blocks = CUDA_MAX_BLOCKS;
+    printer_printf(p, "%s_node%d<<<%ld, %d, 0, s>>>(out", name, node, blocks, CUDA_THREADS);
+    unsigned ops = loop_operands(k, l);
+    for (int i = 0; i < k->ph->nin; ++i)
+        if ((ops >> i) & 1u)
+            printer_printf(p, ", in[%d]", i);
+    printer_printf(p, "%s);\n", k->uses_off ? ", o" : "");
+    printer_printf(p, "if (cudaGetLastError() != cudaSuccess)\n    return -1;\n");
+}
+
+void kernel_cuda_phase(Printer *p, const Kernel *k, const char *name) {
+    /* The __global__ kernels are named after the host function and the
+     * operator: phase3_matmul_node1. */
+    char kname[160];
+    snprintf(kname, sizeof kname, "%s_%s", name, k->inst->op->name);
+    int gemms = 0, loops = 0;
+    for (int i = 0; i < k->nnodes; ++i) {
+        if (k->nodes[i].kind == KNODE_GEMM) {
+            ++gemms;
+            continue;
+        }
+        ++loops;
+        print_loop_kernel(p, k, &k->nodes[i].loop, kname, i);
+    }
+    printer_printf(p,
+                   "int %s(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,\n"
+                   "    const long *off)\n{\n",
+                   name);
+    printer_indent(p, 1);
+    if (!k->uses_off)
+        printer_printf(p, "(void)off;\n");
+    if (!gemms && !loops)
+        printer_printf(p, "(void)s;\n(void)out;\n(void)in;\n");
+    if (gemms)
+        printer_printf(p, "if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)\n    return -1;\n");
+    else
+        printer_printf(p, "(void)h;\n");
+    if (loops && k->uses_off) {
+        printer_printf(p, "PrimeCudaOff o;\n");
+        printer_printf(p, "for (int d = 0; d < %d; ++d)\n    o.d[d] = d < %d ? off[d] : 0;\n",
+                       IR_MAX_DIMS, k->ndims);
+    }
+    for (int i = 0; i < k->nnodes; ++i) {
+        char what[160];
+        kernel_describe_node(k, i, what, sizeof what);
+        printer_printf(p, "/* %s */\n", what);
+        if (k->nodes[i].kind == KNODE_GEMM)
+            print_gemm_call(p, k, &k->nodes[i].gemm);
+        else
+            print_launch(p, k, &k->nodes[i].loop, kname, i);
+    }
+    printer_printf(p, "return 0;\n");
+    printer_indent(p, -1);
+    printer_printf(p, "}\n\n");
+}

@@ -1,0 +1,90 @@
+# The CUDA printing of the kernel IR (--target cuda, docs/cuda.md):
+# - golden .cu files (tests/cuda/golden/): the square matmul and one small
+#   OPT layer; `cmake --build BUILD --target update-golden-cuda` rewrites
+#   them for review with `git diff`;
+# - for every example file, the C and the CUDA tile kernels come from the
+#   same kernel IR node by node (tests/cuda/nodes_check.sh);
+# - --emit-only needs no nvcc, and a build naming a missing nvcc fails
+#   with exit 2 naming it;
+# - with nvcc (the CUDA toolkit in /usr/local/cuda, or on PATH): every
+#   example's .cu compiles for sm_80 and sm_90 with warnings as errors (one
+#   nvcc call per example file), and `primec build --target cuda` writes
+#   an object. No GPU is needed: the kernels' arithmetic is not run here.
+
+set(PRIMEC_CUDA_DIR ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
+set(PRIMEC_CUDA_WORK ${CMAKE_CURRENT_BINARY_DIR}/cuda)
+file(MAKE_DIRECTORY ${PRIMEC_CUDA_WORK})
+
+# name:source (relative to the repository root):model.
+set(PRIMEC_CUDA_GOLDEN square-2x2:tests/golden/emit/square-2x2.prime:m
+    opt_small_megatron:examples/opt_layer.prime:opt_small_megatron)
+set(PRIMEC_CUDA_UPDATE "")
+foreach(entry ${PRIMEC_CUDA_GOLDEN})
+  string(REPLACE ":" ";" case ${entry})
+  list(GET case 0 name)
+  list(GET case 1 file)
+  list(GET case 2 model)
+  set(args $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR} ${PRIMEC_CUDA_WORK}/golden-${name} ${file}
+           ${model} ${PRIMEC_CUDA_DIR}/golden/${name}.cu)
+  add_test(NAME cuda/golden/${name} COMMAND sh ${PRIMEC_CUDA_DIR}/golden.sh check ${args})
+  set_tests_properties(cuda/golden/${name} PROPERTIES LABELS golden TIMEOUT 60)
+  list(APPEND PRIMEC_CUDA_UPDATE COMMAND sh ${PRIMEC_CUDA_DIR}/golden.sh update ${args})
+endforeach()
+add_custom_target(update-golden-cuda ${PRIMEC_CUDA_UPDATE} DEPENDS primec
+                  COMMENT "rewriting tests/cuda/golden (review them with git diff)" VERBATIM)
+
+file(GLOB PRIMEC_CUDA_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/examples/*.prime)
+list(SORT PRIMEC_CUDA_EXAMPLES)
+foreach(path ${PRIMEC_CUDA_EXAMPLES})
+  get_filename_component(name ${path} NAME_WE)
+  add_test(NAME cuda/nodes/${name}
+           COMMAND sh ${PRIMEC_CUDA_DIR}/nodes_check.sh $<TARGET_FILE:primec>
+                   ${PRIMEC_CUDA_WORK}/nodes-${name} ${path})
+  set_tests_properties(cuda/nodes/${name} PROPERTIES LABELS golden TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "nodes: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
+
+# --emit-only runs no nvcc: an nvcc that does not exist is never asked for.
+add_test(NAME cuda/emit-only-no-nvcc
+         COMMAND $<TARGET_FILE:primec> build ${CMAKE_SOURCE_DIR}/tests/golden/emit/square-2x2.prime
+                 --target cuda --emit-only --cc /nonexistent/nvcc -o ${PRIMEC_CUDA_WORK}/emit-only)
+set_tests_properties(cuda/emit-only-no-nvcc PROPERTIES LABELS golden TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "emit-only/m\\.cu")
+
+find_program(PRIMEC_NVCC nvcc HINTS /usr/local/cuda/bin)
+if(NOT PRIMEC_NVCC)
+  message(STATUS "nvcc not found (PATH, /usr/local/cuda/bin): the cuda/nvcc tests are skipped")
+  return()
+endif()
+# One nvcc call per layer file; the small matmul_* examples share one
+# (nvcc's fixed cost, some 8 s, is most of theirs).
+set(PRIMEC_CUDA_MATMULS "")
+set(PRIMEC_CUDA_NVCC_GROUPS "")
+foreach(path ${PRIMEC_CUDA_EXAMPLES})
+  get_filename_component(name ${path} NAME_WE)
+  if(name MATCHES "^matmul_")
+    list(APPEND PRIMEC_CUDA_MATMULS ${path})
+  else()
+    list(APPEND PRIMEC_CUDA_NVCC_GROUPS ${name})
+    set(PRIMEC_CUDA_NVCC_${name} ${path})
+  endif()
+endforeach()
+if(PRIMEC_CUDA_MATMULS)
+  list(APPEND PRIMEC_CUDA_NVCC_GROUPS matmul)
+  set(PRIMEC_CUDA_NVCC_matmul ${PRIMEC_CUDA_MATMULS})
+endif()
+foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})
+  add_test(NAME cuda/nvcc/${name}
+           COMMAND sh ${PRIMEC_CUDA_DIR}/nvcc_check.sh $<TARGET_FILE:primec> ${PRIMEC_NVCC}
+                   ${CMAKE_SOURCE_DIR}/runtime ${PRIMEC_CUDA_WORK}/nvcc-${name}
+                   ${PRIMEC_CUDA_NVCC_${name}})
+  set_tests_properties(cuda/nvcc/${name} PROPERTIES LABELS compile TIMEOUT 600
+                       PASS_REGULAR_EXPRESSION "nvcc: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
+# The build itself: nvcc -c writes DIR/m.o.
+add_test(NAME cuda/build-object
+         COMMAND sh -c "\"$1\" build \"$2\" --target cuda --cc \"$3\" -o \"$4\" && test -s \"$4/m.o\""
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/tests/golden/emit/square-2x2.prime
+                 ${PRIMEC_NVCC} ${PRIMEC_CUDA_WORK}/build-object)
+set_tests_properties(cuda/build-object PROPERTIES LABELS compile TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "build-object/m\\.o")
