@@ -39,8 +39,8 @@ static const char *c_intrinsic(const char *name, int dbl) {
         if (strcmp(map64[i][0], name) == 0)
             return map64[i][1];
     static const char *const map[][2] = {
-        {"exp", "expf"},
-        {"log", "logf"},
+        {"exp", "prime_expf"},
+        {"log", "prime_logf"},
         {"sqrt", "sqrtf"},
         {"rsqrt", "prime_rsqrt"},
         {"tanh", "tanhf"},
@@ -109,9 +109,12 @@ static void print_expr(Ctx *c, const Expr *x) {
     case EXPR_INDEX: {
         int d = x->kind == EXPR_NAME ? dim_index(k, x->name) : -1;
         if (d >= 0) {
-            /* A dimension used as a value: its global index. */
+            /* A dimension used as a value: its global index. In fp32
+             * through int, which vectorises (long to float does not
+             * before AVX-512); an index is below 2^31. */
             if ((c->looped >> d) & 1u)
-                printer_printf(p, "(%s)(d%d + off[%d])", c->dbl ? "double" : "float", d, d);
+                printer_printf(
+                    p, c->dbl ? "(double)(d%d + off[%d])" : "(float)(int)(d%d + off[%d])", d, d);
             else
                 printer_printf(p, "(%s)off[%d]", c->dbl ? "double" : "float", d);
             return;
