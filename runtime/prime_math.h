@@ -36,11 +36,15 @@ static inline float prime_u2f(uint32_t u) {
 }
 
 /* exp(x) = 2^n exp(r), n = round(x / ln 2), |r| <= ln 2 / 2. x is
- * clamped to [-104, 89] (outside, the result is 0 or inf anyway); 2^n is
+ * clamped to [-104, 89] (outside, the result is 0 or inf); 2^n is
  * applied as two factors 2^(n/2) 2^(n - n/2) so that results near
  * overflow and denormal results need no special case. */
 static inline float prime_expf(float x) {
-    float xc = x < -104.0f ? -104.0f : x;
+    /* Below -104 the result is 0: computed from 0 instead, since an
+     * underflow through denormals costs a microcode assist per element
+     * (a masked softmax has half its elements there). */
+    int32_t zero = x < -104.0f;
+    float xc = zero ? 0.0f : x;
     xc = xc > 89.0f ? 89.0f : xc;
     const float shift = 12582912.0f; /* 1.5 * 2^23: t's low bits hold round(xc / ln 2) */
     float t = xc * 1.44269504088896341f + shift;
@@ -59,7 +63,8 @@ static inline float prime_expf(float x) {
     int32_t n1 = ni / 2, n2 = ni - n1;
     float s1 = prime_u2f((uint32_t)(n1 + 127) << 23);
     float s2 = prime_u2f((uint32_t)(n2 + 127) << 23);
-    return x != x ? x : p * s1 * s2;
+    float y = zero ? 0.0f : p * s1 * s2;
+    return x != x ? x : y;
 }
 
 /* log(x) = e ln 2 + log(m), sqrt(1/2) <= m < sqrt(2); denormal arguments
