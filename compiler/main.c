@@ -149,13 +149,14 @@ static const BuildTarget *build_target(const char *name) {
 }
 
 /* What the emitted C is compiled with. None of these flags changes a
- * result: no reassociation, no FMA contraction (C11 mode), no fast-math.
+ * result: no reassociation, no FMA contraction, no fast-math.
  * -fno-math-errno and -fno-trapping-math say that errno and floating-point
  * exceptions are never looked at, which lets the loop nests' selects and
  * sqrt vectorise; -march=native gives them the building machine's vector
  * width (the program runs on machines with its instruction set; see
  * docs/kernels.md). */
-#define PRIMEC_KERNEL_CFLAGS "-O3 -march=native -fno-math-errno -fno-trapping-math"
+#define PRIMEC_KERNEL_CFLAGS                                                                       \
+    "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math"
 
 static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *exe) {
     const PrimecPaths *paths = primec_paths();
