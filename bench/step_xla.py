@@ -86,15 +86,17 @@ def primec_step(exe, gemm, repeat):
     with open(trace) as fh:
         data = json.load(fh)
     ev = data["traceEvents"] if isinstance(data, dict) else data
+    ev = [x for x in ev if x.get("ph", "X") == "X"]  # no metadata events
     start = min(x["ts"] for x in ev)
     end = max(x["ts"] + x["dur"] for x in ev)
     kern, gem = {}, {}
     for x in ev:
         kind = x["name"].split(" ")[0]
         if kind in ("forward", "backward", "gradient"):
-            kern[x["tid"]] = kern.get(x["tid"], 0) + x["dur"]
+            dev = x["pid"]  # a process per device; its threads are compute and transfers
+            kern[dev] = kern.get(dev, 0) + x["dur"]
             if gemm and x["name"] in gemm:
-                gem[x["tid"]] = gem.get(x["tid"], 0) + x["dur"]
+                gem[dev] = gem.get(dev, 0) + x["dur"]
     share = [gem.get(t, 0) / kern[t] if gemm is not None else float("nan") for t in sorted(kern)]
     compute = [kern[t] / (end - start) for t in sorted(kern)]
     return (end - start) / 1e6, share, compute

@@ -39,8 +39,8 @@ static const char *c_intrinsic(const char *name, int dbl) {
         if (strcmp(map64[i][0], name) == 0)
             return map64[i][1];
     static const char *const map[][2] = {
-        {"exp", "expf"},
-        {"log", "logf"},
+        {"exp", "prime_expf"},
+        {"log", "prime_logf"},
         {"sqrt", "sqrtf"},
         {"rsqrt", "prime_rsqrt"},
         {"tanh", "tanhf"},
@@ -109,9 +109,12 @@ static void print_expr(Ctx *c, const Expr *x) {
     case EXPR_INDEX: {
         int d = x->kind == EXPR_NAME ? dim_index(k, x->name) : -1;
         if (d >= 0) {
-            /* A dimension used as a value: its global index. */
+            /* A dimension used as a value: its global index. In fp32
+             * through int, which vectorises (long to float does not
+             * before AVX-512); an index is below 2^31. */
             if ((c->looped >> d) & 1u)
-                printer_printf(p, "(%s)(d%d + off[%d])", c->dbl ? "double" : "float", d, d);
+                printer_printf(
+                    p, c->dbl ? "(double)(d%d + off[%d])" : "(float)(int)(d%d + off[%d])", d, d);
             else
                 printer_printf(p, "(%s)off[%d]", c->dbl ? "double" : "float", d);
             return;
@@ -242,6 +245,50 @@ static void close_loops(Printer *p, int n, int brace) {
     }
 }
 
+/* A sum whose innermost loop has a multiple of KERNEL_LANES iterations
+ * (at least two rounds) accumulates into KERNEL_LANES double lanes, lane j
+ * taking the iterations j mod KERNEL_LANES, added pairwise at the end:
+ * each lane's sum is independent of the others, so the loop vectorises
+ * without reordering any one sum (deterministic; no -ffast-math). fp32
+ * kernels only; the fp64 reference sums in loop order. */
+#define KERNEL_LANES 8 /* the pairwise sum below is printed for 8 */
+
+static int loop_lanes(const Kernel *k, const KernelLoop *l, int dbl) {
+    if (dbl || l->combiner != KCOMB_SUM || !l->nreduce)
+        return 0;
+    long e = k->extent[l->loop_dim[l->nloops - 1]];
+    return e % KERNEL_LANES == 0 && e >= 2 * KERNEL_LANES;
+}
+
+/* The innermost loop of a reduction in lanes: d<inner> = q<inner> + j. */
+static void print_lanes(Ctx *c, const KernelLoop *l) {
+    Printer *p = c->p;
+    int d = c->inner;
+    printer_printf(p, "for (long q%d = 0; q%d < %ld; q%d += %d)\n", d, d, c->k->extent[d], d,
+                   KERNEL_LANES);
+    printer_indent(p, 1);
+    printer_printf(p, "for (long j = 0; j < %d; ++j) {\n", KERNEL_LANES);
+    printer_indent(p, 1);
+    printer_printf(p, "const long d%d = q%d + j;\n", d, d);
+    printer_printf(p, "acc[j] += ");
+    print_terms(c, l, 0);
+    printer_printf(p, ";\n");
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+    printer_indent(p, -1);
+}
+
+static void print_acc_decl(Printer *p, int lanes, const char *identity) {
+    if (!lanes) {
+        printer_printf(p, "double acc = %s;\n", identity);
+        return;
+    }
+    printer_printf(p, "double acc[%d] = {", KERNEL_LANES);
+    for (int j = 0; j < KERNEL_LANES; ++j)
+        printer_printf(p, "%s0.0", j ? ", " : "");
+    printer_printf(p, "};\n");
+}
+
 static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl) {
     const char *type = dbl ? "double" : "float";
     const int *dims = l->loop_dim;
@@ -253,13 +300,14 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         ops |= kernel_expr_operands(k, l->terms[t].expr);
     const int max = l->combiner == KCOMB_MAX;
     const char *identity = max ? "-INFINITY" : "0.0";
+    const int lanes = loop_lanes(k, l, dbl);
     for (int j = 0; j < outer; ++j) {
         if (l->nreduce && j == nout)
-            printer_printf(p, "double acc = %s;\n", identity);
+            print_acc_decl(p, lanes, identity);
         open_loop(p, k, dims[j], 1);
     }
     if (l->nreduce && outer == nout)
-        printer_printf(p, "double acc = %s;\n", identity);
+        print_acc_decl(p, lanes, identity);
     if (!l->nreduce) {
         printer_printf(p, "%s *restrict o = ", type);
         print_offset(p, "out", k, KERNEL_OUT, dims, outer);
@@ -275,13 +323,18 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         printer_printf(p, ";\n");
     }
     Ctx c = {p, k, dbl, n > 0 ? dims[n - 1] : -1, looped};
-    if (n > 0)
+    if (lanes) {
+        print_lanes(&c, l);
+    } else if (n > 0) {
         open_loop(p, k, dims[n - 1], 0);
+    }
     if (l->nreduce) {
-        printer_printf(p, max ? "acc = fmax(acc, " : "acc += ");
-        print_terms(&c, l, 0);
-        printer_printf(p, max ? ");\n" : ";\n");
-        close_loops(p, 1, 0);
+        if (!lanes) {
+            printer_printf(p, max ? "acc = fmax(acc, " : "acc += ");
+            print_terms(&c, l, 0);
+            printer_printf(p, max ? ");\n" : ";\n");
+            close_loops(p, 1, 0);
+        }
         close_loops(p, l->nreduce - 1, 1);
         printer_printf(p, "out[");
         print_offset(p, "0", k, KERNEL_OUT, dims, nout);
@@ -294,7 +347,11 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
             printer_printf(p, "] += (%s)(", type);
             if (l->scale != 1)
                 printer_printf(p, "%ld.0 * ", l->scale);
-            printer_printf(p, "acc);\n");
+            if (lanes)
+                printer_printf(p, "(((acc[0] + acc[1]) + (acc[2] + acc[3])) + "
+                                  "((acc[4] + acc[5]) + (acc[6] + acc[7]))));\n");
+            else
+                printer_printf(p, "acc);\n");
         }
         close_loops(p, nout, 1);
         return;

@@ -150,6 +150,16 @@ static const BuildTarget *build_target(const char *name) {
     return NULL;
 }
 
+/* What the emitted C is compiled with. None of these flags changes a
+ * result: no reassociation, no FMA contraction, no fast-math.
+ * -fno-math-errno and -fno-trapping-math say that errno and floating-point
+ * exceptions are never looked at, which lets the loop nests' selects and
+ * sqrt vectorise; -march=native gives them the building machine's vector
+ * width (the program runs on machines with its instruction set; see
+ * docs/kernels.md). */
+#define PRIMEC_KERNEL_CFLAGS                                                                       \
+    "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math"
+
 static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *exe) {
     const PrimecPaths *paths = primec_paths();
     const char *lib = t->mpi ? paths->runtime_mpi_lib : paths->runtime_lib;
@@ -158,8 +168,10 @@ static int run_cc(const BuildTarget *t, const char *cc, const char *src, const c
     char *cmd = malloc(n);
     if (!cmd)
         return 0;
-    snprintf(cmd, n, "%s -std=c11 -O2 -Wall -Wextra -Werror %s -I'%s' '%s' -o '%s' '%s' %s", cc,
-             PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, exe, lib, t->link);
+    snprintf(cmd, n,
+             "%s -std=c11 " PRIMEC_KERNEL_CFLAGS
+             " -Wall -Wextra -Werror %s -I'%s' '%s' -o '%s' '%s' %s",
+             cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, exe, lib, t->link);
     int status = system(cmd);
     free(cmd);
     return status == 0;

@@ -5,7 +5,7 @@
 # the dump has GEMM nodes (run/kernels_check.sh).
 set(PRIMEC_KERNELS_SH ${CMAKE_CURRENT_SOURCE_DIR}/run/kernels_check.sh)
 foreach(case matmul:gemm transposed:gemm heads:gemm bias:gemm elementwise:loop reduction:loop
-             copy:loop)
+             copy:loop lanes:loop)
   string(REPLACE ":" ";" parts ${case})
   list(GET parts 0 name)
   list(GET parts 1 want)

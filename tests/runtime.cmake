@@ -7,6 +7,15 @@ foreach(part world p2p collective kernels)
   set_tests_properties(runtime_${part} PROPERTIES LABELS unit TIMEOUT 60)
 endforeach()
 
+# The fp32 kernels' vectorisable exp and log (runtime/prime_math.h)
+# against libm over a sweep of every fp32 exponent.
+add_executable(test_prime_math ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_prime_math.c)
+target_include_directories(test_prime_math PRIVATE ${PROJECT_SOURCE_DIR}/runtime)
+target_link_libraries(test_prime_math PRIVATE PkgConfig::CMOCKA m)
+target_compile_options(test_prime_math PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME runtime_prime_math COMMAND test_prime_math)
+set_tests_properties(runtime_prime_math PROPERTIES LABELS unit TIMEOUT 60)
+
 # Deadlines of the threads backend (tests/unit/test_runtime_deadline.c):
 # waits whose peer never answers, an injected stall (PRIME_FAULT), a
 # device that never returns, timeout values.

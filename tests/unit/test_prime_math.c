@@ -1,0 +1,102 @@
+/*
+ * test_prime_math.c — the fp32 kernels' branch-free exp and log
+ * (runtime/prime_math.h) against fp64 libm rounded to fp32: at most 1 ulp
+ * over a strided sweep of every fp32 bit pattern (normal, denormal,
+ * negative, huge), what libm gives at the special arguments, and the
+ * masked softmax's -1e18 giving exactly 0.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "prime_math.h"
+
+#include <float.h>
+
+/* The distance in ulps between a and b: 0 when both are NaN, huge when
+ * only one is. */
+static long ulps(float a, float b)
+{
+    if (a == b || (a != a && b != b))
+        return 0;
+    if (a != a || b != b)
+        return 1L << 40;
+    int32_t ia = (int32_t)prime_f2u(a), ib = (int32_t)prime_f2u(b);
+    /* Signed magnitude to a monotonic integer line. */
+    long la = ia < 0 ? -(long)(ia & 0x7fffffff) : ia;
+    long lb = ib < 0 ? -(long)(ib & 0x7fffffff) : ib;
+    return la > lb ? la - lb : lb - la;
+}
+
+/* Every stride-th bit pattern, the stride odd so that every exponent and
+ * both signs are visited. */
+static void sweep(float (*f)(float), double (*ref)(double), long *worst, float *at)
+{
+    *worst = 0;
+    for (uint64_t i = 0; i <= 0xffffffffu; i += 4099) {
+        float x = prime_u2f((uint32_t)i);
+        long e = ulps(f(x), (float)ref((double)x));
+        if (e > *worst) {
+            *worst = e;
+            *at = x;
+        }
+    }
+}
+
+static void test_expf_sweep(void **state)
+{
+    (void)state;
+    long worst;
+    float at = 0.0f;
+    sweep(prime_expf, exp, &worst, &at);
+    if (worst > 1)
+        print_error("prime_expf: %ld ulps at %a\n", worst, (double)at);
+    assert_true(worst <= 1);
+    /* Dense around 0, where the softmax's arguments live. */
+    for (float x = -20.0f; x < 20.0f; x += 0.001953125f)
+        assert_true(ulps(prime_expf(x), (float)exp((double)x)) <= 1);
+}
+
+static void test_logf_sweep(void **state)
+{
+    (void)state;
+    long worst;
+    float at = 0.0f;
+    sweep(prime_logf, log, &worst, &at);
+    if (worst > 1)
+        print_error("prime_logf: %ld ulps at %a\n", worst, (double)at);
+    assert_true(worst <= 1);
+    for (float x = 0.001f; x < 10.0f; x += 0.0009765625f)
+        assert_true(ulps(prime_logf(x), (float)log((double)x)) <= 1);
+}
+
+static void test_special(void **state)
+{
+    (void)state;
+    const float args[] = {0.0f,      -0.0f,   1.0f,    -1.0f,   INFINITY, -INFINITY,
+                          NAN,       FLT_MAX, FLT_MIN, 1e-45f,  88.72f,   88.73f,
+                          -87.33f,   -103.9f, -104.1f, -1e18f,  1e18f,    -FLT_MAX};
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; ++i) {
+        float x = args[i];
+        assert_true(ulps(prime_expf(x), (float)exp((double)x)) <= 1);
+        assert_true(ulps(prime_logf(x), (float)log((double)x)) <= 1);
+    }
+    assert_true(prime_expf(-1e18f) == 0.0f);
+    assert_true(prime_expf(0.0f) == 1.0f);
+    assert_true(prime_expf(1e18f) == INFINITY);
+    assert_true(prime_logf(1.0f) == 0.0f);
+    assert_true(prime_logf(0.0f) == -INFINITY);
+    assert_true(prime_logf(-1.0f) != prime_logf(-1.0f));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expf_sweep),
+        cmocka_unit_test(test_logf_sweep),
+        cmocka_unit_test(test_special),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
