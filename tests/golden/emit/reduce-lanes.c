@@ -41,6 +41,7 @@ static const PrimeValueRun value_runs[] = {
 
 static void kernel1(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
         const float *restrict x0 = in[0] + d0 * 32L;
@@ -56,6 +57,7 @@ static void kernel1(float *out, const float *const *in, const long *off) {
 
 static void kernel2(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
         const float *restrict x0 = in[0] + d0 * 32L;
@@ -72,6 +74,7 @@ static void kernel2(float *out, const float *const *in, const long *off) {
 
 static void kernel3(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         double acc = 0.0;
         const float *restrict x0 = in[0] + d0 * 12L;
@@ -83,6 +86,7 @@ static void kernel3(float *out, const float *const *in, const long *off) {
 
 static void kernel5(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 24 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         float *restrict o = out + d0 * 12L;
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -93,6 +97,7 @@ static void kernel5(float *out, const float *const *in, const long *off) {
 
 static void kernel6(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 64 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         float *restrict o = out + d0 * 32L;
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -105,6 +110,7 @@ static void kernel6(float *out, const float *const *in, const long *off) {
 
 static void kernel7(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -123,6 +129,7 @@ static void kernel7(float *out, const float *const *in, const long *off) {
 
 static void kernel8(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 64 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         float *restrict o = out + d0 * 32L;
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -133,6 +140,7 @@ static void kernel8(float *out, const float *const *in, const long *off) {
 
 static void reference1(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
         const float *restrict x0 = in[0] + d0 * 32L;
@@ -148,6 +156,7 @@ static void reference1(float *out, const float *const *in, const long *off) {
 
 static void reference2(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
         const float *restrict x0 = in[0] + d0 * 32L;
@@ -164,6 +173,7 @@ static void reference2(float *out, const float *const *in, const long *off) {
 
 static void reference3(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = 0.0;
         const float *restrict x0 = in[0] + d0 * 12L;
@@ -175,6 +185,7 @@ static void reference3(float *out, const float *const *in, const long *off) {
 
 static void reference5(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 48 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         float *restrict o = out + d0 * 12L;
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -185,6 +196,7 @@ static void reference5(float *out, const float *const *in, const long *off) {
 
 static void reference6(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 128 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         float *restrict o = out + d0 * 32L;
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -197,6 +209,7 @@ static void reference6(float *out, const float *const *in, const long *off) {
 
 static void reference7(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -215,6 +228,7 @@ static void reference7(float *out, const float *const *in, const long *off) {
 
 static void reference8(float *out, const float *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 128 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         float *restrict o = out + d0 * 32L;
         const float *restrict x0 = in[0] + d0 * 1L;
@@ -225,6 +239,7 @@ static void reference8(float *out, const float *const *in, const long *off) {
 
 static void reference_fp64_1(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = 0.0;
         const double *restrict x0 = in[0] + d0 * 32L;
@@ -236,6 +251,7 @@ static void reference_fp64_1(double *out, const double *const *in, const long *o
 
 static void reference_fp64_2(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = 0.0;
         const double *restrict x0 = in[0] + d0 * 32L;
@@ -248,6 +264,7 @@ static void reference_fp64_2(double *out, const double *const *in, const long *o
 
 static void reference_fp64_3(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = 0.0;
         const double *restrict x0 = in[0] + d0 * 12L;
@@ -259,6 +276,7 @@ static void reference_fp64_3(double *out, const double *const *in, const long *o
 
 static void reference_fp64_5(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 48 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double *restrict o = out + d0 * 12L;
         const double *restrict x0 = in[0] + d0 * 1L;
@@ -269,6 +287,7 @@ static void reference_fp64_5(double *out, const double *const *in, const long *o
 
 static void reference_fp64_6(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 128 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double *restrict o = out + d0 * 32L;
         const double *restrict x0 = in[0] + d0 * 1L;
@@ -281,6 +300,7 @@ static void reference_fp64_6(double *out, const double *const *in, const long *o
 
 static void reference_fp64_7(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = 0.0;
         const double *restrict x0 = in[0] + d0 * 1L;
@@ -294,6 +314,7 @@ static void reference_fp64_7(double *out, const double *const *in, const long *o
 
 static void reference_fp64_8(double *out, const double *const *in, const long *off) {
     (void)off;
+    /* node 0: loop sum points 128 loops 2 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         double *restrict o = out + d0 * 32L;
         const double *restrict x0 = in[0] + d0 * 1L;
