@@ -63,6 +63,7 @@ static Layout layout_copy(Arena *arena, const Layout *l) {
     c.count = ARENA_ARRAY(arena, int, l->ndev);
     c.tiles = ARENA_ARRAY(arena, long *, l->ndev);
     c.slots = NULL;
+    c.cap = NULL;
     for (int d = 0; d < l->ndev; ++d) {
         c.count[d] = l->count[d];
         c.tiles[d] = ARENA_ARRAY(arena, long, l->count[d] + 1);

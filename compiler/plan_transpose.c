@@ -13,6 +13,7 @@ static Layout layout_permuted(Arena *arena, const Layout *l, const int *perm) {
     o.count = ARENA_ARRAY(arena, int, l->ndev);
     o.tiles = ARENA_ARRAY(arena, long *, l->ndev);
     o.slots = l->slots ? ARENA_ARRAY(arena, int *, l->ndev) : NULL;
+    o.cap = NULL; /* the tiles are shared with l */
     for (int d = 0; d < l->ndev; ++d) {
         o.count[perm[d]] = l->count[d];
         o.tiles[perm[d]] = l->tiles[d];

@@ -52,6 +52,7 @@ Layout sched_layout_of(Builder *b, int tensor) {
     l.count = ARENA_ARRAY_UNINIT(b->arena, int, b->ndev);
     l.tiles = ARENA_ARRAY_UNINIT(b->arena, long *, b->ndev);
     l.slots = ARENA_ARRAY_UNINIT(b->arena, int *, b->ndev);
+    l.cap = NULL;
     for (int d = 0; d < b->ndev; ++d) {
         const Store *st = store_of(b, tensor, d);
         l.count[d] = st->count;
@@ -72,6 +73,7 @@ Layout sched_layout_empty(Builder *b) {
     l.count = ARENA_ARRAY(b->arena, int, b->ndev);
     l.tiles = ARENA_ARRAY(b->arena, long *, b->ndev);
     l.slots = ARENA_ARRAY(b->arena, int *, b->ndev);
+    l.cap = NULL;
     return l;
 }
 
@@ -82,15 +84,35 @@ int sched_layout_has(const Layout *l, int dev, long tile) {
     return 0;
 }
 
+/* Inserts in order (the tiles are ascending). The device's array grows
+ * by doubling and is filled in place: a dry run adds a tile per device
+ * and step, and a copy per addition made that quadratic in time and
+ * arena memory. */
 void sched_layout_add(Builder *b, Layout *l, int dev, long tile) {
-    if (sched_layout_has(l, dev, tile))
+    long *tiles = l->tiles[dev];
+    int n = l->count[dev], lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (tiles[mid] < tile)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < n && tiles[lo] == tile)
         return;
-    long *tiles = ARENA_ARRAY(b->arena, long, l->count[dev] + 1);
-    if (l->count[dev])
-        memcpy(tiles, l->tiles[dev], sizeof(long) * (size_t)l->count[dev]);
-    tiles[l->count[dev]++] = tile;
-    qsort(tiles, (size_t)l->count[dev], sizeof(long), cmp_long);
-    l->tiles[dev] = tiles;
+    if (!l->cap || l->cap[dev] <= n) {
+        int cap = n < 4 ? 8 : 2 * n;
+        long *grown = ARENA_ARRAY_UNINIT(b->arena, long, cap);
+        if (n)
+            memcpy(grown, tiles, sizeof(long) * (size_t)n);
+        if (!l->cap)
+            l->cap = ARENA_ARRAY(b->arena, int, l->ndev);
+        l->cap[dev] = cap;
+        l->tiles[dev] = tiles = grown;
+    }
+    memmove(tiles + lo + 1, tiles + lo, sizeof(long) * (size_t)(n - lo));
+    tiles[lo] = tile;
+    l->count[dev] = n + 1;
 }
 
 long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const SchedTensor *tt,

@@ -66,6 +66,8 @@ typedef struct Layout {
     int *count;   /* per device */
     long **tiles; /* per device, ascending tile ids */
     int **slots;  /* per device, the slot holding each tile */
+    int *cap;     /* per device, the room of tiles[d] that sched_layout_add
+                   * may fill in place; NULL: none (it copies first) */
 } Layout;
 
 typedef enum MoveKind {

@@ -8,6 +8,7 @@
  * rather than let the BLAS print an error or touch memory out of bounds.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 
 #include "prime_rt.h"
 
@@ -15,7 +16,10 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 static int max1(int x) {
     return x > 1 ? x : 1;
@@ -198,4 +202,59 @@ double prime_max_rel_error(const float *a, const float *b, size_t n) {
 
 void prime_set_blas_threads(int n) {
     openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
+int prime_blas_threads(void) {
+    int n = openblas_get_num_threads();
+    return n < 1 ? 1 : n;
+}
+
+/* What OpenBLAS maps for each thread that runs a GEMM: BUFFER_SIZE
+ * (32 << 22 bytes on x86_64 since 0.3.x) and one page, mapped on the
+ * thread's first GEMM and kept until the process ends. Debian's 0.3.21
+ * retries that allocation for ever when it fails. */
+#define BLAS_BUFFER_BYTES (((size_t)32 << 22) + 4096)
+
+size_t prime_blas_buffer_bytes(void) {
+    return BLAS_BUFFER_BYTES;
+}
+
+static int limited(int resource, unsigned long long *bytes) {
+    struct rlimit lim;
+    if (getrlimit(resource, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
+        return 0;
+    if (*bytes == 0 || (unsigned long long)lim.rlim_cur < *bytes)
+        *bytes = (unsigned long long)lim.rlim_cur;
+    return 1;
+}
+
+int prime_blas_room(int callers, size_t extra_bytes, unsigned long long *limit_bytes) {
+    unsigned long long lim = 0;
+    int as = limited(RLIMIT_AS, &lim);
+    int data = limited(RLIMIT_DATA, &lim);
+    if (limit_bytes)
+        *limit_bytes = lim;
+    /* Without a limit the buffers cannot run into one. */
+    if (!as && !data)
+        return 1;
+    if (callers < 1)
+        callers = 1;
+    int want = callers + (extra_bytes > 0);
+    void **maps = calloc((size_t)want, sizeof *maps);
+    if (!maps)
+        return 0;
+    /* The same mappings OpenBLAS would make, one per calling thread, and
+     * one of extra_bytes, released again at once. */
+    int got = 0;
+    while (got < want) {
+        size_t bytes = got < callers ? BLAS_BUFFER_BYTES : extra_bytes;
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            break;
+        maps[got++] = p;
+    }
+    for (int i = 0; i < got; ++i)
+        munmap(maps[i], i < callers ? BLAS_BUFFER_BYTES : extra_bytes);
+    free(maps);
+    return got == want;
 }

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct Run {
     const PrimeProgram *prog;
@@ -150,6 +151,39 @@ static int stores_init(Run *run) {
     free(tile_elems);
     free(max_slots);
     return ok;
+}
+
+/* The tiles this process's devices hold at their peak, as predicted:
+ * each local device counted at the largest rank's peak. */
+static size_t local_peak_bytes(const PrimeProgram *prog) {
+    long most = 0;
+    int nranks = prog->predicted_uniform ? 1 : prog->ndev;
+    for (int r = 0; prog->predicted_peak && r < nranks; ++r)
+        most = prog->predicted_peak[r] > most ? prog->predicted_peak[r] : most;
+    return (size_t)most * (size_t)prime_local_devices(prog->ndev);
+}
+
+/* Ends the process, exit 3, unless `callers` threads can still map their
+ * GEMM buffers and `tiles` bytes (see prime_blas_room); `who` names the
+ * threads in the message.
+ * It ends with _exit: OpenBLAS's exit handler joins its own threads, and
+ * one that could not map its buffer at load time never returns. */
+static void need_blas_room(const PrimeProgram *prog, int callers, size_t tiles, const char *who) {
+    unsigned long long limit = 0;
+    if (prime_blas_room(callers, tiles, &limit))
+        return;
+    const double mib = 1024.0 * 1024.0;
+    char also[64] = "";
+    if (tiles)
+        snprintf(also, sizeof also, " and %.1f MiB of tiles", (double)tiles / mib);
+    fprintf(stderr,
+            "%s: not enough address space for the BLAS: %s need%s %d x %.0f MiB of GEMM "
+            "buffers%s, more than is left under the limit of %.0f MiB (ulimit -v / -d); "
+            "raise the limit\n",
+            prog->name, who, callers == 1 ? "s" : "", callers,
+            (double)prime_blas_buffer_bytes() / mib, also, (double)limit / mib);
+    fflush(NULL);
+    _exit(3);
 }
 
 /* The exit code of a run in which a device did not answer. */
@@ -482,6 +516,8 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     int parsed = parse_options(prog->name, argc, argv, &opt);
     if (parsed != 0)
         return parsed == 1 ? 0 : 2;
+    /* Before the first allocation, and again before the first GEMMs. */
+    need_blas_room(prog, prime_local_devices(prog->ndev), 0, "the devices");
     const int check = opt.check, repeat = opt.repeat, fan_in = opt.fan_in;
     const unsigned long long seed = opt.seed;
     const char *trace = opt.trace, *json = opt.json;
@@ -552,6 +588,8 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
         }
     }
     free(filled);
+    if (check)
+        need_blas_room(prog, prime_blas_threads(), 0, "the dense reference's threads");
     if (check) {
         prog->reference(ref);
         if (prog->reference64)
@@ -621,7 +659,12 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
             run.check = check;
         }
         /* With MPI, no device may start unless every process can. */
-        int not_ready = agree_max(world, prog->ndev, !stores_init(&run), 1);
+        int not_ready = !stores_init(&run);
+        /* The last allocations before the devices' first GEMMs. */
+        if (!not_ready && it == 0)
+            need_blas_room(prog, prime_local_devices(prog->ndev), local_peak_bytes(prog),
+                           "the devices");
+        not_ready = agree_max(world, prog->ndev, not_ready, 1);
         if (not_ready) {
             if (not_ready == EXIT_TIMEOUT) {
                 rc = say_timeout(prog, world, PRIME_ERR_TIMEOUT, opt.timeout);

@@ -220,6 +220,21 @@ void prime_dgemm_batched(int trans_a, int trans_b, int batch, int m, int n, int 
  * prime_world_create sets 1). Programs that only plan or compile call it
  * to keep idle BLAS threads from spinning. */
 void prime_set_blas_threads(int n);
+/* The threads a GEMM of the calling thread runs on (OpenBLAS's own). */
+int prime_blas_threads(void);
+/* The address space OpenBLAS takes for each thread that runs a GEMM. */
+size_t prime_blas_buffer_bytes(void);
+/* Whether `callers` threads' GEMM buffers, and extra_bytes more, still
+ * fit under the process's address-space and data limits (RLIMIT_AS,
+ * RLIMIT_DATA: `ulimit -v`, `ulimit -d`), probed by mapping them and
+ * unmapping them again: 1 when they fit or no limit is set, 0 when not. *limit_bytes (may be
+ * NULL) gets the lower limit, 0 when none. Call it before the first GEMM
+ * of those threads: OpenBLAS (Debian's 0.3.21) hangs when it cannot map
+ * its buffer. */
+int prime_blas_room(int callers, size_t extra_bytes, unsigned long long *limit_bytes);
+/* How many of a world's `ndev` devices run in this process: all with
+ * threads, one with MPI. */
+int prime_local_devices(int ndev);
 
 /* dst[i] += src[i] */
 void prime_add(float *dst, const float *src, size_t n);

@@ -5,6 +5,11 @@
 #                        (PRIME_FAULT=stall:1:3) ends the run with exit 4
 #                        and messages within the deadline
 #                        (tests/run/hang_threads.sh)
+#   hang/blas-ulimit     under `ulimit -v 300000` the program refuses to
+#                        start its GEMMs (OpenBLAS would retry its buffer
+#                        for ever): exit 3 and a message, within 10 s
+#                        (tests/run/hang_blas_ulimit.sh; skipped with
+#                        sanitizers)
 #   cli/program          numeric options, output paths checked before the
 #                        run, write errors (tests/run/program_cli.sh)
 #   tsan/runtime         the runtime's unit tests under ThreadSanitizer
@@ -16,6 +21,18 @@ add_test(NAME hang/threads-stall
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/hang_threads.sh $<TARGET_FILE:primec>
                  ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime ${PRIMEC_HANG_DIR}/threads-stall)
 set_tests_properties(hang/threads-stall PROPERTIES LABELS run TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "PASS: " FAIL_REGULAR_EXPRESSION "FAIL:")
+
+if(PRIMEC_SANITIZE)
+  set(PRIMEC_HANG_SANITIZED 1)
+else()
+  set(PRIMEC_HANG_SANITIZED 0)
+endif()
+add_test(NAME hang/blas-ulimit
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/hang_blas_ulimit.sh $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime ${PRIMEC_HANG_DIR}/blas-ulimit
+                 ${PRIMEC_HANG_SANITIZED})
+set_tests_properties(hang/blas-ulimit PROPERTIES LABELS run TIMEOUT 60 SKIP_RETURN_CODE 77
                      PASS_REGULAR_EXPRESSION "PASS: " FAIL_REGULAR_EXPRESSION "FAIL:")
 
 add_test(NAME cli/program
