@@ -13,10 +13,10 @@
  * so every process exits with the same one.
  *
  * Exit codes: 0 success; 1 --check found a wrong result or counter;
- * 2 a bad command line, an output file that cannot be written (checked
- * before the run and again when written), or a wrong number of MPI
- * processes; 3 an internal or runtime failure (out of memory, a
- * transport error); 4 a device did not answer within --timeout (each
+ * 2 a bad command line, bad weights (docs/weights.md), an output file
+ * that cannot be written (checked before the run and again when
+ * written), or a wrong number of MPI processes; 3 an internal or runtime
+ * failure (out of memory, a transport error); 4 a device did not answer within --timeout (each
  * process prints, for its devices, which rank waited for whom, where).
  * After a timeout with MPI the processes cannot agree on anything: each
  * one that timed out exits with 4 at once and the launcher ends the rest.

@@ -140,10 +140,10 @@ def matmul_grads(x, w, dy):
     return dw, dx
 
 
-def check_matmul(prog, work, dtype, names, map_file=None, extra=False):
+def check_matmul(prog, work, dtype, names, map_file=None, extra=False, x_dtype="F32", x_scale=1.0):
     rng = random.Random(7)
-    x, w, dy = rand(rng, M * K), rand(rng, K * N, 0.2), rand(rng, M * N)
-    tensors = [(names["w"], dtype, [K, N], w), (names["x"], "F32", [M, K], x)]
+    x, w, dy = rand(rng, M * K, x_scale), rand(rng, K * N, 0.2), rand(rng, M * N)
+    tensors = [(names["w"], dtype, [K, N], w), (names["x"], x_dtype, [M, K], x)]
     if extra:
         tensors.append(("lm_head.bias", "F32", [3], [1.0, 2.0, 3.0]))
     wdir, gdir = fresh(os.path.join(work, "w")), fresh(os.path.join(work, "g"))
@@ -176,6 +176,9 @@ def case_matmul(primec, src, work):
                  os.path.join(work, "bin"))
     for dtype in ("F32", "F16", "BF16"):
         check_matmul(prog, work, dtype, {"w": "w", "x": "x", "dy": "dy"})
+    # x all F16 subnormals (below 2^-14): dw = x^T dy shows their conversion.
+    check_matmul(prog, work, "F16", {"w": "w", "x": "x", "dy": "dy"}, x_dtype="F16",
+                 x_scale=6e-5)
 
 
 def case_map(primec, src, work):
