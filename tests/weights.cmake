@@ -18,3 +18,14 @@ foreach(case matmul map opt bad fuzz)
                    ${case})
   set_tests_properties(weights/${case} PROPERTIES LABELS run TIMEOUT 300)
 endforeach()
+
+# The same loading and gathering with the MPI backend, 4 processes
+# (the launcher's flags and environment from tests/mpi.cmake).
+if(TARGET prime_rt_mpi AND MPIEXEC_EXECUTABLE)
+  add_test(NAME weights/mpi
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/weights/weights_test.py
+                   $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/weights/mpi
+                   mpi ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
+  set_tests_properties(weights/mpi PROPERTIES LABELS "mpi;run" TIMEOUT 300
+                       ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}")
+endif()

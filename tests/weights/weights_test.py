@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Tests of --weights, --weights-map and --save-grads (docs/weights.md).
 
-usage: weights_test.py PRIMEC SOURCE_DIR WORK_DIR CASE
+usage: weights_test.py PRIMEC SOURCE_DIR WORK_DIR CASE [MPIEXEC FLAGS...]
 
 CASE is one of
   matmul  examples/matmul_square.prime: w (F32, F16, BF16), x and dy
           loaded; --check passes, and the saved gradients equal
           dw = x^T dy and dx = dy w^T computed here in fp64 from the
           values written (so the loaded numbers are the ones used)
+  mpi     the matmul case built with --target mpi and run as 4 processes
+          under MPIEXEC FLAGS... -n 4: the gradients gathered across the
+          processes equal the ones computed here
   map     the same through a --weights-map with HF-style names; an extra
           tensor is a warning
   opt     examples/opt_layer.prime, opt_small_megatron: every weight from
@@ -90,14 +93,17 @@ def fresh(path):
     return path
 
 
-def build(primec, src, model, out):
-    subprocess.run([primec, "build", src, "--model", model, "-o", out], check=True,
+def build(primec, src, model, out, *extra):
+    subprocess.run([primec, "build", src, "--model", model, "-o", out, *extra], check=True,
                    stdout=subprocess.DEVNULL)
     return os.path.join(out, model)
 
 
+LAUNCH = []  # the MPI launcher, for the mpi case
+
+
 def run(prog, *args):
-    return subprocess.run([prog, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.run([*LAUNCH, prog, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
 
 
@@ -179,6 +185,12 @@ def case_matmul(primec, src, work):
     # x all F16 subnormals (below 2^-14): dw = x^T dy shows their conversion.
     check_matmul(prog, work, "F16", {"w": "w", "x": "x", "dy": "dy"}, x_dtype="F16",
                  x_scale=6e-5)
+
+
+def case_mpi(primec, src, work):
+    prog = build(primec, os.path.join(src, "examples/matmul_square.prime"), "matmul_square",
+                 os.path.join(work, "bin"), "--target", "mpi")
+    check_matmul(prog, work, "BF16", {"w": "w", "x": "x", "dy": "dy"})
 
 
 def case_map(primec, src, work):
@@ -319,8 +331,10 @@ def case_fuzz(primec, src, work):
 
 def main():
     primec, src, work, case = sys.argv[1:5]
+    if case == "mpi":
+        LAUNCH.extend(sys.argv[5:] + ["-n", "4"])
     os.makedirs(work, exist_ok=True)
-    {"matmul": case_matmul, "map": case_map, "opt": case_opt, "bad": case_bad,
+    {"matmul": case_matmul, "mpi": case_mpi, "map": case_map, "opt": case_opt, "bad": case_bad,
      "fuzz": case_fuzz}[case](primec, src, work)
     print("ok")
 
