@@ -537,6 +537,42 @@ static int dir_writable(const char *name, const char *dir) {
     return 1;
 }
 
+/* --list-weights, --weights and --save-grads before the run: 0 to run,
+ * -1 when listed (exit 0), or the exit code. */
+static int weights_setup(const PrimeProgram *prog, const Options *opt, float *const *whole,
+                         PrimeWeightNames *names, PrimeGrads *grads) {
+    int rc = 0;
+    if (opt->weights || opt->weights_map || opt->save_grads || opt->list_weights)
+        rc = prime_weight_names(prog, opt->weights_map, names);
+    if (rc == 0 && opt->list_weights) {
+        prime_weights_list(prog, names);
+        return -1;
+    }
+    if (rc == 0 && opt->weights)
+        rc = prime_weights_load(prog, names, opt->weights, whole);
+    if (rc == 0 && opt->save_grads)
+        rc = prime_grads_init(grads, prog, names);
+    if (rc == 0 && opt->save_grads && !dir_writable(prog->name, opt->save_grads))
+        rc = 2;
+    return rc;
+}
+
+/* --save-grads after the run: every rank's block to the root, which
+ * writes the file. */
+static int save_grads(const PrimeProgram *prog, PrimeWorld *world, const Options *opt,
+                      PrimeGrads *grads, const PrimeWeightNames *names, PrimeStatus *run_error) {
+    PrimeStatus shared = prime_world_share(world, grads->buf, sizeof(float) * grads->total);
+    if (shared == PRIME_ERR_TIMEOUT) {
+        *run_error = shared;
+        return say_timeout(prog, world, shared, opt->timeout);
+    }
+    if (shared != PRIME_OK) {
+        fprintf(stderr, "%s: cannot gather the gradients\n", prog->name);
+        return 3;
+    }
+    return prime_world_is_root(world) ? prime_grads_write(grads, prog, names, opt->save_grads) : 0;
+}
+
 static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     Options opt;
     int parsed = parse_options(prog->name, argc, argv, &opt);
@@ -612,18 +648,7 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     PrimeWeightNames names = {0, NULL};
     PrimeGrads grads;
     memset(&grads, 0, sizeof grads);
-    if (opt.weights || opt.weights_map || opt.save_grads || opt.list_weights)
-        rc = prime_weight_names(prog, opt.weights_map, &names);
-    if (rc == 0 && opt.list_weights) {
-        prime_weights_list(prog, &names);
-        rc = -1; /* listed: exit 0 without a run */
-    }
-    if (rc == 0 && opt.weights)
-        rc = prime_weights_load(prog, &names, opt.weights, run.whole);
-    if (rc == 0 && opt.save_grads)
-        rc = prime_grads_init(&grads, prog, &names);
-    if (rc == 0 && opt.save_grads && !dir_writable(prog->name, opt.save_grads))
-        rc = 2;
+    rc = weights_setup(prog, &opt, run.whole, &names, &grads);
     if (rc != 0) {
         if (rc == 3)
             fprintf(stderr, "%s: out of memory\n", prog->name);
@@ -760,18 +785,8 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
         }
     }
 
-    if (rc == 0 && opt.save_grads) {
-        PrimeStatus shared = prime_world_share(world, grads.buf, sizeof(float) * grads.total);
-        if (shared == PRIME_ERR_TIMEOUT) {
-            rc = say_timeout(prog, world, shared, opt.timeout);
-            run_error = shared;
-        } else if (shared != PRIME_OK) {
-            fprintf(stderr, "%s: cannot gather the gradients\n", prog->name);
-            rc = 3;
-        } else if (root) {
-            rc = prime_grads_write(&grads, prog, &names, opt.save_grads);
-        }
-    }
+    if (rc == 0 && opt.save_grads)
+        rc = save_grads(prog, world, &opt, &grads, &names, &run_error);
     prime_weight_names_free(&names);
     prime_grads_free(&grads);
     if (js && run_error != PRIME_OK)

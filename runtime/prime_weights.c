@@ -260,8 +260,6 @@ int prime_weights_load(const PrimeProgram *prog, const PrimeWeightNames *names, 
         if (used)
             free(used[f]);
     }
-    if (rc == 3)
-        fprintf(stderr, "%s: out of memory\n", prog->name);
     free(used);
     free(files);
     return rc;

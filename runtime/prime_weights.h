@@ -18,7 +18,8 @@
  * fills, for the dense reference and to cut each device's tiles from; the
  * loaded weights land there, so the sharded run and the --check reference
  * see the same numbers. Errors are printed with the file they concern;
- * the functions return the driver's exit code (0, or 2 for bad input).
+ * the functions return the driver's exit code (0, 2 for bad input, or 3
+ * out of memory, which the caller reports).
  */
 #ifndef PRIME_WEIGHTS_H
 #define PRIME_WEIGHTS_H
