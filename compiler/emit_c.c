@@ -562,7 +562,8 @@ static int emit_values(Emitter *e) {
     long *elems = calloc((size_t)n + 1, sizeof(long));
     double *scale = calloc((size_t)n + 1, sizeof(double));
     double *tensor_scale = calloc((size_t)m->ntensors + 1, sizeof(double));
-    if (!elems || !scale || !tensor_scale)
+    unsigned char *weight = calloc((size_t)n + 1, 1);
+    if (!elems || !scale || !tensor_scale || !weight)
         ICE("out of memory");
     init_scales(m, tensor_scale);
     for (int t = 0; t < m->ntensors; ++t) {
@@ -572,11 +573,13 @@ static int emit_values(Emitter *e) {
         elems[2 * t] = elems[2 * t + 1] = k;
         scale[2 * t] = tensor_scale[t];
         scale[2 * t + 1] = 1.0;
+        weight[2 * t] = m->tensors[t].role == TENSOR_WEIGHT;
     }
     printer_printf(p, "static const long value_elems[] = {");
-    Printer runs, scales;
+    Printer runs, scales, weights;
     printer_init(&runs);
     printer_init(&scales);
+    printer_init(&weights);
     int nruns = 0, emitted = 0;
     for (int v = 0; v < n;) {
         int best_len = 1;
@@ -591,7 +594,8 @@ static int emit_values(Emitter *e) {
             long reps = 1;
             while (v + (reps + 1) * len <= n &&
                    memcmp(elems + v, elems + v + reps * len, sizeof(long) * (size_t)len) == 0 &&
-                   memcmp(scale + v, scale + v + reps * len, sizeof(double) * (size_t)len) == 0)
+                   memcmp(scale + v, scale + v + reps * len, sizeof(double) * (size_t)len) == 0 &&
+                   memcmp(weight + v, weight + v + reps * len, (size_t)len) == 0)
                 ++reps;
             if (reps >= 2 && reps * len > best_reps * best_len)
                 best_len = len, best_reps = reps;
@@ -599,6 +603,7 @@ static int emit_values(Emitter *e) {
         for (int j = 0; j < best_len; ++j) {
             printer_printf(p, "%s%ld", emitted + j ? ", " : "", elems[v + j]);
             printer_printf(&scales, "%s%.17g", emitted + j ? ", " : "", scale[v + j]);
+            printer_printf(&weights, "%s%d", emitted + j ? ", " : "", weight[v + j]);
         }
         printer_printf(&runs, "{%d, %d, %ld},\n", emitted, best_len, best_reps);
         emitted += best_len;
@@ -611,13 +616,20 @@ static int emit_values(Emitter *e) {
     printer_printf(p, "/* --init fan-in: the scale of each value's U(-1, 1) values. */\n");
     printer_printf(p, "static const double value_scale[] = {%s%s};\n", text, emitted ? "" : "0");
     free(text);
+    text = printer_take(&weights, &len);
+    printer_printf(p, "/* --weights: 1 for each value that is a weight. */\n");
+    printer_printf(p, "static const unsigned char value_weight[] = {%s%s};\n", text,
+                   emitted ? "" : "0");
+    free(text);
     text = printer_take(&runs, &len);
     printer_printf(p, "static const PrimeValueRun value_runs[] = {\n%s};\n\n", text);
     free(text);
     printer_free(&runs);
     printer_free(&scales);
+    printer_free(&weights);
     free(elems);
     free(scale);
+    free(weight);
     free(tensor_scale);
     return nruns;
 }
@@ -799,7 +811,8 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     printer_printf(p,
                    "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
                    "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g, "
-                   "&mesh, %d, %d, runs, %d, %s, %d, value_runs, value_scale, reference_fp64};\n\n",
+                   "&mesh, %d, %d, runs, %d, %s, %d, value_runs, value_scale, reference_fp64, "
+                   "value_weight};\n\n",
                    m->name, ndev, 2 * m->ntensors, runs->nemitted, 4.0, form->predicted_uniform,
                    runs->nruns, truns->nruns, truns->nruns ? "tensor_runs" : "NULL", nvalue_runs);
     printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "

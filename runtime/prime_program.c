@@ -13,16 +13,18 @@
  * so every process exits with the same one.
  *
  * Exit codes: 0 success; 1 --check found a wrong result or counter;
- * 2 a bad command line, an output file that cannot be written (checked
- * before the run and again when written), or a wrong number of MPI
- * processes; 3 an internal or runtime failure (out of memory, a
- * transport error); 4 a device did not answer within --timeout (each
+ * 2 a bad command line, bad weights (docs/weights.md), an output file
+ * that cannot be written (checked before the run and again when
+ * written), or a wrong number of MPI processes; 3 an internal or runtime
+ * failure (out of memory, a transport error); 4 a device did not answer within --timeout (each
  * process prints, for its devices, which rank waited for whom, where).
  * After a timeout with MPI the processes cannot agree on anything: each
  * one that timed out exits with 4 at once and the launcher ends the rest.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "prime_program.h"
+
+#include "prime_weights.h"
 
 #include "prime_progress.h"
 #include "prime_timing.h"
@@ -34,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct Run {
@@ -53,6 +56,7 @@ typedef struct Run {
     int *fill_first;     /* per schedule phase: the first tensor filled after it, or -1 */
     int *fill_next;      /* per tensor: the next one filled after the same phase, or -1 */
     PrimeTiming timing;  /* what the devices spent, per phase and repeat */
+    PrimeGrads *grads;   /* --save-grads, in the last run only: gathered from the stores */
 } Run;
 
 static long elems_of(const long *shape, int ndims) {
@@ -63,7 +67,7 @@ static long elems_of(const long *shape, int ndims) {
 }
 
 /* Offsets of tile `id` in the whole tensor (row-major over its dims). */
-static void tile_offset(const PrimeTensorDesc *t, long id, long *off) {
+void prime_tile_offset(const PrimeTensorDesc *t, long id, long *off) {
     for (int x = t->ndims - 1; x >= 0; --x) {
         off[x] = (id % t->nslices[x]) * t->tile[x];
         id /= t->nslices[x];
@@ -71,12 +75,12 @@ static void tile_offset(const PrimeTensorDesc *t, long id, long *off) {
 }
 
 /* How many tiles a layout gives a rank, and the i-th one. */
-static int layout_count(const PrimeLayout *l, int rank) {
+int prime_layout_count(const PrimeLayout *l, int rank) {
     return l->form ? l->form->count : l->count[rank];
 }
 
-static void layout_tile(const PrimeProgram *prog, const PrimeLayout *l, int rank, int i, long *tile,
-                        int *slot) {
+void prime_layout_tile(const PrimeProgram *prog, const PrimeLayout *l, int rank, int i, long *tile,
+                       int *slot) {
     if (l->form) {
         prime_layout_form_tile(l->form, prog->mesh, rank, i, tile, slot);
     } else {
@@ -90,11 +94,11 @@ static void fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
     const int rank = prime_dev_rank(dev);
     PrimeStore *st = &run->stores[rank];
     static const long zero[PRIME_MAX_DIMS] = {0};
-    for (int i = 0; i < layout_count(&t->fill_layout, rank); ++i) {
+    for (int i = 0; i < prime_layout_count(&t->fill_layout, rank); ++i) {
         long off[PRIME_MAX_DIMS], id;
         int s;
-        layout_tile(run->prog, &t->fill_layout, rank, i, &id, &s);
-        tile_offset(t, id, off);
+        prime_layout_tile(run->prog, &t->fill_layout, rank, i, &id, &s);
+        prime_tile_offset(t, id, off);
         float *slot = st->slots[tensor][s];
         prime_copy_box(t->ndims, t->tile, run->whole[t->value], t->shape, off, slot, t->tile, zero);
     }
@@ -124,6 +128,8 @@ static void rank_main(PrimeDev *dev, void *arg) {
     }
     if (st == PRIME_OK && run->check)
         check_rank(dev, run);
+    if (st == PRIME_OK && run->grads)
+        prime_grads_collect(run->grads, prog, rank, &run->stores[rank]);
     prime_store_release(dev, &run->stores[rank]);
     run->status[rank] = st;
 }
@@ -256,11 +262,11 @@ static void check_rank(PrimeDev *dev, Run *run) {
         double scale = run->scale64[tensor], worst = 0;
         const double *ref = run->ref64[t->value];
         unsigned char *seen = run->seen + (size_t)rank * run->seen_stride + run->seen_off[tensor];
-        for (int i = 0; i < layout_count(&t->final_layout, rank); ++i) {
+        for (int i = 0; i < prime_layout_count(&t->final_layout, rank); ++i) {
             long id, off[PRIME_MAX_DIMS];
             int s;
-            layout_tile(prog, &t->final_layout, rank, i, &id, &s);
-            tile_offset(t, id, off);
+            prime_layout_tile(prog, &t->final_layout, rank, i, &id, &s);
+            prime_tile_offset(t, id, off);
             const float *slot = run->stores[rank].slots[tensor][s];
             if (!slot)
                 continue;
@@ -280,7 +286,8 @@ static void check_rank(PrimeDev *dev, Run *run) {
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--check] [--seed N] [--init fan-in|uniform] [--trace FILE] [--json FILE] "
-            "[--repeat N] [--timeout SECONDS]\n",
+            "[--repeat N] [--timeout SECONDS] [--weights DIR] [--weights-map FILE] "
+            "[--save-grads DIR] [--list-weights]\n",
             argv0);
 }
 
@@ -293,6 +300,10 @@ typedef struct Options {
     int fan_in;     /* --init fan-in (1, the default) or uniform (0) */
     const char *trace;
     const char *json;
+    const char *weights;     /* --weights DIR */
+    const char *weights_map; /* --weights-map FILE */
+    const char *save_grads;  /* --save-grads DIR */
+    int list_weights;        /* --list-weights */
 } Options;
 
 /* Longest --timeout accepted: about 31 years. */
@@ -334,9 +345,11 @@ static int parse_options(const char *name, int argc, char **argv, Options *o) {
         const char *opt = argv[i];
         int takes_value = strcmp(opt, "--seed") == 0 || strcmp(opt, "--trace") == 0 ||
                           strcmp(opt, "--json") == 0 || strcmp(opt, "--repeat") == 0 ||
-                          strcmp(opt, "--timeout") == 0 || strcmp(opt, "--init") == 0;
-        if (strcmp(opt, "--check") == 0) {
-            o->check = 1;
+                          strcmp(opt, "--timeout") == 0 || strcmp(opt, "--init") == 0 ||
+                          strcmp(opt, "--weights") == 0 || strcmp(opt, "--weights-map") == 0 ||
+                          strcmp(opt, "--save-grads") == 0;
+        if (strcmp(opt, "--check") == 0 || strcmp(opt, "--list-weights") == 0) {
+            *(strcmp(opt, "--check") == 0 ? &o->check : &o->list_weights) = 1;
             continue;
         }
         if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
@@ -361,6 +374,15 @@ static int parse_options(const char *name, int argc, char **argv, Options *o) {
                 return 2;
             }
             *(strcmp(opt, "--trace") == 0 ? &o->trace : &o->json) = val;
+        } else if (strcmp(opt, "--weights") == 0 || strcmp(opt, "--weights-map") == 0 ||
+                   strcmp(opt, "--save-grads") == 0) {
+            if (!*val) {
+                fprintf(stderr, "%s: option '%s' needs a path\n", name, opt);
+                return 2;
+            }
+            *(strcmp(opt, "--weights") == 0      ? &o->weights
+              : strcmp(opt, "--save-grads") == 0 ? &o->save_grads
+                                                 : &o->weights_map) = val;
         } else if (strcmp(opt, "--init") == 0) {
             if (strcmp(val, "fan-in") == 0 || strcmp(val, "uniform") == 0) {
                 o->fan_in = strcmp(val, "fan-in") == 0;
@@ -455,10 +477,11 @@ static PrimeTensorDesc *expand_tensors(const PrimeProgram *prog, char ***names) 
 
 /* Every value's element count (and init scale, into *scale) of a
  * program whose values come in runs. */
-static long *expand_values(const PrimeProgram *prog, double **scale) {
+static long *expand_values(const PrimeProgram *prog, double **scale, unsigned char **weight) {
     long *all = calloc((size_t)prog->nvalues + 1, sizeof(long));
     *scale = calloc((size_t)prog->nvalues + 1, sizeof(double));
-    if (!all || !*scale) {
+    *weight = calloc((size_t)prog->nvalues + 1, 1);
+    if (!all || !*scale || !*weight) {
         free(all);
         return NULL;
     }
@@ -472,6 +495,7 @@ static long *expand_values(const PrimeProgram *prog, double **scale) {
                     return NULL;
                 }
                 (*scale)[k] = prog->value_scale ? prog->value_scale[vr->first + j] : 1.0;
+                (*weight)[k] = prog->value_weight ? prog->value_weight[vr->first + j] : 0;
                 all[k++] = prog->value_elems[vr->first + j];
             }
     }
@@ -489,7 +513,8 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
     char **names = NULL;
     PrimeTensorDesc *all = prog->tensor_runs ? expand_tensors(prog, &names) : NULL;
     double *scales = NULL;
-    long *elems = prog->value_runs ? expand_values(prog, &scales) : NULL;
+    unsigned char *weights = NULL;
+    long *elems = prog->value_runs ? expand_values(prog, &scales, &weights) : NULL;
     int rc = 3;
     if ((all || !prog->tensor_runs) && (elems || !prog->value_runs)) {
         if (all)
@@ -497,6 +522,7 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
         if (elems) {
             full.value_elems = elems;
             full.value_scale = scales;
+            full.value_weight = weights;
         }
         rc = run_program(&full, argc, argv);
     } else {
@@ -504,11 +530,80 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
     }
     free(elems);
     free(scales);
+    free(weights);
     for (int t = 0; names && t < prog->ntensors; ++t)
         free(names[t]);
     free(names);
     free(all);
     return rc;
+}
+
+static void run_free(Run *run) {
+    free(run->seen);
+    free(run->seen_off);
+    free(run->fill_first);
+    free(run->fill_next);
+    prime_timing_free(&run->timing);
+    free(run->err);
+    for (int v = 0; v < run->prog->nvalues; ++v) {
+        free(run->whole[v]);
+        free(run->ref[v]);
+        if (run->ref64)
+            free(run->ref64[v]);
+    }
+    free(run->ref64);
+    free(run->scale64);
+    free(run->err32);
+    free(run->whole);
+    free(run->ref);
+    free(run->stores);
+    free(run->status);
+}
+
+/* Whether dir is a directory this process may write in. */
+static int dir_writable(const char *name, const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK) != 0) {
+        fprintf(stderr, "%s: --save-grads needs a writable directory, not '%s'\n", name, dir);
+        return 0;
+    }
+    return 1;
+}
+
+/* --list-weights, --weights and --save-grads before the run: 0 to run,
+ * -1 when listed (exit 0), or the exit code. */
+static int weights_setup(const PrimeProgram *prog, const Options *opt, float *const *whole,
+                         PrimeWeightNames *names, PrimeGrads *grads) {
+    int rc = 0;
+    if (opt->weights || opt->weights_map || opt->save_grads || opt->list_weights)
+        rc = prime_weight_names(prog, opt->weights_map, names);
+    if (rc == 0 && opt->list_weights) {
+        prime_weights_list(prog, names);
+        return -1;
+    }
+    if (rc == 0 && opt->weights)
+        rc = prime_weights_load(prog, names, opt->weights, whole);
+    if (rc == 0 && opt->save_grads)
+        rc = prime_grads_init(grads, prog, names);
+    if (rc == 0 && opt->save_grads && !dir_writable(prog->name, opt->save_grads))
+        rc = 2;
+    return rc;
+}
+
+/* --save-grads after the run: every rank's block to the root, which
+ * writes the file. */
+static int save_grads(const PrimeProgram *prog, PrimeWorld *world, const Options *opt,
+                      PrimeGrads *grads, const PrimeWeightNames *names, PrimeStatus *run_error) {
+    PrimeStatus shared = prime_world_share(world, grads->buf, sizeof(float) * grads->total);
+    if (shared == PRIME_ERR_TIMEOUT) {
+        *run_error = shared;
+        return say_timeout(prog, world, shared, opt->timeout);
+    }
+    if (shared != PRIME_OK) {
+        fprintf(stderr, "%s: cannot gather the gradients\n", prog->name);
+        return 3;
+    }
+    return prime_world_is_root(world) ? prime_grads_write(grads, prog, names, opt->save_grads) : 0;
 }
 
 static int run_program(const PrimeProgram *prog, int argc, char **argv) {
@@ -582,10 +677,28 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
             double sc = fan_in && prog->value_scale ? prog->value_scale[v] : 1.0;
             for (size_t i = 0; sc != 1.0 && i < n; ++i)
                 run.whole[v][i] = (float)(run.whole[v][i] * sc);
-            memcpy(ref[v], run.whole[v], n * sizeof(float));
-            for (size_t i = 0; check && i < n; ++i)
-                run.ref64[v][i] = run.whole[v][i];
         }
+    }
+    /* Loaded weights replace the random ones before the reference's copy. */
+    PrimeWeightNames names = {0, NULL};
+    PrimeGrads grads;
+    memset(&grads, 0, sizeof grads);
+    rc = weights_setup(prog, &opt, run.whole, &names, &grads);
+    if (rc != 0) {
+        if (rc == 3)
+            fprintf(stderr, "%s: out of memory\n", prog->name);
+        prime_weight_names_free(&names);
+        prime_grads_free(&grads);
+        free(filled);
+        run_free(&run);
+        return rc < 0 ? 0 : rc;
+    }
+    for (int v = 0; v < prog->nvalues; ++v) {
+        if (!filled[v])
+            continue;
+        memcpy(ref[v], run.whole[v], (size_t)prog->value_elems[v] * sizeof(float));
+        for (long i = 0; check && i < prog->value_elems[v]; ++i)
+            run.ref64[v][i] = run.whole[v][i];
     }
     free(filled);
     if (check)
@@ -657,6 +770,7 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
             prime_world_reset_counters(world);
             prime_world_enable_trace(world, trace != NULL);
             run.check = check;
+            run.grads = opt.save_grads ? &grads : NULL;
         }
         /* With MPI, no device may start unless every process can. */
         int not_ready = !stores_init(&run);
@@ -713,6 +827,10 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
         }
     }
 
+    if (rc == 0 && opt.save_grads)
+        rc = save_grads(prog, world, &opt, &grads, &names, &run_error);
+    prime_weight_names_free(&names);
+    prime_grads_free(&grads);
     if (js && run_error != PRIME_OK)
         fprintf(js, "{\"program\": \"%s\", \"devices\": %d, \"error\": \"%s\"}\n", prog->name,
                 prog->ndev, prime_status_name(run_error));
@@ -821,24 +939,6 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
         say_timeout(prog, world, PRIME_ERR_TIMEOUT, opt.timeout);
     rc = agreed;
     prime_world_destroy(world);
-    free(run.seen);
-    free(run.seen_off);
-    free(run.fill_first);
-    free(run.fill_next);
-    prime_timing_free(&run.timing);
-    free(run.err);
-    for (int v = 0; v < prog->nvalues; ++v) {
-        free(run.whole[v]);
-        free(ref[v]);
-        if (run.ref64)
-            free(run.ref64[v]);
-    }
-    free(run.ref64);
-    free(run.scale64);
-    free(run.err32);
-    free(run.whole);
-    free(ref);
-    free(run.stores);
-    free(run.status);
+    run_free(&run);
     return rc;
 }

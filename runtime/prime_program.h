@@ -26,6 +26,14 @@
  *                   inputs and weights U(-1, 1), weights scaled to variance
  *                   1 / fan-in as real initialisations are (default), or
  *                   all U(-1, 1)
+ *   --weights DIR   load the weights (and any input found) from DIR's
+ *                   *.safetensors files (docs/weights.md)
+ *   --weights-map FILE
+ *                   lines `prime_name safetensors_name` naming them
+ *   --save-grads DIR
+ *                   write the gradients to DIR/grads.safetensors
+ *   --list-weights  print the weights and inputs --weights reads (name,
+ *                   safetensors name, shape) and exit
  */
 #ifndef PRIME_PROGRAM_H
 #define PRIME_PROGRAM_H
@@ -140,6 +148,9 @@ typedef struct PrimeProgram {
      * values under --init fan-in (1 for what is not a weight). */
     const double *value_scale;
     PrimeReference64Fn reference64;
+    /* Per entry of value_elems: 1 for a weight (what --weights must
+     * give), 0 for the rest; NULL: no weights. */
+    const unsigned char *value_weight;
 } PrimeProgram;
 
 int prime_program_main(const PrimeProgram *program, int argc, char **argv);

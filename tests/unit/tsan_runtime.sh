@@ -24,11 +24,11 @@ printf 'int main(void) { return 0; }\n' >"$out/probe.c"
 "$cc" -fsanitize=thread "$out/probe.c" -o "$out/probe" 2>"$out/probe.err" ||
     skip "$cc cannot build with -fsanitize=thread: $(head -1 "$out/probe.err")"
 "$out/probe" 2>"$out/probe.err" || skip "TSan programs do not run here: $(head -1 "$out/probe.err")"
-pkg-config --exists openblas cmocka || skip "pkg-config finds no openblas or cmocka"
+pkg-config --exists openblas cmocka jansson || skip "pkg-config finds no openblas, cmocka or jansson"
 
-flags="-std=c11 -g -O1 -fsanitize=thread -I$src/runtime $(pkg-config --cflags openblas cmocka)"
-libs="$(pkg-config --libs openblas cmocka) -lpthread -lm"
-rt="abi.c collective.c device.c kernels.c prime_form.c prime_program.c prime_sched.c prime_timing.c progress.c trace.c world_threads.c transport_threads.c"
+flags="-std=c11 -g -O1 -fsanitize=thread -I$src/runtime $(pkg-config --cflags openblas cmocka jansson)"
+libs="$(pkg-config --libs openblas cmocka jansson) -lpthread -lm"
+rt="abi.c collective.c device.c kernels.c prime_form.c prime_program.c prime_sched.c prime_timing.c prime_weights.c progress.c safetensors.c trace.c world_threads.c transport_threads.c"
 objs=""
 for f in $rt; do
     o="$out/${f%.c}.o"

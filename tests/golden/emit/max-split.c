@@ -18,6 +18,8 @@ enum { T_m = 0, T_x = 1, T_dm = 2, T_dx = 3, TENSOR_COUNT = 4 };
 static const long value_elems[] = {32, 4};
 /* --init fan-in: the scale of each value's U(-1, 1) values. */
 static const double value_scale[] = {1, 1};
+/* --weights: 1 for each value that is a weight. */
+static const unsigned char value_weight[] = {0, 0};
 static const PrimeValueRun value_runs[] = {
     {0, 1, 2},
     {1, 1, 2},
@@ -310,7 +312,8 @@ static const PrimeProgram program = {"m",
                                      2,
                                      value_runs,
                                      value_scale,
-                                     reference_fp64};
+                                     reference_fp64,
+                                     value_weight};
 
 int main(int argc, char **argv) {
     return prime_program_main(&program, argc, argv);

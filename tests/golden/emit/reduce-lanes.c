@@ -33,6 +33,8 @@ enum {
 static const long value_elems[] = {128, 48, 4};
 /* --init fan-in: the scale of each value's U(-1, 1) values. */
 static const double value_scale[] = {1, 1, 1};
+/* --weights: 1 for each value that is a weight. */
+static const unsigned char value_weight[] = {0, 0, 0};
 static const PrimeValueRun value_runs[] = {
     {0, 1, 2},
     {1, 1, 2},
@@ -785,7 +787,8 @@ static const PrimeProgram program = {"m",
                                      3,
                                      value_runs,
                                      value_scale,
-                                     reference_fp64};
+                                     reference_fp64,
+                                     value_weight};
 
 int main(int argc, char **argv) {
     return prime_program_main(&program, argc, argv);

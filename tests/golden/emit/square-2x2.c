@@ -18,6 +18,8 @@ enum { T_y = 0, T_x = 1, T_w = 2, T_dy = 3, T_dx = 4, T_dw = 5, TENSOR_COUNT = 6
 static const long value_elems[] = {32, 24, 24, 48};
 /* --init fan-in: the scale of each value's U(-1, 1) values. */
 static const double value_scale[] = {1, 0.8660254037844386, 1, 1};
+/* --weights: 1 for each value that is a weight. */
+static const unsigned char value_weight[] = {0, 1, 0, 0};
 static const PrimeValueRun value_runs[] = {
     {0, 1, 2},
     {1, 1, 1},
@@ -473,7 +475,8 @@ static const PrimeProgram program = {"m",
                                      4,
                                      value_runs,
                                      value_scale,
-                                     reference_fp64};
+                                     reference_fp64,
+                                     value_weight};
 
 int main(int argc, char **argv) {
     return prime_program_main(&program, argc, argv);

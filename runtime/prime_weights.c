@@ -1,0 +1,360 @@
+/*
+ * prime_weights.c — --weights, --weights-map and --save-grads of an
+ * emitted program (prime_weights.h, docs/weights.md).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "prime_weights.h"
+
+#include "safetensors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static long elems_of(const long *shape, int ndims) {
+    long n = 1;
+    for (int i = 0; i < ndims; ++i)
+        n *= shape[i];
+    return n;
+}
+
+static int is_weight(const PrimeProgram *prog, int v) {
+    return prog->value_weight && prog->value_weight[v];
+}
+
+/* The program's name of value v: its first filled tensor's. */
+static const char *own_name(const PrimeProgram *prog, int v) {
+    for (int t = 0; t < prog->ntensors; ++t)
+        if (prog->tensors[t].value == v && prog->tensors[t].fill_after >= 0)
+            return prog->tensors[t].name;
+    return "";
+}
+
+/* Reads `prime_name safetensors_name` lines into names. */
+static int read_map(const PrimeProgram *prog, const char *path, PrimeWeightNames *names) {
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        fprintf(stderr, "%s: cannot read '%s': %s\n", prog->name, path, strerror(errno));
+        return 2;
+    }
+    char line[1024];
+    int rc = 0;
+    for (int lineno = 1; rc == 0 && fgets(line, sizeof line, in); ++lineno) {
+        char a[512], b[512], extra[2];
+        int k = sscanf(line, " %511s %511s %1s", a, b, extra);
+        if (k <= 0 || a[0] == '#')
+            continue;
+        if (k != 2) {
+            fprintf(stderr, "%s:%d:1: error: expected `prime_name safetensors_name`\n", path,
+                    lineno);
+            rc = 2;
+            break;
+        }
+        int v = 0;
+        while (v < names->nvalues && !(names->name[v] && strcmp(own_name(prog, v), a) == 0))
+            ++v;
+        if (v == names->nvalues) {
+            fprintf(stderr, "%s:%d:1: error: '%s' is no weight or input of %s\n", path, lineno, a,
+                    prog->name);
+            rc = 2;
+        } else {
+            char *dup = strdup(b);
+            if (!dup) {
+                rc = 3;
+                break;
+            }
+            free(names->name[v]);
+            names->name[v] = dup;
+        }
+    }
+    fclose(in);
+    return rc;
+}
+
+int prime_weight_names(const PrimeProgram *prog, const char *map_file, PrimeWeightNames *out) {
+    out->nvalues = prog->nvalues;
+    out->name = calloc((size_t)prog->nvalues + 1, sizeof(char *));
+    if (!out->name)
+        return 3;
+    for (int t = 0; t < prog->ntensors; ++t) {
+        const PrimeTensorDesc *d = &prog->tensors[t];
+        if (d->fill_after < 0 || d->value < 0 || d->value >= prog->nvalues || out->name[d->value])
+            continue;
+        if (!(out->name[d->value] = strdup(d->name)))
+            return 3;
+    }
+    /* The map names by the program's names: read it once all are known. */
+    return map_file ? read_map(prog, map_file, out) : 0;
+}
+
+void prime_weight_names_free(PrimeWeightNames *n) {
+    for (int v = 0; n->name && v < n->nvalues; ++v)
+        free(n->name[v]);
+    free(n->name);
+    n->name = NULL;
+}
+
+void prime_weights_list(const PrimeProgram *prog, const PrimeWeightNames *names) {
+    for (int v = 0; v < prog->nvalues; ++v) {
+        if (!names->name[v])
+            continue;
+        const char *own = own_name(prog, v);
+        const PrimeTensorDesc *d = NULL;
+        for (int t = 0; t < prog->ntensors && !d; ++t)
+            if (prog->tensors[t].value == v && prog->tensors[t].fill_after >= 0)
+                d = &prog->tensors[t];
+        printf("%s %s %s [", is_weight(prog, v) ? "weight" : "input", own, names->name[v]);
+        for (int x = 0; x < d->ndims; ++x)
+            printf("%s%ld", x ? ", " : "", d->shape[x]);
+        printf("]\n");
+    }
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The *.safetensors files of dir, opened, in name order. */
+static int open_dir(const PrimeProgram *prog, const char *dir, PrimeStFile **files, int *nfiles) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "%s: cannot read the weights directory '%s': %s\n", prog->name, dir,
+                strerror(errno));
+        return 2;
+    }
+    char **paths = NULL;
+    int n = 0, cap = 0, rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        size_t k = strlen(e->d_name), suf = strlen(".safetensors");
+        if (k <= suf || strcmp(e->d_name + k - suf, ".safetensors") != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **grown = realloc(paths, sizeof(char *) * (size_t)cap);
+            if (!grown) {
+                rc = 3;
+                break;
+            }
+            paths = grown;
+        }
+        paths[n] = malloc(strlen(dir) + k + 2);
+        if (!paths[n]) {
+            rc = 3;
+            break;
+        }
+        sprintf(paths[n++], "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (rc == 0 && n == 0) {
+        fprintf(stderr, "%s: no .safetensors file in '%s'\n", prog->name, dir);
+        rc = 2;
+    }
+    if (n)
+        qsort(paths, (size_t)n, sizeof(char *), cmp_str);
+    *files = rc == 0 ? calloc((size_t)n, sizeof **files) : NULL;
+    if (rc == 0 && !*files)
+        rc = 3;
+    for (int i = 0; i < n && rc == 0; ++i) {
+        char err[512];
+        if (prime_st_open(paths[i], &(*files)[i], err, sizeof err) != 0) {
+            fprintf(stderr, "%s: error: %s\n", paths[i], err);
+            rc = 2;
+        }
+        *nfiles = i + 1;
+    }
+    for (int i = 0; i < n; ++i)
+        free(paths[i]);
+    free(paths);
+    return rc;
+}
+
+static void print_shape(const long *shape, int ndims) {
+    fprintf(stderr, "[");
+    for (int x = 0; x < ndims; ++x)
+        fprintf(stderr, "%s%ld", x ? ", " : "", shape[x]);
+    fprintf(stderr, "]");
+}
+
+/* The file tensor named `name`, or NULL; *dup when two files hold it. */
+static const PrimeStTensor *find(PrimeStFile *files, int nfiles, const char *name, int *dup,
+                                 unsigned char **used) {
+    const PrimeStTensor *hit = NULL;
+    for (int f = 0; f < nfiles; ++f)
+        for (int i = 0; i < files[f].ntensors; ++i)
+            if (strcmp(files[f].tensors[i].name, name) == 0) {
+                *dup |= hit != NULL;
+                hit = &files[f].tensors[i];
+                used[f][i] = 1;
+            }
+    return hit;
+}
+
+/* Matches the values with the files' tensors and copies them in. */
+static int load_values(const PrimeProgram *prog, const PrimeWeightNames *names, PrimeStFile *files,
+                       int nfiles, unsigned char **used, float *const *whole) {
+    int rc = 0;
+    for (int v = 0; v < prog->nvalues; ++v) {
+        if (!names->name[v])
+            continue;
+        const PrimeTensorDesc *d = NULL;
+        for (int t = 0; t < prog->ntensors && !d; ++t)
+            if (prog->tensors[t].value == v && prog->tensors[t].fill_after >= 0)
+                d = &prog->tensors[t];
+        int dup = 0;
+        const PrimeStTensor *st = find(files, nfiles, names->name[v], &dup, used);
+        const char *kind = is_weight(prog, v) ? "weight" : "input";
+        if (!st) {
+            if (is_weight(prog, v)) {
+                fprintf(stderr, "%s: error: weight '%s' is missing from the files\n", prog->name,
+                        names->name[v]);
+                rc = 2;
+            }
+            continue;
+        }
+        int same = st->ndims == d->ndims;
+        for (int x = 0; same && x < d->ndims; ++x)
+            same = st->shape[x] == d->shape[x];
+        if (dup) {
+            fprintf(stderr, "%s: error: %s '%s' is in more than one file\n", prog->name, kind,
+                    names->name[v]);
+            rc = 2;
+        } else if (!same) {
+            fprintf(stderr, "%s: error: %s '%s' has shape ", prog->name, kind, names->name[v]);
+            print_shape(st->shape, st->ndims);
+            fprintf(stderr, " (%s) in the file; %s needs ", prime_st_dtype_name(st->dtype),
+                    d->name);
+            print_shape(d->shape, d->ndims);
+            fprintf(stderr, "\n");
+            rc = 2;
+        } else if (rc == 0) {
+            prime_st_read_f32(st, 0, (size_t)elems_of(d->shape, d->ndims), whole[v]);
+        }
+    }
+    return rc;
+}
+
+int prime_weights_load(const PrimeProgram *prog, const PrimeWeightNames *names, const char *dir,
+                       float *const *whole) {
+    PrimeStFile *files = NULL;
+    int nfiles = 0;
+    int rc = open_dir(prog, dir, &files, &nfiles);
+    unsigned char **used = rc == 0 ? calloc((size_t)nfiles, sizeof *used) : NULL;
+    if (rc == 0 && !used)
+        rc = 3;
+    for (int f = 0; rc == 0 && f < nfiles; ++f)
+        if (!(used[f] = calloc((size_t)files[f].ntensors + 1, 1)))
+            rc = 3;
+    if (rc == 0)
+        rc = load_values(prog, names, files, nfiles, used, whole);
+    /* Tensors of the files the program has no use for: a warning (a
+     * checkpoint often holds more than one model's part). */
+    for (int f = 0; rc == 0 && f < nfiles; ++f)
+        for (int i = 0; i < files[f].ntensors; ++i)
+            if (!used[f][i])
+                fprintf(stderr, "%s: warning: '%s' in the weights is no weight or input of %s\n",
+                        prog->name, files[f].tensors[i].name, prog->name);
+    for (int f = 0; f < nfiles; ++f) {
+        prime_st_close(&files[f]);
+        if (used)
+            free(used[f]);
+    }
+    free(used);
+    free(files);
+    return rc;
+}
+
+int prime_grads_init(PrimeGrads *g, const PrimeProgram *prog, const PrimeWeightNames *names) {
+    memset(g, 0, sizeof *g);
+    size_t n = (size_t)prog->nvalues + 1;
+    g->value = calloc(n, sizeof(int));
+    g->tensor = calloc(n, sizeof(int));
+    g->off = calloc(n, sizeof(size_t));
+    if (!g->value || !g->tensor || !g->off)
+        return 3;
+    /* Value 2t is model tensor t, 2t + 1 its gradient (emit_c.c). */
+    for (int v = 0; v + 1 < prog->nvalues; v += 2) {
+        if (!names->name[v])
+            continue;
+        int grad = -1;
+        for (int t = 0; t < prog->ntensors && grad < 0; ++t)
+            if (prog->tensors[t].value == v + 1 && prog->tensors[t].check)
+                grad = t;
+        if (grad < 0)
+            continue;
+        g->value[g->n] = v;
+        g->tensor[g->n] = grad;
+        g->off[g->n++] = g->total;
+        g->total += (size_t)prog->value_elems[v + 1];
+    }
+    g->buf = calloc((size_t)prog->ndev * g->total + 1, sizeof(float));
+    return g->buf ? 0 : 3;
+}
+
+void prime_grads_free(PrimeGrads *g) {
+    free(g->value);
+    free(g->tensor);
+    free(g->off);
+    free(g->buf);
+    memset(g, 0, sizeof *g);
+}
+
+/* With st: copies the tiles of gradient i that rank holds at the end
+ * from its store into its block; without: from its block into dense. */
+static void copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int i, int rank,
+                       const PrimeStore *st, float *dense) {
+    const PrimeTensorDesc *t = &prog->tensors[g->tensor[i]];
+    static const long zero[PRIME_MAX_DIMS] = {0};
+    const float *block = g->buf + (size_t)rank * g->total + g->off[i];
+    for (int k = 0; k < prime_layout_count(&t->final_layout, rank); ++k) {
+        long id, off[PRIME_MAX_DIMS];
+        int s;
+        prime_layout_tile(prog, &t->final_layout, rank, k, &id, &s);
+        prime_tile_offset(t, id, off);
+        if (st) {
+            const float *slot = st->slots[g->tensor[i]][s];
+            if (slot)
+                prime_copy_box(t->ndims, t->tile, slot, t->tile, zero,
+                               g->buf + (size_t)rank * g->total + g->off[i], t->shape, off);
+        } else {
+            prime_copy_box(t->ndims, t->tile, block, t->shape, off, dense, t->shape, off);
+        }
+    }
+}
+
+void prime_grads_collect(PrimeGrads *g, const PrimeProgram *prog, int rank, const PrimeStore *st) {
+    for (int i = 0; i < g->n; ++i)
+        copy_tiles(g, prog, i, rank, st, NULL);
+}
+
+int prime_grads_write(const PrimeGrads *g, const PrimeProgram *prog, const PrimeWeightNames *names,
+                      const char *dir) {
+    PrimeStOut *out = calloc((size_t)g->n + 1, sizeof *out);
+    float *dense = calloc(g->total + 1, sizeof(float));
+    char *path = malloc(strlen(dir) + sizeof "/grads.safetensors");
+    int rc = out && dense && path ? 0 : 3;
+    for (int i = 0; rc == 0 && i < g->n; ++i) {
+        const PrimeTensorDesc *t = &prog->tensors[g->tensor[i]];
+        for (int r = 0; r < prog->ndev; ++r)
+            copy_tiles(g, prog, i, r, NULL, dense + g->off[i]);
+        out[i].name = names->name[g->value[i]];
+        out[i].ndims = t->ndims;
+        out[i].shape = t->shape;
+        out[i].data = dense + g->off[i];
+    }
+    char err[512];
+    if (rc == 0) {
+        sprintf(path, "%s/grads.safetensors", dir);
+        if (prime_st_write(path, out, g->n, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: cannot write '%s': %s\n", prog->name, path, err);
+            rc = 2;
+        }
+    } else {
+        fprintf(stderr, "%s: out of memory\n", prog->name);
+    }
+    free(out);
+    free(dense);
+    free(path);
+    return rc;
+}

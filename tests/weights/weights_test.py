@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""Tests of --weights, --weights-map and --save-grads (docs/weights.md).
+
+usage: weights_test.py PRIMEC SOURCE_DIR WORK_DIR CASE [MPIEXEC FLAGS...]
+
+CASE is one of
+  matmul  examples/matmul_square.prime: w (F32, F16, BF16), x and dy
+          loaded; --check passes, and the saved gradients equal
+          dw = x^T dy and dx = dy w^T computed here in fp64 from the
+          values written (so the loaded numbers are the ones used)
+  mpi     the matmul case built with --target mpi and run as 4 processes
+          under MPIEXEC FLAGS... -n 4: the gradients gathered across the
+          processes equal the ones computed here
+  map     the same through a --weights-map with HF-style names; an extra
+          tensor is a warning
+  opt     examples/opt_layer.prime, opt_small_megatron: every weight from
+          --list-weights written in BF16, --check passes, the gradients
+          file holds every weight's gradient, and other weights give other
+          gradients
+  bad     bad files and maps: exit code 2 and the message
+  fuzz    every truncation of a small file and seeded byte flips of its
+          header: exit code 0 or 2, never a crash
+
+The safetensors files are written here with struct and json only.
+"""
+
+import json
+import math
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+
+DTYPE_SIZE = {"F32": 4, "F16": 2, "BF16": 2}
+
+
+def encode(dtype, vals):
+    """The little-endian bytes of vals in dtype, and the values they hold."""
+    if dtype == "F32":
+        raw = struct.pack("<%df" % len(vals), *vals)
+        return raw, list(struct.unpack("<%df" % len(vals), raw))
+    if dtype == "F16":
+        raw = struct.pack("<%de" % len(vals), *vals)
+        return raw, list(struct.unpack("<%de" % len(vals), raw))
+    # BF16: the top half of the fp32 bits (truncated).
+    bits = struct.unpack("<%dI" % len(vals), struct.pack("<%df" % len(vals), *vals))
+    top = [b >> 16 for b in bits]
+    raw = struct.pack("<%dH" % len(top), *top)
+    back = struct.unpack("<%df" % len(top), struct.pack("<%dI" % len(top), *[t << 16 for t in top]))
+    return raw, list(back)
+
+
+def safetensors_bytes(tensors, metadata=None):
+    """tensors: list of (name, dtype, shape, vals). Returns (bytes, held
+    values per name)."""
+    header, data, held = {}, b"", {}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, vals in tensors:
+        raw, back = encode(dtype, vals)
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+        held[name] = back
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data, held
+
+
+def read_safetensors(path):
+    """name -> (shape, values) of an F32 file."""
+    blob = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        assert e["dtype"] == "F32", e
+        b, end = e["data_offsets"]
+        count = end - b
+        assert count == 4 * math.prod(e["shape"]), (name, e)
+        vals = struct.unpack("<%df" % (count // 4), blob[8 + n + b:8 + n + end])
+        out[name] = (e["shape"], list(vals))
+    return out
+
+
+def fresh(path):
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def build(primec, src, model, out, *extra):
+    subprocess.run([primec, "build", src, "--model", model, "-o", out, *extra], check=True,
+                   stdout=subprocess.DEVNULL)
+    return os.path.join(out, model)
+
+
+LAUNCH = []  # the MPI launcher, for the mpi case
+
+
+def run(prog, *args):
+    return subprocess.run([*LAUNCH, prog, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def rand(rng, n, scale=1.0):
+    return [rng.uniform(-scale, scale) for _ in range(n)]
+
+
+def close(got, want, what):
+    scale = max(1e-30, max(abs(v) for v in want))
+    err = max(abs(a - b) for a, b in zip(got, want)) / scale
+    if len(got) != len(want) or not err < 1e-5:
+        fail("%s: relative error %.3e" % (what, err))
+    print("%s: relative error %.3e ok" % (what, err))
+
+
+M, K, N = 96, 64, 80
+
+
+def matmul_grads(x, w, dy):
+    """dw = x^T dy [K, N] and dx = dy w^T [M, K], row-major, in fp64."""
+    dw = [0.0] * (K * N)
+    for i in range(M):
+        xi, di = x[i * K:(i + 1) * K], dy[i * N:(i + 1) * N]
+        for a in range(K):
+            xa = xi[a]
+            row = a * N
+            for b in range(N):
+                dw[row + b] += xa * di[b]
+    dx = [0.0] * (M * K)
+    for i in range(M):
+        di = dy[i * N:(i + 1) * N]
+        for a in range(K):
+            wa = w[a * N:(a + 1) * N]
+            dx[i * K + a] = sum(p * q for p, q in zip(di, wa))
+    return dw, dx
+
+
+def check_matmul(prog, work, dtype, names, map_file=None, extra=False, x_dtype="F32", x_scale=1.0):
+    rng = random.Random(7)
+    x, w, dy = rand(rng, M * K, x_scale), rand(rng, K * N, 0.2), rand(rng, M * N)
+    tensors = [(names["w"], dtype, [K, N], w), (names["x"], x_dtype, [M, K], x)]
+    if extra:
+        tensors.append(("lm_head.bias", "F32", [3], [1.0, 2.0, 3.0]))
+    wdir, gdir = fresh(os.path.join(work, "w")), fresh(os.path.join(work, "g"))
+    blob, held = safetensors_bytes(tensors, {"format": "pt"})
+    open(os.path.join(wdir, "model-00001-of-00002.safetensors"), "wb").write(blob)
+    # A second file: sharded checkpoints are read as one.
+    blob2, held2 = safetensors_bytes([(names["dy"], "BF16", [M, N], dy)])
+    open(os.path.join(wdir, "model-00002-of-00002.safetensors"), "wb").write(blob2)
+    held.update(held2)
+    args = ["--weights", wdir, "--check", "--save-grads", gdir]
+    if map_file:
+        args += ["--weights-map", map_file]
+    r = run(prog, *args)
+    if r.returncode != 0 or "check passed" not in r.stdout:
+        fail("%s: rc %d\n%s\n%s" % (dtype, r.returncode, r.stdout, r.stderr))
+    if extra and "warning: 'lm_head.bias' in the weights is no weight or input" not in r.stderr:
+        fail("no warning for the extra tensor: " + r.stderr)
+    grads = read_safetensors(os.path.join(gdir, "grads.safetensors"))
+    if sorted(grads) != sorted([names["w"], names["x"]]):
+        fail("gradient names %s" % sorted(grads))
+    dw, dx = matmul_grads(held[names["x"]], held[names["w"]], held[names["dy"]])
+    if grads[names["w"]][0] != [K, N] or grads[names["x"]][0] != [M, K]:
+        fail("gradient shapes")
+    close(grads[names["w"]][1], dw, "%s dw" % dtype)
+    close(grads[names["x"]][1], dx, "%s dx" % dtype)
+
+
+def case_matmul(primec, src, work):
+    prog = build(primec, os.path.join(src, "examples/matmul_square.prime"), "matmul_square",
+                 os.path.join(work, "bin"))
+    for dtype in ("F32", "F16", "BF16"):
+        check_matmul(prog, work, dtype, {"w": "w", "x": "x", "dy": "dy"})
+    # x all F16 subnormals (below 2^-14): dw = x^T dy shows their conversion.
+    check_matmul(prog, work, "F16", {"w": "w", "x": "x", "dy": "dy"}, x_dtype="F16",
+                 x_scale=6e-5)
+
+
+def case_mpi(primec, src, work):
+    prog = build(primec, os.path.join(src, "examples/matmul_square.prime"), "matmul_square",
+                 os.path.join(work, "bin"), "--target", "mpi")
+    check_matmul(prog, work, "BF16", {"w": "w", "x": "x", "dy": "dy"})
+
+
+def case_map(primec, src, work):
+    prog = build(primec, os.path.join(src, "examples/matmul_square.prime"), "matmul_square",
+                 os.path.join(work, "bin"))
+    names = {"w": "model.layers.0.proj.weight", "x": "inputs.embeds", "dy": "inputs.grad"}
+    map_file = os.path.join(work, "names.map")
+    with open(map_file, "w") as f:
+        f.write("# prime name, safetensors name\n\n")
+        for k, v in names.items():
+            f.write("%s %s\n" % (k, v))
+    check_matmul(prog, work, "BF16", names, map_file, extra=True)
+
+
+def case_opt(primec, src, work):
+    prog = build(primec, os.path.join(src, "examples/opt_layer.prime"), "opt_small_megatron",
+                 os.path.join(work, "bin"))
+    r = run(prog, "--list-weights")
+    if r.returncode != 0:
+        fail(r.stderr)
+    entries = []
+    for line in r.stdout.splitlines():
+        kind, own, name, shape = line.split(" ", 3)
+        entries.append((kind, own, name, json.loads(shape)))
+    weights = [e for e in entries if e[0] == "weight"]
+    if len(weights) < 10 or any(len(e[3]) < 1 for e in weights):
+        fail("weights listed: %s" % r.stdout)
+    results = []
+    for seed in (1, 2):
+        rng = random.Random(seed)
+        tensors = [(name, "BF16", shape, rand(rng, math.prod(shape), 1 / math.sqrt(shape[0])))
+                   for _, _, name, shape in weights]
+        wdir, gdir = fresh(os.path.join(work, "w")), fresh(os.path.join(work, "g"))
+        open(os.path.join(wdir, "model.safetensors"), "wb").write(safetensors_bytes(tensors)[0])
+        r = run(prog, "--weights", wdir, "--check", "--save-grads", gdir)
+        if r.returncode != 0 or "check passed" not in r.stdout:
+            fail("opt seed %d: rc %d\n%s\n%s" % (seed, r.returncode, r.stdout[-2000:], r.stderr))
+        grads = read_safetensors(os.path.join(gdir, "grads.safetensors"))
+        for _, _, name, shape in weights:
+            if name not in grads or grads[name][0] != shape:
+                fail("gradient of %s missing or misshapen" % name)
+            if not all(math.isfinite(v) for v in grads[name][1]):
+                fail("gradient of %s not finite" % name)
+        results.append(grads)
+    # Other weights, other gradients: the loaded values are the ones used.
+    differ = sum(results[0][n][1] != results[1][n][1] for _, _, n, _ in weights)
+    if differ < len(weights) // 2:
+        fail("only %d of %d gradients depend on the weights" % (differ, len(weights)))
+    print("opt_small_megatron: %d weights loaded, %d gradients saved, check passed"
+          % (len(weights), len(results[0])))
+
+
+def expect_bad(prog, wdir, blob, want, *extra):
+    for f in os.listdir(wdir):
+        os.remove(os.path.join(wdir, f))
+    open(os.path.join(wdir, "model.safetensors"), "wb").write(blob)
+    r = run(prog, "--weights", wdir, *extra)
+    if r.returncode != 2 or want not in r.stderr:
+        fail("want exit 2 and %r, got %d:\n%s" % (want, r.returncode, r.stderr))
+    print("exit 2: %s" % r.stderr.strip().splitlines()[0])
+
+
+def header_blob(header, data=b""):
+    text = json.dumps(header).encode() if isinstance(header, dict) else header
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def case_bad(primec, src, work):
+    prog = build(primec, os.path.join(src, "examples/matmul_square.prime"), "matmul_square",
+                 os.path.join(work, "bin"))
+    wdir = fresh(os.path.join(work, "w"))
+    rng = random.Random(3)
+    good, _ = safetensors_bytes([("w", "F32", [K, N], rand(rng, K * N))])
+    w_entry = {"dtype": "F32", "shape": [K, N], "data_offsets": [0, 4 * K * N]}
+    data = bytes(4 * K * N)
+    expect_bad(prog, wdir, good[:5], "truncated: 5 bytes")
+    expect_bad(prog, wdir, good[:len(good) - 1], "outside the data")
+    expect_bad(prog, wdir, struct.pack("<Q", 1 << 20) + b"{}", "truncated: header length")
+    expect_bad(prog, wdir, header_blob(b"{\"w\": [1,"), "bad JSON header")
+    expect_bad(prog, wdir, header_blob(b"[1, 2]"), "the JSON header is not an object")
+    expect_bad(prog, wdir, header_blob(b"{\"w\": {}, \"w\": {}}"), "bad JSON header")
+    expect_bad(prog, wdir, header_blob({"w": dict(w_entry, dtype="F64")}, data),
+               "dtype 'F64' is not F32, F16 or BF16")
+    expect_bad(prog, wdir, header_blob({"w": dict(w_entry, shape=[N, K])}, data),
+               "weight 'w' has shape [80, 64] (F32) in the file; w needs [64, 80]")
+    expect_bad(prog, wdir, header_blob({"w": dict(w_entry, data_offsets=[8, 8 + 4 * K * N])},
+                                       data), "outside the data")
+    expect_bad(prog, wdir, header_blob({"w": dict(w_entry, data_offsets=[-4, 4 * K * N])}, data),
+               "outside the data")
+    expect_bad(prog, wdir, header_blob({"w": dict(w_entry, shape=[K, -N])}, data),
+               "shape[1] is not a size")
+    expect_bad(prog, wdir, header_blob({"w": {"dtype": "F32"}}), "needs \"dtype\", \"shape\"")
+    expect_bad(prog, wdir, header_blob({"v": w_entry}, data), "weight 'w' is missing")
+    map_file = os.path.join(work, "bad.map")
+    open(map_file, "w").write("w model.w\nq other\n")
+    expect_bad(prog, wdir, good, "bad.map:2:1: error: 'q' is no weight or input", "--weights-map",
+               map_file)
+    os.remove(os.path.join(wdir, "model.safetensors"))
+    r = run(prog, "--weights", wdir)
+    if r.returncode != 2 or "no .safetensors file in" not in r.stderr:
+        fail("empty directory: %d %s" % (r.returncode, r.stderr))
+    r = run(prog, "--save-grads", os.path.join(work, "no-such-dir"))
+    if r.returncode != 2 or "--save-grads needs a writable directory" not in r.stderr:
+        fail("bad --save-grads: %d %s" % (r.returncode, r.stderr))
+
+
+def case_fuzz(primec, src, work):
+    """Corruptions of a small file through the program: 0 or 2, no crash."""
+    prog = build(primec, os.path.join(src, "examples/matmul_square.prime"), "matmul_square",
+                 os.path.join(work, "bin"))
+    wdir = fresh(os.path.join(work, "w"))
+    rng = random.Random(11)
+    good, _ = safetensors_bytes([("w", "BF16", [K, N], rand(rng, K * N)),
+                                 ("x", "F16", [M, K], rand(rng, M * K))],
+                               {"note": "a metadata string flips may land in"})
+    (hlen,) = struct.unpack("<Q", good[:8])
+    cases = [good]
+    cases += [good[:n] for n in range(0, 8 + hlen + 1)]  # every truncation of the header
+    cases += [good[:n] for n in range(8 + hlen, len(good), 997)]  # and some of the data
+    for _ in range(150):  # seeded flips and overwrites inside the header
+        b = bytearray(good)
+        for _ in range(rng.randint(1, 3)):
+            b[rng.randrange(8 + hlen)] = rng.randrange(256)
+        cases.append(bytes(b))
+    counts = {0: 0, 2: 0}
+    path = os.path.join(wdir, "model.safetensors")
+    for blob in cases:
+        open(path, "wb").write(blob)
+        r = run(prog, "--weights", wdir)
+        if r.returncode not in counts:
+            fail("exit %d on a corrupt file of %d bytes:\n%s" % (r.returncode, len(blob),
+                                                                   r.stderr[-2000:]))
+        counts[r.returncode] += 1
+    if counts[0] == 0 or counts[2] == 0:
+        fail("corpus did not reach both outcomes: %s" % counts)
+    print("fuzz: %d files, %d accepted, %d refused" % (len(cases), counts[0], counts[2]))
+
+
+def main():
+    primec, src, work, case = sys.argv[1:5]
+    if case == "mpi":
+        LAUNCH.extend(sys.argv[5:] + ["-n", "4"])
+    os.makedirs(work, exist_ok=True)
+    {"matmul": case_matmul, "mpi": case_mpi, "map": case_map, "opt": case_opt, "bad": case_bad,
+     "fuzz": case_fuzz}[case](primec, src, work)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
