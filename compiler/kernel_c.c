@@ -6,70 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The C function an intrinsic lowers to (runtime/prime_math.h), in fp32
- * or, with dbl, fp64. */
-static const char *c_intrinsic(const char *name, int dbl) {
-    static const char *const map64[][2] = {
-        {"exp", "exp"},
-        {"log", "log"},
-        {"sqrt", "sqrt"},
-        {"rsqrt", "prime_rsqrt_d"},
-        {"tanh", "tanh"},
-        {"erf", "erf"},
-        {"sigmoid", "prime_sigmoid_d"},
-        {"relu", "prime_relu_d"},
-        {"gelu", "prime_gelu_d"},
-        {"silu", "prime_silu_d"},
-        {"abs", "fabs"},
-        {"step", "prime_step_d"},
-        {"eq", "prime_eq_d"},
-        {"max", "fmax"},
-        {"min", "fmin"},
-        {"cos", "cos"},
-        {"sin", "sin"},
-        {"pow", "pow"},
-        {"rsqrt_grad", "prime_rsqrt_grad_d"},
-        {"tanh_grad", "prime_tanh_grad_d"},
-        {"erf_grad", "prime_erf_grad_d"},
-        {"sigmoid_grad", "prime_sigmoid_grad_d"},
-        {"gelu_grad", "prime_gelu_grad_d"},
-        {"silu_grad", "prime_silu_grad_d"},
-    };
-    for (size_t i = 0; dbl && i < sizeof map64 / sizeof map64[0]; ++i)
-        if (strcmp(map64[i][0], name) == 0)
-            return map64[i][1];
-    static const char *const map[][2] = {
-        {"exp", "prime_expf"},
-        {"log", "prime_logf"},
-        {"sqrt", "sqrtf"},
-        {"rsqrt", "prime_rsqrt"},
-        {"tanh", "tanhf"},
-        {"erf", "erff"},
-        {"sigmoid", "prime_sigmoid"},
-        {"relu", "prime_relu"},
-        {"gelu", "prime_gelu"},
-        {"silu", "prime_silu"},
-        {"abs", "fabsf"},
-        {"step", "prime_step"},
-        {"eq", "prime_eq"},
-        {"max", "fmaxf"},
-        {"min", "fminf"},
-        {"cos", "cosf"},
-        {"sin", "sinf"},
-        {"pow", "powf"},
-        {"rsqrt_grad", "prime_rsqrt_grad"},
-        {"tanh_grad", "prime_tanh_grad"},
-        {"erf_grad", "prime_erf_grad"},
-        {"sigmoid_grad", "prime_sigmoid_grad"},
-        {"gelu_grad", "prime_gelu_grad"},
-        {"silu_grad", "prime_silu_grad"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; ++i)
-        if (strcmp(map[i][0], name) == 0)
-            return map[i][1];
-    ICE("no C lowering for intrinsic '%s'", name);
-}
-
 /* Printing one expression inside a loop nest: operand i is the pointer
  * x<i> (hoisted to the innermost loop's row), indexed by the innermost
  * loop variable only. */
@@ -146,7 +82,7 @@ static void print_expr(Ctx *c, const Expr *x) {
             printer_printf(p, c->dbl ? "%ld.0" : "%ld.0f", k->inst->dim_sizes[d]);
             break;
         }
-        printer_printf(p, "%s(", c_intrinsic(x->name, c->dbl));
+        printer_printf(p, "%s(", kernel_intrinsic(x->name, c->dbl ? KLANG_C64 : KLANG_C32));
         for (int i = 0; i < x->args.count; ++i) {
             if (i)
                 printer_printf(p, ", ");

@@ -12,43 +12,6 @@
 /* runtime/prime_cuda_math.cuh's PrimeCudaOff holds 8 offsets. */
 _Static_assert(IR_MAX_DIMS == 8, "PrimeCudaOff must hold IR_MAX_DIMS offsets");
 
-/* The CUDA device function an intrinsic lowers to: CUDA's math library or
- * runtime/prime_cuda_math.cuh. */
-static const char *cuda_intrinsic(const char *name, int host) {
-    if (host && strcmp(name, "rsqrt") == 0)
-        return "prime_rsqrt"; /* rsqrtf is a device function only */
-    static const char *const map[][2] = {
-        {"exp", "expf"},
-        {"log", "logf"},
-        {"sqrt", "sqrtf"},
-        {"rsqrt", "rsqrtf"},
-        {"tanh", "tanhf"},
-        {"erf", "erff"},
-        {"sigmoid", "prime_sigmoid"},
-        {"relu", "prime_relu"},
-        {"gelu", "prime_gelu"},
-        {"silu", "prime_silu"},
-        {"abs", "fabsf"},
-        {"step", "prime_step"},
-        {"eq", "prime_eq"},
-        {"max", "fmaxf"},
-        {"min", "fminf"},
-        {"cos", "cosf"},
-        {"sin", "sinf"},
-        {"pow", "powf"},
-        {"rsqrt_grad", "prime_rsqrt_grad"},
-        {"tanh_grad", "prime_tanh_grad"},
-        {"erf_grad", "prime_erf_grad"},
-        {"sigmoid_grad", "prime_sigmoid_grad"},
-        {"gelu_grad", "prime_gelu_grad"},
-        {"silu_grad", "prime_silu_grad"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; ++i)
-        if (strcmp(map[i][0], name) == 0)
-            return map[i][1];
-    ICE("no CUDA lowering for intrinsic '%s'", name);
-}
-
 /* Printing one expression: in a kernel (looped != 0 or not host) operand
  * i is x<i> indexed by every loop variable, and the offsets are off.d[];
  * on the host (a GEMM's alpha) the offsets are off[] and no operand may
@@ -131,7 +94,7 @@ static void print_expr(Ctx *c, const Expr *x) {
             printer_printf(p, "%ld.0f", k->inst->dim_sizes[d]);
             break;
         }
-        printer_printf(p, "%s(", cuda_intrinsic(x->name, c->host));
+        printer_printf(p, "%s(", kernel_intrinsic(x->name, c->host ? KLANG_CUDA_HOST : KLANG_CUDA));
         for (int i = 0; i < x->args.count; ++i) {
             if (i)
                 printer_printf(p, ", ");

@@ -356,6 +356,44 @@ static void build_loop(Kernel *k, KernelLoop *l, KernelCombiner combiner) {
     l->nreduce = l->nloops - first;
 }
 
+/* name, fp64 C, fp32 C, CUDA (a kernel; on the host CUDA takes the fp32
+ * C column: rsqrtf is a device function only). */
+static const char *const intrinsics[][4] = {
+    {"exp", "exp", "prime_expf", "expf"},
+    {"log", "log", "prime_logf", "logf"},
+    {"sqrt", "sqrt", "sqrtf", "sqrtf"},
+    {"rsqrt", "prime_rsqrt_d", "prime_rsqrt", "rsqrtf"},
+    {"tanh", "tanh", "tanhf", "tanhf"},
+    {"erf", "erf", "erff", "erff"},
+    {"sigmoid", "prime_sigmoid_d", "prime_sigmoid", "prime_sigmoid"},
+    {"relu", "prime_relu_d", "prime_relu", "prime_relu"},
+    {"gelu", "prime_gelu_d", "prime_gelu", "prime_gelu"},
+    {"silu", "prime_silu_d", "prime_silu", "prime_silu"},
+    {"abs", "fabs", "fabsf", "fabsf"},
+    {"step", "prime_step_d", "prime_step", "prime_step"},
+    {"eq", "prime_eq_d", "prime_eq", "prime_eq"},
+    {"max", "fmax", "fmaxf", "fmaxf"},
+    {"min", "fmin", "fminf", "fminf"},
+    {"cos", "cos", "cosf", "cosf"},
+    {"sin", "sin", "sinf", "sinf"},
+    {"pow", "pow", "powf", "powf"},
+    {"rsqrt_grad", "prime_rsqrt_grad_d", "prime_rsqrt_grad", "prime_rsqrt_grad"},
+    {"tanh_grad", "prime_tanh_grad_d", "prime_tanh_grad", "prime_tanh_grad"},
+    {"erf_grad", "prime_erf_grad_d", "prime_erf_grad", "prime_erf_grad"},
+    {"sigmoid_grad", "prime_sigmoid_grad_d", "prime_sigmoid_grad", "prime_sigmoid_grad"},
+    {"gelu_grad", "prime_gelu_grad_d", "prime_gelu_grad", "prime_gelu_grad"},
+    {"silu_grad", "prime_silu_grad_d", "prime_silu_grad", "prime_silu_grad"},
+};
+
+const char *kernel_intrinsic(const char *name, KernelLang lang) {
+    static const int column[] = {
+        [KLANG_C64] = 1, [KLANG_C32] = 2, [KLANG_CUDA] = 3, [KLANG_CUDA_HOST] = 2};
+    for (size_t i = 0; i < sizeof intrinsics / sizeof intrinsics[0]; ++i)
+        if (strcmp(intrinsics[i][0], name) == 0)
+            return intrinsics[i][column[lang]];
+    ICE("no lowering for intrinsic '%s'", name);
+}
+
 void kernel_build(Kernel *k, const Schedule *s, const PhaseSched *ph, int whole) {
     memset(k, 0, sizeof *k);
     k->ph = ph;

@@ -122,6 +122,15 @@ void kernel_dump_schedule(const Schedule *s, FILE *out);
  * so that printings can be compared node by node. */
 void kernel_describe_node(const Kernel *k, int i, char *buf, size_t size);
 
+/* How an intrinsic is printed: by the C printer in fp64 (the reference)
+ * or fp32 (runtime/prime_math.h), by the CUDA printer in a kernel
+ * (CUDA's math library, runtime/prime_cuda_math.cuh) or on the host. */
+typedef enum KernelLang { KLANG_C64, KLANG_C32, KLANG_CUDA, KLANG_CUDA_HOST } KernelLang;
+
+/* The function intrinsic `name` lowers to in `lang` (one table for every
+ * printer); an intrinsic without a lowering is an internal error. */
+const char *kernel_intrinsic(const char *name, KernelLang lang);
+
 /* The index of the operand the body names `name`. */
 int kernel_operand(const PhaseSched *ph, Sym name);
 
