@@ -190,8 +190,25 @@ void diag_finish(DiagSink *sink) {
     fflush(sink->out);
 }
 
+static _Thread_local IceRecovery *ice_recovery;
+
+void diag_ice_set_recovery(IceRecovery *recovery) {
+    ice_recovery = recovery;
+}
+
 void diag_ice(const char *file, int line, const char *fmt, ...) {
     va_list ap;
+    if (ice_recovery) {
+        IceRecovery *r = ice_recovery;
+        ice_recovery = NULL;
+        int n = snprintf(r->message, sizeof r->message, "at %s:%d: ", file, line);
+        if (n < 0 || (size_t)n >= sizeof r->message)
+            n = 0;
+        va_start(ap, fmt);
+        vsnprintf(r->message + n, sizeof r->message - (size_t)n, fmt, ap);
+        va_end(ap);
+        longjmp(r->env, 1);
+    }
     va_start(ap, fmt);
     fprintf(stderr, "internal compiler error at %s:%d: ", file, line);
     vfprintf(stderr, fmt, ap);

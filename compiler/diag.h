@@ -9,11 +9,14 @@
  * with `N errors generated.`.
  *
  * A user's mistake is a diagnostic. A broken compiler invariant is
- * ICE(...): `internal compiler error at file:line` on stderr, then exit 3.
+ * ICE(...): `internal compiler error at file:line` on stderr, then exit 3
+ * -- unless a recovery point is set (the language server's), which the
+ * internal error then returns to instead.
  */
 #ifndef PRIMEC_DIAG_H
 #define PRIMEC_DIAG_H
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -57,6 +60,18 @@ void diag_error_plain(DiagSink *sink, const char *fmt, ...) __attribute__((forma
 void diag_report(DiagSink *sink, DiagLevel level, const Span *span, const char *fmt, va_list ap);
 /* Prints `N error(s) generated.` if there were errors. */
 void diag_finish(DiagSink *sink);
+
+/* Where an internal error goes instead of ending the process: diag_ice
+ * writes its message into `message` and longjmps to `env` (setjmp returns
+ * 1). What the interrupted pass had allocated in the compilation's arena
+ * goes with the compilation; the caller must not use the compilation's IR
+ * again, only free it. */
+typedef struct IceRecovery {
+    jmp_buf env;
+    char message[512];
+} IceRecovery;
+/* Sets the recovery point of this thread, or clears it (NULL). */
+void diag_ice_set_recovery(IceRecovery *recovery);
 
 _Noreturn void diag_ice(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

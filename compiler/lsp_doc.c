@@ -4,6 +4,8 @@
  */
 #define _XOPEN_SOURCE 700
 #include <limits.h>
+#include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,15 +13,53 @@
 #include "lsp_internal.h"
 #include "stdlib_embed.h"
 
-Compilation *lsp_analyse(const char *path, const char *text, size_t len, const char *last,
-                         const SourceFile **sf, uint32_t *file) {
+/* Runs the pipeline to `last`; 0 when an internal error stopped it,
+ * with its message in `rec` and the pass in c->pass. */
+static int run_recovering(Compilation *c, const char *last, IceRecovery *rec) {
+    diag_ice_set_recovery(rec);
+    if (setjmp(rec->env)) {
+        /* diag_ice cleared the recovery point before returning here. */
+        return 0;
+    }
+    pipeline_run(c, last);
+    diag_ice_set_recovery(NULL);
+    return 1;
+}
+
+static Compilation *new_analysis(const char *path, const char *text, size_t len) {
     Compilation *c = malloc(sizeof *c);
     if (!c)
         return NULL;
     compilation_init(c, path, NULL); /* diagnostics stored, not printed */
     c->input_text = text;
     c->input_len = len;
-    pipeline_run(c, last);
+    return c;
+}
+
+Compilation *lsp_analyse(const char *path, const char *text, size_t len, const char *last,
+                         const SourceFile **sf, uint32_t *file) {
+    Compilation *c = new_analysis(path, text, len);
+    if (!c)
+        return NULL;
+    /* An internal error leaves the compilation's IR half built: the
+     * analysis is run again, up to the pass before the one that failed,
+     * and the error becomes a diagnostic, so the server keeps running. */
+    IceRecovery rec;
+    char failed[sizeof rec.message + 64] = "";
+    while (!run_recovering(c, last, &rec)) {
+        const char *pass = c->pass;
+        fprintf(stderr, "primec lsp: internal compiler error in pass '%s' %s\n", pass, rec.message);
+        if (!failed[0])
+            snprintf(failed, sizeof failed, "internal compiler error in pass '%s' %s", pass,
+                     rec.message);
+        lsp_analysis_free(c);
+        last = pipeline_pass_before(pass);
+        c = new_analysis(path, text, len);
+        if (!c)
+            return NULL;
+        if (!last)
+            break; /* the parser itself failed: an empty analysis */
+    }
     *sf = NULL;
     *file = 0;
     for (int i = stdlib_file_count; i < c->sources.count; ++i) {
@@ -28,6 +68,12 @@ Compilation *lsp_analyse(const char *path, const char *text, size_t len, const c
             *file = (uint32_t)i;
             break;
         }
+    }
+    if (failed[0]) {
+        if (*sf)
+            diag_error(&c->sink, (Span){*file, 0, 0}, "%s", failed);
+        else
+            diag_error_plain(&c->sink, "%s", failed);
     }
     return c;
 }

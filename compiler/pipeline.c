@@ -424,6 +424,13 @@ static const struct {
 };
 #define NPASSES ((int)(sizeof passes / sizeof passes[0]))
 
+const char *pipeline_pass_before(const char *name) {
+    for (int i = 1; i < NPASSES; ++i)
+        if (strcmp(passes[i].name, name) == 0)
+            return passes[i - 1].name;
+    return NULL;
+}
+
 int pipeline_has_pass(const char *name) {
     for (int i = 0; i < NPASSES; ++i)
         if (strcmp(passes[i].name, name) == 0)
@@ -449,8 +456,17 @@ void compilation_free(Compilation *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* PRIMEC_FAULT=ice:PASS: an internal error as PASS begins. */
+static void fault_point(const char *pass) {
+    const char *f = getenv("PRIMEC_FAULT");
+    if (f && strncmp(f, "ice:", 4) == 0 && strcmp(f + 4, pass) == 0)
+        ICE("fault injected (PRIMEC_FAULT=%s)", f);
+}
+
 int pipeline_run(Compilation *c, const char *last) {
     for (int i = 0; i < NPASSES; ++i) {
+        c->pass = passes[i].name;
+        fault_point(passes[i].name);
         if (!passes[i].run(c))
             return 0;
         if (c->dump_after && strcmp(c->dump_after, passes[i].name) == 0) {

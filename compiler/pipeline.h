@@ -44,15 +44,21 @@ typedef struct Compilation {
     PtrVec slice_tables; /* SliceTable*, one per instance of every selected model */
     PtrVec phase_lists;  /* PhaseList*, one per selected model */
     const char *emit_target;
-    PtrVec emitted; /* char*: emitted program text per schedule */
+    PtrVec emitted;   /* char*: emitted program text per schedule */
+    const char *pass; /* the pass running, or the last one run; NULL before */
 } Compilation;
 
 void compilation_init(Compilation *c, const char *input, FILE *diag_out);
 void compilation_free(Compilation *c);
 
 /* Runs passes up to and including `last` ("parse" ... "emit"). Returns 1
- * if no error was reported. Unknown pass names return -1. */
+ * if no error was reported. Unknown pass names return -1.
+ * Fault injection for tests: with PRIMEC_FAULT=ice:PASS in the
+ * environment, an internal error is raised as PASS begins. */
 int pipeline_run(Compilation *c, const char *last);
+
+/* The pass before `name` ("parse" has none: NULL). */
+const char *pipeline_pass_before(const char *name);
 
 /* Is `name` a pass of the pipeline? */
 int pipeline_has_pass(const char *name);

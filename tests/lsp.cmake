@@ -40,6 +40,9 @@ add_test(NAME lsp/completion
          COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/completion.py $<TARGET_FILE:primec>
                  ${CMAKE_SOURCE_DIR}/stdlib)
 add_test(NAME lsp/errors COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/errors.py $<TARGET_FILE:primec>)
+# An internal compiler error in any pass is a diagnostic, not the end of
+# the server (fault injected with PRIMEC_FAULT=ice:PASS).
+add_test(NAME lsp/ice COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/ice.py $<TARGET_FILE:primec>)
 add_test(NAME lsp/grammar COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/grammar.py ${CMAKE_SOURCE_DIR})
 
 get_property(PRIMEC_LSP_TESTS DIRECTORY PROPERTY TESTS)

@@ -19,9 +19,9 @@ def path_uri(path):
 
 
 class Client:
-    def __init__(self, primec):
+    def __init__(self, primec, env=None):
         self.proc = subprocess.Popen([primec, "lsp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.messages = queue.Queue()
         self.pending = []  # notifications read while waiting for a response
         self.next_id = 1
