@@ -2,7 +2,7 @@
 # user's build (docs/cmake.md).
 #
 #   primec_add_model(NAME name FILE file.prime MODEL model
-#                    [TARGET cpu|mpi|cuda] [RANKS n] [DEPENDS files...])
+#                    [TARGET cpu|mpi|cuda] [RANKS n] [LIBRARY] [DEPENDS files...])
 #
 # The build runs `primec build FILE --model MODEL --target TARGET
 # --emit-only` into ${CMAKE_CURRENT_BINARY_DIR}/primec/NAME whenever FILE,
@@ -14,10 +14,19 @@
 # and the predicted bytes and memory against the runtime's counters), and
 # the same command is registered as the test NAME_check. An mpi model
 # runs as RANKS processes (the model's device count) under mpiexec.
+#
+# With LIBRARY, NAME is a static library instead (the emitted C without its
+# main, `primec build --library`), whose include directory holds MODEL.h:
+# it declares `const PrimeProgram *prime_model_MODEL(void)`, and the
+# caller's own main runs the program with
+# `prime_program_main(prime_model_MODEL(), argc, argv)` (the executable's
+# options, --check included). The runtime is a public dependency, so an
+# executable that links NAME needs nothing else. No NAME_check is made: the
+# caller's executable is what runs.
 # TARGET cuda is not available yet: it is refused at configure time.
 
 function(primec_add_model)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;FILE;MODEL;TARGET;RANKS" "DEPENDS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "LIBRARY" "NAME;FILE;MODEL;TARGET;RANKS" "DEPENDS")
   foreach(required NAME FILE MODEL)
     if(NOT arg_${required})
       message(FATAL_ERROR "primec_add_model: ${required} is required "
@@ -38,7 +47,7 @@ function(primec_add_model)
       message(FATAL_ERROR "primec_add_model(${arg_NAME}): TARGET mpi needs a primec built with "
                           "MPI, and MPI found in this project")
     endif()
-    if(NOT arg_RANKS)
+    if(NOT arg_RANKS AND NOT arg_LIBRARY)
       message(FATAL_ERROR "primec_add_model(${arg_NAME}): TARGET mpi needs RANKS n, the model's "
                           "device count, to run its --check")
     endif()
@@ -62,18 +71,35 @@ function(primec_add_model)
   endif()
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/primec/${arg_NAME}")
   set(source "${dir}/${arg_MODEL}.c")
+  if(arg_LIBRARY)
+    set(header "${dir}/${arg_MODEL}.h")
+    set(library_flag --library)
+  else()
+    set(header)
+    set(library_flag)
+  endif()
   add_custom_command(
-    OUTPUT "${source}"
+    OUTPUT "${source}" ${header}
     COMMAND primec::primec build "${file}" --model "${arg_MODEL}" --target "${arg_TARGET}"
-            --emit-only -o "${dir}"
+            ${library_flag} --emit-only -o "${dir}"
     DEPENDS ${depends} "$<TARGET_FILE:primec::primec>"
     COMMENT "primec: ${arg_MODEL} from ${arg_FILE}"
     VERBATIM)
 
-  add_executable(${arg_NAME} "${source}")
+  if(arg_LIBRARY)
+    add_library(${arg_NAME} STATIC "${source}" "${header}")
+    target_compile_definitions(${arg_NAME} PRIVATE PRIME_MODEL_LIBRARY)
+    target_include_directories(${arg_NAME} PUBLIC "${dir}")
+    target_link_libraries(${arg_NAME} PUBLIC ${runtime})
+  else()
+    add_executable(${arg_NAME} "${source}")
+    target_link_libraries(${arg_NAME} PRIVATE ${runtime})
+  endif()
   set_target_properties(${arg_NAME} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
                                                C_EXTENSIONS OFF)
-  target_link_libraries(${arg_NAME} PRIVATE ${runtime})
+  if(arg_LIBRARY)
+    return()
+  endif()
 
   if(arg_TARGET STREQUAL "mpi")
     set(run ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_RANKS} ${MPIEXEC_PREFLAGS}

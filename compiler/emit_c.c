@@ -815,8 +815,15 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
                    "value_weight};\n\n",
                    m->name, ndev, 2 * m->ntensors, runs->nemitted, 4.0, form->predicted_uniform,
                    runs->nruns, truns->nruns, truns->nruns ? "tensor_runs" : "NULL", nvalue_runs);
+    /* The program's descriptor for a caller that links the model as a
+     * library (`primec build --library`, which compiles without the main). */
+    printer_printf(p, "const PrimeProgram *prime_model_%s(void);\n", m->name);
+    printer_printf(p, "const PrimeProgram *prime_model_%s(void)\n{\n    return &program;\n}\n\n",
+                   m->name);
+    printer_printf(p, "#ifndef PRIME_MODEL_LIBRARY\n");
     printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
                       "argc, argv);\n}\n");
+    printer_printf(p, "#endif\n");
     free(e.kernel_of);
     free(reference_of);
     free(reference64_of);

@@ -64,6 +64,8 @@ static void usage(FILE *out) {
         "                         cuda: the kernels as CUDA, compiled to an object by nvcc)\n"
         "  -o DIR                 build: output directory (default: .)\n"
         "  --emit-only            build: write the C file but do not compile it\n"
+        "  --library              build: DIR/libM.a and DIR/M.h (the program without main:\n"
+        "                         prime_program_main(prime_model_M(), argc, argv) runs it)\n"
         "  --cc CC                build: the C compiler (default: %s; cuda: nvcc)\n"
         "  --dump-after=PASS      print the IR after PASS and stop (%s)\n"
         "  --help                 this text\n"
@@ -160,21 +162,51 @@ static const BuildTarget *build_target(const char *name) {
 #define PRIMEC_KERNEL_CFLAGS                                                                       \
     "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math"
 
-static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *exe) {
+/* Compiles src into the executable out, or, given obj, into the object obj
+ * and the static library out (an archive of obj, without main). */
+static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *out,
+                  const char *obj) {
     const PrimecPaths *paths = primec_paths();
     const char *lib = t->mpi ? paths->runtime_mpi_lib : paths->runtime_lib;
-    size_t n = strlen(cc) + strlen(src) + strlen(exe) + strlen(paths->runtime_include) +
-               strlen(lib) + strlen(t->link) + strlen(PRIMEC_RUNTIME_CFLAGS) + 256;
+    size_t n = strlen(cc) + strlen(src) + 3 * strlen(out) + (obj ? 2 * strlen(obj) : 0) +
+               strlen(paths->runtime_include) + strlen(lib) + strlen(t->link) +
+               strlen(PRIMEC_RUNTIME_CFLAGS) + 256;
     char *cmd = malloc(n);
     if (!cmd)
         return 0;
-    snprintf(cmd, n,
-             "%s -std=c11 " PRIMEC_KERNEL_CFLAGS
-             " -Wall -Wextra -Werror %s -I'%s' '%s' -o '%s' '%s' %s",
-             cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, exe, lib, t->link);
+    if (obj)
+        snprintf(cmd, n,
+                 "%s -std=c11 " PRIMEC_KERNEL_CFLAGS
+                 " -Wall -Wextra -Werror %s -DPRIME_MODEL_LIBRARY -I'%s' -c '%s' -o '%s'"
+                 " && rm -f '%s' && ar rcs '%s' '%s'",
+                 cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, obj, out, out, obj);
+    else
+        snprintf(cmd, n,
+                 "%s -std=c11 " PRIMEC_KERNEL_CFLAGS
+                 " -Wall -Wextra -Werror %s -I'%s' '%s' -o '%s' '%s' %s",
+                 cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, out, lib, t->link);
     int status = system(cmd);
     free(cmd);
     return status == 0;
+}
+
+/* build --library: DIR/M.h, declaring the model's program descriptor. */
+static int write_model_header(const char *path, const char *model) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return 0;
+    fprintf(f,
+            "/* %s.h: the model %s compiled by primec as a library (primec build --library).\n"
+            " * Link lib%s.a and the runtime (prime_rt); then\n"
+            " *     prime_program_main(prime_model_%s(), argc, argv)\n"
+            " * runs it as its executable would, with the same options (prime_program.h). */\n"
+            "#ifndef PRIME_MODEL_%s_H\n#define PRIME_MODEL_%s_H\n\n"
+            "#include \"prime_program.h\"\n\n"
+            "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+            "const PrimeProgram *prime_model_%s(void);\n\n"
+            "#ifdef __cplusplus\n}\n#endif\n\n#endif\n",
+            model, model, model, model, model, model, model);
+    return fclose(f) == 0;
 }
 
 /* build --target cuda: DIR/M.cu, and with nvcc (no --emit-only) DIR/M.o. */
@@ -230,7 +262,7 @@ static int run_calibrate(char **argv) {
 int main(int argc, char **argv) {
     const char *command = NULL, *file = NULL, *model = NULL, *dump_after = NULL;
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
-    int json = 0, emit_only = 0;
+    int json = 0, emit_only = 0, library = 0;
     int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
     const char *svg_dir = NULL, *profile = "v100"; /* explain --svg, --profile */
     ParamOverride params[64];
@@ -261,6 +293,8 @@ int main(int argc, char **argv) {
             json = 1;
         } else if (strcmp(a, "--emit-only") == 0) {
             emit_only = 1;
+        } else if (strcmp(a, "--library") == 0) {
+            library = 1;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump_after = a + 13;
         } else if (strcmp(a, "--param") == 0) {
@@ -368,6 +402,11 @@ int main(int argc, char **argv) {
     }
     if (tgt && strcmp(cc, PRIMEC_CC) == 0)
         cc = tgt->cc; /* no --cc: the target's own compiler */
+    if (library && (strcmp(command, "build") || cuda)) {
+        fprintf(stderr, "primec: error: --library is an option of build for the cpu and mpi "
+                        "targets\n");
+        return EXIT_USAGE;
+    }
 
     if (!input_ok(file))
         return EXIT_USAGE;
@@ -455,11 +494,17 @@ int main(int argc, char **argv) {
                 break;
             }
             char *src = arena_printf(c.arena, "%s/%s.c", outdir, s->model->name);
-            char *exe = arena_printf(c.arena, "%s/%s", outdir, s->model->name);
+            char *exe = library ? arena_printf(c.arena, "%s/lib%s.a", outdir, s->model->name)
+                                : arena_printf(c.arena, "%s/%s", outdir, s->model->name);
+            char *hdr = arena_printf(c.arena, "%s/%s.h", outdir, s->model->name);
+            char *obj = library ? arena_printf(c.arena, "%s/%s.o", outdir, s->model->name) : NULL;
             if (!write_file(src, formatted, len)) {
                 fprintf(stderr, "primec: error: cannot write '%s': %s\n", src, strerror(errno));
                 rc = EXIT_USAGE;
-            } else if (!emit_only && !run_cc(tgt, cc, src, exe)) {
+            } else if (library && !write_model_header(hdr, s->model->name)) {
+                fprintf(stderr, "primec: error: cannot write '%s': %s\n", hdr, strerror(errno));
+                rc = EXIT_USAGE;
+            } else if (!emit_only && !run_cc(tgt, cc, src, exe, obj)) {
                 fprintf(stderr, "primec: internal error: the C compiler rejected '%s'\n", src);
                 rc = EXIT_INTERNAL;
             } else {

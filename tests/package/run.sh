@@ -10,7 +10,8 @@
 #   3. tests/package/CMakeLists.txt, a project outside primec, is
 #      configured with find_package(primec) and built: primec_add_model
 #      compiles the model ahead of time, and its test runs --check (with
-#      MPI, also as TARGET mpi on 4 processes);
+#      MPI, also as TARGET mpi on 4 processes); the same model as a
+#      LIBRARY runs --check from the project's own main (user.c);
 #   4. after model.prime changes, the build emits and compiles it again;
 #   5. the emitted C compiled with pkg-config's flags for prime_rt runs;
 #   6. primec_add_model(... TARGET cuda) is refused at configure time.
@@ -50,7 +51,8 @@ grep -qx "profiles: $prefix/bin/.*share/primec/profiles" "$work/paths.txt" ||
     fail "the installed primec does not use the prefix's profiles"
 
 mkdir -p "$work/src" || fail "cannot create $work/src"
-cp "$source/tests/package/CMakeLists.txt" "$work/src/" || fail "cannot copy the project"
+cp "$source/tests/package/CMakeLists.txt" "$source/tests/package/user.c" "$work/src/" ||
+    fail "cannot copy the project"
 cp -r "$source/tests/package/cuda" "$work/src/" || fail "cannot copy the cuda project"
 cp "$source/examples/matmul_square.prime" "$work/src/model.prime" || fail "cannot copy the model"
 
@@ -70,6 +72,14 @@ emitted=$work/obj/primec/matmul/matmul_square.c
 [ -f "$emitted" ] || fail "no emitted $emitted"
 cp "$emitted" "$work/emitted-before.c"
 ctest --test-dir "$work/obj" --output-on-failure -R '^matmul_check$' || fail "the project's matmul_check failed"
+[ -f "$work/obj/primec/matmul_lib/matmul_square.h" ] || fail "LIBRARY: no emitted matmul_square.h"
+"$work/obj/matmul_user" --check >"$work/user.log" 2>&1 ||
+    fail "LIBRARY: matmul_user --check failed: $(cat "$work/user.log")"
+grep -q "^user: model matmul_square on 4 devices" "$work/user.log" ||
+    fail "LIBRARY: the project's main did not run: $(cat "$work/user.log")"
+grep -q "^check passed" "$work/user.log" || fail "LIBRARY: no passed check: $(cat "$work/user.log")"
+head -n 1 "$work/user.log"
+tail -n 1 "$work/user.log"
 if [ -x "$work/obj/matmul_mpi" ]; then
     # As tests/mpi.cmake runs MPI programs: Open MPI as root, more ranks
     # than cores, no CMA, no ssh; LeakSanitizer off (Open MPI's own

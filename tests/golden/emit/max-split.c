@@ -315,6 +315,13 @@ static const PrimeProgram program = {"m",
                                      reference_fp64,
                                      value_weight};
 
+const PrimeProgram *prime_model_m(void);
+const PrimeProgram *prime_model_m(void) {
+    return &program;
+}
+
+#ifndef PRIME_MODEL_LIBRARY
 int main(int argc, char **argv) {
     return prime_program_main(&program, argc, argv);
 }
+#endif
