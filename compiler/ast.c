@@ -202,6 +202,15 @@ ModelItem *ast_new_tensor_item(Arena *a, Span span, ModelItemKind kind, Ident na
     return it;
 }
 
+ModelItem *ast_set_tensor_source(ModelItem *it, const TensorSource *source) {
+    if (source && source->name) {
+        it->file_name = source->name;
+        it->file_span = source->span;
+        it->file_transposed = source->transposed;
+    }
+    return it;
+}
+
 ModelItem *ast_new_instance_item(Arena *a, Span span, Ident result, Ident op, PtrVec args,
                                  UseClause *use) {
     ModelItem *it = new_item(a, MITEM_INSTANCE, span);
@@ -450,7 +459,11 @@ static void dump_item(const ModelItem *it, FILE *out) {
                 fputc(' ', out);
             ast_dump_expr(it->dims.items[i], out);
         }
-        fputs("])", out);
+        fputc(']', out);
+        if (it->file_name)
+            fprintf(out, " (from \"%s\"%s)", it->file_name,
+                    it->file_transposed ? " transposed" : "");
+        fputc(')', out);
         return;
     case MITEM_INSTANCE:
         fprintf(out, "(instance %s (%s", it->name.name, it->op.name);

@@ -170,6 +170,12 @@ typedef struct ModelItem {
     Ident layer_out; /* MITEM_LAYER: the block's output name */
     Expr *repeat;    /* MITEM_LAYER: how many times */
     PtrVec items;    /* MITEM_LAYER: ModelItem* */
+    /* MITEM_INPUT/WEIGHT: `from "NAME" [transposed]`, the safetensors name
+     * the value is loaded from and saved under (`{layer}` stands for the
+     * copy of a repeated layer); NULL when not given. */
+    const char *file_name;
+    Span file_span;
+    int file_transposed; /* the file holds the 2-D tensor's transpose */
 } ModelItem;
 
 typedef struct ModelDecl {
@@ -288,6 +294,13 @@ ModelItem *ast_new_param_item(Arena *a, Span span, Ident name, Expr *value);
 ModelItem *ast_new_mesh_item(Arena *a, Span span, PtrVec axes);
 /* kind is MITEM_INPUT or MITEM_WEIGHT. */
 ModelItem *ast_new_tensor_item(Arena *a, Span span, ModelItemKind kind, Ident name, PtrVec dims);
+/* The `from "NAME" [transposed]` of an input or weight (source NULL: none). */
+typedef struct TensorSource {
+    const char *name;
+    Span span;
+    int transposed;
+} TensorSource;
+ModelItem *ast_set_tensor_source(ModelItem *it, const TensorSource *source);
 ModelItem *ast_new_instance_item(Arena *a, Span span, Ident result, Ident op, PtrVec args,
                                  UseClause *use);
 ModelItem *ast_new_strict_item(Arena *a, Span span);

@@ -695,6 +695,46 @@ static void emit_tensors(Emitter *e, const TensorRuns *truns) {
     printer_printf(p, "};\n\n");
 }
 
+/* A C string literal of s (the lexer's strings hold no newline or NUL). */
+static void print_c_string(Printer *p, const char *s) {
+    printer_printf(p, "\"");
+    for (; *s; ++s) {
+        if (*s == '"' || *s == '\\')
+            printer_printf(p, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            printer_printf(p, "\\%03o", (unsigned char)*s);
+        else
+            printer_printf(p, "%c", *s);
+    }
+    printer_printf(p, "\"");
+}
+
+/* The model's `from "NAME"` names: one entry per declaration (a repeated
+ * layer's weight once, for every copy). Returns the entry count. */
+static int emit_weight_sources(Printer *p, const Model *m) {
+    int n = 0;
+    for (int t = 0; t < m->ntensors; ++t) {
+        const ModelTensor *mt = &m->tensors[t];
+        if (!mt->file_name)
+            continue;
+        int seen = 0;
+        for (int u = 0; u < t && !seen; ++u)
+            seen = m->tensors[u].file_name && m->tensors[u].in_layer && mt->in_layer &&
+                   m->tensors[u].base == mt->base;
+        if (seen)
+            continue;
+        if (n++ == 0)
+            printer_printf(p, "/* Safetensors names: {name, in a layer, file name, transposed}. "
+                              "*/\nstatic const PrimeWeightSource weight_sources[] = {\n");
+        printer_printf(p, "    {\"%s\", %d, ", mt->in_layer ? mt->base : mt->name, mt->in_layer);
+        print_c_string(p, mt->file_name);
+        printer_printf(p, ", %d},\n", mt->file_transposed);
+    }
+    if (n)
+        printer_printf(p, "};\n\n");
+    return n;
+}
+
 char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
                      const char *source_name, size_t *len) {
     Emitter e;
@@ -808,13 +848,15 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     for (int r = 0; r < nrows; ++r)
         printer_printf(p, "%s%ld", r ? ", " : "", s->pred_peak[r]);
     printer_printf(p, "};\n\n");
+    int nsources = emit_weight_sources(p, m);
     printer_printf(p,
                    "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
                    "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g, "
                    "&mesh, %d, %d, runs, %d, %s, %d, value_runs, value_scale, reference_fp64, "
-                   "value_weight};\n\n",
+                   "value_weight, %d, %s};\n\n",
                    m->name, ndev, 2 * m->ntensors, runs->nemitted, 4.0, form->predicted_uniform,
-                   runs->nruns, truns->nruns, truns->nruns ? "tensor_runs" : "NULL", nvalue_runs);
+                   runs->nruns, truns->nruns, truns->nruns ? "tensor_runs" : "NULL", nvalue_runs,
+                   nsources, nsources ? "weight_sources" : "NULL");
     /* The program's descriptor for a caller that links the model as a
      * library (`primec build --library`, which compiles without the main). */
     printer_printf(p, "const PrimeProgram *prime_model_%s(void);\n", m->name);

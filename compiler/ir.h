@@ -73,6 +73,14 @@ typedef struct ModelTensor {
     int ndims;
     long sizes[IR_MAX_DIMS];
     int producer; /* instance index, -1 for inputs and weights */
+    /* An input's or weight's `from "NAME" [transposed]`: the safetensors
+     * name template (NULL: none; `{layer}` stands for the layer copy), and
+     * the declared name, `base`; a copy l of a repeated layer is named
+     * base_l, and in_layer is 1 there. */
+    const char *file_name;
+    int file_transposed;
+    int in_layer;
+    Sym base;
 } ModelTensor;
 
 /* An operator applied in a model, with its partition bound to the mesh. */

@@ -738,6 +738,44 @@ static int is_local(const Rename *rn, Sym name) {
     return 0;
 }
 
+/* An input's or weight's `from "NAME" [transposed]`: a template whose
+ * only placeholder is `{layer}` (inside a layer block), and a transpose of
+ * a 2-D tensor only. */
+static int tensor_source(Resolver *r, const ModelItem *it, ModelTensor *t, int in_layer) {
+    const char *s = it->file_name;
+    if (!*s) {
+        diag_error(r->sink, it->file_span, "an empty safetensors name");
+        return 0;
+    }
+    for (const char *c = s; *c; ++c) {
+        if (*c != '{' && *c != '}')
+            continue;
+        if (*c == '{' && strncmp(c, "{layer}", 7) == 0 && in_layer) {
+            c += 6;
+            continue;
+        }
+        if (*c == '{' && strncmp(c, "{layer}", 7) == 0)
+            diag_error(r->sink, it->file_span,
+                       "'{layer}' names the copy of a repeated layer; '%s' is not in a layer",
+                       it->name.name);
+        else
+            diag_error(r->sink, it->file_span,
+                       "'%c' in a safetensors name: the only placeholder is '{layer}'", *c);
+        return 0;
+    }
+    if (it->file_transposed && t->ndims != 2) {
+        diag_error(r->sink, it->file_span,
+                   "'transposed' needs a 2-D tensor; '%s' has %d dimension%s", it->name.name,
+                   t->ndims, t->ndims == 1 ? "" : "s");
+        return 0;
+    }
+    t->file_name = s;
+    t->file_transposed = it->file_transposed;
+    t->in_layer = in_layer;
+    t->base = it->name.name;
+    return 1;
+}
+
 static Sym map_def(Resolver *r, const Rename *rn, Sym name) {
     if (!rn)
         return name;
@@ -990,6 +1028,8 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 ptrvec_push(r->arena, &mc->failed, (void *)defname); /* no cascades */
                 break;
             }
+            if (it->file_name && !tensor_source(r, it, t, rn != NULL))
+                mc->ok = 0; /* the tensor stays defined: no cascade */
             m->ntensors++;
             index_tensor(r, mc);
             break;

@@ -18,6 +18,7 @@
 %code top {
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 }
 
 %code requires {
@@ -76,6 +77,8 @@ static void yyerror(Span *loc, ParseCtx *ctx, const char *msg);
 static PtrVec vec_one(Arena *arena, void *item);
 static PtrVec vec_push(Arena *arena, PtrVec vec, void *item);
 static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
+static TensorSource tensor_source(ParseCtx *ctx, Ident from, const char *name, Span span,
+                                  const Ident *transposed);
 }
 
 %define api.pure full
@@ -110,6 +113,7 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
     ModelDecl *model;
     PlanTarget *target;
     PlanRule *rule;
+    TensorSource source;
 }
 
 %token <sym> IDENT "identifier"
@@ -158,6 +162,7 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %type <axis> axis steps
 %type <dsi> dsi
 %type <item> mitem param
+%type <source> source
 %type <use> use
 %type <binding> binding
 %type <decl> decl
@@ -412,12 +417,22 @@ param
     : name '=' expr         { $$ = ast_new_param_item(ctx->arena, @$, $1, $3); }
     ;
 
+/* `from "NAME"` or `from "NAME" transposed` after an input or weight;
+ * `from` and `transposed` are words here, not keywords. */
+source
+    : %empty                { $$ = (TensorSource){0}; }
+    | name STRING           { $$ = tensor_source(ctx, $1, $2, @2, NULL); }
+    | name STRING name      { $$ = tensor_source(ctx, $1, $2, @2, &$3); }
+    ;
+
 mitem
     : MESH '(' axes ')' ';' { $$ = ast_new_mesh_item(ctx->arena, @$, $3); }
-    | INPUT name '[' dimexprs ']' ';'
-                            { $$ = ast_new_tensor_item(ctx->arena, @$, MITEM_INPUT, $2, $4); }
-    | WEIGHT name '[' dimexprs ']' ';'
-                            { $$ = ast_new_tensor_item(ctx->arena, @$, MITEM_WEIGHT, $2, $4); }
+    | INPUT name '[' dimexprs ']' source ';'
+                            { $$ = ast_set_tensor_source(
+                                  ast_new_tensor_item(ctx->arena, @$, MITEM_INPUT, $2, $4), &$6); }
+    | WEIGHT name '[' dimexprs ']' source ';'
+                            { $$ = ast_set_tensor_source(
+                                  ast_new_tensor_item(ctx->arena, @$, MITEM_WEIGHT, $2, $4), &$6); }
     | name '=' name '(' args ')' use ';'
                             { $$ = ast_new_instance_item(ctx->arena, @$, $1, $3, $5, $7); }
     | STRICT ';'            { $$ = ast_new_strict_item(ctx->arena, @$); }
@@ -463,6 +478,27 @@ binding
     ;
 
 %%
+
+/* `from "NAME" [transposed]`: the words are checked here, so that they
+ * stay usable as names everywhere else. */
+static TensorSource tensor_source(ParseCtx *ctx, Ident from, const char *name, Span span,
+                                  const Ident *transposed) {
+    TensorSource src = {name, span, 0};
+    if (strcmp(from.name, "from") != 0) {
+        diag_error(ctx->sink, from.span,
+                   "expected 'from \"NAME\"' or ';' after the tensor's dimensions, not '%s'",
+                   from.name);
+        src.name = NULL;
+    }
+    if (transposed) {
+        if (strcmp(transposed->name, "transposed") == 0)
+            src.transposed = 1;
+        else
+            diag_error(ctx->sink, transposed->span, "expected 'transposed' or ';', not '%s'",
+                       transposed->name);
+    }
+    return src;
+}
 
 static PtrVec vec_one(Arena *arena, void *item) {
     PtrVec vec = {0};

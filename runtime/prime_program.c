@@ -680,7 +680,7 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
         }
     }
     /* Loaded weights replace the random ones before the reference's copy. */
-    PrimeWeightNames names = {0, NULL};
+    PrimeWeightNames names = {0, NULL, NULL};
     PrimeGrads grads;
     memset(&grads, 0, sizeof grads);
     rc = weights_setup(prog, &opt, run.whole, &names, &grads);

@@ -112,6 +112,17 @@ typedef struct PrimeValueRun {
     long repeat;
 } PrimeValueRun;
 
+/* A model's `from "NAME" [transposed]` on an input or weight: the
+ * safetensors name of the value declared `name` (in_layer: of each copy
+ * name_L of a repeated layer, with `{layer}` in file_name standing for L),
+ * and whether the file holds the 2-D value transposed. */
+typedef struct PrimeWeightSource {
+    const char *name;
+    int in_layer;
+    const char *file_name;
+    int transposed;
+} PrimeWeightSource;
+
 typedef struct PrimeProgram {
     const char *name;
     int ndev;
@@ -151,6 +162,9 @@ typedef struct PrimeProgram {
     /* Per entry of value_elems: 1 for a weight (what --weights must
      * give), 0 for the rest; NULL: no weights. */
     const unsigned char *value_weight;
+    /* The model's safetensors names (prime_weights.c); 0 and NULL: none. */
+    int nweight_sources;
+    const PrimeWeightSource *weight_sources;
 } PrimeProgram;
 
 int prime_program_main(const PrimeProgram *program, int argc, char **argv);

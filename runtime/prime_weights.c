@@ -73,17 +73,66 @@ static int read_map(const PrimeProgram *prog, const char *path, PrimeWeightNames
     return rc;
 }
 
+/* The model's source of a value named `own`: a declaration `name`
+ * outside a layer, or name_L of a layer copy (*layer = L). */
+static const PrimeWeightSource *source_of(const PrimeProgram *prog, const char *own, long *layer) {
+    for (int i = 0; i < prog->nweight_sources; ++i) {
+        const PrimeWeightSource *ws = &prog->weight_sources[i];
+        size_t n = strlen(ws->name);
+        if (!ws->in_layer && strcmp(own, ws->name) == 0) {
+            *layer = -1;
+            return ws;
+        }
+        if (ws->in_layer && strncmp(own, ws->name, n) == 0 && own[n] == '_' && own[n + 1]) {
+            char *end;
+            long l = strtol(own + n + 1, &end, 10);
+            if (*end == '\0' && l >= 0) {
+                *layer = l;
+                return ws;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* file_name with every `{layer}` replaced by layer. */
+static char *expand_source(const char *file_name, long layer) {
+    char num[32];
+    snprintf(num, sizeof num, "%ld", layer);
+    size_t n = strlen(file_name) + 1;
+    for (const char *c = strstr(file_name, "{layer}"); c; c = strstr(c + 7, "{layer}"))
+        n += strlen(num);
+    char *out = malloc(n), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *c = file_name; *c;) {
+        if (strncmp(c, "{layer}", 7) == 0) {
+            o += sprintf(o, "%s", num);
+            c += 7;
+        } else {
+            *o++ = *c++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 int prime_weight_names(const PrimeProgram *prog, const char *map_file, PrimeWeightNames *out) {
     out->nvalues = prog->nvalues;
     out->name = calloc((size_t)prog->nvalues + 1, sizeof(char *));
-    if (!out->name)
+    out->transposed = calloc((size_t)prog->nvalues + 1, 1);
+    if (!out->name || !out->transposed)
         return 3;
     for (int t = 0; t < prog->ntensors; ++t) {
         const PrimeTensorDesc *d = &prog->tensors[t];
         if (d->fill_after < 0 || d->value < 0 || d->value >= prog->nvalues || out->name[d->value])
             continue;
-        if (!(out->name[d->value] = strdup(d->name)))
+        long layer;
+        const PrimeWeightSource *ws = source_of(prog, d->name, &layer);
+        out->name[d->value] = ws ? expand_source(ws->file_name, layer) : strdup(d->name);
+        if (!out->name[d->value])
             return 3;
+        out->transposed[d->value] = ws && ws->transposed && d->ndims == 2;
     }
     /* The map names by the program's names: read it once all are known. */
     return map_file ? read_map(prog, map_file, out) : 0;
@@ -93,7 +142,9 @@ void prime_weight_names_free(PrimeWeightNames *n) {
     for (int v = 0; n->name && v < n->nvalues; ++v)
         free(n->name[v]);
     free(n->name);
+    free(n->transposed);
     n->name = NULL;
+    n->transposed = NULL;
 }
 
 void prime_weights_list(const PrimeProgram *prog, const PrimeWeightNames *names) {
@@ -108,7 +159,10 @@ void prime_weights_list(const PrimeProgram *prog, const PrimeWeightNames *names)
         printf("%s %s %s [", is_weight(prog, v) ? "weight" : "input", own, names->name[v]);
         for (int x = 0; x < d->ndims; ++x)
             printf("%s%ld", x ? ", " : "", d->shape[x]);
-        printf("]\n");
+        if (names->transposed[v])
+            printf("] transposed [%ld, %ld] in the file\n", d->shape[1], d->shape[0]);
+        else
+            printf("]\n");
     }
 }
 
@@ -213,9 +267,14 @@ static int load_values(const PrimeProgram *prog, const PrimeWeightNames *names, 
             }
             continue;
         }
+        /* The shape the file must hold: the value's, or its transpose. */
+        int tr = names->transposed[v];
+        long want[PRIME_MAX_DIMS];
+        for (int x = 0; x < d->ndims; ++x)
+            want[x] = d->shape[tr ? d->ndims - 1 - x : x];
         int same = st->ndims == d->ndims;
         for (int x = 0; same && x < d->ndims; ++x)
-            same = st->shape[x] == d->shape[x];
+            same = st->shape[x] == want[x];
         if (dup) {
             fprintf(stderr, "%s: error: %s '%s' is in more than one file\n", prog->name, kind,
                     names->name[v]);
@@ -225,11 +284,21 @@ static int load_values(const PrimeProgram *prog, const PrimeWeightNames *names, 
             print_shape(st->shape, st->ndims);
             fprintf(stderr, " (%s) in the file; %s needs ", prime_st_dtype_name(st->dtype),
                     d->name);
-            print_shape(d->shape, d->ndims);
-            fprintf(stderr, "\n");
+            print_shape(want, d->ndims);
+            fprintf(stderr, "%s\n", tr ? " (its transpose: `from ... transposed`)" : "");
             rc = 2;
-        } else if (rc == 0) {
+        } else if (rc == 0 && !tr) {
             prime_st_read_f32(st, 0, (size_t)elems_of(d->shape, d->ndims), whole[v]);
+        } else if (rc == 0) {
+            long r = d->shape[0], c = d->shape[1];
+            float *file = malloc(sizeof(float) * (size_t)(r * c) + 1);
+            if (!file)
+                return 3;
+            prime_st_read_f32(st, 0, (size_t)(r * c), file);
+            for (long i = 0; i < r; ++i)
+                for (long j = 0; j < c; ++j)
+                    whole[v][i * c + j] = file[j * r + i];
+            free(file);
         }
     }
     return rc;
@@ -332,8 +401,12 @@ int prime_grads_write(const PrimeGrads *g, const PrimeProgram *prog, const Prime
                       const char *dir) {
     PrimeStOut *out = calloc((size_t)g->n + 1, sizeof *out);
     float *dense = calloc(g->total + 1, sizeof(float));
+    /* Gradients of values the file holds transposed are written
+     * transposed, as the weights are read. */
+    float *flipped = calloc(g->total + 1, sizeof(float));
+    long(*shapes)[2] = calloc((size_t)g->n + 1, sizeof *shapes);
     char *path = malloc(strlen(dir) + sizeof "/grads.safetensors");
-    int rc = out && dense && path ? 0 : 3;
+    int rc = out && dense && flipped && shapes && path ? 0 : 3;
     for (int i = 0; rc == 0 && i < g->n; ++i) {
         const PrimeTensorDesc *t = &prog->tensors[g->tensor[i]];
         for (int r = 0; r < prog->ndev; ++r)
@@ -342,6 +415,18 @@ int prime_grads_write(const PrimeGrads *g, const PrimeProgram *prog, const Prime
         out[i].ndims = t->ndims;
         out[i].shape = t->shape;
         out[i].data = dense + g->off[i];
+        if (names->transposed[g->value[i]] && t->ndims == 2) {
+            long rows = t->shape[0], cols = t->shape[1];
+            const float *a = dense + g->off[i];
+            float *b = flipped + g->off[i];
+            for (long x = 0; x < rows; ++x)
+                for (long y = 0; y < cols; ++y)
+                    b[y * rows + x] = a[x * cols + y];
+            shapes[i][0] = cols;
+            shapes[i][1] = rows;
+            out[i].shape = shapes[i];
+            out[i].data = b;
+        }
     }
     char err[512];
     if (rc == 0) {
@@ -355,6 +440,8 @@ int prime_grads_write(const PrimeGrads *g, const PrimeProgram *prog, const Prime
     }
     free(out);
     free(dense);
+    free(flipped);
+    free(shapes);
     free(path);
     return rc;
 }

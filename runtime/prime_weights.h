@@ -35,10 +35,14 @@ void prime_layout_tile(const PrimeProgram *prog, const PrimeLayout *l, int rank,
 void prime_tile_offset(const PrimeTensorDesc *t, long id, long *off);
 
 /* Per value: the safetensors name it is loaded from and saved under (NULL
- * for a value the program does not fill). */
+ * for a value the program does not fill): the program's own name, or the
+ * model's `from "NAME"` (prog->weight_sources), or the map file's. */
 typedef struct PrimeWeightNames {
     int nvalues;
     char **name;
+    /* Per value: 1 when the file holds the 2-D value transposed (the
+     * model's `from "NAME" transposed`). */
+    unsigned char *transposed;
 } PrimeWeightNames;
 
 int prime_weight_names(const PrimeProgram *prog, const char *map_file, PrimeWeightNames *out);

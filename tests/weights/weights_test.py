@@ -28,6 +28,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -243,6 +244,90 @@ def case_opt(primec, src, work):
           % (len(weights), len(results[0])))
 
 
+def transpose(vals, rows, cols):
+    """The [cols, rows] transpose of a row-major [rows, cols] list."""
+    return [vals[i * cols + j] for j in range(cols) for i in range(rows)]
+
+
+def case_names(primec, src, work):
+    """A model states its safetensors names (`from "NAME"`, `{layer}`,
+    `transposed`): the run on a file with those names and transposed
+    weights computes what the same model without names computes on the
+    plain values, and saves the gradients under the file's names,
+    transposed back."""
+    named_src = os.path.join(src, "tests/weights/named.prime")
+    plain_src = os.path.join(work, "plain.prime")
+    text = open(named_src).read()
+    plain = re.sub(r' from "[^"]*"( transposed)?', "", text)
+    if plain == text or "from" in plain.replace("// ", ""):
+        fail("could not strip the names of %s" % named_src)
+    open(plain_src, "w").write(plain)
+    named = build(primec, named_src, "mlp", os.path.join(work, "named"))
+    plain_prog = build(primec, plain_src, "mlp", os.path.join(work, "plain"))
+    r = run(named, "--list-weights")
+    want = ["input x inputs.x [16, 8]",
+            "weight w1_0 layers.0.fc1.weight [8, 12] transposed [12, 8] in the file",
+            "weight w2_0 layers.0.fc2.weight [12, 8] transposed [8, 12] in the file",
+            "weight w1_1 layers.1.fc1.weight [8, 12] transposed [12, 8] in the file",
+            "weight w2_1 layers.1.fc2.weight [12, 8] transposed [8, 12] in the file"]
+    if r.returncode != 0 or any(w not in r.stdout.splitlines() for w in want):
+        fail("--list-weights of the named model:\n%s%s" % (r.stdout, r.stderr))
+    rng = random.Random(7)
+    S, H, F = 16, 8, 12
+    vals = {"x": rand(rng, S * H), "dy": rand(rng, S * H)}
+    for l in range(2):
+        vals["w1_%d" % l] = rand(rng, H * F, 1 / math.sqrt(H))
+        vals["w2_%d" % l] = rand(rng, F * H, 1 / math.sqrt(F))
+    shapes = {"x": [S, H], "dy": [S, H], "w1_0": [H, F], "w1_1": [H, F], "w2_0": [F, H],
+              "w2_1": [F, H]}
+    file_name = {"x": "inputs.x", "dy": "dy"}
+    for l in range(2):
+        file_name["w1_%d" % l] = "layers.%d.fc1.weight" % l
+        file_name["w2_%d" % l] = "layers.%d.fc2.weight" % l
+    named_tensors, plain_tensors = [], []
+    for own, v in vals.items():
+        rows, cols = shapes[own]
+        plain_tensors.append((own, "F32", [rows, cols], v))
+        if own.startswith("w"):
+            named_tensors.append((file_name[own], "F32", [cols, rows], transpose(v, rows, cols)))
+        else:
+            named_tensors.append((file_name[own], "F32", [rows, cols], v))
+    grads = {}
+    for label, prog, tensors in (("named", named, named_tensors), ("plain", plain_prog,
+                                                                     plain_tensors)):
+        wdir = fresh(os.path.join(work, label + "-w"))
+        gdir = fresh(os.path.join(work, label + "-g"))
+        open(os.path.join(wdir, "model.safetensors"), "wb").write(safetensors_bytes(tensors)[0])
+        r = run(prog, "--weights", wdir, "--check", "--save-grads", gdir)
+        if r.returncode != 0 or "check passed" not in r.stdout:
+            fail("%s: rc %d\n%s\n%s" % (label, r.returncode, r.stdout[-2000:], r.stderr))
+        grads[label] = read_safetensors(os.path.join(gdir, "grads.safetensors"))
+    for own in ("x", "w1_0", "w2_0", "w1_1", "w2_1"):
+        rows, cols = shapes[own]
+        shape, g = grads["named"].get(file_name[own], (None, None))
+        if g is None:
+            fail("no gradient saved under %s: %s" % (file_name[own], sorted(grads["named"])))
+        if own.startswith("w"):
+            if shape != [cols, rows]:
+                fail("gradient %s has shape %s, not the file's [%d, %d]"
+                     % (file_name[own], shape, cols, rows))
+            g = transpose(g, cols, rows)
+        if grads["plain"][own][1] != g:
+            fail("gradient of %s under %s differs from the unnamed model's" % (own, file_name[own]))
+        print("gradient %s (%s): equal to the unnamed model's" % (file_name[own], own))
+    # A weight stored untransposed where the model says `transposed`.
+    bad = [(n, d, shape[::-1], v) if n == "layers.1.fc2.weight" else (n, d, shape, v)
+           for n, d, shape, v in named_tensors]
+    wdir = fresh(os.path.join(work, "bad-w"))
+    open(os.path.join(wdir, "model.safetensors"), "wb").write(safetensors_bytes(bad)[0])
+    r = run(named, "--weights", wdir)
+    msg = ("weight 'layers.1.fc2.weight' has shape [12, 8] (F32) in the file; w2_1 needs [8, 12] "
+           "(its transpose: `from ... transposed`)")
+    if r.returncode != 2 or msg not in r.stderr:
+        fail("untransposed weight: rc %d\n%s" % (r.returncode, r.stderr))
+    print("untransposed weight refused: %s" % msg)
+
+
 def expect_bad(prog, wdir, blob, want, *extra):
     for f in os.listdir(wdir):
         os.remove(os.path.join(wdir, f))
@@ -335,7 +420,7 @@ def main():
         LAUNCH.extend(sys.argv[5:] + ["-n", "4"])
     os.makedirs(work, exist_ok=True)
     {"matmul": case_matmul, "mpi": case_mpi, "map": case_map, "opt": case_opt, "bad": case_bad,
-     "fuzz": case_fuzz}[case](primec, src, work)
+     "fuzz": case_fuzz, "names": case_names}[case](primec, src, work)
     print("ok")
 
 

@@ -476,7 +476,9 @@ static const PrimeProgram program = {"m",
                                      value_runs,
                                      value_scale,
                                      reference_fp64,
-                                     value_weight};
+                                     value_weight,
+                                     0,
+                                     NULL};
 
 const PrimeProgram *prime_model_m(void);
 const PrimeProgram *prime_model_m(void) {
