@@ -13,13 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static long elems_of(const long *shape, int ndims) {
-    long n = 1;
-    for (int i = 0; i < ndims; ++i)
-        n *= shape[i];
-    return n;
-}
-
 static int is_weight(const PrimeProgram *prog, int v) {
     return prog->value_weight && prog->value_weight[v];
 }
@@ -245,9 +238,17 @@ static const PrimeStTensor *find(PrimeStFile *files, int nfiles, const char *nam
     return hit;
 }
 
-/* Matches the values with the files' tensors and copies them in. */
-static int load_values(const PrimeProgram *prog, const PrimeWeightNames *names, PrimeStFile *files,
-                       int nfiles, unsigned char **used, float *const *whole) {
+struct PrimeWeightFiles {
+    PrimeStFile *files;
+    int nfiles;
+    int nvalues;
+    const PrimeStTensor **of;        /* per value: its tensor in the files, or NULL */
+    const unsigned char *transposed; /* per value (the names') */
+};
+
+/* Matches the values with the files' tensors: of[v] for each one found. */
+static int match_values(const PrimeProgram *prog, const PrimeWeightNames *names,
+                        PrimeWeightFiles *w, unsigned char **used) {
     int rc = 0;
     for (int v = 0; v < prog->nvalues; ++v) {
         if (!names->name[v])
@@ -257,7 +258,7 @@ static int load_values(const PrimeProgram *prog, const PrimeWeightNames *names, 
             if (prog->tensors[t].value == v && prog->tensors[t].fill_after >= 0)
                 d = &prog->tensors[t];
         int dup = 0;
-        const PrimeStTensor *st = find(files, nfiles, names->name[v], &dup, used);
+        const PrimeStTensor *st = find(w->files, w->nfiles, names->name[v], &dup, used);
         const char *kind = is_weight(prog, v) ? "weight" : "input";
         if (!st) {
             if (is_weight(prog, v)) {
@@ -287,50 +288,116 @@ static int load_values(const PrimeProgram *prog, const PrimeWeightNames *names, 
             print_shape(want, d->ndims);
             fprintf(stderr, "%s\n", tr ? " (its transpose: `from ... transposed`)" : "");
             rc = 2;
-        } else if (rc == 0 && !tr) {
-            prime_st_read_f32(st, 0, (size_t)elems_of(d->shape, d->ndims), whole[v]);
-        } else if (rc == 0) {
-            long r = d->shape[0], c = d->shape[1];
-            float *file = malloc(sizeof(float) * (size_t)(r * c) + 1);
-            if (!file)
-                return 3;
-            prime_st_read_f32(st, 0, (size_t)(r * c), file);
-            for (long i = 0; i < r; ++i)
-                for (long j = 0; j < c; ++j)
-                    whole[v][i * c + j] = file[j * r + i];
-            free(file);
+        } else {
+            w->of[v] = st;
         }
     }
     return rc;
 }
 
-int prime_weights_load(const PrimeProgram *prog, const PrimeWeightNames *names, const char *dir,
-                       float *const *whole) {
-    PrimeStFile *files = NULL;
-    int nfiles = 0;
-    int rc = open_dir(prog, dir, &files, &nfiles);
-    unsigned char **used = rc == 0 ? calloc((size_t)nfiles, sizeof *used) : NULL;
+int prime_weights_open(const PrimeProgram *prog, const PrimeWeightNames *names, const char *dir,
+                       PrimeWeightFiles **out) {
+    *out = NULL;
+    PrimeWeightFiles *w = calloc(1, sizeof *w);
+    if (!w)
+        return 3;
+    w->nvalues = prog->nvalues;
+    w->transposed = names->transposed;
+    w->of = calloc((size_t)prog->nvalues + 1, sizeof *w->of);
+    int rc = w->of ? open_dir(prog, dir, &w->files, &w->nfiles) : 3;
+    unsigned char **used = rc == 0 ? calloc((size_t)w->nfiles + 1, sizeof *used) : NULL;
     if (rc == 0 && !used)
         rc = 3;
-    for (int f = 0; rc == 0 && f < nfiles; ++f)
-        if (!(used[f] = calloc((size_t)files[f].ntensors + 1, 1)))
+    for (int f = 0; rc == 0 && f < w->nfiles; ++f)
+        if (!(used[f] = calloc((size_t)w->files[f].ntensors + 1, 1)))
             rc = 3;
     if (rc == 0)
-        rc = load_values(prog, names, files, nfiles, used, whole);
+        rc = match_values(prog, names, w, used);
     /* Tensors of the files the program has no use for: a warning (a
      * checkpoint often holds more than one model's part). */
-    for (int f = 0; rc == 0 && f < nfiles; ++f)
-        for (int i = 0; i < files[f].ntensors; ++i)
+    for (int f = 0; rc == 0 && f < w->nfiles; ++f)
+        for (int i = 0; i < w->files[f].ntensors; ++i)
             if (!used[f][i])
                 fprintf(stderr, "%s: warning: '%s' in the weights is no weight or input of %s\n",
-                        prog->name, files[f].tensors[i].name, prog->name);
-    for (int f = 0; f < nfiles; ++f) {
-        prime_st_close(&files[f]);
-        if (used)
-            free(used[f]);
-    }
+                        prog->name, w->files[f].tensors[i].name, prog->name);
+    for (int f = 0; used && f < w->nfiles; ++f)
+        free(used[f]);
     free(used);
-    free(files);
+    if (rc != 0) {
+        prime_weights_close(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+int prime_weights_has(const PrimeWeightFiles *w, int v) {
+    return w && v >= 0 && v < w->nvalues && w->of[v] != NULL;
+}
+
+int prime_weights_read_box(const PrimeWeightFiles *w, int v, const PrimeTensorDesc *d,
+                           const long *off, const long *box, float *dst) {
+    const PrimeStTensor *st = w->of[v];
+    int nd = d->ndims;
+    if (w->transposed[v] && nd == 2) {
+        /* The file holds [c, r] for the value's [r, c]: value row i of the
+         * box is column off[0] + i of the file. */
+        long rows = d->shape[0];
+        float *col = malloc(sizeof(float) * (size_t)box[0] + 1);
+        if (!col)
+            return 3;
+        for (long j = 0; j < box[1]; ++j) {
+            prime_st_read_f32(st, (size_t)((off[1] + j) * rows + off[0]), (size_t)box[0], col);
+            for (long i = 0; i < box[0]; ++i)
+                dst[i * box[1] + j] = col[i];
+        }
+        free(col);
+        return 0;
+    }
+    /* Rows of the box along the last dimension, contiguous in the file. */
+    long rows = 1, idx[PRIME_MAX_DIMS] = {0};
+    for (int x = 0; x + 1 < nd; ++x)
+        rows *= box[x];
+    long row_len = nd ? box[nd - 1] : 1;
+    for (long r = 0; r < rows; ++r) {
+        long at = 0;
+        for (int x = 0; x < nd; ++x)
+            at = at * d->shape[x] + off[x] + (x + 1 < nd ? idx[x] : 0);
+        prime_st_read_f32(st, (size_t)at, (size_t)row_len, dst + r * row_len);
+        for (int x = nd - 2; x >= 0; --x) {
+            if (++idx[x] < box[x])
+                break;
+            idx[x] = 0;
+        }
+    }
+    return 0;
+}
+
+void prime_weights_close(PrimeWeightFiles *w) {
+    if (!w)
+        return;
+    for (int f = 0; f < w->nfiles; ++f)
+        prime_st_close(&w->files[f]);
+    free(w->files);
+    free(w->of);
+    free(w);
+}
+
+int prime_weights_load(const PrimeProgram *prog, const PrimeWeightNames *names, const char *dir,
+                       float *const *whole) {
+    PrimeWeightFiles *w;
+    int rc = prime_weights_open(prog, names, dir, &w);
+    static const long zero[PRIME_MAX_DIMS] = {0};
+    for (int v = 0; rc == 0 && v < prog->nvalues; ++v) {
+        if (!prime_weights_has(w, v))
+            continue;
+        const PrimeTensorDesc *d = NULL;
+        for (int t = 0; t < prog->ntensors && !d; ++t)
+            if (prog->tensors[t].value == v && prog->tensors[t].fill_after >= 0)
+                d = &prog->tensors[t];
+        rc = prime_weights_read_box(w, v, d, zero, d->shape, whole[v]);
+    }
+    prime_weights_close(w);
     return rc;
 }
 

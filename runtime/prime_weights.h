@@ -56,6 +56,22 @@ void prime_weights_list(const PrimeProgram *prog, const PrimeWeightNames *names)
 int prime_weights_load(const PrimeProgram *prog, const PrimeWeightNames *names, const char *dir,
                        float *const *whole);
 
+/* DIR's files, mapped and matched with the values (the same checks and
+ * messages as prime_weights_load), for reading boxes of them: a device
+ * reads its own tiles only, and only the pages of the mapping they touch
+ * are read from disk. */
+typedef struct PrimeWeightFiles PrimeWeightFiles;
+int prime_weights_open(const PrimeProgram *prog, const PrimeWeightNames *names, const char *dir,
+                       PrimeWeightFiles **out);
+/* Is value v in the files? */
+int prime_weights_has(const PrimeWeightFiles *w, int v);
+/* The box [off, off + box) of value v (tensor d of it) into dst, row-major
+ * over box, converted to fp32 (and transposed where the file holds the
+ * transpose). Returns 0, or 3 when out of memory. Any thread. */
+int prime_weights_read_box(const PrimeWeightFiles *w, int v, const PrimeTensorDesc *d,
+                           const long *off, const long *box, float *dst);
+void prime_weights_close(PrimeWeightFiles *w);
+
 /* The gradients --save-grads writes: per saved one, the value it is the
  * gradient of and the checked tensor holding it; buf holds one block of
  * `total` floats per rank, where each rank's device copies its tiles. */
