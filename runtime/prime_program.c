@@ -57,6 +57,9 @@ typedef struct Run {
     int *fill_next;      /* per tensor: the next one filled after the same phase, or -1 */
     PrimeTiming timing;  /* what the devices spent, per phase and repeat */
     PrimeGrads *grads;   /* --save-grads, in the last run only: gathered from the stores */
+    /* --weights without --check: the files, from which each device reads
+     * its own tiles of the values whose whole[v] is NULL. */
+    const PrimeWeightFiles *wfiles;
 } Run;
 
 static long elems_of(const long *shape, int ndims) {
@@ -89,7 +92,7 @@ void prime_layout_tile(const PrimeProgram *prog, const PrimeLayout *l, int rank,
     }
 }
 
-static void fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
+static PrimeStatus fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
     const PrimeTensorDesc *t = &run->prog->tensors[tensor];
     const int rank = prime_dev_rank(dev);
     PrimeStore *st = &run->stores[rank];
@@ -100,8 +103,13 @@ static void fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
         prime_layout_tile(run->prog, &t->fill_layout, rank, i, &id, &s);
         prime_tile_offset(t, id, off);
         float *slot = st->slots[tensor][s];
-        prime_copy_box(t->ndims, t->tile, run->whole[t->value], t->shape, off, slot, t->tile, zero);
+        if (run->whole[t->value])
+            prime_copy_box(t->ndims, t->tile, run->whole[t->value], t->shape, off, slot, t->tile,
+                           zero);
+        else if (prime_weights_read_box(run->wfiles, t->value, t, off, t->tile, slot) != 0)
+            return PRIME_ERR_NOMEM;
     }
+    return PRIME_OK;
 }
 
 static void check_rank(PrimeDev *dev, Run *run);
@@ -123,7 +131,7 @@ static void rank_main(PrimeDev *dev, void *arg) {
                                            prime_timing_slot(&run->timing, rank, pr->first + j));
                 long p = pr->orig + l * pr->len + j;
                 for (int t = run->fill_first[p]; t >= 0 && st == PRIME_OK; t = run->fill_next[t])
-                    fill_tiles(dev, run, t);
+                    st = fill_tiles(dev, run, t);
             }
     }
     if (st == PRIME_OK && run->check)
@@ -570,10 +578,13 @@ static int dir_writable(const char *name, const char *dir) {
     return 1;
 }
 
-/* --list-weights, --weights and --save-grads before the run: 0 to run,
- * -1 when listed (exit 0), or the exit code. */
-static int weights_setup(const PrimeProgram *prog, const Options *opt, float *const *whole,
-                         PrimeWeightNames *names, PrimeGrads *grads) {
+/* --list-weights, --weights and --save-grads before the values are made:
+ * 0 to run, -1 when listed (exit 0), or the exit code. Without --check,
+ * --weights opens the files for the devices to read their tiles from
+ * (*wfiles); with it, the whole values are loaded after they are made
+ * (prime_weights_load), since the dense reference needs them. */
+static int weights_setup(const PrimeProgram *prog, const Options *opt, PrimeWeightNames *names,
+                         PrimeGrads *grads, PrimeWeightFiles **wfiles) {
     int rc = 0;
     if (opt->weights || opt->weights_map || opt->save_grads || opt->list_weights)
         rc = prime_weight_names(prog, opt->weights_map, names);
@@ -581,8 +592,8 @@ static int weights_setup(const PrimeProgram *prog, const Options *opt, float *co
         prime_weights_list(prog, names);
         return -1;
     }
-    if (rc == 0 && opt->weights)
-        rc = prime_weights_load(prog, names, opt->weights, whole);
+    if (rc == 0 && opt->weights && !opt->check)
+        rc = prime_weights_open(prog, names, opt->weights, wfiles);
     if (rc == 0 && opt->save_grads)
         rc = prime_grads_init(grads, prog, names);
     if (rc == 0 && opt->save_grads && !dir_writable(prog->name, opt->save_grads))
@@ -662,13 +673,25 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     for (int t = 0; t < prog->ntensors; ++t)
         if (prog->tensors[t].fill_after >= 0 && prog->tensors[t].value < prog->nvalues)
             filled[prog->tensors[t].value] = 1;
-    for (int v = 0; v < prog->nvalues; ++v) {
+    /* Weights and loaded names first: what the devices read from the
+     * files needs no whole value. */
+    PrimeWeightNames names = {0, NULL, NULL};
+    PrimeGrads grads;
+    memset(&grads, 0, sizeof grads);
+    PrimeWeightFiles *wfiles = NULL;
+    rc = weights_setup(prog, &opt, &names, &grads, &wfiles);
+    run.wfiles = wfiles;
+    for (int v = 0; rc == 0 && v < prog->nvalues; ++v) {
         size_t n = (size_t)prog->value_elems[v];
+        if (prime_weights_has(wfiles, v))
+            continue; /* whole[v] stays NULL: read by tiles */
         run.whole[v] = calloc(n ? n : 1, sizeof(float));
-        ref[v] = calloc(n ? n : 1, sizeof(float));
+        /* The dense references exist with --check only. */
+        if (check)
+            ref[v] = calloc(n ? n : 1, sizeof(float));
         if (check)
             run.ref64[v] = calloc(n ? n : 1, sizeof(double));
-        if (!run.whole[v] || !ref[v] || (check && !run.ref64[v])) {
+        if (!run.whole[v] || (check && (!ref[v] || !run.ref64[v]))) {
             fprintf(stderr, "%s: out of memory\n", prog->name);
             return 3;
         }
@@ -680,20 +703,19 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
         }
     }
     /* Loaded weights replace the random ones before the reference's copy. */
-    PrimeWeightNames names = {0, NULL, NULL};
-    PrimeGrads grads;
-    memset(&grads, 0, sizeof grads);
-    rc = weights_setup(prog, &opt, run.whole, &names, &grads);
+    if (rc == 0 && opt.weights && check)
+        rc = prime_weights_load(prog, &names, opt.weights, run.whole);
     if (rc != 0) {
         if (rc == 3)
             fprintf(stderr, "%s: out of memory\n", prog->name);
         prime_weight_names_free(&names);
         prime_grads_free(&grads);
+        prime_weights_close(wfiles);
         free(filled);
         run_free(&run);
         return rc < 0 ? 0 : rc;
     }
-    for (int v = 0; v < prog->nvalues; ++v) {
+    for (int v = 0; check && v < prog->nvalues; ++v) {
         if (!filled[v])
             continue;
         memcpy(ref[v], run.whole[v], (size_t)prog->value_elems[v] * sizeof(float));
@@ -831,6 +853,7 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
         rc = save_grads(prog, world, &opt, &grads, &names, &run_error);
     prime_weight_names_free(&names);
     prime_grads_free(&grads);
+    prime_weights_close(wfiles);
     if (js && run_error != PRIME_OK)
         fprintf(js, "{\"program\": \"%s\", \"devices\": %d, \"error\": \"%s\"}\n", prog->name,
                 prog->ndev, prime_status_name(run_error));
