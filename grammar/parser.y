@@ -149,7 +149,7 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %precedence NEG
 
 %type <ident> name
-%type <vec> idents dimlist tparams stmts op_body axes dsis partition_body
+%type <vec> idents dimlist tparams stmts op_body axes dsis partition_body composite_body parts
 %type <vec> mitems model_body params dims dimexprs args bindings exprs radix
 %type <kind> assign_op
 %type <expr> expr primary dimexpr
@@ -157,7 +157,7 @@ static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 %type <stmt> stmt
 %type <axis> axis steps
 %type <dsi> dsi
-%type <item> mitem param
+%type <item> mitem param part
 %type <use> use
 %type <binding> binding
 %type <decl> decl
@@ -209,6 +209,25 @@ dimlist
 op_decl
     : OP name '(' tparams ')' ARROW tparam op_body
                             { $$ = ast_new_op(ctx->arena, @$, $2, $4, $7, $8); }
+    | OP name '(' tparams ')' ARROW tparam '=' composite_body
+                            { $$ = ast_new_composite(ctx->arena, @$, $2, $4, $7, $9); }
+    ;
+
+/* A composite's parts: `mu = norm_mean(x);`, instances without `use`. */
+composite_body
+    : '{' parts '}'         { $$ = $2; }
+    | '{' parts error '}'   { $$ = $2; }
+    ;
+
+parts
+    : %empty                { $$ = (PtrVec){0}; }
+    | parts part            { $$ = $2 ? vec_push(ctx->arena, $1, $2) : $1; }
+    ;
+
+part
+    : name '=' name '(' args ')' ';'
+                            { $$ = ast_new_instance_item(ctx->arena, @$, $1, $3, $5, NULL); }
+    | error ';'             { $$ = NULL; }
     ;
 
 tparams
@@ -460,6 +479,7 @@ bindings
 
 binding
     : name ':' name         { $$ = ast_new_binding(ctx->arena, @$, $1, $3); }
+    | name '=' name         { $$ = ast_new_rename(ctx->arena, @$, $1, $3); }
     ;
 
 %%

@@ -7,7 +7,8 @@
 foreach(case "opt_layer:opt_small_megatron,opt_small_megatron_d2,opt_small_megatron_d8,opt_small_megatron_sp,opt_small_square"
              "llama2_layer:llama2_small_megatron,llama2_small_megatron_d2,llama2_small_megatron_d8,llama2_small_megatron_sp,llama2_small_square"
              "bloom_layer:bloom_small_megatron,bloom_small_megatron_d2,bloom_small_megatron_d8,bloom_small_megatron_sp,bloom_small_square"
-             "opt_mlp:opt_mlp_small")
+             "opt_mlp:opt_mlp_small"
+             "opt_blocks:opt_blocks_megatron,opt_blocks_megatron_sp,opt_blocks_megatron_seq,opt_blocks_megatron_175b")
   string(REPLACE ":" ";" parts "${case}")
   list(GET parts 0 file)
   list(GET parts 1 runs)
