@@ -229,7 +229,40 @@ static const Ident *expr_definition(const OpDecl *op, const Expr *e, uint32_t fi
     }
 }
 
-static const Ident *op_definition(const OpDecl *op, uint32_t file, uint32_t off) {
+/* In a composite's parts: an operator, an input or an earlier part. */
+static const Ident *part_definition(const Compilation *c, const OpDecl *op, uint32_t file,
+                                    uint32_t off) {
+    for (int i = 0; i < op->parts.count; ++i) {
+        const ModelItem *part = op->parts.items[i];
+        if (!lsp_span_has(part->span, file, off))
+            continue;
+        if (ident_has(&part->name, file, off))
+            return &part->name;
+        if (ident_has(&part->op, file, off)) {
+            const OpDecl *callee = find_op(c, part->op.name);
+            return callee ? &callee->name : NULL;
+        }
+        for (int a = 0; a < part->args.count; ++a) {
+            const Ident *arg = part->args.items[a];
+            if (!ident_has(arg, file, off))
+                continue;
+            for (int k = 0; k < i; ++k)
+                if (((const ModelItem *)op->parts.items[k])->name.name == arg->name)
+                    return &((const ModelItem *)op->parts.items[k])->name;
+            const Ident *t = op_tensor(op, arg->name);
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static const Ident *op_definition(const Compilation *c, const OpDecl *op, uint32_t file,
+                                  uint32_t off) {
+    if (op->is_composite) {
+        const Ident *p = part_definition(c, op, file, off);
+        if (p)
+            return p;
+    }
     if (ident_has(&op->name, file, off))
         return &op->name;
     for (int i = 0; i <= op->params.count; ++i) {
@@ -272,7 +305,7 @@ static const Ident *definition_at(const Compilation *c, uint32_t file, uint32_t 
             if (ident_has(&p->name, file, off))
                 return &p->name;
         } else if (d->kind == DECL_OP) {
-            return op_definition(d->op, file, off);
+            return op_definition(c, d->op, file, off);
         } else if (d->kind == DECL_MODEL) {
             Scope sc = {.depth = 0};
             const Ident *found = items_definition(c, &sc, &d->model->items, NULL, file, off);

@@ -1,0 +1,64 @@
+"""primec lsp on a file that uses composite operators (examples/opt_blocks.prime).
+
+usage: composite.py PRIMEC STDLIB_DIR EXAMPLE
+Its diagnostics are empty; go-to-definition of a composite at its use
+leads to its declaration in stdlib/blocks.prime, and of a tensor inside a
+composite's body to the composite's input; hover on a composite's use and
+on the composite's name answers (and the server keeps answering).
+"""
+import os
+import re
+import sys
+
+from lsp_client import Client, check, path_uri, position_of
+
+primec, stdlib, path = sys.argv[1:4]
+text = open(path).read()
+uri = path_uri(path)
+blocks = os.path.join(stdlib, "blocks.prime")
+blocks_text = open(blocks).read()
+
+
+def blocks_position(pattern):
+    m = re.search(pattern, blocks_text, re.M)
+    check(m is not None, "%r not in blocks.prime" % pattern)
+    off = m.start(1)
+    return blocks_text.count("\n", 0, off), off - (blocks_text.rfind("\n", 0, off) + 1)
+
+
+c = Client(primec)
+c.initialize()
+diags = c.open(uri, text)["diagnostics"]
+check(diags == [], "diagnostics of %s: %r" % (path, diags))
+print("ok: no diagnostics")
+
+for name, needle in (("layernorm", "ln1 = layernorm(x"), ("attention", "attn = attention(ln1"),
+                     ("mlp_relu", "mlp = mlp_relu(ln2")):
+    line, char = position_of(text, needle, needle.index(name) + 1)
+    r = c.at("textDocument/definition", uri, line, char)["result"]
+    want = blocks_position(r"^op (%s)\(" % name)
+    check(r is not None and r["uri"] == path_uri(blocks) and
+          (r["range"]["start"]["line"], r["range"]["start"]["character"]) == want,
+          "definition of %s: %r, expected blocks.prime:%d:%d" % (name, r, want[0] + 1, want[1] + 1))
+    print("ok: definition of %s -> blocks.prime:%d" % (name, want[0] + 1))
+
+# Hover on a use and on a part's tensor: an answer or none, never a crash.
+for needle, skip in (("ln1 = layernorm", 0), ("ln1 = layernorm", 8), ("attention(ln1", 11)):
+    line, char = position_of(text, needle, skip)
+    c.at("textDocument/hover", uri, line, char)
+    print("ok: hover at %r answered" % needle)
+
+# The stdlib file itself: a composite's input used by a part.
+buri = path_uri(blocks)
+c.open(buri, blocks_text)
+line, char = position_of(blocks_text, "norm_var(x, mean)", 12)
+r = c.at("textDocument/definition", buri, line, char)["result"]
+want = position_of(blocks_text, "    mean = norm_mean", 4)
+check(r is not None and (r["range"]["start"]["line"], r["range"]["start"]["character"]) == want,
+      "definition of a part in a composite: %r, expected %r" % (r, want))
+print("ok: definition of a part inside a composite's body")
+line, char = position_of(blocks_text, "op layernorm", 4)
+c.at("textDocument/hover", buri, line, char)
+print("ok: hover on a composite's name answered")
+c.finish()
+print("ok")
