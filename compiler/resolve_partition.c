@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "compose.h"
 #include "resolve_internal.h"
 
 static int is_size_param(const Partition *p, Sym name) {
@@ -162,6 +163,13 @@ void resolve_partition_of(Resolver *r, const PartitionDecl *decl) {
     for (int i = 0; i < decl->of_ops.count; ++i) {
         const Ident *of = decl->of_ops.items[i];
         const Op *op = module_find_op(r->module, of->name);
+        if (!op && compose_is_composite(r, of->name)) {
+            diag_error(r->sink, of->span,
+                       "'%s' is a composite: a partition splits an operator; a plan rule or a "
+                       "`use` for a composite's instance applies to each of its parts",
+                       of->name);
+            continue;
+        }
         if (!op) {
             diag_error(r->sink, of->span, "unknown operator '%s'", of->name);
             continue;
