@@ -13,6 +13,10 @@
 
 #include <string.h>
 
+/* The most instances one use may expand into (composites that use others
+ * twice at every level grow exponentially). */
+#define COMPOSE_MAX_PARTS 10000
+
 typedef struct Composite {
     const OpDecl *decl;
     int ok;    /* signature and parts checked, no cycle */
@@ -368,7 +372,7 @@ void compose_declare(Resolver *r) {
 
 int compose_check_use(Resolver *r, const ModelItem *use, const ModelTensor *const *args) {
     const Composite *c = find_composite(r, use->op.name);
-    if (!c || !c->ok)
+    if (!c || !c->ok || !use->composite)
         return 0; /* reported at the composite */
     const OpDecl *decl = c->decl;
     if (use->args.count != decl->params.count) {
@@ -435,14 +439,21 @@ static Sym joined(Resolver *r, Sym a, Sym b) {
     return arena_intern(r->arena, s, strlen(s));
 }
 
-/* What one use expands in: the names its composite's tensors take. */
+/* What one use expands in: the names its composite's tensors take. The
+ * part computing the result is `name`; every other part PART is
+ * `prefix_PART`. For a written use both are the use's name; for a
+ * composite that is a part PART of another, prefix is the outer
+ * prefix_PART and name is the outer name if PART is the outer result
+ * (else prefix_PART too), so that no two parts share a name. */
 typedef struct Expansion {
     const OpDecl *decl;
     Ident name;               /* the instance computing the result */
+    Sym prefix;               /* of the other parts' names */
     const Ident *const *args; /* per param: the use's argument */
-    PtrVec groups;            /* Sym: this use and the uses it is a part of */
+    PtrVec groups;            /* Sym: the composite instances the parts belong to */
     const ModelItem *site;    /* the written use */
     UseClause *use;           /* the written use's `use`, given to every part */
+    int *budget;              /* instances the use may still expand into */
 } Expansion;
 
 /* The name a tensor of the composite's body takes in the expansion. */
@@ -452,16 +463,17 @@ static Ident tensor_name(Resolver *r, const Expansion *ex, const Ident *id) {
             return *ex->args[i];
     if (id->name == ex->decl->result->name.name)
         return (Ident){ex->name.name, id->span};
-    return (Ident){joined(r, ex->name.name, id->name), id->span};
+    return (Ident){joined(r, ex->prefix, id->name), id->span};
 }
 
 /* Appends the parts of one use to out; returns how many instances. */
 static int expand_use(Resolver *r, const Expansion *ex, PtrVec *out) {
     int count = 0;
-    for (int i = 0; i < ex->decl->parts.count; ++i) {
+    for (int i = 0; i < ex->decl->parts.count && *ex->budget >= 0; ++i) {
         const ModelItem *part = ex->decl->parts.items[i];
         Ident name = tensor_name(r, ex, &part->name);
         name.span = ex->site->name.span;
+        Sym own = joined(r, ex->prefix, part->name.name); /* == name unless the result */
         const Ident **args = ARENA_ARRAY(r->arena, const Ident *, part->args.count + 1);
         PtrVec argv = {0};
         for (int a = 0; a < part->args.count; ++a) {
@@ -475,16 +487,18 @@ static int expand_use(Resolver *r, const Expansion *ex, PtrVec *out) {
             ptrvec_push(r->arena, &groups, ex->groups.items[g]);
         const Composite *inner = find_composite(r, part->op.name);
         if (inner) {
-            ptrvec_push(r->arena, &groups, (void *)name.name);
-            Expansion sub = {inner->decl, name, args, groups, ex->site, ex->use};
+            ptrvec_push(r->arena, &groups, (void *)own);
+            Expansion sub = {inner->decl, name, own, args, groups, ex->site, ex->use, ex->budget};
             count += expand_use(r, &sub, out);
             continue;
         }
+        if (--*ex->budget < 0)
+            return count;
         ModelItem *it = ast_new_instance_item(r->arena, part->span, name, part->op, argv, ex->use);
         it->site = ex->site;
         it->groups = groups;
-        if (part->name.name == ex->decl->result->name.name)
-            it->alias = joined(r, ex->name.name, part->name.name);
+        if (name.name != own)
+            it->alias = own;
         ptrvec_push(r->arena, out, it);
         count++;
     }
@@ -514,9 +528,18 @@ static PtrVec expand_items(Resolver *r, const PtrVec *items) {
         ptrvec_push(r->arena, &out, check);
         if (!c->ok || it->args.count != c->decl->params.count)
             continue; /* reported by the check */
-        Expansion ex = {c->decl, it->name, (const Ident *const *)it->args.items, {0}, it, it->use};
+        int budget = COMPOSE_MAX_PARTS;
+        Expansion ex = {c->decl, it->name, it->name.name, (const Ident *const *)it->args.items,
+                        {0},     it,       it->use,       &budget};
         ptrvec_push(r->arena, &ex.groups, (void *)it->name.name);
         check->nparts = expand_use(r, &ex, &out);
+        if (budget < 0) {
+            diag_error(r->sink, it->span, "composite '%s' expands into more than %d instances",
+                       c->decl->name.name, COMPOSE_MAX_PARTS);
+            out.count -= check->nparts; /* the check alone remains, and fails */
+            check->nparts = 0;
+            check->composite = NULL;
+        }
     }
     return out;
 }
