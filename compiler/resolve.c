@@ -938,7 +938,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             }
             Instance *inst = model_new_instance(r, mc);
             inst->name = defname;
-            inst->span = it->span;
+            inst->span = it->site ? it->site->span : it->span; /* a part: its use */
             inst->op = op;
             int iok = 1;
             int bound_by[IR_MAX_DIMS];

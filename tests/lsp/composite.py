@@ -42,11 +42,22 @@ for name, needle in (("layernorm", "ln1 = layernorm(x"), ("attention", "attn = a
           "definition of %s: %r, expected blocks.prime:%d:%d" % (name, r, want[0] + 1, want[1] + 1))
     print("ok: definition of %s -> blocks.prime:%d" % (name, want[0] + 1))
 
-# Hover on a use and on a part's tensor: an answer or none, never a crash.
-for needle, skip in (("ln1 = layernorm", 0), ("ln1 = layernorm", 8), ("attention(ln1", 11)):
-    line, char = position_of(text, needle, skip)
-    c.at("textDocument/hover", uri, line, char)
-    print("ok: hover at %r answered" % needle)
+# Hover on a use: a section for each part (the layer's first copy).
+for needle, parts in (("ln1 = layernorm", ["ln1_mean_0", "ln1_var_0", "ln1_n_0", "ln1_0"]),
+                      ("mlp = mlp_relu", ["mlp_hidden_0", "mlp_act_0", "mlp_out_0", "mlp_0"])):
+    line, char = position_of(text, needle, 1)
+    r = c.at("textDocument/hover", uri, line, char)["result"]
+    check(r is not None, "hover at %r: none" % needle)
+    value = r["contents"]["value"]
+    for part in parts:
+        check("**%s** = " % part in value, "hover at %r lacks part %s: %s" % (needle, part, value))
+    check(value.count("**%s" % needle.split()[0]) == len(parts),
+          "hover at %r: %d sections, expected %d" % (needle, value.count("**"), len(parts)))
+    print("ok: hover at %r shows its %d parts" % (needle, len(parts)))
+# Hover on an argument of a use: an answer or none, never a crash.
+line, char = position_of(text, "attention(ln1", 11)
+c.at("textDocument/hover", uri, line, char)
+print("ok: hover on a use's argument answered")
 
 # The stdlib file itself: a composite's input used by a part.
 buri = path_uri(blocks)
