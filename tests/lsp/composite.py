@@ -3,8 +3,9 @@
 usage: composite.py PRIMEC STDLIB_DIR EXAMPLE
 Its diagnostics are empty; go-to-definition of a composite at its use
 leads to its declaration in stdlib/blocks.prime, and of a tensor inside a
-composite's body to the composite's input; hover on a composite's use and
-on the composite's name answers (and the server keeps answering).
+composite's body to the part it names; hover on a composite's use shows
+each part; completion after `use` on it lists the partitions every part
+has; hover on the composite's name answers (the server keeps answering).
 """
 import os
 import re
@@ -58,6 +59,19 @@ for needle, parts in (("ln1 = layernorm", ["ln1_mean_0", "ln1_var_0", "ln1_n_0",
 line, char = position_of(text, "attention(ln1", 11)
 c.at("textDocument/hover", uri, line, char)
 print("ok: hover on a use's argument answered")
+
+# Completion after `use` on a composite's use: the partitions every part's
+# operator has (the layernorm's parts all have rows and replicate).
+changed = text.replace("ln1 = layernorm(x, g1, b1);", "ln1 = layernorm(x, g1, b1) use ;")
+c.change(uri, 2, changed)
+line, char = position_of(changed, "layernorm(x, g1, b1) use ;", 25)
+r = c.at("textDocument/completion", uri, line, char)["result"]
+labels = [i["label"] for i in r]
+check("rows" in labels and "replicate" in labels, "completion on a composite's use: %r" % labels)
+check(all(i["detail"] == "partition of every part of layernorm" for i in r),
+      "completion details: %r" % r)
+print("ok: completion on a composite's use: %s" % ", ".join(labels))
+c.change(uri, 3, text)
 
 # The stdlib file itself: a composite's input used by a part.
 buri = path_uri(blocks)
