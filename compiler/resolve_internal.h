@@ -24,6 +24,10 @@ typedef struct Resolver {
 /* The index of dimension `name` of op, or -1. */
 int resolve_op_dim(const Op *op, Sym name);
 
+/* resolve_op.c: checks one (primitive) operator declaration and adds its
+ * Op to the module. */
+void resolve_op(Resolver *r, const OpDecl *decl);
+
 /* resolve_partition.c: the partitions `of` a list of operators, and the
  * partitions by role (after the others, over every operator). */
 void resolve_partition_of(Resolver *r, const PartitionDecl *decl);
