@@ -145,6 +145,14 @@ OpDecl *ast_new_op(Arena *a, Span span, Ident name, PtrVec params, TensorParam *
     return op;
 }
 
+OpDecl *ast_new_composite(Arena *a, Span span, Ident name, PtrVec params, TensorParam *result,
+                          PtrVec parts) {
+    OpDecl *op = ast_new_op(a, span, name, params, result, (PtrVec){0});
+    op->is_composite = 1;
+    op->parts = parts;
+    return op;
+}
+
 AxisDecl *ast_new_axis(Arena *a, Span span, Ident name, Expr *size) {
     AxisDecl *ax = ARENA_NEW(a, AxisDecl);
     ax->name = name;
@@ -248,6 +256,12 @@ AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_ax
     b->part_axis = part_axis;
     b->mesh_axis = mesh_axis;
     b->span = span;
+    return b;
+}
+
+AxisBinding *ast_new_rename(Arena *a, Span span, Ident part_dim, Ident op_dim) {
+    AxisBinding *b = ast_new_binding(a, span, part_dim, op_dim);
+    b->is_rename = 1;
     return b;
 }
 
@@ -389,8 +403,10 @@ static void dump_string(const char *s, FILE *out) {
     fputc('"', out);
 }
 
+static void dump_item(const ModelItem *it, FILE *out);
+
 static void dump_op(const OpDecl *op, FILE *out, int level) {
-    fprintf(out, "(op %s", op->name.name);
+    fprintf(out, "(%s %s", op->is_composite ? "composite" : "op", op->name.name);
     for (int i = 0; i < op->params.count; i++) {
         indent(out, level + 1);
         dump_tensor("in", op->params.items[i], out);
@@ -414,6 +430,10 @@ static void dump_op(const OpDecl *op, FILE *out, int level) {
         }
         ast_dump_expr(s->value, out);
         fputc(')', out);
+    }
+    for (int i = 0; i < op->parts.count; i++) {
+        indent(out, level + 1);
+        dump_item(op->parts.items[i], out);
     }
     fputc(')', out);
 }
@@ -474,7 +494,8 @@ static void dump_item(const ModelItem *it, FILE *out) {
             fprintf(out, " (use %s", it->use->partition.name);
             for (int i = 0; i < it->use->bindings.count; i++) {
                 const AxisBinding *b = it->use->bindings.items[i];
-                fprintf(out, " (%s %s)", b->part_axis.name, b->mesh_axis.name);
+                fprintf(out, b->is_rename ? " (rename %s %s)" : " (%s %s)", b->part_axis.name,
+                        b->mesh_axis.name);
             }
             fputc(')', out);
         }
@@ -492,6 +513,9 @@ static void dump_item(const ModelItem *it, FILE *out) {
             dump_item(it->items.items[i], out);
         }
         fputc(')', out);
+        return;
+    case MITEM_COMPOSITE:
+        fprintf(out, "(composite %s)", it->name.name);
         return;
     }
     fputs("<bad item>", out);

@@ -99,7 +99,11 @@ typedef struct OpDecl {
     Span span;
     PtrVec params; /* TensorParam*: inputs */
     TensorParam *result;
-    PtrVec body; /* Stmt* */
+    PtrVec body; /* Stmt*; empty for a composite */
+    /* A composite operator, `op f(...) -> y[...] = { parts }`: a graph of
+     * other operators, expanded where it is used (compose.c). */
+    int is_composite;
+    PtrVec parts; /* ModelItem* (MITEM_INSTANCE without `use`) */
 } OpDecl;
 
 /* `i: P` in mesh(...) or steps(...). size is EXPR_INT or EXPR_NAME. */
@@ -134,7 +138,9 @@ typedef enum ModelItemKind {
     MITEM_WEIGHT,   /* weight w[k, n]; */
     MITEM_INSTANCE, /* y = matmul(x, w) use square(i: i, j: j); */
     MITEM_STRICT,   /* strict; */
-    MITEM_LAYER     /* layer(x -> y) repeat L { items }: the items, L times */
+    MITEM_LAYER,    /* layer(x -> y) repeat L { items }: the items, L times */
+    MITEM_COMPOSITE /* made by compose.c before a composite's parts: the use's arguments,
+                     * checked against the composite's signature */
 } ModelItemKind;
 
 /* A dimension of a model tensor: a param name or an integer literal. */
@@ -150,10 +156,13 @@ typedef struct UseClause {
     const char *origin; /* a plan's rule: "plan P, FILE:LINE" (resolve_plan.c); else NULL */
 } UseClause;
 
+/* `i: rows` binds an axis; `m = s` (is_rename) renames a dimension: the
+ * partition's dimension m is the operator's dimension s. */
 typedef struct AxisBinding {
-    Ident part_axis; /* the partition's axis */
-    Ident mesh_axis; /* the model mesh's axis */
+    Ident part_axis; /* the partition's axis; the partition's dimension when is_rename */
+    Ident mesh_axis; /* the model mesh's axis; the operator's dimension when is_rename */
     Span span;
+    int is_rename;
 } AxisBinding;
 
 typedef struct ModelItem {
@@ -176,6 +185,13 @@ typedef struct ModelItem {
     const char *file_name;
     Span file_span;
     int file_transposed; /* the file holds the 2-D tensor's transpose */
+    /* Made by compose.c (NULL / empty in a written model): */
+    const OpDecl *composite;      /* MITEM_COMPOSITE: the composite used */
+    int nparts;                   /* MITEM_COMPOSITE: the parts that follow it */
+    const struct ModelItem *site; /* a part: the written use of the outermost composite */
+    PtrVec groups;                /* a part: Sym, the composite instances it is a part of,
+                                   * outermost first */
+    Sym alias;                    /* the part computing a composite's result: USE_RESULT */
 } ModelItem;
 
 typedef struct ModelDecl {
@@ -286,6 +302,9 @@ Stmt *ast_new_stmt(Arena *a, Span span, StmtKind kind, Ident target, int has_dim
                    Expr *value);
 OpDecl *ast_new_op(Arena *a, Span span, Ident name, PtrVec params, TensorParam *result,
                    PtrVec body);
+/* A composite operator: parts are ModelItem* (MITEM_INSTANCE). */
+OpDecl *ast_new_composite(Arena *a, Span span, Ident name, PtrVec params, TensorParam *result,
+                          PtrVec parts);
 AxisDecl *ast_new_axis(Arena *a, Span span, Ident name, Expr *size);
 DsiAssign *ast_new_dsi(Arena *a, Span span, Ident dim, Expr *value);
 PartitionDecl *ast_new_partition(Arena *a, Span span, Ident name, PtrVec of_ops, PtrVec mesh,
@@ -307,6 +326,8 @@ ModelItem *ast_new_strict_item(Arena *a, Span span);
 ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat, PtrVec items);
 UseClause *ast_new_use(Arena *a, Span span, Ident partition, PtrVec bindings);
 AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_axis);
+/* `m = s` in a use's bindings: the partition's dimension m is the operator's s. */
+AxisBinding *ast_new_rename(Arena *a, Span span, Ident part_dim, Ident op_dim);
 ModelDecl *ast_new_model(Arena *a, Span span, Ident name, PtrVec items);
 Decl *ast_new_op_decl(Arena *a, OpDecl *op);
 Decl *ast_new_partition_decl(Arena *a, PartitionDecl *partition);

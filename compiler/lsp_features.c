@@ -229,7 +229,40 @@ static const Ident *expr_definition(const OpDecl *op, const Expr *e, uint32_t fi
     }
 }
 
-static const Ident *op_definition(const OpDecl *op, uint32_t file, uint32_t off) {
+/* In a composite's parts: an operator, an input or an earlier part. */
+static const Ident *part_definition(const Compilation *c, const OpDecl *op, uint32_t file,
+                                    uint32_t off) {
+    for (int i = 0; i < op->parts.count; ++i) {
+        const ModelItem *part = op->parts.items[i];
+        if (!lsp_span_has(part->span, file, off))
+            continue;
+        if (ident_has(&part->name, file, off))
+            return &part->name;
+        if (ident_has(&part->op, file, off)) {
+            const OpDecl *callee = find_op(c, part->op.name);
+            return callee ? &callee->name : NULL;
+        }
+        for (int a = 0; a < part->args.count; ++a) {
+            const Ident *arg = part->args.items[a];
+            if (!ident_has(arg, file, off))
+                continue;
+            for (int k = 0; k < i; ++k)
+                if (((const ModelItem *)op->parts.items[k])->name.name == arg->name)
+                    return &((const ModelItem *)op->parts.items[k])->name;
+            const Ident *t = op_tensor(op, arg->name);
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static const Ident *op_definition(const Compilation *c, const OpDecl *op, uint32_t file,
+                                  uint32_t off) {
+    if (op->is_composite) {
+        const Ident *p = part_definition(c, op, file, off);
+        if (p)
+            return p;
+    }
     if (ident_has(&op->name, file, off))
         return &op->name;
     for (int i = 0; i <= op->params.count; ++i) {
@@ -272,7 +305,7 @@ static const Ident *definition_at(const Compilation *c, uint32_t file, uint32_t 
             if (ident_has(&p->name, file, off))
                 return &p->name;
         } else if (d->kind == DECL_OP) {
-            return op_definition(d->op, file, off);
+            return op_definition(c, d->op, file, off);
         } else if (d->kind == DECL_MODEL) {
             Scope sc = {.depth = 0};
             const Ident *found = items_definition(c, &sc, &d->model->items, NULL, file, off);
@@ -385,6 +418,49 @@ static json_t *partition_item(const Partition *p) {
     return json_pack("{s:s, s:i, s:o}", "label", p->name, "kind", 7, "detail", lsp_string(detail));
 }
 
+/* The operators of a composite's primitive parts (nested composites
+ * expanded; a cycle, an error the analysis reports, is cut at depth 16). */
+static int part_ops(const Compilation *c, const OpDecl *op, const char **ops, int n, int cap,
+                    int depth) {
+    for (int i = 0; i < op->parts.count && depth < 16; ++i) {
+        const ModelItem *part = op->parts.items[i];
+        const OpDecl *callee = find_op(c, part->op.name);
+        if (callee && callee->is_composite)
+            n = part_ops(c, callee, ops, n, cap, depth + 1);
+        else if (n < cap)
+            ops[n++] = part->op.name;
+    }
+    return n;
+}
+
+static int has_partition_named(const Compilation *c, const char *op, const char *name) {
+    for (int i = 0; i < c->module.partitions.count; ++i) {
+        const Partition *p = c->module.partitions.items[i];
+        if (p->op && strcmp(p->op->name, op) == 0 && strcmp(p->name, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* For a composite's use: the partitions every part's operator has (a
+ * `use` on the use is given to each part), from its first part's. */
+static void composite_items(const Compilation *c, const OpDecl *op, json_t *items) {
+    const char *ops[256];
+    int n = part_ops(c, op, ops, 0, 256, 0);
+    for (int i = 0; n && i < c->module.partitions.count; ++i) {
+        const Partition *p = c->module.partitions.items[i];
+        if (!p->op || strcmp(p->op->name, ops[0]) != 0)
+            continue;
+        int all = 1;
+        for (int k = 1; k < n && all; ++k)
+            all = has_partition_named(c, ops[k], p->name);
+        if (all)
+            json_array_append_new(items, json_pack("{s:s, s:i, s:s+}", "label", p->name, "kind", 7,
+                                                   "detail", "partition of every part of ",
+                                                   op->name.name));
+    }
+}
+
 json_t *lsp_completion(const LspDoc *doc, int line, int character) {
     json_t *items = json_array();
     if (!doc->c || !doc->sf)
@@ -419,6 +495,9 @@ json_t *lsp_completion(const LspDoc *doc, int line, int character) {
     const SourceFile *sf;
     uint32_t file;
     Compilation *c = lsp_analyse(doc->path, text, len, "resolve", &sf, &file);
+    const OpDecl *composite = c ? find_op(c, op) : NULL;
+    if (composite && composite->is_composite)
+        composite_items(c, composite, items);
     for (int i = 0; c && i < c->module.partitions.count; ++i) {
         const Partition *p = c->module.partitions.items[i];
         if (p->op && strcmp(p->op->name, op) == 0)

@@ -191,6 +191,23 @@ static void partition_sections(Printer *pr, const Compilation *c, uint32_t file,
         printer_printf(pr, "\nno model of this file uses it\n");
 }
 
+/* The number of instances a composite's use written at span expands into
+ * (its MITEM_COMPOSITE item, compose.h); 1 for any other instance. */
+static int parts_of_use(const PtrVec *items, Span span) {
+    for (int i = 0; i < items->count; ++i) {
+        const ModelItem *it = items->items[i];
+        if (it->kind == MITEM_COMPOSITE && it->span.file == span.file && it->span.lo == span.lo &&
+            it->span.hi == span.hi)
+            return it->nparts > 0 ? it->nparts : 1;
+        if (it->kind == MITEM_LAYER) {
+            int n = parts_of_use(&it->items, span);
+            if (n > 1)
+                return n;
+        }
+    }
+    return 1;
+}
+
 json_t *lsp_hover(const LspDoc *doc, int line, int character) {
     if (!doc->c || !doc->sf)
         return json_null();
@@ -202,9 +219,16 @@ json_t *lsp_hover(const LspDoc *doc, int line, int character) {
         return json_null();
     Printer pr;
     printer_init(&pr);
-    if (inst)
-        instance_section(&pr, doc->c, m, (int)(inst - m->instances));
-    else
+    if (inst) {
+        /* A composite's use is the span of each of its parts: one section each. */
+        int k = (int)(inst - m->instances);
+        int n = m->decl ? parts_of_use(&m->decl->items, inst->span) : 1;
+        for (int j = 0; j < n && k + j < m->ninstances; ++j) {
+            if (j)
+                printer_printf(&pr, "\n---\n\n");
+            instance_section(&pr, doc->c, m, k + j);
+        }
+    } else
         partition_sections(&pr, doc->c, doc->file, p);
     char *text = printer_take(&pr, NULL);
     Span span = inst ? inst->span : p->decl->name.span;

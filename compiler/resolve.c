@@ -1,16 +1,17 @@
 /*
- * resolve.c — names, signatures and shapes (see resolve.h).
+ * resolve.c — names, signatures and shapes (see resolve.h): the driver
+ * over every declaration, and models (params, mesh, tensors, instances,
+ * layers, partition bindings). Operators are resolve_op.c, partitions
+ * resolve_partition.c, composite operators compose.c, shapes, plans and
+ * runs resolve_plan.c.
  */
 #include "resolve.h"
 
 #include <stdint.h>
 #include <string.h>
 
+#include "compose.h"
 #include "resolve_internal.h"
-
-static const char *const intrinsics[] = {"exp",  "log",  "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
-                                         "relu", "gelu", "silu", "max",   "min",  "abs", "step",
-                                         "cos",  "sin",  "pow",  "eq",    NULL};
 
 const Op *module_find_op(const Module *module, Sym name) {
     for (int i = 0; i < module->ops.count; ++i) {
@@ -40,428 +41,6 @@ static const Model *find_model(const Module *module, Sym name) {
             return m;
     }
     return NULL;
-}
-
-/* ------------------------------------------------------------------ */
-/* Operators                                                           */
-
-static int op_dim_index(const Op *op, Sym name) {
-    for (int d = 0; d < op->ndims; ++d)
-        if (op->dims[d] == name)
-            return d;
-    return -1;
-}
-
-static int add_tensor(Resolver *r, Op *op, OpTensor *t, const TensorParam *tp) {
-    t->name = tp->name.name;
-    t->span = tp->span;
-    t->ndims = 0;
-    if (tp->dims.count > IR_MAX_DIMS) {
-        diag_error(r->sink, tp->span, "tensor '%s' has %d dimensions; at most %d are supported",
-                   tp->name.name, tp->dims.count, IR_MAX_DIMS);
-        return 0;
-    }
-    for (int i = 0; i < tp->dims.count; ++i) {
-        const Ident *dim = tp->dims.items[i];
-        for (int j = 0; j < i; ++j) {
-            const Ident *prev = tp->dims.items[j];
-            if (prev->name == dim->name) {
-                diag_error(r->sink, dim->span, "dimension '%s' appears twice in tensor '%s'",
-                           dim->name, tp->name.name);
-                diag_note(r->sink, prev->span, "first appearance");
-                return 0;
-            }
-        }
-        int d = op_dim_index(op, dim->name);
-        if (d < 0) {
-            if (op->ndims == IR_MAX_DIMS) {
-                diag_error(r->sink, dim->span, "operator '%s' has more than %d dimensions",
-                           op->name, IR_MAX_DIMS);
-                return 0;
-            }
-            d = op->ndims++;
-            op->dims[d] = dim->name;
-            op->dim_spans[d] = dim->span;
-        }
-        t->dims[t->ndims++] = d;
-    }
-    return 1;
-}
-
-static const OpTensor *op_tensor(const Op *op, Sym name) {
-    for (int i = 0; i < op->ninputs; ++i)
-        if (op->inputs[i].name == name)
-            return &op->inputs[i];
-    if (op->output.name == name)
-        return &op->output;
-    return NULL;
-}
-
-/* Checks names inside an operator body expression. */
-static int check_body_expr(Resolver *r, const Op *op, const Expr *e) {
-    switch (e->kind) {
-    case EXPR_INT:
-        return 1;
-    case EXPR_NAME:
-    case EXPR_INDEX: {
-        const OpTensor *t = op_tensor(op, e->name);
-        if (!t && r->grad_name && e->name == r->grad_name)
-            t = &op->output; /* dY has the result's dimensions */
-        else if (t == &op->output && !r->grad_name) {
-            /* A stated derivative may read the forward result (that of a
-             * maximum needs it); the forward statement computes it. */
-            diag_error(r->sink, e->name_span,
-                       "the statement computing '%s' cannot read it; a stated derivative can",
-                       e->name);
-            return 0;
-        }
-        if (!t && e->kind == EXPR_NAME && op_dim_index(op, e->name) >= 0)
-            return 1; /* a dimension's global index, as a value */
-        if (!t) {
-            diag_error(r->sink, e->name_span, "unknown tensor '%s' in operator '%s'", e->name,
-                       op->name);
-            return 0;
-        }
-        if (e->kind == EXPR_INDEX) {
-            if (e->args.count != t->ndims) {
-                diag_error(r->sink, e->span, "'%s' has %d dimensions but is indexed with %d",
-                           e->name, t->ndims, e->args.count);
-                return 0;
-            }
-            for (int i = 0; i < e->args.count; ++i) {
-                const Ident *id = e->args.items[i];
-                if (op->dims[t->dims[i]] != id->name) {
-                    diag_error(r->sink, id->span, "dimension %d of '%s' is '%s', not '%s'", i + 1,
-                               e->name, op->dims[t->dims[i]], id->name);
-                    diag_note(r->sink, t->span, "'%s' is declared here", e->name);
-                    return 0;
-                }
-            }
-        }
-        return 1;
-    }
-    case EXPR_BINARY:
-        if (e->op == '%' || e->op == '^') {
-            diag_error(r->sink, e->span, "operator '%c' is not allowed in an operator body", e->op);
-            return 0;
-        }
-        return check_body_expr(r, op, e->lhs) & check_body_expr(r, op, e->rhs);
-    case EXPR_NEG:
-        return check_body_expr(r, op, e->lhs);
-    case EXPR_CALL: {
-        if (strcmp(e->name, "size") == 0) {
-            const Expr *arg = e->args.count == 1 ? e->args.items[0] : NULL;
-            if (!arg || arg->kind != EXPR_NAME || op_dim_index(op, arg->name) < 0) {
-                diag_error(r->sink, e->span, "size() takes one dimension of operator '%s'",
-                           op->name);
-                return 0;
-            }
-            return 1;
-        }
-        int known = 0;
-        for (int i = 0; intrinsics[i]; ++i)
-            known |= strcmp(intrinsics[i], e->name) == 0;
-        if (!known) {
-            diag_error(r->sink, e->name_span, "unknown intrinsic '%s'", e->name);
-            diag_note_plain(r->sink,
-                            "intrinsics: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, relu, "
-                            "gelu, silu, max, min, abs, step, cos, sin, pow, eq, size(dim)");
-            return 0;
-        }
-        if (strcmp(e->name, "eq") == 0 && e->args.count != 2) {
-            diag_error(r->sink, e->span,
-                       "eq() takes two arguments (1 where they are equal, else 0)");
-            return 0;
-        }
-        int ok = 1;
-        for (int i = 0; i < e->args.count; ++i)
-            ok &= check_body_expr(r, op, e->args.items[i]);
-        return ok;
-    }
-    case EXPR_RADIX:
-        diag_error(r->sink, e->span, "a mixed-radix tuple is not allowed in an operator body");
-        return 0;
-    default:
-        ICE("bad expression kind %d", e->kind);
-    }
-}
-
-/* `Y[...] += A[...] * B[...] ...` with every input once. */
-static int is_product_of_inputs(const Op *op, const Expr *e, unsigned *seen) {
-    if (e->kind == EXPR_BINARY && e->op == '*')
-        return is_product_of_inputs(op, e->lhs, seen) && is_product_of_inputs(op, e->rhs, seen);
-    if (e->kind != EXPR_INDEX)
-        return 0;
-    for (int i = 0; i < op->ninputs; ++i) {
-        if (op->inputs[i].name == e->name) {
-            if (*seen & (1u << i))
-                return 0;
-            *seen |= 1u << i;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void resolve_op(Resolver *r, const OpDecl *decl) {
-    Op *op = ARENA_NEW(r->arena, Op);
-    op->name = decl->name.name;
-    op->decl = decl;
-    int ok = 1;
-    if (decl->params.count > IR_MAX_INPUTS) {
-        diag_error(r->sink, decl->name.span,
-                   "operator '%s' has %d inputs; at most %d are supported", op->name,
-                   decl->params.count, IR_MAX_INPUTS);
-        return;
-    }
-    for (int i = 0; i < decl->params.count && ok; ++i) {
-        const TensorParam *tp = decl->params.items[i];
-        for (int j = 0; j < i; ++j) {
-            const TensorParam *prev = decl->params.items[j];
-            if (prev->name.name == tp->name.name) {
-                diag_error(r->sink, tp->name.span, "tensor '%s' declared twice", tp->name.name);
-                diag_note(r->sink, prev->name.span, "previous declaration");
-                ok = 0;
-            }
-        }
-        ok = ok && add_tensor(r, op, &op->inputs[op->ninputs++], tp);
-    }
-    if (!ok)
-        return;
-    for (int i = 0; i < op->ninputs; ++i) {
-        if (op->inputs[i].name == decl->result->name.name) {
-            diag_error(r->sink, decl->result->name.span, "result '%s' has the name of an input",
-                       decl->result->name.name);
-            return;
-        }
-    }
-    int before = op->ndims;
-    if (!add_tensor(r, op, &op->output, decl->result))
-        return;
-    if (op->ndims != before) {
-        diag_error(r->sink, op->dim_spans[before],
-                   "dimension '%s' of result '%s' appears in no input", op->dims[before],
-                   op->output.name);
-        return;
-    }
-    if (decl->body.count == 0) {
-        diag_error(r->sink, decl->name.span, "operator '%s' has an empty body", op->name);
-        return;
-    }
-    int nforward = 0;
-    const Stmt *grads[IR_MAX_INPUTS] = {0};
-    for (int i = 0; i < decl->body.count; ++i) {
-        const Stmt *st = decl->body.items[i];
-        if (st->kind == STMT_GRAD) {
-            int which = -1;
-            for (int a = 0; a < op->ninputs; ++a)
-                if (op->inputs[a].name == st->target.name)
-                    which = a;
-            if (which < 0) {
-                diag_error(r->sink, st->target.span,
-                           "'grad %s': '%s' is not an input of operator '%s'", st->target.name,
-                           st->target.name, op->name);
-                ok = 0;
-                continue;
-            }
-            if (grads[which]) {
-                diag_error(r->sink, st->span, "the derivative of '%s' is stated twice",
-                           st->target.name);
-                diag_note(r->sink, grads[which]->span, "first statement");
-                ok = 0;
-                continue;
-            }
-            grads[which] = st;
-            r->grad_name = arena_intern(r->arena, arena_printf(r->arena, "d%s", op->output.name),
-                                        strlen(op->output.name) + 1);
-            ok &= check_body_expr(r, op, st->value);
-            r->grad_name = NULL;
-            continue;
-        }
-        nforward++;
-        if (st->target.name != op->output.name) {
-            diag_error(r->sink, st->target.span,
-                       "statement assigns '%s'; operator '%s' can only assign its result '%s'",
-                       st->target.name, op->name, op->output.name);
-            ok = 0;
-            continue;
-        }
-        if (st->has_dims) {
-            int match = st->target_dims.count == op->output.ndims;
-            for (int x = 0; match && x < st->target_dims.count; ++x)
-                match =
-                    ((const Ident *)st->target_dims.items[x])->name == op->dims[op->output.dims[x]];
-            if (!match) {
-                diag_error(r->sink, st->span,
-                           "the dimensions of '%s' here differ from its declaration",
-                           st->target.name);
-                diag_note(r->sink, decl->result->span, "declared here");
-                ok = 0;
-                continue;
-            }
-        }
-        if (st->kind == STMT_MAX && op->output.ndims == op->ndims) {
-            diag_error(r->sink, st->span,
-                       "'max=' reduces no dimension: '%s' has every dimension of operator '%s'",
-                       st->target.name, op->name);
-            diag_note_plain(r->sink, "a maximum is taken over the dimensions absent from the "
-                                     "result; write '=' for an elementwise statement");
-            ok = 0;
-            continue;
-        }
-        ok &= check_body_expr(r, op, st->value);
-    }
-    if (!ok)
-        return;
-    if (nforward == 0) {
-        diag_error(r->sink, decl->name.span,
-                   "operator '%s' states derivatives but computes nothing", op->name);
-        return;
-    }
-    for (int i = 0; i < decl->body.count; ++i) {
-        const Stmt *st = decl->body.items[i];
-        if (st->kind != STMT_GRAD) {
-            op->max_reduce = st->kind == STMT_MAX;
-            break;
-        }
-    }
-    if (nforward == 1 && decl->body.count >= 1) {
-        const Stmt *st = decl->body.items[0];
-        unsigned seen = 0;
-        op->is_contraction = st->kind == STMT_ACCUM && is_product_of_inputs(op, st->value, &seen) &&
-                             seen == (1u << op->ninputs) - 1;
-    }
-    ptrvec_push(r->arena, &r->module->ops, op);
-}
-
-/* ------------------------------------------------------------------ */
-/* Partitions                                                          */
-
-static int is_size_param(const Partition *p, Sym name) {
-    for (int a = 0; a < p->naxes; ++a)
-        if (p->axes[a]->size->kind == EXPR_NAME && p->axes[a]->size->name == name)
-            return 1;
-    return p->steps && p->steps->size->kind == EXPR_NAME && p->steps->size->name == name;
-}
-
-static int check_dsi_expr(Resolver *r, const Partition *p, const Expr *e) {
-    switch (e->kind) {
-    case EXPR_INT:
-        return 1;
-    case EXPR_NAME:
-        for (int a = 0; a < p->naxes; ++a)
-            if (p->axes[a]->name.name == e->name)
-                return 1;
-        if (p->steps && p->steps->name.name == e->name)
-            return 1;
-        if (is_size_param(p, e->name))
-            return 1;
-        {
-            char axes[256];
-            size_t n = 0;
-            axes[0] = 0;
-            for (int a = 0; a < p->naxes && n < sizeof axes - 64; ++a)
-                n += (size_t)snprintf(axes + n, sizeof axes - n, "%s%s", a ? ", " : "",
-                                      p->axes[a]->name.name);
-            diag_error(r->sink, e->span, "unknown axis '%s' in the DSI of partition '%s'", e->name,
-                       p->name);
-            diag_note(r->sink, p->decl->name.span, "partition '%s' has mesh axes %s%s%s", p->name,
-                      axes, p->steps ? " and step " : "", p->steps ? p->steps->name.name : "");
-        }
-        return 0;
-    case EXPR_BINARY:
-        return check_dsi_expr(r, p, e->lhs) & check_dsi_expr(r, p, e->rhs);
-    case EXPR_NEG:
-        return check_dsi_expr(r, p, e->lhs);
-    case EXPR_RADIX: {
-        int ok = 1;
-        for (int i = 0; i < e->args.count; ++i)
-            ok &= check_dsi_expr(r, p, e->args.items[i]);
-        return ok;
-    }
-    case EXPR_INDEX:
-    case EXPR_CALL:
-        diag_error(r->sink, e->span,
-                   "a DSI is an integer expression over axes; '%s' is not allowed here",
-                   e->kind == EXPR_CALL ? "a call" : "a tensor");
-        return 0;
-    default:
-        ICE("bad expression kind %d", e->kind);
-    }
-}
-
-static int check_axis_size(Resolver *r, const AxisDecl *ax) {
-    if (ax->size->kind == EXPR_NAME)
-        return 1;
-    if (ax->size->kind == EXPR_INT && ax->size->value >= 1)
-        return 1;
-    diag_error(r->sink, ax->size->span,
-               "the size of axis '%s' must be a positive integer or a size parameter",
-               ax->name.name);
-    return 0;
-}
-
-/* The partition `decl` of operator `op` (one of its `of` list, or, for a
- * partition by role, an operator with the dimensions it names). */
-static void resolve_partition(Resolver *r, const PartitionDecl *decl, const Op *op) {
-    Partition *p = ARENA_NEW(r->arena, Partition);
-    p->name = decl->name.name;
-    p->decl = decl;
-    p->op = op;
-    if (decl->mesh.count > IR_MAX_AXES) {
-        diag_error(r->sink, decl->name.span, "partition '%s' has more than %d axes", p->name,
-                   IR_MAX_AXES);
-        return;
-    }
-    int ok = 1;
-    for (int a = 0; a < decl->mesh.count; ++a) {
-        const AxisDecl *ax = decl->mesh.items[a];
-        for (int b = 0; b < a; ++b) {
-            if (p->axes[b]->name.name == ax->name.name) {
-                diag_error(r->sink, ax->name.span, "axis '%s' declared twice", ax->name.name);
-                diag_note(r->sink, p->axes[b]->name.span, "previous declaration");
-                ok = 0;
-            }
-        }
-        ok &= check_axis_size(r, ax);
-        p->axes[p->naxes++] = ax;
-    }
-    if (decl->steps) {
-        p->steps = decl->steps;
-        ok &= check_axis_size(r, decl->steps);
-        for (int a = 0; a < p->naxes; ++a) {
-            if (p->axes[a]->name.name == decl->steps->name.name) {
-                diag_error(r->sink, decl->steps->name.span,
-                           "step axis '%s' has the name of a mesh axis", decl->steps->name.name);
-                ok = 0;
-            }
-        }
-    }
-    for (int i = 0; i < decl->dsis.count; ++i) {
-        const DsiAssign *dsi = decl->dsis.items[i];
-        int d = op_dim_index(p->op, dsi->dim.name);
-        if (d < 0) {
-            diag_error(r->sink, dsi->dim.span, "'%s' is not a dimension of operator '%s'",
-                       dsi->dim.name, p->op->name);
-            diag_note(r->sink, p->op->decl->name.span, "operator '%s' is declared here",
-                      p->op->name);
-            ok = 0;
-            continue;
-        }
-        if (p->dsi[d]) {
-            diag_error(r->sink, dsi->span, "dimension '%s' is given two DSIs", dsi->dim.name);
-            diag_note(r->sink, p->dsi[d]->span, "first DSI");
-            ok = 0;
-            continue;
-        }
-        if (!check_dsi_expr(r, p, dsi->value)) {
-            ok = 0;
-            continue;
-        }
-        p->dsi[d] = dsi;
-    }
-    if (ok)
-        ptrvec_push(r->arena, &r->module->partitions, p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -589,7 +168,12 @@ static int bind_size(Resolver *r, Instance *inst, const Expr *size, long value, 
 }
 
 int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use) {
-    const Partition *p = module_find_partition(r->module, use->partition.name, inst->op);
+    int nrenames = resolve_use_renames(use);
+    const Partition *p = NULL;
+    if (nrenames && !(p = resolve_renamed_partition(r, inst->op, use)))
+        return 0;
+    if (!p)
+        p = module_find_partition(r->module, use->partition.name, inst->op);
     if (!p)
         p = module_find_partition(r->module, use->partition.name, NULL);
     if (!p) {
@@ -601,7 +185,7 @@ int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClaus
         const char *lacks = "?";
         for (int i = 0; i < p->decl->dsis.count; ++i) {
             const DsiAssign *dsi = p->decl->dsis.items[i];
-            if (op_dim_index(inst->op, dsi->dim.name) < 0) {
+            if (resolve_op_dim(inst->op, dsi->dim.name) < 0) {
                 lacks = dsi->dim.name;
                 break;
             }
@@ -630,9 +214,11 @@ int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClaus
         return 0;
     }
     for (int a = 0; a < p->naxes; ++a)
-        inst->axis_map[a] = use->bindings.count ? -1 : a;
+        inst->axis_map[a] = use->bindings.count > nrenames ? -1 : a;
     for (int i = 0; i < use->bindings.count; ++i) {
         const AxisBinding *bnd = use->bindings.items[i];
+        if (bnd->is_rename)
+            continue;
         int pa = -1, ma = -1;
         for (int a = 0; a < p->naxes; ++a)
             if (p->axes[a]->name.name == bnd->part_axis.name)
@@ -711,6 +297,7 @@ typedef struct ModelCtx {
     const ModelItem *mesh_item;
     PtrVec failed; /* Sym: results of instances that had errors (no cascades) */
     int mesh_bad;  /* the mesh had an error: partitions are not bound to it */
+    int skip;      /* parts of a composite use in error still to skip */
     /* The model's tensors by name (open addressing over interned names,
      * at most half full): index + 1, 0 for an empty slot. */
     int *by_name;
@@ -877,6 +464,47 @@ static const ModelItem *defined_later(const ModelCtx *mc, const Rename *rn, cons
     return NULL;
 }
 static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it);
+
+/* Reports an argument that names no tensor (unless its definition
+ * failed, which was reported there). */
+static void missing_arg(Resolver *r, const ModelCtx *mc, const Rename *rn, const ModelItem *it,
+                        const Ident *arg) {
+    const ModelItem *later = defined_later(mc, rn, it, arg->name);
+    for (int f = 0; f < mc->failed.count; ++f)
+        if (mc->failed.items[f] == (void *)map_use(r, rn, arg->name))
+            return;
+    if (later) {
+        diag_error(r->sink, arg->span,
+                   "'%s' is used before it is defined: a model is an acyclic graph "
+                   "in definition order",
+                   arg->name);
+        diag_note(r->sink, later->name.span, "'%s' is defined here", arg->name);
+    } else {
+        diag_error(r->sink, arg->span, "unknown tensor '%s'", arg->name);
+    }
+}
+
+/* A composite's use (compose.c): its arguments against the composite's
+ * signature; on an error its parts are skipped. */
+static void model_composite(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
+    const ModelTensor **args = ARENA_ARRAY(r->arena, const ModelTensor *, it->args.count + 1);
+    for (int a = 0; a < it->args.count; ++a) {
+        const Ident *arg = it->args.items[a];
+        int ti = find_tensor(mc, map_use(r, rn, arg->name));
+        if (ti < 0) {
+            missing_arg(r, mc, rn, it, arg);
+            mc->ok = 0;
+            mc->skip = it->nparts;
+            return;
+        }
+        args[a] = &mc->m->tensors[ti];
+    }
+    if (!compose_check_use(r, it, args)) {
+        mc->ok = 0;
+        mc->skip = it->nparts;
+        ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, rn, it->name.name));
+    }
+}
 
 static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
@@ -1058,7 +686,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             }
             Instance *inst = model_new_instance(r, mc);
             inst->name = defname;
-            inst->span = it->span;
+            inst->span = it->site ? it->site->span : it->span; /* a part: its use */
             inst->op = op;
             int iok = 1;
             int bound_by[IR_MAX_DIMS];
@@ -1070,21 +698,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 const Ident *arg = it->args.items[a];
                 int ti = find_tensor(mc, map_use(r, rn, arg->name));
                 if (ti < 0) {
-                    const ModelItem *later = defined_later(mc, rn, it, arg->name);
-                    int failed_before = 0;
-                    for (int f = 0; f < mc->failed.count; ++f)
-                        failed_before |= mc->failed.items[f] == (void *)map_use(r, rn, arg->name);
-                    if (failed_before) {
-                        /* Already reported where it was defined. */
-                    } else if (later) {
-                        diag_error(r->sink, arg->span,
-                                   "'%s' is used before it is defined: a model is an acyclic graph "
-                                   "in definition order",
-                                   arg->name);
-                        diag_note(r->sink, later->name.span, "'%s' is defined here", arg->name);
-                    } else {
-                        diag_error(r->sink, arg->span, "unknown tensor '%s'", arg->name);
-                    }
+                    missing_arg(r, mc, rn, it, arg);
                     iok = 0;
                     break;
                 }
@@ -1161,6 +775,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
         case MITEM_STRICT:
             m->strict = 1;
             break;
+        case MITEM_COMPOSITE:
+            model_composite(r, mc, it, rn);
+            break;
         case MITEM_LAYER:
             model_layer(r, mc, it);
             break;
@@ -1169,8 +786,15 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
 }
 
 static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Rename *rn) {
-    for (int i = 0; i < items->count; ++i)
-        model_item(r, mc, items->items[i], rn);
+    for (int i = 0; i < items->count; ++i) {
+        const ModelItem *it = items->items[i];
+        if (mc->skip && it->kind == MITEM_INSTANCE) { /* a part of a composite in error */
+            mc->skip--;
+            ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, rn, it->name.name));
+            continue;
+        }
+        model_item(r, mc, it, rn);
+    }
 }
 
 static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it) {
@@ -1243,7 +867,9 @@ Model *resolve_model_decl(Resolver *r, const ModelDecl *decl) {
     return m;
 }
 
-static void resolve_model(Resolver *r, const ModelDecl *decl) {
+static void resolve_model(Resolver *r, const ModelDecl *written) {
+    /* Composites expanded: plan_write and explain see the parts. */
+    const ModelDecl *decl = compose_model(r, written);
     const ModelDecl *with = resolve_overrides(r, decl);
     Model *m = with ? resolve_model_decl(r, with) : NULL;
     if (m) {
@@ -1252,12 +878,12 @@ static void resolve_model(Resolver *r, const ModelDecl *decl) {
     }
 }
 
-const ModelDecl *resolve_find_model_decl(const Resolver *r, Sym name) {
+const ModelDecl *resolve_find_model_decl(Resolver *r, Sym name) {
     for (int f = 0; f < r->nprograms; ++f) {
         for (int i = 0; i < r->programs[f]->decls.count; ++i) {
             const Decl *d = r->programs[f]->decls.items[i];
             if (d->kind == DECL_MODEL && d->model->name.name == name)
-                return d->model;
+                return compose_model(r, d->model);
         }
     }
     return NULL;
@@ -1278,75 +904,6 @@ static Span decl_name_span(const Decl *d) {
     }
 }
 
-/* A partition with `of A, B, ...`: one Partition per operator named. */
-static void resolve_partition_of(Resolver *r, const PartitionDecl *decl) {
-    for (int i = 0; i < decl->of_ops.count; ++i) {
-        const Ident *of = decl->of_ops.items[i];
-        const Op *op = module_find_op(r->module, of->name);
-        if (!op) {
-            diag_error(r->sink, of->span, "unknown operator '%s'", of->name);
-            continue;
-        }
-        int again = 0;
-        for (int j = 0; j < i; ++j)
-            again |= ((const Ident *)decl->of_ops.items[j])->name == of->name;
-        const Partition *prev = module_find_partition(r->module, decl->name.name, op);
-        if (again || prev) {
-            diag_error(r->sink, again ? of->span : decl->name.span,
-                       "partition '%s' of '%s' is defined twice", decl->name.name, of->name);
-            if (prev)
-                diag_note(r->sink, prev->decl->name.span, "previous definition");
-            continue;
-        }
-        resolve_partition(r, decl, op);
-    }
-}
-
-/* Does op have every dimension the partition's DSIs name? */
-static int op_has_dims_of(const Op *op, const PartitionDecl *decl) {
-    for (int i = 0; i < decl->dsis.count; ++i)
-        if (op_dim_index(op, ((const DsiAssign *)decl->dsis.items[i])->dim.name) < 0)
-            return 0;
-    return 1;
-}
-
-/* Partitions by role (no `of`): one Partition for every operator with the
- * dimensions the DSIs name and no partition of that name of its own (an
- * operator's own partition wins over the role). */
-static void resolve_partition_roles(Resolver *r, const PtrVec *roles) {
-    for (int k = 0; k < roles->count; ++k) {
-        const PartitionDecl *decl = roles->items[k];
-        for (int j = 0; j < k; ++j) {
-            const PartitionDecl *prev = roles->items[j];
-            if (prev->name.name == decl->name.name) {
-                diag_error(r->sink, decl->name.span, "partition '%s' is defined twice",
-                           decl->name.name);
-                diag_note(r->sink, prev->name.span, "previous definition");
-                decl = NULL;
-                break;
-            }
-        }
-        if (!decl)
-            continue;
-        int applied = 0;
-        for (int i = 0; i < r->module->ops.count; ++i) {
-            const Op *op = r->module->ops.items[i];
-            if (!op_has_dims_of(op, decl) || module_find_partition(r->module, decl->name.name, op))
-                continue;
-            int errors = r->sink->error_count;
-            resolve_partition(r, decl, op);
-            applied = 1;
-            if (r->sink->error_count > errors)
-                break; /* the same errors again for every other operator */
-        }
-        if (!applied && decl->dsis.count) {
-            const DsiAssign *first = decl->dsis.items[0];
-            diag_error(r->sink, first->dim.span,
-                       "no operator has every dimension partition '%s' names", decl->name.name);
-        }
-    }
-}
-
 int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int nprograms,
                      Module *module) {
     return resolve_programs_with(arena, sink, programs, nprograms, module, NULL);
@@ -1355,12 +912,19 @@ int resolve_programs(Arena *arena, DiagSink *sink, Program *const *programs, int
 int resolve_programs_with(Arena *arena, DiagSink *sink, Program *const *programs, int nprograms,
                           Module *module, const ResolveOptions *opt) {
     static const ResolveOptions none = {0};
-    Resolver r = {arena,    sink,     module, sink->error_count, NULL, opt ? opt : &none,
-                  programs, nprograms};
+    Resolver r = {.arena = arena,
+                  .sink = sink,
+                  .module = module,
+                  .errors_before = sink->error_count,
+                  .opt = opt ? opt : &none,
+                  .programs = programs,
+                  .nprograms = nprograms};
     memset(module, 0, sizeof *module);
     PtrVec roles = {0}; /* PartitionDecl* without `of`: expanded after the others */
     /* Operators first (partitions refer to them), in file order. */
     for (int kind = DECL_OP; kind <= DECL_MODEL; ++kind) {
+        if (kind == DECL_PARTITION)
+            compose_declare(&r);
         if (kind == DECL_MODEL)
             resolve_partition_roles(&r, &roles);
         for (int f = 0; f < nprograms; ++f) {
@@ -1368,6 +932,8 @@ int resolve_programs_with(Arena *arena, DiagSink *sink, Program *const *programs
                 const Decl *d = programs[f]->decls.items[i];
                 if ((int)d->kind != kind)
                     continue;
+                if (kind == DECL_OP && d->op->is_composite)
+                    continue; /* compose_declare */
                 if (kind == DECL_PARTITION) {
                     if (d->partition->of_ops.count)
                         resolve_partition_of(&r, d->partition);

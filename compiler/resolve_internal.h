@@ -16,7 +16,27 @@ typedef struct Resolver {
     const ResolveOptions *opt;
     Program *const *programs;
     int nprograms;
+    PtrVec renamed;    /* Sym key, Partition*: partitions by role with renamed dimensions */
+    PtrVec composites; /* Composite* (compose.c) */
+    PtrVec composed;   /* const ModelDecl* pairs: a written model, its composites expanded */
 } Resolver;
+
+/* The index of dimension `name` of op, or -1. */
+int resolve_op_dim(const Op *op, Sym name);
+
+/* resolve_op.c: checks one (primitive) operator declaration and adds its
+ * Op to the module. */
+void resolve_op(Resolver *r, const OpDecl *decl);
+
+/* resolve_partition.c: the partitions `of` a list of operators, and the
+ * partitions by role (after the others, over every operator). */
+void resolve_partition_of(Resolver *r, const PartitionDecl *decl);
+void resolve_partition_roles(Resolver *r, const PtrVec *roles);
+/* How many bindings of the use rename a dimension (`m = s`). */
+int resolve_use_renames(const UseClause *use);
+/* The partition by role the use names, applied to op with the use's
+ * renamings; NULL after reporting. */
+const Partition *resolve_renamed_partition(Resolver *r, const Op *op, const UseClause *use);
 
 /* Resolves one model declaration (a written model, or the copy a run or a
  * --param override makes of one) into a Model, or NULL after reporting
@@ -27,8 +47,8 @@ Model *resolve_model_decl(Resolver *r, const ModelDecl *decl);
  * parameters unset); 0 after reporting. */
 int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use);
 
-/* Is `name` the name of a model or a run of the programs? */
-const ModelDecl *resolve_find_model_decl(const Resolver *r, Sym name);
+/* The written model of that name, its composites expanded (compose.h), or NULL. */
+const ModelDecl *resolve_find_model_decl(Resolver *r, Sym name);
 
 /* resolve_plan.c: the --param overrides applied to a written model
  * (reported at its name when one names no parameter of it); decl itself

@@ -171,11 +171,39 @@ static void collect_instances(Resolver *r, const ModelDecl *model, Instances *in
     collect_block(in, &model->items, cap);
 }
 
+/* The instance of that name (or, for the part computing a composite's
+ * result, of its alias USE_RESULT), or -1. */
 static int find_instance(const Instances *in, Sym name) {
     for (int k = 0; k < in->count; ++k)
-        if (in->items[k].item->name.name == name)
+        if (in->items[k].item->name.name == name || in->items[k].item->alias == name)
             return k;
     return -1;
+}
+
+/* The parts [*lo, *hi] of the composite instance of that name (compose.h:
+ * they are consecutive in one block); 0 when no composite use has it. */
+static int find_group(const Instances *in, Sym name, int *lo, int *hi) {
+    *lo = -1;
+    for (int k = 0; k < in->count; ++k) {
+        const PtrVec *g = &in->items[k].item->groups;
+        for (int i = 0; i < g->count; ++i) {
+            if (g->items[i] == name) {
+                if (*lo < 0)
+                    *lo = k;
+                *hi = k;
+            }
+        }
+    }
+    return *lo >= 0;
+}
+
+/* The first (end 0) or last (end 1) instance a range's end names: a
+ * composite instance's first or last part; -1 when none. */
+static int range_end(const Instances *in, Sym name, int end) {
+    int lo, hi;
+    if (find_group(in, name, &lo, &hi))
+        return end ? hi : lo;
+    return find_instance(in, name);
 }
 
 /* A tensor (not an instance) of that name in the model, for a better message. */
@@ -193,13 +221,22 @@ static const ModelItem *find_tensor_item(const PtrVec *block, Sym name) {
     return NULL;
 }
 
-/* `y_1`: one copy of the layer body's instance y; its index in in, or -1. */
-static int copy_target(Resolver *r, const Instances *in, Sym name) {
+/* `y_1`: one copy of the layer body's instance y, or of the parts of the
+ * composite instance y: [*lo, *hi] in in and the copy's suffix `_1`; 0
+ * when the name is not of that form. */
+static int copy_target(Resolver *r, const Instances *in, Sym name, int *lo, int *hi,
+                       const char **suffix) {
     const char *us = strrchr(name, '_');
     if (!us || !us[1] || strspn(us + 1, "0123456789") != strlen(us + 1))
-        return -1;
-    int k = find_instance(in, arena_intern(r->arena, name, (size_t)(us - name)));
-    return k >= 0 && in->items[k].block != &in->model->items ? k : -1;
+        return 0;
+    Sym base = arena_intern(r->arena, name, (size_t)(us - name));
+    if (!find_group(in, base, lo, hi)) {
+        *lo = *hi = find_instance(in, base);
+        if (*lo < 0)
+            return 0;
+    }
+    *suffix = us;
+    return in->items[*lo].block != &in->model->items;
 }
 
 /* The instances [*lo, *hi] a target names (indices into in): 1, or 2 for
@@ -209,13 +246,12 @@ static int target_range(Resolver *r, const Instances *in, const PlanTarget *t, i
                         int *hi) {
     const Ident *ends[2] = {&t->first, &t->last};
     int k[2];
-    if (!t->is_range && find_instance(in, t->first.name) < 0 &&
-        copy_target(r, in, t->first.name) >= 0) {
-        *lo = *hi = copy_target(r, in, t->first.name);
+    const char *suffix;
+    if (!t->is_range && range_end(in, t->first.name, 0) < 0 &&
+        copy_target(r, in, t->first.name, lo, hi, &suffix))
         return 2;
-    }
     for (int e = 0; e < 2; ++e) {
-        k[e] = find_instance(in, ends[e]->name);
+        k[e] = range_end(in, ends[e]->name, e);
         if (k[e] < 0) {
             if (report) {
                 const ModelItem *tensor = find_tensor_item(&in->model->items, ends[e]->name);
@@ -264,16 +300,42 @@ static int target_range(Resolver *r, const Instances *in, const PlanTarget *t, i
 static int has_partition(Resolver *r, const WrittenInstance *wi, const PlanRule *rule, Span at,
                          int report) {
     const Op *op = module_find_op(r->module, wi->item->op.name);
-    if (!op || module_find_partition(r->module, rule->use->partition.name, op))
+    /* A renaming use is checked where it is bound. */
+    if (!op || resolve_use_renames(rule->use) ||
+        module_find_partition(r->module, rule->use->partition.name, op))
         return 1;
     if (report) {
         diag_error(r->sink, at, "operator '%s' of instance '%s' has no partition '%s'", op->name,
                    wi->item->name.name, rule->use->partition.name);
         diag_note(r->sink, wi->item->span, "'%s' is an instance of '%s' here", wi->item->name.name,
                   op->name);
+        if (wi->item->site)
+            diag_note(r->sink, wi->item->site->span, "'%s' is a part of composite '%s' used here",
+                      wi->item->name.name, wi->item->site->op.name);
         diag_note(r->sink, op->decl->name.span, "operator '%s' is declared here", op->name);
     }
     return 0;
+}
+
+/* A rule naming one copy of a layer body's instance, or of its parts
+ * [lo, hi]: a target per instance (`y_1`, `y_mu_1`) for bind_copies. */
+static int rule_copies(Resolver *r, const Instances *in, const PlanTarget *tg, const PlanRule *rule,
+                       const PlanDecl *plan, int lo, int hi, PtrVec *copies, int report) {
+    const char *suffix = strrchr(tg->first.name, '_');
+    for (int k = lo; k <= hi; ++k) {
+        if (!has_partition(r, &in->items[k], rule, tg->span, report))
+            return 0;
+        if (!copies)
+            continue;
+        PlanTarget *one = ARENA_NEW(r->arena, PlanTarget);
+        *one = *tg;
+        const char *name = arena_printf(r->arena, "%s%s", in->items[k].item->name.name, suffix);
+        one->first.name = one->last.name = arena_intern(r->arena, name, strlen(name));
+        ptrvec_push(r->arena, copies, one);
+        ptrvec_push(r->arena, copies, (void *)rule);
+        ptrvec_push(r->arena, copies, (void *)plan);
+    }
+    return 1;
 }
 
 /* The rule that chooses each instance's partition (NULL: the inline
@@ -311,13 +373,7 @@ static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in
                     continue;
                 }
                 if (kind == 2) { /* one copy: applied to the resolved model */
-                    if (!has_partition(r, &in->items[lo], rule, tg->span, report)) {
-                        ok = 0;
-                    } else if (copies) {
-                        ptrvec_push(r->arena, copies, (void *)tg);
-                        ptrvec_push(r->arena, copies, (void *)rule);
-                        ptrvec_push(r->arena, copies, (void *)plan);
-                    }
+                    ok &= rule_copies(r, in, tg, rule, plan, lo, hi, copies, report);
                     continue;
                 }
                 const PtrVec *block = in->items[lo].block;

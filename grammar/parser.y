@@ -153,7 +153,7 @@ static TensorSource tensor_source(ParseCtx *ctx, Ident from, const char *name, S
 %precedence NEG
 
 %type <ident> name
-%type <vec> idents dimlist tparams stmts op_body axes dsis partition_body
+%type <vec> idents dimlist tparams stmts op_body axes dsis partition_body composite_body parts
 %type <vec> mitems model_body params dims dimexprs args bindings exprs radix
 %type <kind> assign_op
 %type <expr> expr primary dimexpr
@@ -161,7 +161,7 @@ static TensorSource tensor_source(ParseCtx *ctx, Ident from, const char *name, S
 %type <stmt> stmt
 %type <axis> axis steps
 %type <dsi> dsi
-%type <item> mitem param
+%type <item> mitem param part
 %type <source> source
 %type <use> use
 %type <binding> binding
@@ -214,6 +214,25 @@ dimlist
 op_decl
     : OP name '(' tparams ')' ARROW tparam op_body
                             { $$ = ast_new_op(ctx->arena, @$, $2, $4, $7, $8); }
+    | OP name '(' tparams ')' ARROW tparam '=' composite_body
+                            { $$ = ast_new_composite(ctx->arena, @$, $2, $4, $7, $9); }
+    ;
+
+/* A composite's parts: `mu = norm_mean(x);`, instances without `use`. */
+composite_body
+    : '{' parts '}'         { $$ = $2; }
+    | '{' parts error '}'   { $$ = $2; }
+    ;
+
+parts
+    : %empty                { $$ = (PtrVec){0}; }
+    | parts part            { $$ = $2 ? vec_push(ctx->arena, $1, $2) : $1; }
+    ;
+
+part
+    : name '=' name '(' args ')' ';'
+                            { $$ = ast_new_instance_item(ctx->arena, @$, $1, $3, $5, NULL); }
+    | error ';'             { $$ = NULL; }
     ;
 
 tparams
@@ -475,6 +494,7 @@ bindings
 
 binding
     : name ':' name         { $$ = ast_new_binding(ctx->arena, @$, $1, $3); }
+    | name '=' name         { $$ = ast_new_rename(ctx->arena, @$, $1, $3); }
     ;
 
 %%

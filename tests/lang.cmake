@@ -7,7 +7,8 @@
 foreach(case "opt_layer:opt_small_megatron,opt_small_megatron_d2,opt_small_megatron_d8,opt_small_megatron_sp,opt_small_square"
              "llama2_layer:llama2_small_megatron,llama2_small_megatron_d2,llama2_small_megatron_d8,llama2_small_megatron_sp,llama2_small_square"
              "bloom_layer:bloom_small_megatron,bloom_small_megatron_d2,bloom_small_megatron_d8,bloom_small_megatron_sp,bloom_small_square"
-             "opt_mlp:opt_mlp_small")
+             "opt_mlp:opt_mlp_small"
+             "opt_blocks:opt_blocks_megatron,opt_blocks_megatron_sp,opt_blocks_megatron_seq,opt_blocks_megatron_175b")
   string(REPLACE ":" ";" parts "${case}")
   list(GET parts 0 file)
   list(GET parts 1 runs)
@@ -53,3 +54,13 @@ foreach(n 6 12 24)
   set_tests_properties(lang/plan-devices-${n} PROPERTIES LABELS unit TIMEOUT 120
                        PASS_REGULAR_EXPRESSION "plan for opt_megatron on ${n} devices")
 endforeach()
+
+# A run of composites with a renamed partition by role (label "run"):
+# examples/opt_blocks.prime's megatron_seq, built and run with --check
+# (results against the dense reference, counters against the prediction).
+add_test(NAME lang/composite-run/opt_blocks_megatron_seq
+         COMMAND sh -c "\"$1\" build \"$2\" --model opt_blocks_megatron_seq -o \"$3\" >/dev/null && \"$3/opt_blocks_megatron_seq\" --check"
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/opt_blocks.prime
+                 ${CMAKE_CURRENT_BINARY_DIR}/lang-composite/seq)
+set_tests_properties(lang/composite-run/opt_blocks_megatron_seq PROPERTIES LABELS run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed")

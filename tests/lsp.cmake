@@ -39,6 +39,11 @@ add_test(NAME lsp/definition
 add_test(NAME lsp/completion
          COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/completion.py $<TARGET_FILE:primec>
                  ${CMAKE_SOURCE_DIR}/stdlib)
+# Composite operators: definition of a composite at its use and of a part
+# in its body; hover answers (examples/opt_blocks.prime).
+add_test(NAME lsp/composite
+         COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/composite.py $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/stdlib ${CMAKE_SOURCE_DIR}/examples/opt_blocks.prime)
 add_test(NAME lsp/errors COMMAND ${Python3_EXECUTABLE} ${PRIMEC_LSP_DIR}/errors.py $<TARGET_FILE:primec>)
 # An internal compiler error in any pass is a diagnostic, not the end of
 # the server (fault injected with PRIMEC_FAULT=ice:PASS).

@@ -659,7 +659,7 @@ static void test_error_expecting(void **state) {
                   "  ^~~~~\n"
                   "1 error generated.\n");
     assert_errors("op f(X[m]) -> Y[m] { Y = X; }\nmodel m { y = f(x) use p(i j); }\n",
-                  "t.prime:2:28: error: unexpected identifier 'j', expecting ':'\n"
+                  "t.prime:2:28: error: unexpected identifier 'j', expecting '=' or ':'\n"
                   "model m { y = f(x) use p(i j); }\n"
                   "                           ^\n"
                   "1 error generated.\n");
