@@ -70,16 +70,17 @@ typedef struct StepState {
     long s, t;      /* the phase step being simulated and its operator step */
     int *dst, *src; /* per receiver, while choosing sources */
     long *tiles;
-    /* Per device and operand: a slot given away this step, freed at the wait. */
+    /* Per device and operand: a slot given away this step, freed at the
+     * wait, and the tile in it. */
     int *pending_free_slot;
+    long *pending_free_tile;
     /* Per operand: tiles arriving for the next step (device, slot, tile). */
     int nadd[SCHED_MAX_OPERANDS];
     int *add_dev[SCHED_MAX_OPERANDS];
     int *add_slot[SCHED_MAX_OPERANDS];
     long *add_tile[SCHED_MAX_OPERANDS];
-    /* Scratch reused at every step: which tiles of operand i's tensor some
-     * device holds, and the travelling accumulators' candidates by tile. */
-    unsigned char *held[SCHED_MAX_OPERANDS];
+    /* Scratch reused at every step: the travelling accumulators'
+     * candidates by tile. */
     int *acc_first, *acc_next;
     /* Per operand, once per run: the last phase step at which a device
      * uses a tile as that operand or an earlier one of the same tensor
@@ -100,6 +101,7 @@ static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
     as->incoming_slot = ARENA_ARRAY(b->arena, int, ndev);
     as->sent_slot = ARENA_ARRAY(b->arena, int, ndev);
     as->retired = ARENA_ARRAY(b->arena, PtrVec, ndev);
+    as->retired_ix = ARENA_ARRAY(b->arena, TileIndex, ndev);
     as->claimed = arena_alloc(b->arena, (size_t)ndev);
     as->next_tile = ARENA_ARRAY(b->arena, long, ndev);
     /* Reduction dimensions: operator dims absent from the output. */
@@ -119,13 +121,11 @@ static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
     ss->src = ARENA_ARRAY(b->arena, int, ndev);
     ss->tiles = ARENA_ARRAY(b->arena, long, ndev);
     ss->pending_free_slot = ARENA_ARRAY(b->arena, int, ndev *SCHED_MAX_OPERANDS);
+    ss->pending_free_tile = ARENA_ARRAY(b->arena, long, ndev *SCHED_MAX_OPERANDS);
     for (int i = 0; i < ph->nin; ++i) {
         ss->add_dev[i] = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
         ss->add_slot[i] = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
         ss->add_tile[i] = ARENA_ARRAY_UNINIT(b->arena, long, ndev + 1);
-        /* Zeroed once: step_post_moves_of clears what it sets. */
-        ss->held[i] =
-            ARENA_ARRAY(b->arena, unsigned char, b->s->tensors[ph->in[i].tensor].ntiles + 1);
     }
     ss->acc_first = ARENA_ARRAY_UNINIT(b->arena, int, b->s->tensors[ph->out.tensor].ntiles + 1);
     ss->acc_next = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
@@ -216,35 +216,22 @@ static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
 static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     PhaseSched *ph = ss->ph;
     int tensor = ph->in[i].tensor;
-    const SchedTensor *ts = &b->s->tensors[tensor];
     int *dst = ss->dst, *src = ss->src;
     long *tiles = ss->tiles;
     int n = 0;
     if (operand_repeats(ph, i))
         return;
-    /* Which tiles some device holds, found once (not per receiver). */
-    unsigned char *held = ss->held[i];
-    for (int pass = 0; pass < 2; ++pass) {
-        if (pass == 1) {
-            for (int d = 0; d < b->ndev; ++d) {
-                long tile = tile_at(b, &ph->in[i], d, tn);
-                if (sched_store_find(store_of(b, tensor, d), tile) >= 0)
-                    continue;
-                if (tile < 0 || tile >= ts->ntiles || !held[tile])
-                    continue; /* must be resident: learnt at the next step */
-                dst[n] = d;
-                tiles[n] = tile;
-                n++;
-            }
-        }
-        /* Pass 0 marks the held tiles, pass 1 (after their use) clears them:
-         * the set stays zero between steps without a memset of every tile. */
-        for (int c = 0; c < b->ndev; ++c) {
-            const Store *st = store_of(b, tensor, c);
-            for (int k = 0; k < st->count; ++k)
-                if (st->items[k].tile >= 0 && st->items[k].tile < ts->ntiles)
-                    held[st->items[k].tile] = (unsigned char)(pass == 0);
-        }
+    for (int d = 0; d < b->ndev; ++d) {
+        long tile = tile_at(b, &ph->in[i], d, tn);
+        const Store *st = store_of(b, tensor, d);
+        if (sched_store_find(st, tile) >= 0)
+            continue;
+        /* The machine counts the holders of every tile as stores change. */
+        if (!sched_store_held_anywhere(st, tile))
+            continue; /* must be resident: learnt at the next step */
+        dst[n] = d;
+        tiles[n] = tile;
+        n++;
     }
     if (n == 0)
         return;
@@ -265,12 +252,14 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
         int idx = sched_store_find(st, tiles[r]);
         sched_emit_send(b, tensor, src[r], st->items[idx].slot, dst[r], tag, PRIME_BYTES_SHIFT);
         /* The source gives the tile up unless it needs it again. */
-        if (!needed_later(b, ss, i, src[r], tiles[r]))
+        if (!needed_later(b, ss, i, src[r], tiles[r])) {
             ss->pending_free_slot[src[r] * SCHED_MAX_OPERANDS + i] = st->items[idx].slot;
+            ss->pending_free_tile[src[r] * SCHED_MAX_OPERANDS + i] = tiles[r];
+        }
     }
-    Move *mv = sched_new_move(b, tensor, ss->s, kind, delta, n, dst, src, tiles);
-    if (!b->dry)
-        ptrvec_push(b->arena, &ph->moves, mv);
+    if (!b->dry) /* a trial run's moves are not kept */
+        ptrvec_push(b->arena, &ph->moves,
+                    sched_new_move(b, tensor, ss->s, kind, delta, n, dst, src, tiles));
 }
 
 static void step_post_moves(Builder *b, StepState *ss) {
@@ -303,14 +292,13 @@ static void step_compute(Builder *b, StepState *ss) {
         } else {
             int ri = sched_retired_find(as, d, otile);
             if (ri >= 0) {
-                a = as->retired[d].items[ri];
-                as->retired[d].items[ri] = as->retired[d].items[--as->retired[d].count];
+                a = sched_retired_take(as, d, ri);
             } else {
                 a = sched_acc_new(b, as, d, otile, sched_emit_alloc(b, ph->out.tensor, d));
                 ph->nlocal_acc += b->dry ? 0 : 1;
             }
             if (active[d] && active[d] != a)
-                ptrvec_push(b->arena, &as->retired[d], active[d]);
+                sched_retired_push(b, as, d, active[d]);
             active[d] = a;
             into_slot = a->slot;
         }
@@ -358,12 +346,12 @@ static void step_merge(Builder *b, StepState *ss) {
             if (slot < 0)
                 continue;
             Store *st = store_of(b, ph->in[i].tensor, d);
-            for (int x = 0; x < st->count; ++x) {
-                if (st->items[x].slot == slot) {
-                    sched_store_remove(st, x);
-                    break;
-                }
-            }
+            int x = sched_store_find(st, ss->pending_free_tile[d * SCHED_MAX_OPERANDS + i]);
+            if (x < 0 || st->items[x].slot != slot)
+                for (x = 0; x < st->count && st->items[x].slot != slot; ++x)
+                    ;
+            if (x < st->count)
+                sched_store_remove(st, x);
             sched_emit_free(b, ph->in[i].tensor, d, slot);
         }
     }
@@ -444,18 +432,16 @@ static void step_travel(Builder *b, StepState *ss) {
             as->incoming[dst[r]] = a;
             active[src[r]] = NULL;
         }
-        if (m > 0) {
+        if (m > 0 && !b->dry) {
             Move *mv = sched_new_move(b, ph->out.tensor, ss->s, kind, delta, m, dst, src, tiles);
             mv->is_acc = 1;
-            if (!b->dry) {
-                ptrvec_push(b->arena, &ph->moves, mv);
-                ph->ntravel_acc += m;
-            }
+            ptrvec_push(b->arena, &ph->moves, mv);
+            ph->ntravel_acc += m;
         }
     }
     for (int d = 0; d < b->ndev; ++d) {
         if (active[d] && active[d]->tile != as->next_tile[d]) {
-            ptrvec_push(b->arena, &as->retired[d], active[d]);
+            sched_retired_push(b, as, d, active[d]);
             active[d] = NULL;
         }
     }
@@ -467,7 +453,7 @@ static void step_finish(Builder *b, StepState *ss) {
     AccState *as = &ss->as;
     for (int d = 0; d < b->ndev; ++d) {
         if (as->active[d])
-            ptrvec_push(b->arena, &as->retired[d], as->active[d]);
+            sched_retired_push(b, as, d, as->active[d]);
         if (as->incoming[d] || as->sent_slot[d] >= 0)
             ICE("accumulator still in flight after the last step");
     }
@@ -506,6 +492,7 @@ void sched_run_phase(Builder *b, PhaseSched *ph) {
         step_travel(b, &ss);     /* 5 */
     }
     step_finish(b, &ss);
+    sched_acc_release(b, &ss.as);
     step_state_free(&ss);
     if (b->dry && b->dry_count) {
         if (!ph->action_hint)
@@ -576,7 +563,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         int before = 0, after = 0;
         for (int i = 0; i < nins; ++i) {
             for (int d = 0; d < b->ndev; ++d) {
-                store_of(b, ins[i], d)->count = 0;
+                sched_store_clear(store_of(b, ins[i], d));
                 for (int x = 0; x < b->need[ins[i]].count[d]; ++x)
                     sched_store_add(b, store_of(b, ins[i], d), b->need[ins[i]].tiles[d][x],
                                     sched_slot_alloc(b, ins[i], d));
@@ -585,7 +572,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         }
         /* The output starts empty. */
         for (int d = 0; d < b->ndev; ++d)
-            store_of(b, ph->out.tensor, d)->count = 0;
+            sched_store_clear(store_of(b, ph->out.tensor, d));
         sched_run_phase(b, ph);
         for (int i = 0; i < nins; ++i)
             for (int d = 0; d < b->ndev; ++d)
