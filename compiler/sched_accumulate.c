@@ -13,7 +13,7 @@
 long sched_red_id(const Builder *b, const AccState *as, int dev, long t) {
     long id = 0;
     for (int x = 0; x < as->nred_dims; ++x)
-        id = id * b->st->nslices[as->red_dims[x]] + slice_at(b->st, as->red_dims[x], dev, t);
+        id = id * b->st->nslices[as->red_dims[x]] + slice_fast(b, as->red_dims[x], dev, t);
     return id;
 }
 

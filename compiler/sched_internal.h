@@ -177,6 +177,14 @@ typedef struct Builder {
     /* Accumulators of finished runs, reused by later runs (a phase is
      * simulated several times: residency and order trials). */
     PtrVec acc_spare;
+    /* The slice table of the current phase's instance ordered by step,
+     * then device ([(dim * steps + t) * ndev + dev]: the simulation walks
+     * the devices at one step), built once per instance (by_step[inst]). */
+    const long *slice_t;
+    int slice_t_inst;
+    long **by_step;
+    /* Mesh coordinates of every device ([dev * naxes + axis]). */
+    long *coords;
     /* Per storage tensor, initialised when its id is handed out (below
      * this point the Builder starts zeroed). */
     Machine m;
@@ -218,7 +226,22 @@ typedef int (*CandidateFn)(Builder *b, int tensor, int src, int dst, long tile, 
 
 /* Tile of an operand at device dev and operator step t (not phase step). */
 static inline long tile_at(const Builder *b, const Operand *o, int dev, long t) {
-    return sched_operand_tile(b->s, b->ph, o, dev, t);
+    if (!b->slice_t || b->slice_t_inst != b->ph->inst)
+        return sched_operand_tile(b->s, b->ph, o, dev, t);
+    const SchedTensor *ts = &b->s->tensors[o->tensor];
+    const long steps = b->st->steps, ndev = b->ndev;
+    long id = 0;
+    for (int x = 0; x < o->ndims; ++x)
+        id = id * ts->nslices[x] + b->slice_t[((long)o->opdims[x] * steps + t) * ndev + dev];
+    return id;
+}
+
+/* Slice index of operator dimension dim at (dev, t) of the current phase's
+ * instance (slice_at on b->st). */
+static inline long slice_fast(const Builder *b, int dim, int dev, long t) {
+    if (!b->slice_t)
+        return slice_at(b->st, dim, dev, t);
+    return b->slice_t[((long)dim * b->st->steps + t) * b->ndev + dev];
 }
 
 static inline long op_step(const Builder *b, const PhaseSched *ph, long s) {

@@ -11,7 +11,7 @@ static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t) {
         return 0;
     long row[8] = {0};
     for (int d = 0; d < b->st->ndims && d < 8; ++d)
-        row[d] = slice_at(b->st, d, dev, t) * b->st->extent[d];
+        row[d] = slice_fast(b, d, dev, t) * b->st->extent[d];
     unsigned long h = 1469598103934665603ul;
     for (int x = 0; x < 8; ++x)
         h = (h ^ (unsigned long)row[x]) * 1099511628211ul;
@@ -84,7 +84,8 @@ typedef struct StepState {
     int *acc_first, *acc_next;
     /* Per operand, once per run: the last phase step at which a device
      * uses a tile as that operand or an earlier one of the same tensor
-     * (open addressing over (device, tile); see needed_later). */
+     * (open addressing over tiles, a region of last_cap entries per
+     * device; see needed_later). */
     long *last_key[SCHED_MAX_OPERANDS];
     long *last_step[SCHED_MAX_OPERANDS];
     long last_cap[SCHED_MAX_OPERANDS];
@@ -154,7 +155,8 @@ static void step_check_inputs(Builder *b, StepState *ss) {
     }
 }
 
-/* A slot of the last-use table; cap is a power of two. */
+/* A slot of a device's region of the last-use table; cap is a power of
+ * two. */
 static unsigned long last_hash(long key, long cap) {
     return ((unsigned long)key * 0x9e3779b97f4a7c15ul >> 17) & (unsigned long)(cap - 1);
 }
@@ -165,29 +167,37 @@ static unsigned long last_hash(long key, long cap) {
  * per run, instead of a scan of the remaining steps per send. */
 static void last_use_build(Builder *b, StepState *ss, int i) {
     const PhaseSched *ph = ss->ph;
-    long ntiles = b->s->tensors[ph->in[i].tensor].ntiles;
+    int uses = 0;
+    for (int j = 0; j <= i; ++j)
+        uses += ph->in[j].tensor == ph->in[i].tensor;
+    /* A region per device, with room for twice its uses: the build walks
+     * one device's steps within one region. */
     long cap = 2;
-    while (cap < 2 * (long)b->ndev * ss->T * (i + 1))
+    while (cap < 2 * ss->T * uses)
         cap *= 2;
+    size_t total = (size_t)cap * (size_t)b->ndev;
     /* Plain memory, freed at the end of the run (step_state_free). */
-    long *key = malloc(sizeof(long) * (size_t)cap);
-    long *last = malloc(sizeof(long) * (size_t)cap);
+    long *key = malloc(sizeof(long) * total);
+    long *last = malloc(sizeof(long) * total);
     if (!key || !last)
-        ICE("out of memory (a last-use table of %ld entries)", cap);
-    for (long k = 0; k < cap; ++k)
+        ICE("out of memory (a last-use table of %zu entries)", total);
+    for (size_t k = 0; k < total; ++k)
         key[k] = -1;
-    for (int j = 0; j <= i; ++j) {
-        if (ph->in[j].tensor != ph->in[i].tensor)
-            continue;
-        for (int d = 0; d < b->ndev; ++d) {
+    for (int d = 0; d < b->ndev; ++d) {
+        long *dkey = key + (size_t)d * (size_t)cap, *dlast = last + (size_t)d * (size_t)cap;
+        for (int j = 0; j <= i; ++j) {
+            if (ph->in[j].tensor != ph->in[i].tensor)
+                continue;
             for (long t = 0; t < ss->T; ++t) {
-                long k = (long)d * (ntiles + 1) + tile_at(b, &ph->in[j], d, op_step(b, ph, t));
+                long k = tile_at(b, &ph->in[j], d, op_step(b, ph, t));
+                if (k < 0)
+                    continue;
                 unsigned long h = last_hash(k, cap);
-                while (key[h] >= 0 && key[h] != k)
+                while (dkey[h] >= 0 && dkey[h] != k)
                     h = (h + 1) & (unsigned long)(cap - 1);
-                if (key[h] < 0 || last[h] < t)
-                    last[h] = t;
-                key[h] = k;
+                if (dkey[h] < 0 || dlast[h] < t)
+                    dlast[h] = t;
+                dkey[h] = k;
             }
         }
     }
@@ -204,11 +214,13 @@ static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
     long ntiles = b->s->tensors[ss->ph->in[i].tensor].ntiles;
     if (tile < 0 || tile >= ntiles)
         return 0;
-    long k = (long)dev * (ntiles + 1) + tile, cap = ss->last_cap[i];
-    for (unsigned long h = last_hash(k, cap); ss->last_key[i][h] >= 0;
+    long cap = ss->last_cap[i];
+    const long *dkey = ss->last_key[i] + (size_t)dev * (size_t)cap;
+    const long *dlast = ss->last_step[i] + (size_t)dev * (size_t)cap;
+    for (unsigned long h = last_hash(tile, cap); dkey[h] >= 0;
          h = (h + 1) & (unsigned long)(cap - 1))
-        if (ss->last_key[i][h] == k)
-            return ss->last_step[i][h] > ss->s;
+        if (dkey[h] == tile)
+            return dlast[h] > ss->s;
     return 0;
 }
 
@@ -503,12 +515,30 @@ void sched_run_phase(Builder *b, PhaseSched *ph) {
     }
 }
 
+/* The slice table of instance `inst` by step, then device. */
+static void slice_by_step(Builder *b, int inst) {
+    if (!b->by_step)
+        b->by_step = ARENA_ARRAY(b->arena, long *, b->s->model->ninstances);
+    if (!b->by_step[inst]) {
+        const SliceTable *st = &b->s->slices[inst];
+        long *t = ARENA_ARRAY_UNINIT(b->arena, long, (long)st->ndims * st->steps * st->ndev + 1);
+        for (int dim = 0; dim < st->ndims; ++dim)
+            for (int dev = 0; dev < st->ndev; ++dev)
+                for (long s = 0; s < st->steps; ++s)
+                    t[((long)dim * st->steps + s) * st->ndev + dev] = slice_at(st, dim, dev, s);
+        b->by_step[inst] = t;
+    }
+    b->slice_t = b->by_step[inst];
+    b->slice_t_inst = inst;
+}
+
 void sched_enter_phase(Builder *b, PhaseSched *ph) {
     b->ph = ph;
     if (ph->inst >= 0) {
         b->inst = &b->s->model->instances[ph->inst];
         b->st = &b->s->slices[ph->inst];
         b->steps = b->inst->steps;
+        slice_by_step(b, ph->inst);
     }
 }
 
