@@ -4,6 +4,45 @@
  */
 #include "sched_internal.h"
 
+/* Appends a row of kernel offsets to ph->offsets (growing it). */
+static int kernel_offsets_append(Builder *b, PhaseSched *ph, const long *row) {
+    if (ph->noffsets == ph->offset_cap) {
+        int cap = ph->offset_cap ? ph->offset_cap * 2 : 16;
+        long(*n)[8] = arena_alloc(b->arena, sizeof(long[8]) * (size_t)cap);
+        if (ph->noffsets)
+            memcpy(n, ph->offsets, sizeof(long[8]) * (size_t)ph->noffsets);
+        ph->offsets = n;
+        ph->offset_cap = cap;
+    }
+    memcpy(ph->offsets[ph->noffsets], row, sizeof(long[8]));
+    return ph->noffsets++;
+}
+
+/* kernel_offsets where the slice combinations of the instance are no
+ * more than twice its (device, step) points: a table indexed by the
+ * combination (rows numbered as first seen, as by the hash). -1: not
+ * this way. */
+static int kernel_offsets_dense(Builder *b, PhaseSched *ph, int dev, long t, const long *row) {
+    const SliceTable *st = b->st;
+    if (ph->offset_hash || st->ndims > 8)
+        return -1;
+    long combos = 1, limit = 2 * (long)st->ndev * st->steps, id = 0;
+    for (int d = 0; d < st->ndims && combos <= limit; ++d)
+        combos *= st->nslices[d];
+    if (combos > limit)
+        return -1;
+    if (!ph->offset_dense) {
+        ph->offset_dense = ARENA_ARRAY_UNINIT(b->arena, int, combos);
+        for (long k = 0; k < combos; ++k)
+            ph->offset_dense[k] = -1;
+    }
+    for (int d = 0; d < st->ndims; ++d)
+        id = id * st->nslices[d] + slice_fast(b, d, dev, t);
+    if (ph->offset_dense[id] < 0)
+        ph->offset_dense[id] = kernel_offsets_append(b, ph, row);
+    return ph->offset_dense[id];
+}
+
 /* The index of the offsets row (global origin of every operator
  * dimension's slice) of the sub-operator at (dev, t). */
 static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t) {
@@ -12,6 +51,9 @@ static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t) {
     long row[8] = {0};
     for (int d = 0; d < b->st->ndims && d < 8; ++d)
         row[d] = slice_fast(b, d, dev, t) * b->st->extent[d];
+    int dense = kernel_offsets_dense(b, ph, dev, t, row);
+    if (dense >= 0)
+        return dense;
     unsigned long h = 1469598103934665603ul;
     for (int x = 0; x < 8; ++x)
         h = (h ^ (unsigned long)row[x]) * 1099511628211ul;
@@ -62,6 +104,12 @@ static int operand_repeats(const PhaseSched *ph, int i) {
     return 0;
 }
 
+/* An entry of a last-use table: a tile (-1: empty) and the last phase
+ * step that uses it. */
+typedef struct LastUse {
+    long tile, step;
+} LastUse;
+
 /* What a phase's simulation carries from stage to stage. */
 typedef struct StepState {
     PhaseSched *ph;
@@ -86,8 +134,7 @@ typedef struct StepState {
      * uses a tile as that operand or an earlier one of the same tensor
      * (open addressing over tiles, a region of last_cap entries per
      * device; see needed_later). */
-    long *last_key[SCHED_MAX_OPERANDS];
-    long *last_step[SCHED_MAX_OPERANDS];
+    LastUse *last[SCHED_MAX_OPERANDS];
     long last_cap[SCHED_MAX_OPERANDS];
 } StepState;
 
@@ -177,14 +224,13 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
         cap *= 2;
     size_t total = (size_t)cap * (size_t)b->ndev;
     /* Plain memory, freed at the end of the run (step_state_free). */
-    long *key = malloc(sizeof(long) * total);
-    long *last = malloc(sizeof(long) * total);
-    if (!key || !last)
+    LastUse *last = malloc(sizeof(LastUse) * total);
+    if (!last)
         ICE("out of memory (a last-use table of %zu entries)", total);
     for (size_t k = 0; k < total; ++k)
-        key[k] = -1;
+        last[k].tile = -1;
     for (int d = 0; d < b->ndev; ++d) {
-        long *dkey = key + (size_t)d * (size_t)cap, *dlast = last + (size_t)d * (size_t)cap;
+        LastUse *region = last + (size_t)d * (size_t)cap;
         for (int j = 0; j <= i; ++j) {
             if (ph->in[j].tensor != ph->in[i].tensor)
                 continue;
@@ -193,34 +239,32 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
                 if (k < 0)
                     continue;
                 unsigned long h = last_hash(k, cap);
-                while (dkey[h] >= 0 && dkey[h] != k)
+                while (region[h].tile >= 0 && region[h].tile != k)
                     h = (h + 1) & (unsigned long)(cap - 1);
-                if (dkey[h] < 0 || dlast[h] < t)
-                    dlast[h] = t;
-                dkey[h] = k;
+                if (region[h].tile < 0 || region[h].step < t)
+                    region[h].step = t;
+                region[h].tile = k;
             }
         }
     }
-    ss->last_key[i] = key;
-    ss->last_step[i] = last;
+    ss->last[i] = last;
     ss->last_cap[i] = cap;
 }
 
 /* Whether device dev uses `tile` of operand i's tensor (as operand i or
  * an earlier operand of the same tensor) at a step after this one. */
 static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
-    if (!ss->last_key[i])
+    if (!ss->last[i])
         last_use_build(b, ss, i);
     long ntiles = b->s->tensors[ss->ph->in[i].tensor].ntiles;
     if (tile < 0 || tile >= ntiles)
         return 0;
     long cap = ss->last_cap[i];
-    const long *dkey = ss->last_key[i] + (size_t)dev * (size_t)cap;
-    const long *dlast = ss->last_step[i] + (size_t)dev * (size_t)cap;
-    for (unsigned long h = last_hash(tile, cap); dkey[h] >= 0;
+    const LastUse *region = ss->last[i] + (size_t)dev * (size_t)cap;
+    for (unsigned long h = last_hash(tile, cap); region[h].tile >= 0;
          h = (h + 1) & (unsigned long)(cap - 1))
-        if (dkey[h] == tile)
-            return dlast[h] > ss->s;
+        if (region[h].tile == tile)
+            return region[h].step > ss->s;
     return 0;
 }
 
@@ -480,10 +524,8 @@ static void step_finish(Builder *b, StepState *ss) {
 }
 
 static void step_state_free(StepState *ss) {
-    for (int i = 0; i < SCHED_MAX_OPERANDS; ++i) {
-        free(ss->last_key[i]);
-        free(ss->last_step[i]);
-    }
+    for (int i = 0; i < SCHED_MAX_OPERANDS; ++i)
+        free(ss->last[i]);
 }
 
 void sched_run_phase(Builder *b, PhaseSched *ph) {
