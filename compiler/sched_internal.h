@@ -191,6 +191,7 @@ typedef struct Builder {
     /* Filled by a run: tiles a device needed that nobody held. */
     Layout *need;
     int *track_need;
+    int need_late; /* a run needed such a tile after its first step */
     /* Per device: actions a trial run appended (discarded, counted so
      * that the real run's lists start with room for them). */
     int *dry_count;

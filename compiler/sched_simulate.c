@@ -196,6 +196,7 @@ static void step_check_inputs(Builder *b, StepState *ss) {
                         sched_tile_name(b->arena, b->s, tensor, tile), b->s->tensors[tensor].name,
                         d, ss->s);
                 sched_layout_add(b, &b->need[tensor], d, tile);
+                b->need_late |= ss->s > 0;
                 sched_store_add(b, store_of(b, tensor, d), tile, sched_slot_alloc(b, tensor, d));
             }
         }
@@ -645,12 +646,19 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         /* The output starts empty. */
         for (int d = 0; d < b->ndev; ++d)
             sched_store_clear(store_of(b, ph->out.tensor, d));
+        b->need_late = 0;
         sched_run_phase(b, ph);
         for (int i = 0; i < nins; ++i)
             for (int d = 0; d < b->ndev; ++d)
                 after += b->need[ins[i]].count[d];
-        /* One step: nothing moves, so the first trial is exact. */
-        if ((pass > 0 && after == before) || b->steps == 1 || b->out_of_slots)
+        /* One step: nothing moves, so the first trial is exact. A first
+         * trial that learnt every tile at its first step is confirmed
+         * without a second: that one would start from the state the first
+         * had after its first step's inputs (the same tiles, and the same
+         * slots in use, in another order), so it would run alike and learn
+         * nothing. */
+        if ((pass > 0 && after == before) || (pass == 0 && !b->need_late) || b->steps == 1 ||
+            b->out_of_slots)
             break;
     }
     for (int i = 0; i < nins; ++i)
