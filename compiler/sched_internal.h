@@ -185,6 +185,10 @@ typedef struct Builder {
     long **by_step;
     /* Mesh coordinates of every device ([dev * naxes + axis]). */
     long *coords;
+    /* Room for the last-use tables of a run, per operand (see
+     * sched_simulate.c), kept for the next run. */
+    void *last_use_room[SCHED_MAX_OPERANDS];
+    size_t last_use_cap[SCHED_MAX_OPERANDS];
     /* Per storage tensor, initialised when its id is handed out (below
      * this point the Builder starts zeroed). */
     Machine m;

@@ -224,10 +224,14 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
     while (cap < 2 * ss->T * uses)
         cap *= 2;
     size_t total = (size_t)cap * (size_t)b->ndev;
-    /* Plain memory, freed at the end of the run (step_state_free). */
-    LastUse *last = malloc(sizeof(LastUse) * total);
-    if (!last)
-        ICE("out of memory (a last-use table of %zu entries)", total);
+    /* The builder's room for operand i, grown when too small: every run
+     * of every phase needs one, so it is reused rather than allocated. */
+    if (b->last_use_cap[i] < total) {
+        size_t room = total > 2 * b->last_use_cap[i] ? total : 2 * b->last_use_cap[i];
+        b->last_use_room[i] = ARENA_ARRAY_UNINIT(b->arena, LastUse, room);
+        b->last_use_cap[i] = room;
+    }
+    LastUse *last = b->last_use_room[i];
     for (size_t k = 0; k < total; ++k)
         last[k].tile = -1;
     for (int d = 0; d < b->ndev; ++d) {
@@ -524,11 +528,6 @@ static void step_finish(Builder *b, StepState *ss) {
     }
 }
 
-static void step_state_free(StepState *ss) {
-    for (int i = 0; i < SCHED_MAX_OPERANDS; ++i)
-        free(ss->last[i]);
-}
-
 void sched_run_phase(Builder *b, PhaseSched *ph) {
     StepState ss;
     step_state_init(b, ph, &ss);
@@ -548,7 +547,6 @@ void sched_run_phase(Builder *b, PhaseSched *ph) {
     }
     step_finish(b, &ss);
     sched_acc_release(b, &ss.as);
-    step_state_free(&ss);
     if (b->dry && b->dry_count) {
         if (!ph->action_hint)
             ph->action_hint = ARENA_ARRAY(b->arena, int, b->ndev);
