@@ -5,6 +5,8 @@ mesh and the layer count.
     python3 bench/compile_scale.py --primec build/compiler/primec \
         [--before OLD_PRIMEC] [--repeat 5] [--sizes 2,4,8,16] [--check-sizes 32,64]
     python3 bench/compile_scale.py --primec build/compiler/primec --set opt [--repeat 5]
+    python3 bench/compile_scale.py --primec build/compiler/primec --set ring [--before OLD] \
+        [--sizes 128,256,512]
 
 The default set: `primec build --emit-only` of a single square (Cannon)
 matmul with m = k = n = 32 P on P x P meshes, and `check` on larger
@@ -16,6 +18,10 @@ and 96 layers under the Megatron plan on 4 and 16 devices and the square
 grid on 2x2 and 4x4: `check`, the compiler's own time to the emitted C
 (`--dump-after=emit`, unformatted), `build --emit-only` (formatted with
 clang-format), `build` (the C compiler too), and the emitted C's size.
+
+--set ring: `check` of a ring matmul on one long axis of D devices
+(m = n = D, k = 64; docs/program-form.md, "A ring on a long mesh"), for
+each D of --sizes: median time and max RSS (and the same for --before).
 
 --own-only (with --set opt) measures `check` and the compiler's own time
 only, without clang-format and the C compiler (the size column is then
@@ -42,6 +48,9 @@ MODEL = """model sq {{
 }}
 """
 
+RING = """model big {{ param m = {d}, k = 64, n = {d}; mesh(d: {d}); input x[m, k]; weight w[k, n]; y = matmul(x, w) use ring; }}
+"""
+
 
 CPU_TIME = False  # --cpu: user + system seconds instead of wall seconds
 
@@ -60,9 +69,9 @@ def run_once(cmd):
 
 
 def measure(primec, work, p, mode, repeat, timeout):
-    src = os.path.join(work, "sq%d.prime" % p)
+    src = os.path.join(work, "%s%d.prime" % ("ring" if mode == "ring" else "sq", p))
     with open(src, "w") as f:
-        f.write(MODEL.format(n=32 * p, p=p))
+        f.write(RING.format(d=p) if mode == "ring" else MODEL.format(n=32 * p, p=p))
     out = os.path.join(work, "out%d" % p)
     if mode == "emit":
         cmd = [primec, "build", src, "--emit-only", "-o", out]
@@ -124,11 +133,13 @@ def opt_set(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=["matmul", "opt"], default="matmul")
+    ap.add_argument("--set", choices=["matmul", "opt", "ring"], default="matmul")
     ap.add_argument("--primec", required=True)
     ap.add_argument("--before", help="an older primec, measured side by side")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--sizes", default="2,4,8,16")
+    ap.add_argument("--sizes", default=None,
+                    help="meshes: P of P x P (default 2,4,8,16), or D with --set ring "
+                    "(default 128,256,512)")
     ap.add_argument("--check-sizes", default="32,64")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--own-only", action="store_true",
@@ -143,10 +154,17 @@ def main():
         return
     bins = [("now", a.primec)] + ([("before", a.before)] if a.before else [])
     rows = []
+    if a.set == "ring":
+        plan = (("ring", a.sizes or "128,256,512"),)
+    else:
+        plan = (("emit", a.sizes or "2,4,8,16"), ("check", a.check_sizes))
     with tempfile.TemporaryDirectory() as work:
-        for mode, sizes in (("emit", a.sizes), ("check", a.check_sizes)):
+        for mode, sizes in plan:
             for p in [int(x) for x in sizes.split(",") if x]:
-                row = ["%s %dx%d" % ("build --emit-only" if mode == "emit" else "check", p, p)]
+                if mode == "ring":
+                    row = ["check ring, %d devices" % p]
+                else:
+                    row = ["%s %dx%d" % ("build --emit-only" if mode == "emit" else "check", p, p)]
                 for label, b in bins:
                     try:
                         t, rss, size = measure(b, work, p, mode, a.repeat, a.timeout)

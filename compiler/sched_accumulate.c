@@ -13,7 +13,7 @@
 long sched_red_id(const Builder *b, const AccState *as, int dev, long t) {
     long id = 0;
     for (int x = 0; x < as->nred_dims; ++x)
-        id = id * b->st->nslices[as->red_dims[x]] + slice_at(b->st, as->red_dims[x], dev, t);
+        id = id * b->st->nslices[as->red_dims[x]] + slice_fast(b, as->red_dims[x], dev, t);
     return id;
 }
 
@@ -21,13 +21,20 @@ long sched_red_id(const Builder *b, const AccState *as, int dev, long t) {
  * there is one (a phase whose accumulators travel makes one per device and
  * step), else new. red_step[r] is read only where red[r] is set. */
 Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot) {
-    Acc *a;
-    if (as->pool.count > 0) {
+    Acc *a = NULL;
+    if (as->pool.count > 0)
         a = as->pool.items[--as->pool.count];
+    while (!a && b->acc_spare.count > 0) {
+        a = b->acc_spare.items[--b->acc_spare.count];
+        if (a->nred != as->nred)
+            a = NULL; /* another phase's reduction: left to the arena */
+    }
+    if (a) {
         for (long k = 0; k < a->nset; ++k)
             a->red[a->set[k]] = 0;
     } else {
         a = ARENA_NEW(b->arena, Acc);
+        a->nred = as->nred;
         a->red = arena_alloc(b->arena, (size_t)as->nred);
         a->red_step = ARENA_ARRAY_UNINIT(b->arena, long, as->nred);
         a->set = ARENA_ARRAY_UNINIT(b->arena, long, as->nred);
@@ -39,6 +46,17 @@ Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot) {
     a->first_dup = -1;
     a->dup_steps[0] = a->dup_steps[1] = 0;
     return a;
+}
+
+/* After a run: its accumulators (kept on devices or merged) are spare for
+ * the next run; nothing refers to them any more. */
+void sched_acc_release(Builder *b, AccState *as) {
+    for (int d = 0; d < b->ndev; ++d)
+        for (int i = 0; i < as->retired[d].count; ++i)
+            ptrvec_push(b->arena, &b->acc_spare, as->retired[d].items[i]);
+    for (int i = 0; i < as->pool.count; ++i)
+        ptrvec_push(b->arena, &b->acc_spare, as->pool.items[i]);
+    as->pool.count = 0;
 }
 
 void sched_acc_add(Acc *a, long r, long step) {
@@ -128,10 +146,42 @@ int sched_acc_available(Builder *b, int tensor, int src, int dst, long tile, voi
 }
 
 int sched_retired_find(const AccState *as, int dev, long tile) {
+    const TileIndex *ix = &as->retired_ix[dev];
+    if (ix->cap && !ix->dup)
+        return tile_index_find(ix, tile);
     for (int i = 0; i < as->retired[dev].count; ++i)
         if (((Acc *)as->retired[dev].items[i])->tile == tile)
             return i;
     return -1;
+}
+
+/* Keeps an accumulator on its device (indexed by tile once the device
+ * keeps many). */
+void sched_retired_push(Builder *b, AccState *as, int dev, Acc *a) {
+    PtrVec *v = &as->retired[dev];
+    TileIndex *ix = &as->retired_ix[dev];
+    ptrvec_push(b->arena, v, a);
+    if (ix->cap) {
+        tile_index_insert(b->arena, ix, a->tile, v->count - 1);
+    } else if (v->count >= TILE_INDEX_MIN) {
+        for (int i = 0; i < v->count; ++i)
+            tile_index_insert(b->arena, ix, ((Acc *)v->items[i])->tile, i);
+    }
+}
+
+/* Takes the kept accumulator at `index` off its device's list (the last
+ * one takes its place). */
+Acc *sched_retired_take(AccState *as, int dev, int index) {
+    PtrVec *v = &as->retired[dev];
+    TileIndex *ix = &as->retired_ix[dev];
+    Acc *a = v->items[index];
+    if (ix->cap) {
+        tile_index_erase(ix, a->tile);
+        if (index != v->count - 1)
+            tile_index_move(ix, ((Acc *)v->items[v->count - 1])->tile, index);
+    }
+    v->items[index] = v->items[--v->count];
+    return a;
 }
 
 static const char *red_name(Builder *b, const AccState *as, long r) {

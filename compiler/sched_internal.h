@@ -40,10 +40,43 @@ typedef struct Held {
     int slot;
 } Held;
 
+/* An index of the tiles in a list (a store's held tiles, a device's
+ * retired accumulators): tile -> position, open addressing with linear
+ * probing. `dup` is set when a tile was inserted twice; the index is then
+ * not used (lookups scan the list, which returns the first position) until
+ * the list is cleared. */
+typedef struct TileIndexEntry {
+    long tile; /* -1: empty */
+    int pos;
+} TileIndexEntry;
+
+typedef struct TileIndex {
+    TileIndexEntry *e;
+    int cap; /* a power of two, or 0 */
+    int n;
+    int dup;
+} TileIndex;
+
+/* Lists shorter than this are scanned and carry no index. */
+#define TILE_INDEX_MIN 12
+
+void tile_index_clear(TileIndex *ix);
+void tile_index_insert(Arena *arena, TileIndex *ix, long tile, int pos);
+void tile_index_erase(TileIndex *ix, long tile);
+void tile_index_move(TileIndex *ix, long tile, int pos);
+int tile_index_find(const TileIndex *ix, long tile);
+
+/* The tiles one device holds of one storage tensor. A store of the
+ * machine also counts, per tile, how many devices hold it (holders, shared
+ * by the tensor's stores); the copies a trial run saves do not. */
 typedef struct Store {
     Held *items;
     int count;
     int cap;
+    int indexed;  /* ix is kept (count reached TILE_INDEX_MIN) */
+    TileIndex ix; /* tile -> position in items */
+    int *holders; /* [tile]: devices holding it; NULL in copies */
+    long nholders;
 } Store;
 
 typedef struct Acc {
@@ -56,6 +89,7 @@ typedef struct Acc {
     long nset;
     long first_dup; /* first reduction slice added twice, or -1 */
     long dup_steps[2];
+    long nred; /* the room of red, red_step and set */
 } Acc;
 
 typedef struct Machine {
@@ -140,12 +174,28 @@ typedef struct Builder {
     IntList look;               /* sched_free_dead's list of tensors to look at (scratch) */
     unsigned char *gained_flag; /* [storage tensor] */
     int *seen_at;               /* [storage tensor]: phase index + 1 of its last look */
+    /* Accumulators of finished runs, reused by later runs (a phase is
+     * simulated several times: residency and order trials). */
+    PtrVec acc_spare;
+    /* The slice table of the current phase's instance ordered by step,
+     * then device ([(dim * steps + t) * ndev + dev]: the simulation walks
+     * the devices at one step), built once per instance (by_step[inst]). */
+    const long *slice_t;
+    int slice_t_inst;
+    long **by_step;
+    /* Mesh coordinates of every device ([dev * naxes + axis]). */
+    long *coords;
+    /* Room for the last-use tables of a run, per operand (see
+     * sched_simulate.c), kept for the next run. */
+    void *last_use_room[SCHED_MAX_OPERANDS];
+    size_t last_use_cap[SCHED_MAX_OPERANDS];
     /* Per storage tensor, initialised when its id is handed out (below
      * this point the Builder starts zeroed). */
     Machine m;
     /* Filled by a run: tiles a device needed that nobody held. */
     Layout *need;
     int *track_need;
+    int need_late; /* a run needed such a tile after its first step */
     /* Per device: actions a trial run appended (discarded, counted so
      * that the real run's lists start with room for them). */
     int *dry_count;
@@ -159,8 +209,9 @@ typedef struct AccState {
     Acc **active;   /* per device: the accumulator the device works on */
     Acc **incoming; /* per device: an accumulator arriving for the next step */
     int *incoming_slot;
-    int *sent_slot;  /* per device: an accumulator being sent, freed at the next wait */
-    PtrVec *retired; /* per device: Acc* kept on the device */
+    int *sent_slot;        /* per device: an accumulator being sent, freed at the next wait */
+    PtrVec *retired;       /* per device: Acc* kept on the device */
+    TileIndex *retired_ix; /* per device: tile -> position in retired, once it is long */
     long nred;
     int red_dims[IR_MAX_DIMS];
     int nred_dims;
@@ -180,7 +231,22 @@ typedef int (*CandidateFn)(Builder *b, int tensor, int src, int dst, long tile, 
 
 /* Tile of an operand at device dev and operator step t (not phase step). */
 static inline long tile_at(const Builder *b, const Operand *o, int dev, long t) {
-    return sched_operand_tile(b->s, b->ph, o, dev, t);
+    if (!b->slice_t || b->slice_t_inst != b->ph->inst)
+        return sched_operand_tile(b->s, b->ph, o, dev, t);
+    const SchedTensor *ts = &b->s->tensors[o->tensor];
+    const long steps = b->st->steps, ndev = b->ndev;
+    long id = 0;
+    for (int x = 0; x < o->ndims; ++x)
+        id = id * ts->nslices[x] + b->slice_t[((long)o->opdims[x] * steps + t) * ndev + dev];
+    return id;
+}
+
+/* Slice index of operator dimension dim at (dev, t) of the current phase's
+ * instance (slice_at on b->st). */
+static inline long slice_fast(const Builder *b, int dim, int dev, long t) {
+    if (!b->slice_t)
+        return slice_at(b->st, dim, dev, t);
+    return b->slice_t[((long)dim * b->st->steps + t) * b->ndev + dev];
 }
 
 static inline long op_step(const Builder *b, const PhaseSched *ph, long s) {
@@ -199,6 +265,11 @@ typedef struct MachineSave {
 int sched_store_find(const Store *st, long tile);
 void sched_store_add(Builder *b, Store *st, long tile, int slot);
 void sched_store_remove(Store *st, int index);
+void sched_store_clear(Store *st);
+/* Whether some device holds `tile` of the tensor whose store st is. */
+static inline int sched_store_held_anywhere(const Store *st, long tile) {
+    return tile >= 0 && tile < st->nholders && st->holders[tile] > 0;
+}
 void sched_machine_init(Builder *b);
 /* Room in m for Builder.tensor_cap tensors (contents unset). */
 void sched_machine_room(Builder *b, Machine *m);
@@ -241,8 +312,11 @@ long sched_red_id(const Builder *b, const AccState *as, int dev, long t);
 Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot);
 void sched_acc_add(Acc *a, long r, long step);
 void sched_acc_merge(Acc *into, Acc *from);
+void sched_acc_release(Builder *b, AccState *as);
 int sched_acc_available(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
 int sched_retired_find(const AccState *as, int dev, long tile);
+void sched_retired_push(Builder *b, AccState *as, int dev, Acc *a);
+Acc *sched_retired_take(AccState *as, int dev, int index);
 void sched_emit_collective(Builder *b, PhaseSched *ph, Collective *col);
 void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as);
 

@@ -77,11 +77,18 @@ Layout sched_layout_empty(Builder *b) {
     return l;
 }
 
+/* The tiles of a layout are ascending: a binary search. */
 int sched_layout_has(const Layout *l, int dev, long tile) {
-    for (int i = 0; i < l->count[dev]; ++i)
-        if (l->tiles[dev][i] == tile)
-            return 1;
-    return 0;
+    const long *tiles = l->tiles[dev];
+    int lo = 0, hi = l->count[dev];
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (tiles[mid] < tile)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < l->count[dev] && tiles[lo] == tile;
 }
 
 /* Inserts in order (the tiles are ascending). The device's array grows

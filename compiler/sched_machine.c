@@ -10,11 +10,110 @@
  */
 #include "sched_internal.h"
 
+/* ------------------------------------------------------------------ */
+/* Tile indexes                                                        */
+
+static unsigned long tile_hash(long tile, int cap) {
+    return ((unsigned long)tile * 0x9e3779b97f4a7c15ul >> 20) & (unsigned long)(cap - 1);
+}
+
+void tile_index_clear(TileIndex *ix) {
+    for (int i = 0; i < ix->cap; ++i)
+        ix->e[i].pos = -1;
+    ix->n = 0;
+    ix->dup = 0;
+}
+
+static TileIndexEntry *tile_index_slot(const TileIndex *ix, long tile) {
+    if (!ix->cap)
+        return NULL;
+    for (unsigned long h = tile_hash(tile, ix->cap); ix->e[h].pos >= 0;
+         h = (h + 1) & (unsigned long)(ix->cap - 1))
+        if (ix->e[h].tile == tile)
+            return &ix->e[h];
+    return NULL;
+}
+
+void tile_index_insert(Arena *arena, TileIndex *ix, long tile, int pos) {
+    if (ix->dup)
+        return;
+    if (2 * (ix->n + 1) > ix->cap) {
+        TileIndex grown = {NULL, ix->cap ? 2 * ix->cap : 32, 0, 0};
+        grown.e = ARENA_ARRAY_UNINIT(arena, TileIndexEntry, grown.cap);
+        tile_index_clear(&grown);
+        for (int i = 0; i < ix->cap; ++i)
+            if (ix->e[i].pos >= 0)
+                tile_index_insert(arena, &grown, ix->e[i].tile, ix->e[i].pos);
+        *ix = grown;
+    }
+    unsigned long h = tile_hash(tile, ix->cap);
+    for (; ix->e[h].pos >= 0; h = (h + 1) & (unsigned long)(ix->cap - 1)) {
+        if (ix->e[h].tile == tile) {
+            ix->dup = 1; /* the list holds the tile twice: lookups scan it */
+            return;
+        }
+    }
+    ix->e[h].tile = tile;
+    ix->e[h].pos = pos;
+    ix->n++;
+}
+
+/* Removes a tile (backward-shift deletion: no tombstones). */
+void tile_index_erase(TileIndex *ix, long tile) {
+    TileIndexEntry *at = ix->dup ? NULL : tile_index_slot(ix, tile);
+    if (!at)
+        return;
+    unsigned long mask = (unsigned long)(ix->cap - 1), i = (unsigned long)(at - ix->e), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (ix->e[j].pos < 0)
+            break;
+        unsigned long k = tile_hash(ix->e[j].tile, ix->cap);
+        /* Entry j may move to the hole at i unless its home lies in (i, j]. */
+        int stays = i <= j ? (k > i && k <= j) : (k > i || k <= j);
+        if (!stays) {
+            ix->e[i] = ix->e[j];
+            i = j;
+        }
+    }
+    ix->e[i].pos = -1;
+    ix->n--;
+}
+
+void tile_index_move(TileIndex *ix, long tile, int pos) {
+    TileIndexEntry *at = ix->dup ? NULL : tile_index_slot(ix, tile);
+    if (at)
+        at->pos = pos;
+}
+
+int tile_index_find(const TileIndex *ix, long tile) {
+    const TileIndexEntry *at = tile_index_slot(ix, tile);
+    return at ? at->pos : -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Stores                                                              */
+
 int sched_store_find(const Store *st, long tile) {
+    if (st->indexed && !st->ix.dup)
+        return tile_index_find(&st->ix, tile);
     for (int i = 0; i < st->count; ++i)
         if (st->items[i].tile == tile)
             return i;
     return -1;
+}
+
+static void store_count(Store *st, long tile, int by) {
+    if (st->holders && tile >= 0 && tile < st->nholders)
+        st->holders[tile] += by;
+}
+
+/* (Re)builds a store's index from its items. */
+static void store_reindex(Arena *arena, Store *st) {
+    st->indexed = 1;
+    tile_index_clear(&st->ix);
+    for (int i = 0; i < st->count; ++i)
+        tile_index_insert(arena, &st->ix, st->items[i].tile, i);
 }
 
 void sched_store_add(Builder *b, Store *st, long tile, int slot) {
@@ -29,11 +128,37 @@ void sched_store_add(Builder *b, Store *st, long tile, int slot) {
     st->items[st->count].tile = tile;
     st->items[st->count].slot = slot;
     st->count++;
+    store_count(st, tile, 1);
+    if (st->indexed)
+        tile_index_insert(b->arena, &st->ix, tile, st->count - 1);
+    else if (st->count >= TILE_INDEX_MIN)
+        store_reindex(b->arena, st);
 }
 
 void sched_store_remove(Store *st, int index) {
+    long tile = st->items[index].tile;
+    store_count(st, tile, -1);
+    if (st->indexed) {
+        tile_index_erase(&st->ix, tile);
+        if (index != st->count - 1)
+            tile_index_move(&st->ix, st->items[st->count - 1].tile, index);
+    }
     st->items[index] = st->items[st->count - 1];
     st->count--;
+}
+
+void sched_store_clear(Store *st) {
+    for (int i = 0; i < st->count; ++i)
+        store_count(st, st->items[i].tile, -1);
+    st->count = 0;
+    tile_index_clear(&st->ix);
+}
+
+/* A store's fields other than its items, for a copy outside the machine
+ * (no index, no holder counts). */
+static void store_detached(Store *o, const Store *s) {
+    memset(o, 0, sizeof *o);
+    o->count = o->cap = s->count;
 }
 
 /* Gives the machine stores for every storage tensor defined so far. */
@@ -41,6 +166,12 @@ void sched_machine_init(Builder *b) {
     b->m.ndev = b->ndev;
     for (int t = b->m.ntensors; t < b->s->ntensors; ++t) {
         b->m.stores[t] = ARENA_ARRAY(b->arena, Store, b->ndev);
+        long ntiles = b->s->tensors[t].ntiles;
+        int *holders = ARENA_ARRAY(b->arena, int, ntiles + 1);
+        for (int d = 0; d < b->ndev; ++d) {
+            b->m.stores[t][d].holders = holders;
+            b->m.stores[t][d].nholders = ntiles;
+        }
         b->m.slot_used[t] = arena_alloc(b->arena, sizeof(uint64_t) * (size_t)b->ndev * SLOT_WORDS);
     }
     b->m.ntensors = b->s->ntensors;
@@ -72,8 +203,7 @@ void sched_machine_copy(Builder *b, Machine *dst, const Machine *src) {
         for (int d = 0; d < src->ndev; ++d) {
             const Store *s = &src->stores[t][d];
             Store *o = &dst->stores[t][d];
-            o->count = o->cap = s->count;
-            o->items = NULL;
+            store_detached(o, s);
             if (s->count) {
                 o->items = (Held *)at;
                 at += sizeof(Held) * (size_t)s->count;
@@ -99,7 +229,7 @@ void sched_machine_save(Builder *b, MachineSave *sv, const int *tensors, int n) 
         for (int d = 0; d < b->ndev; ++d) {
             const Store *s = &b->m.stores[t][d];
             Store *o = &sv->stores[k][d];
-            o->count = o->cap = s->count;
+            store_detached(o, s);
             o->items = s->count ? ARENA_ARRAY_UNINIT(b->arena, Held, s->count) : NULL;
             if (s->count)
                 memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
@@ -125,6 +255,18 @@ void sched_machine_restore(Builder *b, const MachineSave *sv) {
             o->count = s->count;
             if (s->count)
                 memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
+            if (o->indexed || o->count >= TILE_INDEX_MIN)
+                store_reindex(b->arena, o);
+        }
+        /* The holder counts of the tensor, recounted from its stores. */
+        Store *first = &b->m.stores[t][0];
+        if (first->holders) {
+            memset(first->holders, 0, sizeof(int) * (size_t)(first->nholders + 1));
+            for (int d = 0; d < b->ndev; ++d) {
+                Store *o = &b->m.stores[t][d];
+                for (int i = 0; i < o->count; ++i)
+                    store_count(o, o->items[i].tile, 1);
+            }
         }
     }
 }
@@ -168,10 +310,10 @@ PrimeAction *sched_act(Builder *b, int dev, int op) {
     PhaseSched *ph = b->ph;
     if (ph->nactions[dev] == ph->action_cap[dev]) {
         /* A first list has room for what the phase's trial runs appended
-         * and a quarter more (its boundaries), so most lists are never
+         * and an eighth more (its boundaries), so most lists are never
          * copied (an arena keeps every copy). */
         int hint = ph->action_hint ? ph->action_hint[dev] : 0;
-        int cap = ph->action_cap[dev] ? ph->action_cap[dev] * 2 : 16 + hint + hint / 4;
+        int cap = ph->action_cap[dev] ? ph->action_cap[dev] * 2 : 16 + hint + hint / 8;
         PrimeAction *a = ARENA_ARRAY_UNINIT(b->arena, PrimeAction, cap);
         if (ph->nactions[dev])
             memcpy(a, ph->actions[dev], sizeof(PrimeAction) * (size_t)ph->nactions[dev]);

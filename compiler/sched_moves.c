@@ -21,21 +21,29 @@ static long axis_distance(const Mesh *mesh, const long *delta) {
     return dist;
 }
 
+/* The coordinates of a device (from the builder's table). */
+static const long *coords_of(const Builder *b, int dev) {
+    return b->coords + (long)dev * b->s->model->mesh.naxes;
+}
+
 static int shifted(const Builder *b, int dev, const long *delta) {
-    long c[IR_MAX_AXES];
-    mesh_coords(&b->s->model->mesh, dev, c);
-    for (int a = 0; a < b->s->model->mesh.naxes; ++a)
-        c[a] = (c[a] + delta[a]) % b->s->model->mesh.sizes[a];
-    return mesh_rank(&b->s->model->mesh, c);
+    const Mesh *mesh = &b->s->model->mesh;
+    const long *c = coords_of(b, dev);
+    long r = 0;
+    for (int a = 0; a < mesh->naxes; ++a) {
+        long x = c[a] + delta[a];
+        r = r * mesh->sizes[a] + (x >= mesh->sizes[a] ? x % mesh->sizes[a] : x);
+    }
+    return (int)r;
 }
 
 static void delta_between(const Builder *b, int dst, int src, long *delta) {
-    long cd[IR_MAX_AXES], cs[IR_MAX_AXES];
-    mesh_coords(&b->s->model->mesh, dst, cd);
-    mesh_coords(&b->s->model->mesh, src, cs);
+    const long *cd = coords_of(b, dst), *cs = coords_of(b, src);
     const Mesh *mesh = &b->s->model->mesh;
-    for (int a = 0; a < mesh->naxes; ++a)
-        delta[a] = ((cs[a] - cd[a]) % mesh->sizes[a] + mesh->sizes[a]) % mesh->sizes[a];
+    for (int a = 0; a < mesh->naxes; ++a) {
+        long d = cs[a] - cd[a];
+        delta[a] = d < 0 ? d + mesh->sizes[a] : d;
+    }
 }
 
 /* Picks a source for every receiver: one uniform mesh offset if one

@@ -360,6 +360,9 @@ Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
     b->s = s;
     b->ndev = model->mesh.ndev;
     b->dry_count = ARENA_ARRAY(arena, int, b->ndev);
+    b->coords = ARENA_ARRAY(arena, long, (long)b->ndev * model->mesh.naxes + 1);
+    for (int d = 0; d < b->ndev; ++d)
+        mesh_coords(&model->mesh, d, b->coords + (long)d * model->mesh.naxes);
     b->st = &s->slices[0];
     b->steps = 1;
 

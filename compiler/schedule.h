@@ -154,6 +154,7 @@ struct PhaseSched {
     int offset_cap;
     int *offset_hash; /* open addressing over offsets */
     int offset_hash_cap;
+    int *offset_dense; /* or, where the slice combinations are few: row of each */
     /* learn_needs' result per sweep order, from the order trials (the
      * machine is the same when the chosen order runs for real). */
     int need_cached[2];

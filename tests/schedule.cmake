@@ -14,3 +14,12 @@ target_link_libraries(test_sched_acc PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_sched_acc PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule/accumulators COMMAND test_sched_acc)
 set_tests_properties(schedule/accumulators PROPERTIES LABELS unit TIMEOUT 60)
+
+# The indexed stores, the holder counts and the kept accumulators' index
+# (sched_machine.c, sched_accumulate.c) against a scan of the lists, on
+# random adds, removals, clears and restores.
+add_executable(test_sched_store ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_store.c)
+target_link_libraries(test_sched_store PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_sched_store PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME schedule/stores COMMAND test_sched_store)
+set_tests_properties(schedule/stores PROPERTIES LABELS unit TIMEOUT 60)
