@@ -149,32 +149,45 @@ static long planned_tokens(const PlanOptions *o) {
     return o->token_size;
 }
 
-/* The instance's token dimensions, as bits: operator dimensions of the
- * token size that index an activation and no weight. */
-static unsigned token_dims(const Model *m, const Instance *inst, long token_size) {
-    const Op *op = inst->op;
-    unsigned bits = 0;
-    for (int d = 0; d < op->ndims; ++d) {
-        if (token_size <= 0 || inst->dim_sizes[d] != token_size)
-            continue;
-        int activation = 0, weight = 0;
-        for (int a = 0; a <= op->ninputs; ++a) {
-            const OpTensor *ot = a < op->ninputs ? &op->inputs[a] : &op->output;
-            const ModelTensor *mt = &m->tensors[a < op->ninputs ? inst->args[a] : inst->result];
-            for (int x = 0; x < ot->ndims; ++x) {
-                if (ot->dims[x] != d)
-                    continue;
+/* Every instance's token dimensions (as bits): operator dimensions of
+ * the token size that index a token axis of an activation argument (the
+ * first axis of a model input of the token size, and every output axis
+ * such a dimension indexes, instance after instance) and no weight.
+ * Following the axes, not the sizes, keeps a hidden size equal to the
+ * token count out. */
+static void find_token_dims(Planner *p) {
+    const Model *m = p->model;
+    const long token = p->opt->token_size;
+    unsigned *axes = ARENA_ARRAY(p->arena, unsigned, m->ntensors + 1);
+    p->token_dims = ARENA_ARRAY(p->arena, unsigned, p->n + 1);
+    for (int t = 0; t < m->ntensors; ++t)
+        if (m->tensors[t].role == TENSOR_INPUT && m->tensors[t].ndims &&
+            m->tensors[t].sizes[0] == token && token > 0)
+            axes[t] = 1;
+    for (int i = 0; i < p->n; ++i) {
+        const Instance *inst = &m->instances[i];
+        const Op *op = inst->op;
+        unsigned dims = 0, weight = 0;
+        for (int a = 0; a < op->ninputs; ++a) {
+            const ModelTensor *mt = &m->tensors[inst->args[a]];
+            for (int x = 0; x < op->inputs[a].ndims; ++x) {
                 if (mt->role == TENSOR_WEIGHT)
-                    weight = 1;
-                else
-                    activation = 1;
+                    weight |= 1u << op->inputs[a].dims[x];
+                else if (axes[inst->args[a]] & (1u << x))
+                    dims |= 1u << op->inputs[a].dims[x];
             }
         }
-        if (activation && !weight)
-            bits |= 1u << d;
+        dims &= ~weight;
+        for (int d = 0; d < op->ndims; ++d)
+            if (inst->dim_sizes[d] != token)
+                dims &= ~(1u << d);
+        p->token_dims[i] = dims;
+        for (int x = 0; x < op->output.ndims; ++x)
+            if (dims & (1u << op->output.dims[x]))
+                axes[inst->result] |= 1u << x;
     }
-    return bits;
 }
+
 static void fill_candidate(Planner *p, const Instance *inst, const int *local_of, int result,
                            const Schedule *s, PlanCandidate *pc);
 static void add_transposed(Planner *p, const Instance *inst, const Model *sm, const int *local_of,
@@ -193,7 +206,7 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
      * has the planned token count (the same rule in every instance, so
      * producers and consumers agree on shapes). */
     long tokens = planned_tokens(p->opt);
-    unsigned tok = token_dims(m, inst, p->opt->token_size);
+    unsigned tok = p->token_dims[i];
     if (tok && tokens != p->opt->token_size) {
         if (tokens <= 0)
             return; /* the tokens do not split over the replicas */
@@ -990,6 +1003,7 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     for (int i = 0; i < p->n; ++i)
         p->last_use[i] = -1;
     find_first_readers(p);
+    find_token_dims(p);
     /* Candidates; identical instances of repeated layers share them. */
     p->scratch = opt->scratch ? opt->scratch : arena_create();
     int ok = collect_candidates(p);

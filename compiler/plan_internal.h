@@ -50,6 +50,7 @@ typedef struct Planner {
     Arena *scratch;              /* one candidate's schedule; reset after each */
     Model plan_model;            /* the model on the planned mesh (for slice tables) */
     int *first_inst, *first_arg; /* per model tensor: its first reader and argument, or -1 */
+    unsigned *token_dims;        /* per instance: its token dimensions, as bits */
     int *prev_inst,
         *prev_arg; /* per [instance * IR_MAX_INPUTS + argument]: see find_first_readers */
     PtrVec memo;   /* Memo*: candidates already scheduled */

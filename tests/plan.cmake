@@ -6,6 +6,15 @@ target_compile_options(test_plan PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME plan COMMAND test_plan)
 set_tests_properties(plan PROPERTIES LABELS unit TIMEOUT 120)
 
+# The training search's exactness (label "unit"): train_search = the best
+# of every layer assignment x mesh x micro-batch x stages x replicas x
+# recomputation; attention over folded sequences priced per sequence.
+add_executable(test_plan_train ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_plan_train.c)
+target_link_libraries(test_plan_train PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_plan_train PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME plan/train COMMAND test_plan_train)
+set_tests_properties(plan/train PROPERTIES LABELS unit TIMEOUT 120)
+
 # The command: a published-shape layer on 4096 devices (data x tensor
 # parallelism), and a memory limit no plan meets.
 add_test(NAME plan/cli/opt-4096
