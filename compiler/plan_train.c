@@ -189,13 +189,38 @@ static int layer_shapes(const TrainOptions *o, const TrainLayer *layer, int rc, 
     return n;
 }
 
-/* The least-memory layer plan of a shape, evaluated. */
+/* Least-memory layer plans already solved for one layer plan and
+ * recomputation choice, by their weights relative to the weight price
+ * (programs with proportional prices have the same optimum). */
+typedef struct MemoryCache {
+    double stash[64], input[64];
+    int *choice[64];
+    int count;
+} MemoryCache;
+
+/* The least-memory layer plan of a shape, evaluated; its choice is
+ * *choice (in keep_in). */
 static void least_memory(const TrainOptions *o, const TrainLayer *layer, int li, const Shape *sh,
-                         int rc, Arena *scratch, TrainPlan *tp) {
+                         int rc, Arena *scratch, Arena *keep_in, MemoryCache *cache,
+                         const int **choice, TrainPlan *tp) {
     PlanWeights w = memory_weights(o, sh->stages, sh->replicas, layer->micro_batch, rc);
-    arena_reset(scratch);
-    plan_resolve(layer->plan, &w, scratch);
-    train_evaluate(o, layer, layer->plan->choice, sh->stages, sh->replicas, rc, tp);
+    const double stash = w.stash / w.weight, input = w.input / w.weight;
+    int hit = -1;
+    for (int k = 0; k < cache->count && hit < 0; ++k)
+        if (cache->stash[k] == stash && cache->input[k] == input)
+            hit = k;
+    if (hit < 0) {
+        arena_reset(scratch);
+        plan_resolve(layer->plan, &w, scratch);
+        int *c = ARENA_ARRAY(keep_in, int, layer->plan->ninst + 1);
+        memcpy(c, layer->plan->choice, sizeof(int) * (size_t)layer->plan->ninst);
+        hit = cache->count < 64 ? cache->count++ : 63;
+        cache->stash[hit] = stash;
+        cache->input[hit] = input;
+        cache->choice[hit] = c;
+    }
+    *choice = cache->choice[hit];
+    train_evaluate(o, layer, *choice, sh->stages, sh->replicas, rc, tp);
     tp->layer = li;
     tp->least_memory = 1;
 }
@@ -224,6 +249,8 @@ int train_search(const TrainOptions *o, const TrainLayer *layers, int nlayers, A
                     (o->recompute == TRAIN_RECOMPUTE_ON && !rc))
                     continue;
                 arena_reset(keep_in);
+                MemoryCache cache;
+                cache.count = 0;
                 Shape *sh;
                 int n = layer_shapes(o, layer, rc, scratch, keep_in, &sh);
                 for (int k = 0; k < n; ++k) {
@@ -241,8 +268,8 @@ int train_search(const TrainOptions *o, const TrainLayer *layers, int nlayers, A
                                        per_param;
                         if (pass == 0 && floor > limit)
                             continue;
-                        least_memory(o, layer, li, &sh[k], rc, scratch, &tp);
-                        choice = layer->plan->choice;
+                        least_memory(o, layer, li, &sh[k], rc, scratch, keep_in, &cache, &choice,
+                                     &tp);
                         if (!have_small || tp.mem_total < smallest->mem_total) {
                             keep(arena, &tp, choice, ninst, smallest);
                             have_small = 1;
