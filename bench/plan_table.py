@@ -4,7 +4,17 @@ devices and compare with its pinned (Megatron-LM) partitions given their
 best mesh and data-parallel degree, under the same cost model.
 
     bench/plan_table.py [--primec build-rel/compiler/primec] [--profile v100]
-                        [--elem-bytes 2] [--repeat 5] [--set layers|mlp]
+                        [--elem-bytes 2] [--repeat 5] [--set layers|mlp|training]
+
+--set training: whole models trained (`primec plan --training`): OPT,
+Llama 2 and BLOOM at ~7B and at their largest published size, on 8, 16
+and 32 V100s (4 per node) and 32 and 256 H100s (8 per node). For each,
+the best plan over every partition (tensor plan x pipeline stages x data
+parallelism x micro-batch x recomputation) against the best Megatron-LM
+3D plan (Megatron's own partitions, the same search), both under the same
+iteration model: throughput, collective time, collective bytes and peak
+memory ratios, and the search time. Ends with `geomean SET: R.RRx` per
+device set (over the rows where both plans fit the devices' memory).
 
 --set layers (default): one decoder layer of OPT-175B, Llama-2-70B and
 BLOOM-176B (batch of one sequence) on 4, 8, 16, 32 and 4096 devices.
@@ -22,8 +32,11 @@ thread).
 """
 import argparse
 import json
+import os
+import re
 import statistics
 import subprocess
+import tempfile
 
 MODELS = [
     ("OPT-175B layer", "examples/opt_layer.prime", "opt_megatron"),
@@ -38,15 +51,133 @@ MLP_MODELS = [
 ]
 
 
+# Whole models: title, example file, model, shape parameters, layers,
+# vocabulary, global batch (sequences; the published training runs':
+# OPT 2M tokens, Llama 2 4M tokens, BLOOM 512 and 2048 sequences).
+TRAIN_MODELS = [
+    ("OPT-6.7B", "examples/opt_layer.prime", "opt", "megatron",
+     "s = 2048, h = 4096, a = 32, e = 128, f = 16384", 32, 50272, 1024),
+    ("OPT-175B", "examples/opt_layer.prime", "opt", "megatron",
+     "s = 2048, h = 12288, a = 96, e = 128, f = 49152", 96, 50272, 1024),
+    ("Llama-2-7B", "examples/llama2_layer.prime", "llama2", "megatron",
+     "s = 4096, h = 4096, g = 32, r = 1, e = 128, c = 2, p = 64, f = 11008", 32, 32000, 1024),
+    ("Llama-2-70B", "examples/llama2_layer.prime", "llama2", "megatron",
+     "s = 4096, h = 8192, g = 8, r = 8, e = 128, c = 2, p = 64, f = 28672", 80, 32000, 1024),
+    ("BLOOM-7B1", "examples/bloom_layer.prime", "bloom", "megatron",
+     "s = 2048, h = 4096, a = 32, e = 128, f = 16384", 30, 250880, 512),
+    ("BLOOM-176B", "examples/bloom_layer.prime", "bloom", "megatron",
+     "s = 2048, h = 14336, a = 112, e = 128, f = 57344", 70, 250880, 2048),
+]
+
+# Device sets: name, profile, devices.
+TRAIN_SETS = [
+    ("v100-8", "v100", 8),
+    ("v100-16", "v100", 16),
+    ("v100-32", "v100", 32),
+    ("h100-32", "h100", 32),
+    ("h100-256", "h100", 256),
+]
+
+
+def plan_text(p):
+    return "%s x %d x %d, b %d%s" % (p["mesh"], p["stages"], p["replicas"], p["micro_batch"],
+                                     ", rc" if p["recompute"] else "")
+
+
+def gb(x):
+    return "%.1f GB" % (x / 1e9)
+
+
+def unmet(stderr):
+    """The smallest peak and its largest term from a memory-limit error."""
+    m = re.search(r"smallest peak any plan reaches is (\d+) bytes .*dominated by ([a-z ]+) \(", stderr)
+    if not m:
+        raise RuntimeError("primec failed: " + stderr)
+    return "no plan fits: least %s (%s)" % (gb(float(m.group(1))), m.group(2))
+
+
+def training(args):
+    print("| model | devices | primec plan (mesh x stages x replicas, micro-batch) | Megatron plan | "
+          "throughput | collective time | collective bytes | peak memory | memory: primec / Megatron | "
+          "search ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    ratios = {name: [] for name, _, _ in TRAIN_SETS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for title, example, model, plan, params, layers, vocab, batch in TRAIN_MODELS:
+            path = os.path.join(tmp, model + "_" + title.replace(".", "_").replace("-", "_") + ".prime")
+            run = "train_" + title.replace(".", "_").replace("-", "_").lower()
+            with open(path, "w") as f:
+                f.write('import "%s";\n' % os.path.abspath(example))
+                f.write("shape %s_shape of %s { param layers = 1, %s; }\n" % (run, model, params))
+                f.write("run %s = %s(P = 4) on %s_shape;\n" % (run, plan, run))
+                f.write("run %s_sp = %s_sp(P = 4) on %s_shape;\n" % (run, plan, run))
+            for name, profile, n in TRAIN_SETS:
+                # Megatron-LM's plans: tensor parallelism, and with sequence
+                # parallelism; the faster of the two is the baseline.
+                results = []
+                for variant in (run, run + "_sp"):
+                    times, last, err = [], None, None
+                    for _ in range(args.repeat):
+                        out = subprocess.run([args.primec, "plan", path, "--model", variant, "--training",
+                                              "--layers", str(layers), "--global-batch", str(batch),
+                                              "--vocab", str(vocab), "--devices", str(n), "--profile",
+                                              profile, "--elem-bytes", args.elem_bytes, "--json"],
+                                             capture_output=True, text=True)
+                        if out.returncode != 0:
+                            err = unmet(out.stderr)
+                            break
+                        last = json.loads(out.stdout)
+                        times.append(last["search"]["search_ms"])
+                    results.append((err, last, times))
+                err, last, times = results[0]
+                if err:
+                    print("| %s | %s | %s | | | | | | | |" % (title, name, err))
+                    continue
+                s = last["search"]
+                ms = statistics.median(times)
+                pinned = []
+                for k, (_, other, _) in enumerate(results):
+                    p = other["pinned"] if other else None
+                    if p and "error" not in p:
+                        pinned.append((p["iteration_s"], k, p))
+                if not pinned:
+                    m = last["pinned"]
+                    why = "no plan fits: least %s (%s)" % (gb(m["smallest_memory"]), m["dominant"]) if m else "none"
+                    print("| %s | %s | %s | %s | | | | | %s / - | %.0f |" % (
+                        title, name, plan_text(s), why, gb(s["memory"]["total"]), ms))
+                    continue
+                _, k, m = min(pinned, key=lambda x: (x[0], x[1]))
+                thr = m["iteration_s"] / s["iteration_s"]
+                ratios[name].append(thr)
+                ct = s["collective_time_s"] / m["collective_time_s"] if m["collective_time_s"] else float("nan")
+                cb = s["collective_bytes"] / m["collective_bytes"] if m["collective_bytes"] else float("nan")
+                mem = s["memory"]["total"] / m["memory"]["total"]
+                print("| %s | %s | %s | %s%s | %.2fx | %.2f | %.2f | %.2f | %s / %s | %.0f |" % (
+                    title, name, plan_text(s), plan_text(m), ", SP" if k else "", thr, ct, cb, mem,
+                    gb(s["memory"]["total"]), gb(m["memory"]["total"]), ms))
+    print()
+    for name, _, _ in TRAIN_SETS:
+        r = ratios[name]
+        if r:
+            print("geomean %s: %.2fx" % (name, statistics.geometric_mean(r)))
+        else:
+            print("geomean %s: n/a (no model where both plans fit)" % name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--primec", default="build-rel/compiler/primec")
     ap.add_argument("--profile", default="v100")
     ap.add_argument("--elem-bytes", default="2")
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--devices", default=None)
-    ap.add_argument("--set", choices=["layers", "mlp"], default="layers")
+    ap.add_argument("--set", choices=["layers", "mlp", "training"], default="layers")
     args = ap.parse_args()
+    if args.repeat is None:
+        args.repeat = 1 if args.set == "training" else 5
+    if args.set == "training":
+        training(args)
+        return
     models = MODELS if args.set == "layers" else MLP_MODELS
     if args.devices is None:
         args.devices = "4,8,16,32,4096" if args.set == "layers" else "8,16,32"

@@ -12,7 +12,7 @@
 /* Bytes Adam moves per parameter: the fp16 gradient read (2), the fp32
  * master weight and both moments read and written (3 * 4 * 2), the fp16
  * weight written (2). */
-#define ADAM_BYTES_PER_PARAM 28.0
+#define ADAM_BYTES_PER_PARAM PIPELINE_ADAM_BYTES_PER_PARAM
 
 static const ModelTensor *layer_input(const Model *m) {
     for (int i = 0; i < m->ntensors; ++i)
@@ -21,7 +21,7 @@ static const ModelTensor *layer_input(const Model *m) {
     return NULL;
 }
 
-static LinkClass strided_group_link(int devices_per_node, long stride, long members) {
+LinkClass pipeline_group_link(int devices_per_node, long stride, long members) {
     if (members < 2)
         return LINK_INTRA;
     /* Members r * stride, r < members: one node when the span fits. */
@@ -30,16 +30,55 @@ static LinkClass strided_group_link(int devices_per_node, long stride, long memb
 
 int cost_pipeline(const CostReport *r, long layers_in_report, const PipelineShape *sh,
                   const Profile *p, PipelineCost *out, char *err, size_t errlen) {
-    memset(out, 0, sizeof *out);
-    out->shape = *sh;
     const Model *model = r->schedule->model;
     const ModelTensor *x = layer_input(model);
-    const long t = r->ndev, pp = sh->stages, v = sh->chunks, d = sh->replicas;
     if (!x) {
+        memset(out, 0, sizeof *out);
         snprintf(err, errlen, "model '%s' has no input: the pipeline needs the layer's input",
                  model->name);
         return 0;
     }
+    /* One layer, one sequence: forward, and everything after it. */
+    double fwd = 0, bwd = 0, fwd_flops = 0, bwd_flops = 0;
+    for (int i = 0; i < r->nphases; ++i) {
+        const PhaseCost *pc = &r->phases[i];
+        int kind = pc->phase ? pc->phase->kind : PHASE_INIT;
+        if (kind == PHASE_INIT)
+            continue;
+        if (kind == PHASE_FWD) {
+            fwd += pc->time_us;
+            fwd_flops += pc->flops;
+        } else {
+            bwd += pc->time_us;
+            bwd_flops += pc->flops;
+        }
+    }
+    long max_params = 0;
+    for (int k = 0; k < r->memory.ndev; ++k)
+        if (r->memory.params[k] > max_params)
+            max_params = r->memory.params[k];
+    const double per_layer = 1.0 / (double)layers_in_report, b = (double)sh->micro_batch;
+    PipelineLayer l;
+    memset(&l, 0, sizeof l);
+    l.mesh_devices = r->ndev;
+    l.devices_per_node = r->devices_per_node;
+    l.seq_tokens = x->sizes[0];
+    l.hidden = x->sizes[x->ndims - 1];
+    l.elem_bytes = r->options.elem_bytes;
+    /* A micro-batch of b sequences: b one-sequence layers, one after another. */
+    l.fwd_us = b * fwd * per_layer;
+    l.bwd_us = b * bwd * per_layer;
+    l.fwd_flops = b * fwd_flops * per_layer / (double)r->ndev;
+    l.bwd_flops = b * bwd_flops * per_layer / (double)r->ndev;
+    l.params = (double)max_params * per_layer;
+    return pipeline_compose(&l, sh, p, out, err, errlen);
+}
+
+int pipeline_compose(const PipelineLayer *l, const PipelineShape *sh, const Profile *p,
+                     PipelineCost *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->shape = *sh;
+    const long t = l->mesh_devices, pp = sh->stages, v = sh->chunks, d = sh->replicas;
     if (pp < 1 || v < 1 || d < 1 || sh->layers < 1 || sh->micro_batch < 1 || sh->global_batch < 1 ||
         sh->vocab < 0) {
         snprintf(err, errlen, "stages, chunks, replicas, layers and batches must be positive");
@@ -64,31 +103,16 @@ int cost_pipeline(const CostReport *r, long layers_in_report, const PipelineShap
     out->mesh_devices = (int)t;
     out->devices = t * pp * d;
     out->micro_batches = sh->global_batch / (sh->micro_batch * d);
-    out->seq_tokens = x->sizes[0];
-    out->hidden = x->sizes[x->ndims - 1];
-    const double elem = r->options.elem_bytes;
+    out->seq_tokens = l->seq_tokens;
+    out->hidden = l->hidden;
+    const double elem = l->elem_bytes;
     const long m = out->micro_batches, b = sh->micro_batch;
     const long layers_per_stage = sh->layers / pp;
 
-    /* One layer, one sequence: forward, and everything after it. */
-    double fwd = 0, bwd = 0, fwd_flops = 0, bwd_flops = 0;
-    for (int i = 0; i < r->nphases; ++i) {
-        const PhaseCost *pc = &r->phases[i];
-        int kind = pc->phase ? pc->phase->kind : PHASE_INIT;
-        if (kind == PHASE_INIT)
-            continue;
-        if (kind == PHASE_FWD) {
-            fwd += pc->time_us;
-            fwd_flops += pc->flops;
-        } else {
-            bwd += pc->time_us;
-            bwd_flops += pc->flops;
-        }
-    }
-    out->layer_fwd_us = fwd / (double)layers_in_report;
-    out->layer_bwd_us = bwd / (double)layers_in_report;
-    const double per_layer = out->layer_fwd_us * (sh->recompute ? 2 : 1) + out->layer_bwd_us;
-    out->stage_us = (double)b * (double)layers_per_stage * per_layer;
+    out->layer_fwd_us = l->fwd_us / (double)b;
+    out->layer_bwd_us = l->bwd_us / (double)b;
+    const double per_layer = l->fwd_us * (sh->recompute ? 2 : 1) + l->bwd_us;
+    out->stage_us = (double)layers_per_stage * per_layer;
 
     /* The LM head: logits = x W^T over the vocabulary split on the mesh;
      * its backward is two GEMMs of the same size. */
@@ -106,7 +130,7 @@ int cost_pipeline(const CostReport *r, long layers_in_report, const PipelineShap
     /* Stage boundaries: each device sends its 1/t of the activation (and
      * receives its gradient) per micro-batch and model chunk. */
     if (pp > 1) {
-        LinkClass link = strided_group_link(r->devices_per_node, t * d, 2);
+        LinkClass link = pipeline_group_link(l->devices_per_node, t * d, 2);
         double bytes = tokens * (double)out->hidden * elem / (double)t;
         out->p2p_us = 2.0 * (double)v * cost_p2p_us(p, link, bytes);
     }
@@ -116,19 +140,14 @@ int cost_pipeline(const CostReport *r, long layers_in_report, const PipelineShap
     /* Parameters of the busiest device: its stage's layers, and the
      * embedding on the first and the last stage (tied: held twice when
      * they differ). */
-    long max_params = 0;
-    for (int k = 0; k < r->memory.ndev; ++k)
-        if (r->memory.params[k] > max_params)
-            max_params = r->memory.params[k];
-    const double layer_params = (double)max_params / (double)layers_in_report;
-    out->params_device = layer_params * (double)layers_per_stage + vocab_dev * (double)out->hidden;
+    out->params_device = l->params * (double)layers_per_stage + vocab_dev * (double)out->hidden;
     if (d > 1) {
-        LinkClass link = strided_group_link(r->devices_per_node, t, d);
+        LinkClass link = pipeline_group_link(l->devices_per_node, t, d);
         out->allreduce_us =
             cost_collective_us(p, COMM_ALLREDUCE, link, out->params_device * elem, (int)d);
     }
     if (pp > 1 && sh->vocab) {
-        LinkClass link = strided_group_link(r->devices_per_node, t * d * (pp - 1), 2);
+        LinkClass link = pipeline_group_link(l->devices_per_node, t * d * (pp - 1), 2);
         out->embedding_us =
             cost_collective_us(p, COMM_ALLREDUCE, link, vocab_dev * (double)out->hidden * elem, 2);
     }
@@ -136,10 +155,8 @@ int cost_pipeline(const CostReport *r, long layers_in_report, const PipelineShap
     out->iteration_us =
         out->pipeline_us + out->allreduce_us + out->embedding_us + out->optimizer_us;
 
-    const double layer_flops_dev =
-        (fwd_flops * (sh->recompute ? 2 : 1) + bwd_flops) / (double)layers_in_report / (double)t;
-    out->flops_device =
-        (double)m * ((double)b * (double)layers_per_stage * layer_flops_dev + head_flops);
+    const double layer_flops_dev = l->fwd_flops * (sh->recompute ? 2 : 1) + l->bwd_flops;
+    out->flops_device = (double)m * ((double)layers_per_stage * layer_flops_dev + head_flops);
     return 1;
 }
 

@@ -39,6 +39,12 @@
 
 #include "cost.h"
 
+/* Bytes Adam moves per parameter (see cost_pipeline.c). */
+#define PIPELINE_ADAM_BYTES_PER_PARAM 28.0
+
+/* The links of a group of `members` ranks r * stride (r < members). */
+LinkClass pipeline_group_link(int devices_per_node, long stride, long members);
+
 typedef struct PipelineShape {
     int stages;        /* pipeline stages p (1: none) */
     int chunks;        /* model chunks per stage v (interleaved 1F1B; 1: plain) */
@@ -71,6 +77,25 @@ typedef struct PipelineCost {
     double params_device; /* parameters on the busiest device */
     double flops_device;  /* counted by the cost model, per device and iteration */
 } PipelineCost;
+
+/* One layer as the pipeline sees it: its mesh, its input's shape (one
+ * sequence), and its price per micro-batch of b sequences. */
+typedef struct PipelineLayer {
+    int mesh_devices;     /* devices of one stage's mesh t */
+    int devices_per_node; /* of the profile, or as the layer was priced */
+    long seq_tokens;      /* tokens of one sequence */
+    long hidden;          /* the layer input's last dimension */
+    int elem_bytes;
+    double fwd_us;               /* one layer, one micro-batch: forward */
+    double bwd_us;               /* backward and gradients */
+    double fwd_flops, bwd_flops; /* one layer, one micro-batch, per device */
+    double params;               /* one layer's parameters on the busiest device */
+} PipelineLayer;
+
+/* Composes a layer into an iteration of shape sh (the formulas above).
+ * Returns 1, or 0 with a message in err. */
+int pipeline_compose(const PipelineLayer *layer, const PipelineShape *sh, const Profile *p,
+                     PipelineCost *out, char *err, size_t errlen);
 
 /* Composes the layer's cost report (a model of `layers_in_report` copies
  * of the layer, one sequence) into an iteration of shape sh. Returns 1,

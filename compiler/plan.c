@@ -135,7 +135,59 @@ static Memo *memo_add(Planner *p, const CandKey *key) {
     return e;
 }
 
-static int schedule_alone(Planner *p, int i, PlanCandidate *pc);
+static int schedule_alone(Planner *p, int i, PlanCandidate *pc, int transpose);
+static int price_per_sequence(Planner *p, int i, PlanCandidate *pc, const Instance *bound,
+                              unsigned tok, long fold);
+
+/* The token count every token dimension is planned at; -1 when the
+ * replicas do not split the tokens evenly. */
+static long planned_tokens(const PlanOptions *o) {
+    if (o->tokens > 0)
+        return o->tokens;
+    if (o->dp > 1)
+        return o->token_size % o->dp ? -1 : o->token_size / o->dp;
+    return o->token_size;
+}
+
+/* Every instance's token dimensions (as bits): operator dimensions of
+ * the token size that index a token axis of an activation argument (the
+ * first axis of a model input of the token size, and every output axis
+ * such a dimension indexes, instance after instance) and no weight.
+ * Following the axes, not the sizes, keeps a hidden size equal to the
+ * token count out. */
+static void find_token_dims(Planner *p) {
+    const Model *m = p->model;
+    const long token = p->opt->token_size;
+    unsigned *axes = ARENA_ARRAY(p->arena, unsigned, m->ntensors + 1);
+    p->token_dims = ARENA_ARRAY(p->arena, unsigned, p->n + 1);
+    for (int t = 0; t < m->ntensors; ++t)
+        if (m->tensors[t].role == TENSOR_INPUT && m->tensors[t].ndims &&
+            m->tensors[t].sizes[0] == token && token > 0)
+            axes[t] = 1;
+    for (int i = 0; i < p->n; ++i) {
+        const Instance *inst = &m->instances[i];
+        const Op *op = inst->op;
+        unsigned dims = 0, weight = 0;
+        for (int a = 0; a < op->ninputs; ++a) {
+            const ModelTensor *mt = &m->tensors[inst->args[a]];
+            for (int x = 0; x < op->inputs[a].ndims; ++x) {
+                if (mt->role == TENSOR_WEIGHT)
+                    weight |= 1u << op->inputs[a].dims[x];
+                else if (axes[inst->args[a]] & (1u << x))
+                    dims |= 1u << op->inputs[a].dims[x];
+            }
+        }
+        dims &= ~weight;
+        for (int d = 0; d < op->ndims; ++d)
+            if (inst->dim_sizes[d] != token)
+                dims &= ~(1u << d);
+        p->token_dims[i] = dims;
+        for (int x = 0; x < op->output.ndims; ++x)
+            if (dims & (1u << op->output.dims[x]))
+                axes[inst->result] |= 1u << x;
+    }
+}
+
 static void fill_candidate(Planner *p, const Instance *inst, const int *local_of, int result,
                            const Schedule *s, PlanCandidate *pc);
 static void add_transposed(Planner *p, const Instance *inst, const Model *sm, const int *local_of,
@@ -150,34 +202,23 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     pc->inst = *inst;
     pc->inst.partition = part;
     memcpy(pc->inst.axis_map, axis_map, sizeof pc->inst.axis_map);
-    /* Data parallelism: every operator dimension of the token size that
-     * indexes an activation holds 1/dp of it (the same rule in every
-     * instance, so producers and consumers agree on shapes). */
-    if (p->opt->dp > 1) {
-        const Op *op = inst->op;
-        for (int d = 0; d < op->ndims; ++d) {
-            if (inst->dim_sizes[d] != p->opt->token_size)
-                continue;
-            int activation = 0, weight = 0;
-            for (int a = 0; a <= op->ninputs; ++a) {
-                const OpTensor *ot = a < op->ninputs ? &op->inputs[a] : &op->output;
-                const ModelTensor *mt = &m->tensors[a < op->ninputs ? inst->args[a] : inst->result];
-                for (int x = 0; x < ot->ndims; ++x) {
-                    if (ot->dims[x] != d)
-                        continue;
-                    if (mt->role == TENSOR_WEIGHT)
-                        weight = 1;
-                    else
-                        activation = 1;
-                }
-            }
-            if (!activation || weight)
-                continue;
-            if (inst->dim_sizes[d] % p->opt->dp)
-                return;
-            pc->inst.dim_sizes[d] = inst->dim_sizes[d] / p->opt->dp;
-        }
+    /* Data parallelism and folded micro-batches: every token dimension
+     * has the planned token count (the same rule in every instance, so
+     * producers and consumers agree on shapes). */
+    long tokens = planned_tokens(p->opt);
+    unsigned tok = p->token_dims[i];
+    if (tok && tokens != p->opt->token_size) {
+        if (tokens <= 0)
+            return; /* the tokens do not split over the replicas */
+        for (int d = 0; d < inst->op->ndims; ++d)
+            if (tok & (1u << d))
+                pc->inst.dim_sizes[d] = tokens;
     }
+    /* Attention over folded sequences is priced per sequence. */
+    long fold = p->opt->seq_tokens > 0 && tokens % p->opt->seq_tokens == 0
+                    ? tokens / p->opt->seq_tokens
+                    : 1;
+    int per_sequence = fold > 1 && __builtin_popcount(tok) >= 2;
     if (!bind_silently(&pc->inst, part, &p->opt->mesh))
         return;
     /* Instances of one operator with the same shapes, argument pattern
@@ -193,7 +234,10 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
     const Memo *hit = memo_find(p, &key);
     if (!hit) {
         Memo *e = memo_add(p, &key); /* copies the key out of the scratch arena */
-        e->result = schedule_alone(p, i, pc) ? pc : NULL;
+        Instance bound = pc->inst;
+        e->result = schedule_alone(p, i, pc, !per_sequence) ? pc : NULL;
+        if (e->result && per_sequence && !price_per_sequence(p, i, pc, &bound, tok, fold))
+            e->result = NULL;
         hit = e;
     }
     if (!hit->result)
@@ -225,7 +269,7 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
 /* Schedules candidate pc of instance i alone and prices it; 0 when the
  * partition does not schedule on its own (e.g. a residency it cannot
  * meet). */
-static int schedule_alone(Planner *p, int i, PlanCandidate *pc) {
+static int schedule_alone(Planner *p, int i, PlanCandidate *pc, int transpose) {
     const Model *m = p->model;
     const Instance *inst = &m->instances[i];
     /* A model of this instance alone: activations become inputs. */
@@ -272,9 +316,55 @@ static int schedule_alone(Planner *p, int i, PlanCandidate *pc) {
         return 0;
     fill_candidate(p, inst, local_of, result, s, pc);
     const Mesh *mesh = &p->opt->mesh;
-    if (mesh->naxes == 2 && mesh->sizes[0] == mesh->sizes[1])
+    if (transpose && mesh->naxes == 2 && mesh->sizes[0] == mesh->sizes[1])
         add_transposed(p, inst, sm, local_of, result, s, pc);
     return 1;
+}
+
+/* Candidate pc of instance i (bound: its instance before scheduling)
+ * priced as `fold` sequences one after another: the same partition
+ * scheduled with every token dimension at one sequence, its cost times
+ * fold (the stashed inputs too; the transient peak once). pc keeps the
+ * layouts of the folded schedule, which the edges compare. */
+static int price_per_sequence(Planner *p, int i, PlanCandidate *pc, const Instance *bound,
+                              unsigned tok, long fold) {
+    PlanCandidate *one = ARENA_NEW(p->scratch, PlanCandidate);
+    *one = *pc;
+    one->inst = *bound;
+    for (int d = 0; d < bound->op->ndims; ++d)
+        if (tok & (1u << d))
+            one->inst.dim_sizes[d] = bound->dim_sizes[d] / fold;
+    if (!bind_silently(&one->inst, pc->partition, &p->opt->mesh))
+        return 0;
+    Arena *keep = p->arena;
+    p->arena = p->scratch; /* the one-sequence layouts are not kept */
+    Arena *inner = arena_create();
+    Arena *outer = p->scratch;
+    p->scratch = inner;
+    int ok = schedule_alone(p, i, one, 0);
+    p->scratch = outer;
+    p->arena = keep;
+    if (ok) {
+        PlanCost c = one->cost;
+        double f = (double)fold;
+        long transient = c.peak - c.persistent;
+        c.time *= f;
+        c.fwd_time *= f;
+        c.coll_time *= f;
+        c.coll_bytes *= fold;
+        c.p2p_bytes *= fold;
+        c.persistent *= fold;
+        c.stash_bytes *= fold;
+        c.input_bytes *= fold;
+        c.peak = c.persistent + transient;
+        for (int a = 0; a < IR_MAX_INPUTS; ++a) {
+            c.reduce_time[a] *= f;
+            c.reduce_bytes[a] *= fold;
+        }
+        pc->cost = c;
+    }
+    arena_destroy(inner);
+    return ok;
 }
 
 /* On a square 2-D mesh, the candidate with the partition's axes bound the
@@ -337,6 +427,7 @@ static uint64_t reduce_signature(const Schedule *s, int a) {
 static void fill_candidate(Planner *p, const Instance *inst, const int *local_of, int result,
                            const Schedule *s, PlanCandidate *pc) {
     Arena *scratch = p->scratch;
+    const int i = (int)(inst - p->model->instances);
     int in_tensor[IR_MAX_INPUTS], din_tensor[IR_MAX_INPUTS], out_tensor = -1, dout_tensor = -1;
     for (int a = 0; a < inst->op->ninputs; ++a)
         in_tensor[a] = din_tensor[a] = -1;
@@ -359,10 +450,10 @@ static void fill_candidate(Planner *p, const Instance *inst, const int *local_of
     /* Persistent: weights, their gradients and optimizer state, and
      * stashed inputs; data-parallel gradient all-reduce of the weights a
      * device holds. */
-    long persistent = 0, wbytes = 0;
+    long persistent = 0, wbytes = 0, stash = 0, input = 0;
     long eb = p->opt->elem_bytes > 0 ? p->opt->elem_bytes : (long)sizeof(float);
     for (int d = 0; d < s->model->mesh.ndev; ++d) {
-        long mine = 0, w = 0;
+        long mine = 0, w = 0, st = 0, in = 0;
         for (int a = 0; a < inst->op->ninputs; ++a) {
             int t = in_tensor[a];
             if (t < 0)
@@ -371,13 +462,21 @@ static void fill_candidate(Planner *p, const Instance *inst, const int *local_of
             mine += s->tensors[t].is_weight ? elems * (2 * eb + p->opt->state_bytes_per_param)
                                             : elems * eb;
             w += s->tensors[t].is_weight ? elems * (long)sizeof(float) : 0;
+            st += s->tensors[t].is_weight ? 0 : elems * eb;
+            int mt = inst->args[a];
+            if (p->model->tensors[mt].role == TENSOR_INPUT && p->first_inst[mt] == i &&
+                p->first_arg[mt] == a)
+                in += elems * eb;
         }
-        if (mine > persistent)
-            persistent = mine;
-        if (w > wbytes)
-            wbytes = w;
+        persistent = mine > persistent ? mine : persistent;
+        wbytes = w > wbytes ? w : wbytes;
+        stash = st > stash ? st : stash;
+        input = in > input ? in : input;
     }
     pc->cost.persistent = persistent;
+    pc->cost.weight_elems = wbytes / (long)sizeof(float);
+    pc->cost.stash_bytes = stash;
+    pc->cost.input_bytes = input;
     if (p->opt->dp > 1 && p->opt->dp_cost) {
         long moved = 0;
         pc->cost.time += p->opt->dp_cost(wbytes, p->opt->dp, p->opt->ctx, &moved);
@@ -724,20 +823,74 @@ static double objective(const Planner *p, const int *choice) {
         t += own_time(p, i, choice[i]);
     for (int e = 0; e < p->edges.count; ++e) {
         const Edge *ed = p->edges.items[e];
-        t += ed->time[choice[ed->from] * ncand(p, ed->to) + choice[ed->to]];
+        t += edge_cost(p, ed->time[choice[ed->from] * ncand(p, ed->to) + choice[ed->to]]);
     }
     return t;
 }
 
-static Planner *last_planner; /* for plan_exhaustive, set by plan_model */
-
 double plan_assignment_time(const Plan *plan, const int *choice) {
-    ICE_ASSERT(last_planner && last_planner->plan == plan);
-    return objective(last_planner, choice);
+    const Planner *p = plan->planner;
+    ICE_ASSERT(p && p->plan == plan);
+    return objective(p, choice);
+}
+
+double plan_resolve(Plan *plan, const PlanWeights *w, Arena *scratch) {
+    Planner *p = plan->planner;
+    ICE_ASSERT(p && p->plan == plan);
+    Arena *keep = p->arena;
+    p->arena = scratch;
+    p->w = *w;
+    p->lambda = 0;
+    double best = plan_solve(p);
+    p->arena = keep;
+    return best;
+}
+
+void plan_sums(const Plan *plan, const int *choice, PlanSums *out) {
+    const Planner *p = plan->planner;
+    ICE_ASSERT(p && p->plan == plan);
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < p->n; ++i) {
+        const PlanCost *c = &cand(p, i, choice[i])->cost;
+        out->time += c->time;
+        out->fwd_time += c->fwd_time;
+        out->coll_time += c->coll_time;
+        out->coll_bytes += c->coll_bytes;
+        out->p2p_bytes += c->p2p_bytes;
+        out->weight_elems += c->weight_elems;
+        out->stash_bytes += c->stash_bytes;
+        out->input_bytes += c->input_bytes;
+        if (c->peak - c->persistent > out->transient)
+            out->transient = c->peak - c->persistent;
+    }
+    for (int e = 0; e < p->edges.count; ++e) {
+        const Edge *ed = p->edges.items[e];
+        int k = choice[ed->from] * ncand(p, ed->to) + choice[ed->to];
+        out->time += ed->time[k];
+        if (ed->merge) {
+            out->coll_bytes += ed->bytes[k];
+            out->coll_time += ed->time[k];
+        } else {
+            out->p2p_bytes += ed->bytes[k];
+        }
+    }
+}
+
+long plan_min_weight_elems(const Plan *plan) {
+    const Planner *p = plan->planner;
+    long sum = 0;
+    for (int i = 0; i < p->n; ++i) {
+        long least = -1;
+        for (int c = 0; c < ncand(p, i); ++c)
+            if (least < 0 || cand(p, i, c)->cost.weight_elems < least)
+                least = cand(p, i, c)->cost.weight_elems;
+        sum += least > 0 ? least : 0;
+    }
+    return sum;
 }
 
 double plan_exhaustive(const Plan *plan, long limit, int *best_choice) {
-    Planner *p = last_planner;
+    const Planner *p = plan->planner;
     ICE_ASSERT(p && p->plan == plan);
     long total = 1;
     for (int i = 0; i < p->n; ++i) {
@@ -823,10 +976,10 @@ static int collect_candidates(Planner *p) {
 
 int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *model,
                const PlanOptions *opt, Plan *out) {
-    static Planner planner;
-    Planner *p = &planner;
-    memset(p, 0, sizeof *p);
+    Planner *p = ARENA_NEW(arena, Planner);
     memset(out, 0, sizeof *out);
+    out->planner = p;
+    p->w.time = 1;
     p->arena = arena;
     p->sink = sink;
     p->module = module;
@@ -836,7 +989,6 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     p->n = model->ninstances;
     p->plan_model = *model;
     p->plan_model.mesh = opt->mesh;
-    last_planner = p;
     out->model = model;
     out->mesh = opt->mesh;
     out->ninst = p->n;
@@ -851,6 +1003,7 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
     for (int i = 0; i < p->n; ++i)
         p->last_use[i] = -1;
     find_first_readers(p);
+    find_token_dims(p);
     /* Candidates; identical instances of repeated layers share them. */
     p->scratch = opt->scratch ? opt->scratch : arena_create();
     int ok = collect_candidates(p);

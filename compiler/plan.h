@@ -34,6 +34,13 @@ typedef struct PlanCost {
     long peak;        /* peak bytes of the schedule, the busiest device */
     long persistent;  /* weights, their gradients and stashed inputs, per device */
     double coll_time; /* seconds of collectives on the slowest device (0 when not priced) */
+    double fwd_time;  /* of time: the forward phases (0 when not priced) */
+    /* Set by the planner, busiest device each: weight elements held,
+     * bytes of stashed activation inputs, and of those the bytes of the
+     * model's input (its first reader only). */
+    long weight_elems;
+    long stash_bytes;
+    long input_bytes;
     /* Per input: the all-reduce of its gradient's partial sums (time, and
      * bytes of the busiest device), 0 when the gradient is complete. */
     double reduce_time[IR_MAX_INPUTS];
@@ -70,6 +77,14 @@ typedef struct PlanOptions {
     PlanDpFn dp_cost;
     void *ctx;
     int pinned_only; /* candidates: only the partition each instance pins */
+    /* Training: every token dimension (see token_size) has this size, b
+     * sequences folded into it (0: token_size / dp). With seq_tokens > 0
+     * (the tokens of one sequence), an instance with two token dimensions
+     * (attention: queries and keys) is priced as tokens / seq_tokens
+     * sequences of seq_tokens each, one after another, not as attention
+     * over all the folded tokens; its layouts stay the folded ones. */
+    long tokens;
+    long seq_tokens;
     /* Optional: an arena for temporaries that plan_model resets as it
      * likes (a caller planning many meshes passes the same one, so the
      * memory stays mapped); NULL: plan_model makes its own. */
@@ -108,14 +123,44 @@ typedef struct Plan {
     int used_power;
     int penalised; /* the memory limit needed the Lagrangian penalty */
     long candidates;
+    void *planner; /* the search's state, for plan_resolve (in the plan's arena) */
 } Plan;
+
+/* A candidate's price in a re-solved program: time * its time + fwd *
+ * its forward time + weight * its weight elements + stash * its stashed
+ * bytes + input * its model-input bytes; conversions between instances
+ * cost time * their time. plan_model solves with {1, 0, 0, 0, 0}. */
+typedef struct PlanWeights {
+    double time, fwd, weight, stash, input;
+} PlanWeights;
+
+/* Solves plan's program again (the candidates and conversions plan_model
+ * built) with candidates priced by w; fills plan->choice and returns the
+ * objective. Temporaries go to `scratch` (the caller resets it). */
+double plan_resolve(Plan *plan, const PlanWeights *w, Arena *scratch);
+
+/* What an assignment adds up to: instance and conversion times
+ * (conversions at weight 1), the forward time and collective time of the
+ * instances, collective and point-to-point bytes (busiest device each,
+ * summed), weight elements, stashed and model-input bytes (summed), and
+ * the largest transient peak (peak less persistent) of an instance. */
+typedef struct PlanSums {
+    double time, fwd_time, coll_time;
+    long coll_bytes, p2p_bytes;
+    long weight_elems, stash_bytes, input_bytes, transient;
+} PlanSums;
+void plan_sums(const Plan *plan, const int *choice, PlanSums *out);
+/* The fewest weight elements any assignment holds: the sum over the
+ * instances of their candidates' least. */
+long plan_min_weight_elems(const Plan *plan);
 
 /* Plans the model; returns 0 after a diagnostic (no candidate for an
  * instance, no plan within the memory limit). */
 int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *model,
                const PlanOptions *opt, Plan *out);
 
-/* The objective of an arbitrary assignment (for exhaustive checks). */
+/* The objective of an arbitrary assignment under the weights of the
+ * plan's last solve (for exhaustive checks). */
 double plan_assignment_time(const Plan *plan, const int *choice);
 
 /* Enumerates every assignment (when there are at most `limit`); returns

@@ -25,72 +25,12 @@
 #include "json_out.h"
 #include "pipeline.h"
 #include "plan.h"
+#include "plan_price.h"
+#include "plan_train.h"
+#include "plan_train_cli.h"
 #include "plan_write.h"
 #include "profile.h"
 #include "svg.h"
-
-typedef struct CostCtx {
-    const Profile *profile;
-    CostOptions opt;
-    Arena *arena;
-    long tp; /* devices of the mesh being planned (one data-parallel replica) */
-} CostCtx;
-
-static PlanCost price_schedule(const Schedule *s, Arena *scratch, void *ctx) {
-    CostCtx *c = ctx;
-    CostReport r;
-    cost_schedule(s, c->profile, &c->opt, scratch, &r);
-    PlanCost pc;
-    memset(&pc, 0, sizeof pc);
-    pc.time = r.step_us * 1e-6;
-    long coll = 0, p2p = 0;
-    for (int d = 0; d < s->model->mesh.ndev; ++d) {
-        if (s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] > coll)
-            coll = s->pred_bytes[PRIME_BYTES_COLLECTIVE][d];
-        long q = s->pred_bytes[PRIME_BYTES_SHIFT][d] + s->pred_bytes[PRIME_BYTES_REDIST][d];
-        if (q > p2p)
-            p2p = q;
-    }
-    /* The schedule counts 4-byte elements; report at the element size. */
-    pc.coll_bytes = coll / 4 * c->opt.elem_bytes;
-    pc.p2p_bytes = p2p / 4 * c->opt.elem_bytes;
-    pc.peak = r.memory.max_total_bytes; /* with optimizer state */
-    for (int k = 0; k < r.nphases; ++k)
-        pc.coll_time += r.phases[k].collective_us * 1e-6;
-    /* The all-reduces of each input's gradient (instance 0: a schedule
-     * of one instance alone). */
-    for (int k = 0; k < r.nphases; ++k) {
-        const PhaseSched *ph = r.phases[k].phase;
-        if (!ph || ph->inst != 0 || (ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD) ||
-            ph->wrt < 0 || ph->wrt >= IR_MAX_INPUTS)
-            continue;
-        pc.reduce_time[ph->wrt] += r.phases[k].collective_us * 1e-6;
-        pc.reduce_bytes[ph->wrt] += r.phases[k].collective_bytes / s->model->mesh.ndev;
-    }
-    return pc;
-}
-
-/* A conversion between instances: the most any device receives, over
- * the links of the mesh (inter-node when the mesh spans nodes, as most
- * of its pairs then do). */
-static double price_move(long bytes, void *ctx) {
-    CostCtx *c = ctx;
-    int dpn = c->opt.devices_per_node > 0 ? c->opt.devices_per_node : c->profile->devices_per_node;
-    LinkClass link = c->tp > dpn ? LINK_INTER : LINK_INTRA;
-    return cost_p2p_us(c->profile, link, (double)bytes / 4 * c->opt.elem_bytes) * 1e-6;
-}
-
-/* The data-parallel gradient all-reduce: replica r's device k is rank
- * r * tp + k, so a group is {k, tp + k, 2 tp + k, ...}. */
-static double price_dp(long weight_bytes, int dp, void *ctx, long *moved) {
-    CostCtx *c = ctx;
-    *moved = weight_bytes / 4 * c->opt.elem_bytes * 2 * (dp - 1) / dp;
-    int dpn = c->opt.devices_per_node > 0 ? c->opt.devices_per_node : c->profile->devices_per_node;
-    LinkClass link = (long)dp * c->tp > dpn ? LINK_INTER : LINK_INTRA;
-    return cost_collective_us(c->profile, COMM_ALLREDUCE, link,
-                              (double)weight_bytes / 4 * c->opt.elem_bytes, dp) *
-           1e-6;
-}
 
 static long parse_bytes(const char *s, int *ok) {
     char *end;
@@ -217,7 +157,7 @@ static int schedule_plan(Compilation *c, const Model *m, const Result *r, CostCt
         arena_destroy(arena);
         return 0;
     }
-    *out = price_schedule(s, arena, ctx);
+    *out = plan_price_schedule(s, arena, ctx);
     if (r->dp > 1) {
         long wbytes = 0;
         for (int d = 0; d < s->model->mesh.ndev; ++d) {
@@ -230,7 +170,7 @@ static int schedule_plan(Compilation *c, const Model *m, const Result *r, CostCt
         }
         long moved = 0;
         ctx->tp = r->mesh.ndev;
-        double dp_time = price_dp(wbytes, r->dp, ctx, &moved);
+        double dp_time = plan_price_dp(wbytes, r->dp, ctx, &moved);
         out->time += dp_time;
         out->coll_time += dp_time;
         out->coll_bytes += moved;
@@ -371,9 +311,9 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
             opt.dp = (int)dp;
             opt.token_size = token;
             opt.memory_limit = memory_limit;
-            opt.cost = price_schedule;
-            opt.move = price_move;
-            opt.dp_cost = price_dp;
+            opt.cost = plan_price_schedule;
+            opt.move = plan_price_move;
+            opt.dp_cost = plan_price_dp;
             opt.elem_bytes = ctx->opt.elem_bytes;
             opt.state_bytes_per_param = COST_ADAM_STATE_BYTES;
             opt.ctx = ctx;
@@ -417,6 +357,30 @@ static int search_meshes(Compilation *c, const Model *m, long n, long token, lon
 
 static int writable_path(const char *path);
 
+/* --layers, --global-batch, --micro-batch, --vocab: a count each. */
+static int train_count_flag(const char *a) {
+    return !strcmp(a, "--layers") || !strcmp(a, "--global-batch") || !strcmp(a, "--micro-batch") ||
+           !strcmp(a, "--vocab");
+}
+
+static int parse_train_count(const char *flag, const char *v, PlanTrainArgs *t) {
+    long n;
+    long max = !strcmp(flag, "--layers") ? 1L << 16 : 1L << 30;
+    if (!parse_count(v, 1, max, &n)) {
+        fprintf(stderr, "primec: error: bad %s '%s' (a count from 1 to %ld)\n", flag, v, max);
+        return 0;
+    }
+    if (!strcmp(flag, "--layers"))
+        t->layers = n;
+    else if (!strcmp(flag, "--global-batch"))
+        t->global_batch = n;
+    else if (!strcmp(flag, "--micro-batch"))
+        t->micro_batch = n;
+    else
+        t->vocab = n;
+    return 1;
+}
+
 int plan_main(int argc, char **argv) {
     const char *file = NULL, *model_name = NULL, *profile_name = "h100", *out_path = NULL;
     const char *svg_dir = NULL;
@@ -425,8 +389,12 @@ int plan_main(int argc, char **argv) {
     MeshSpace space = {0, 0, 0};
     int json = 0, elem_bytes = 4, no_program = 0;
     static const char *const with_value[] = {
-        "--model", "--devices",      "--profile", "--tp-max", "--mesh", "--elem-bytes",
-        "-o",      "--memory-limit", "--svg",     "--param",  NULL};
+        "--model",        "--devices", "--profile",   "--tp-max",     "--mesh",   "-o",
+        "--memory-limit", "--svg",     "--param",     "--elem-bytes", "--layers", "--global-batch",
+        "--micro-batch",  "--vocab",   "--recompute", "--memory",     NULL};
+    PlanTrainArgs train;
+    memset(&train, 0, sizeof train);
+    train.recompute = TRAIN_RECOMPUTE_AUTO;
     ParamOverride params[64];
     int nparams = 0;
     for (int i = 1; i < argc; ++i) {
@@ -443,6 +411,10 @@ int plan_main(int argc, char **argv) {
                 "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
                 "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
                 "[--json] [--no-program] [--param NAME=VALUE] [-o OUT.prime] [--svg DIR]\n"
+                "       primec plan FILE --training --layers L --global-batch B [--micro-batch b]\n"
+                "                   [--vocab V] [--recompute auto|on|off] [--devices N] [--profile "
+                "P]\n"
+                "                   [--memory BYTES|none] [--json]\n"
                 "chooses a partition for every operator instance of each model in FILE (or M)\n"
                 "for N devices (default: the model's mesh) on profile P (default h100), over\n"
                 "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
@@ -452,10 +424,28 @@ int plan_main(int argc, char **argv) {
                 " its cost as one program next to the model's pinned partitions; -o\n"
                 "writes it as a .prime model; --no-program skips scheduling the plans as one\n"
                 "program (the search's estimate only); --svg DIR draws the chosen and the pinned\n"
-                "plan (timelines and mesh pictures, docs/svg.md). See docs/planner.md.\n");
+                "plan (timelines and mesh pictures, docs/svg.md). With --training, FILE's model\n"
+                "is one layer at one sequence: the layer's tensor plan, pipeline stages,\n"
+                "data-parallel replicas, micro-batch size and recomputation are chosen together\n"
+                "for L layers and a global batch of B sequences. See docs/planner.md.\n");
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--training")) {
+            train.on = 1;
+        } else if (!strcmp(a, "--recompute") && has) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "auto") || !strcmp(v, "on") || !strcmp(v, "off")) {
+                train.recompute = v[1] == 'u'   ? TRAIN_RECOMPUTE_AUTO
+                                  : v[1] == 'n' ? TRAIN_RECOMPUTE_ON
+                                                : TRAIN_RECOMPUTE_OFF;
+            } else {
+                fprintf(stderr, "primec: error: bad --recompute '%s' (auto, on or off)\n", v);
+                return 2;
+            }
+        } else if (train_count_flag(a) && has) {
+            if (!parse_train_count(a, argv[++i], &train))
+                return 2;
         } else if (!strcmp(a, "--no-program")) {
             no_program = 1;
         } else if (!strcmp(a, "--param") && has) {
@@ -515,7 +505,7 @@ int plan_main(int argc, char **argv) {
             out_path = argv[++i];
         } else if (!strcmp(a, "--svg") && has) {
             svg_dir = argv[++i];
-        } else if (!strcmp(a, "--memory-limit") && has) {
+        } else if ((!strcmp(a, "--memory-limit") || !strcmp(a, "--memory")) && has) {
             int ok = 1;
             if (!strcmp(argv[++i], "none"))
                 memory_limit = 0;
@@ -542,6 +532,20 @@ int plan_main(int argc, char **argv) {
                 "usage: primec plan FILE [--model M] [--devices N] [--profile P] "
                 "[--memory-limit BYTES|none] [--mesh T|SxS] [--tp-max T] [--elem-bytes 2|4] "
                 "[--json] [-o OUT.prime]\n");
+        return 2;
+    }
+    if (!train.on && (train.layers || train.global_batch || train.micro_batch || train.vocab)) {
+        fprintf(stderr, "primec: error: --layers, --global-batch, --micro-batch and --vocab "
+                        "belong to --training\n");
+        return 2;
+    }
+    if (train.on && (!train.layers || !train.global_batch)) {
+        fprintf(stderr, "primec: error: --training needs --layers L and --global-batch B\n");
+        return 2;
+    }
+    if (train.on && (out_path || svg_dir)) {
+        fprintf(stderr, "primec: error: --training prints the plan; -o and --svg are not "
+                        "supported with it\n");
         return 2;
     }
     /* The output path is checked before the search, which can take long. */
@@ -610,6 +614,15 @@ int plan_main(int argc, char **argv) {
                              space.tp_max, m->name, n);
             rc = 1;
             break;
+        }
+        if (train.on) {
+            train.memory_limit = memory_limit;
+            train.tp_max = space.tp_max;
+            train.mesh_naxes = space.naxes;
+            train.mesh_side = space.side;
+            train.json = json;
+            rc = plan_training(&c, m, n, &ctx, &train);
+            continue;
         }
         long token = 0;
         for (int t = 0; t < m->ntensors && !token; ++t)

@@ -143,7 +143,7 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
             double cost = st->cost + own_time(p, j, c);
             for (int e = 0; e < nedges; ++e) {
                 const Edge *ed = p->in_edges[j].items[e];
-                cost += ed->time[st->assign[edge_at[e]] * nc + c];
+                cost += edge_cost(p, ed->time[st->assign[edge_at[e]] * nc + c]);
             }
             int k = j_live ? p->future_cls[j][c] : 0;
             if (cost < best[k]) {

@@ -6,6 +6,8 @@
 #ifndef PRIMEC_PLAN_INTERNAL_H
 #define PRIMEC_PLAN_INTERNAL_H
 
+#include <math.h>
+
 #include "plan.h"
 
 /* Between instance `from` and consumer `to`'s argument `arg`: from's
@@ -42,11 +44,13 @@ typedef struct Planner {
      * same future and are merged (keeping the cheaper past). */
     int **future_cls;
     double lambda;               /* memory penalty per byte of persistent memory */
+    PlanWeights w;               /* how candidates are priced (plan_resolve) */
     long *min_peak;              /* per instance: the smallest candidate peak, kept or dropped */
     const char **min_peak_use;   /* per instance: which partition gives it */
     Arena *scratch;              /* one candidate's schedule; reset after each */
     Model plan_model;            /* the model on the planned mesh (for slice tables) */
     int *first_inst, *first_arg; /* per model tensor: its first reader and argument, or -1 */
+    unsigned *token_dims;        /* per instance: its token dimensions, as bits */
     int *prev_inst,
         *prev_arg; /* per [instance * IR_MAX_INPUTS + argument]: see find_first_readers */
     PtrVec memo;   /* Memo*: candidates already scheduled */
@@ -61,7 +65,16 @@ static inline PlanCandidate *cand(const Planner *p, int i, int c) {
 
 static inline double own_time(const Planner *p, int i, int c) {
     const PlanCandidate *pc = cand(p, i, c);
-    return pc->cost.time + p->lambda * (double)pc->cost.persistent;
+    const PlanWeights *w = &p->w;
+    return w->time * pc->cost.time + w->fwd * pc->cost.fwd_time +
+           w->weight * (double)pc->cost.weight_elems + w->stash * (double)pc->cost.stash_bytes +
+           w->input * (double)pc->cost.input_bytes + p->lambda * (double)pc->cost.persistent;
+}
+
+/* A conversion's time t at the program's weight (an impossible one stays
+ * impossible). */
+static inline double edge_cost(const Planner *p, double t) {
+    return p->w.time == 1 ? t : isinf(t) ? t : p->w.time * t;
 }
 
 /* The optimum of the objective, with plan->choice filled: through the

@@ -6,6 +6,15 @@ target_compile_options(test_plan PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME plan COMMAND test_plan)
 set_tests_properties(plan PROPERTIES LABELS unit TIMEOUT 120)
 
+# The training search's exactness (label "unit"): train_search = the best
+# of every layer assignment x mesh x micro-batch x stages x replicas x
+# recomputation; attention over folded sequences priced per sequence.
+add_executable(test_plan_train ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_plan_train.c)
+target_link_libraries(test_plan_train PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_plan_train PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME plan/train COMMAND test_plan_train)
+set_tests_properties(plan/train PROPERTIES LABELS unit TIMEOUT 120)
+
 # The command: a published-shape layer on 4096 devices (data x tensor
 # parallelism), and a memory limit no plan meets.
 add_test(NAME plan/cli/opt-4096
@@ -65,3 +74,28 @@ add_test(NAME plan/cli/no-program
 set_tests_properties(plan/cli/no-program PROPERTIES LABELS unit TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "as one program: not scheduled \\(--no-program\\)"
                      FAIL_REGULAR_EXPRESSION "as one program \\(what")
+
+# plan --training: OPT-6.7B's shape (the example's layer with --param) on
+# 8 V100s. The search's candidates include the pinned Megatron-LM
+# partitions, so its iteration is never slower than theirs; both report
+# the four memory terms within the devices' memory.
+add_test(NAME plan/cli/training-opt-6.7b
+         COMMAND sh -c "\"$1\" plan \"$2\" --model opt_megatron --param h=4096 --param a=32 --param f=16384 --training --layers 32 --global-batch 1024 --vocab 50272 --devices 8 --profile v100 --elem-bytes 2 --json | python3 -c 'import json, sys; r = json.load(sys.stdin); s, p = r[\"search\"], r[\"pinned\"]; print(s[\"iteration_s\"], p[\"iteration_s\"]); m = [x[\"memory\"] for x in (s, p)]; ok = s[\"iteration_s\"] <= p[\"iteration_s\"] * (1 + 1e-12) and all(abs(x[\"total\"] - x[\"weights\"] - x[\"gradients\"] - x[\"optimizer\"] - x[\"activations\"]) <= 1e-6 * x[\"total\"] and x[\"total\"] <= 34.36e9 for x in m) and s[\"stages\"] * s[\"replicas\"] * s[\"tensor_devices\"] == 8 and 32 % s[\"stages\"] == 0; sys.exit(0 if ok else 1)'"
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime)
+set_tests_properties(plan/cli/training-opt-6.7b PROPERTIES LABELS unit TIMEOUT 300)
+
+# A memory limit no training plan meets: OPT-175B on 32 V100s needs at
+# least 16 bytes per parameter / 32 devices (no optimizer-state sharding).
+add_test(NAME plan/cli/training-memory
+         COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 --model opt_megatron --training --layers 96 --global-batch 1024 --vocab 50272
+                 --devices 32 --profile v100 --elem-bytes 2)
+set_tests_properties(plan/cli/training-memory PROPERTIES LABELS unit TIMEOUT 300 WILL_FAIL FALSE
+                     PASS_REGULAR_EXPRESSION "opt_layer.prime:[0-9]+:[0-9]+: error: no training plan of 'opt_megatron' fits in 34360000000 bytes per device: the smallest peak any plan reaches is [0-9]+ bytes .*dominated by optimizer state")
+
+# --training needs the layer count and the global batch.
+add_test(NAME plan/cli/training-options
+         COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 --model opt_megatron --training --layers 96)
+set_tests_properties(plan/cli/training-options PROPERTIES LABELS unit TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "--training needs --layers L and --global-batch B")

@@ -1,0 +1,96 @@
+/*
+ * plan_train.h — the training search: one layer's tensor plan, pipeline
+ * stages, data-parallel replicas, micro-batch size and activation
+ * recomputation, chosen jointly for a model of L identical layers.
+ *
+ * The caller plans the layer once per tensor-parallel mesh and micro-
+ * batch size (plan_model with b sequences folded into the tokens): every
+ * candidate is scheduled and priced once. For every pipeline depth p
+ * dividing L, data-parallel degree d = N / (t p) and recomputation
+ * choice, the iteration (cost_pipeline.h: 1F1B, stage sends, LM head,
+ * gradient all-reduce, Adam) is an affine function of the layer plan's
+ * sums: n (m + p - 1) (T + r F) + n W (all-reduce and Adam per
+ * parameter) + constants, with n = L / p layers per stage, m = B / (b d)
+ * micro-batches, T and F the layer's time and forward time, W its weight
+ * elements. So each (p, d, recomputation) re-solves the layer's dynamic
+ * program with candidates priced T + r F + c W (plan_resolve): the
+ * optimum over every assignment for that shape. Stages are runs of
+ * identical layers (each stage repeats the one layer plan).
+ *
+ * Memory per device is the first stage's (it holds the most micro-
+ * batches in flight, min(p, m)): weights, gradients and optimizer state
+ * of n layers and the embedding, the stashed activations of the micro-
+ * batches in flight (with recomputation only each layer's input and one
+ * layer's stash), and the largest transient peak. A shape whose time-
+ * optimal tensor plan exceeds the limit is re-solved for the least
+ * memory (weights and stash priced, time not): if that fits it is taken,
+ * which is not exact when memory binds.
+ */
+#ifndef PRIMEC_PLAN_TRAIN_H
+#define PRIMEC_PLAN_TRAIN_H
+
+#include "cost_pipeline.h"
+#include "plan.h"
+#include "profile.h"
+
+enum { TRAIN_RECOMPUTE_OFF, TRAIN_RECOMPUTE_ON, TRAIN_RECOMPUTE_AUTO };
+
+typedef struct TrainOptions {
+    long devices;      /* N */
+    long layers;       /* L */
+    long global_batch; /* B, sequences */
+    long vocab;        /* of the LM head; 0: none */
+    int recompute;     /* TRAIN_RECOMPUTE_* */
+    long memory_limit; /* bytes per device; 0: none */
+    int elem_bytes;
+    int state_bytes_per_param; /* optimizer state beyond weight and gradient */
+    int devices_per_node;
+    const Profile *profile;
+} TrainOptions;
+
+/* One tensor plan of the layer: on one mesh, at one micro-batch size. */
+typedef struct TrainLayer {
+    Plan *plan;
+    long micro_batch; /* b: sequences folded into the plan's tokens */
+    long seq_tokens;  /* tokens of one sequence */
+    long hidden;      /* the layer input's last dimension */
+} TrainLayer;
+
+typedef struct TrainPlan {
+    int layer; /* index into the TrainLayers searched */
+    int stages, replicas, recompute;
+    long micro_batch, micro_batches;
+    int *choice;      /* the layer plan: a candidate per instance */
+    int least_memory; /* the shape's time-optimal layer plan did not fit */
+    PlanSums sums;
+    PipelineCost pipe;
+    double time_s;      /* iteration */
+    double coll_time_s; /* collectives: the layers', the gradient and embedding all-reduces */
+    double coll_bytes;  /* per device and iteration */
+    double p2p_bytes;   /* conversions and stage sends, per device and iteration */
+    double mem_weights; /* per device, first stage */
+    double mem_grads;
+    double mem_optimizer;
+    double mem_activations; /* stashed micro-batches in flight and the transient peak */
+    double mem_total;
+} TrainPlan;
+
+/* The iteration of layer plan `choice` of `layer` on shape (p, d,
+ * recompute); 0 when the shape does not apply (p does not divide L, N is
+ * not t p d, B is not whole micro-batches). */
+int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *choice, int stages,
+                   int replicas, int recompute, TrainPlan *out);
+
+/* The fastest plan within the memory limit over the layers and every
+ * shape; 1 with *best (its choice in `arena`), or 0 with *smallest the
+ * least memory any shape's least-memory plan needs (no plan fits, or no
+ * shape applies: smallest->stages == 0). `shapes` counts the shapes
+ * priced. Temporaries go to `scratch`. */
+int train_search(const TrainOptions *o, const TrainLayer *layers, int nlayers, Arena *arena,
+                 Arena *scratch, TrainPlan *best, TrainPlan *smallest, long *shapes);
+
+/* The largest memory term of p: "weights", "gradients", "optimizer state"
+ * or "activations". */
+const char *train_memory_dominant(const TrainPlan *p);
+
+#endif

@@ -1,0 +1,290 @@
+/*
+ * plan_train_cli.c — `primec plan --training` (see plan_train_cli.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "plan_train_cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "json_out.h"
+#include "plan_train.h"
+
+static double now_ms(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The tensor-parallel meshes of at most tp_max devices that divide N:
+ * (d: t) and, for a square t, (i: s, j: s); or the --mesh one. */
+static int meshes_for(const PlanTrainArgs *a, long n, Mesh *out, int cap) {
+    int k = 0;
+    for (long t = 1; t <= n && t <= a->tp_max && k < cap; ++t) {
+        if (n % t)
+            continue;
+        for (int shape = 0; shape < 2 && k < cap; ++shape) {
+            long s = shape ? (long)llround(sqrt((double)t)) : t;
+            if (shape && (s * s != t || s < 2))
+                continue;
+            if (a->mesh_naxes && (a->mesh_naxes != shape + 1 || a->mesh_side != s))
+                continue;
+            Mesh *m = &out[k++];
+            memset(m, 0, sizeof *m);
+            m->naxes = shape + 1;
+            m->names[0] = shape ? "i" : "d";
+            m->names[1] = "j";
+            m->sizes[0] = m->sizes[1] = s;
+            m->ndev = (int)t;
+        }
+    }
+    return k;
+}
+
+typedef struct Search {
+    TrainLayer layers[256];
+    Arena *arenas[256];
+    int nlayers;
+    TrainPlan best, smallest;
+    int found;
+    long shapes, candidates;
+    double ms, cpu_ms; /* wall-clock and processor time */
+} Search;
+
+/* Plans the layer on every mesh and micro-batch size, then searches the
+ * shapes. 0 when no layer plan exists at all (a diagnostic on the first
+ * failure when `sink` is set). */
+static int search(Compilation *c, const Model *m, long n, CostCtx *ctx, const PlanTrainArgs *a,
+                  const TrainOptions *o, int pinned_only, Arena *arena, Search *s) {
+    memset(s, 0, sizeof *s);
+    double t0 = now_ms(CLOCK_MONOTONIC), c0 = now_ms(CLOCK_PROCESS_CPUTIME_ID);
+    const ModelTensor *x = NULL;
+    for (int t = 0; t < m->ntensors && !x; ++t)
+        if (m->tensors[t].role == TENSOR_INPUT && m->tensors[t].ndims)
+            x = &m->tensors[t];
+    long seq = x->sizes[0], hidden = x->sizes[x->ndims - 1];
+    Mesh meshes[64];
+    int nm = meshes_for(a, n, meshes, 64);
+    static const long sizes[] = {1, 2, 4, 8};
+    Arena *scratch = arena_create();
+    for (int k = 0; k < nm; ++k) {
+        for (size_t bi = 0; bi < sizeof sizes / sizeof sizes[0]; ++bi) {
+            long b = a->micro_batch ? a->micro_batch : sizes[bi];
+            if (a->micro_batch && bi > 0)
+                break;
+            if (o->global_batch % b || s->nlayers == 256)
+                continue;
+            PlanOptions opt;
+            memset(&opt, 0, sizeof opt);
+            opt.mesh = meshes[k];
+            opt.dp = 1;
+            opt.token_size = seq;
+            opt.tokens = b * seq;
+            opt.seq_tokens = seq;
+            opt.cost = plan_price_schedule;
+            opt.move = plan_price_move;
+            opt.elem_bytes = ctx->opt.elem_bytes;
+            opt.state_bytes_per_param = COST_ADAM_STATE_BYTES;
+            opt.ctx = ctx;
+            opt.pinned_only = pinned_only;
+            opt.scratch = scratch;
+            ctx->tp = meshes[k].ndev;
+            Arena *pa = arena_create();
+            Plan *plan = ARENA_NEW(pa, Plan);
+            DiagSink mute;
+            diag_init(&mute, &c->sources, pa, NULL);
+            if (!plan_model(pa, &mute, &c->module, m, &opt, plan)) {
+                arena_destroy(pa);
+                continue;
+            }
+            TrainLayer *l = &s->layers[s->nlayers];
+            l->plan = plan;
+            l->micro_batch = b;
+            l->seq_tokens = seq;
+            l->hidden = hidden;
+            s->arenas[s->nlayers++] = pa;
+            s->candidates += plan->candidates;
+        }
+    }
+    if (s->nlayers)
+        s->found = train_search(o, s->layers, s->nlayers, arena, scratch, &s->best, &s->smallest,
+                                &s->shapes);
+    arena_destroy(scratch);
+    s->ms = now_ms(CLOCK_MONOTONIC) - t0;
+    s->cpu_ms = now_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    return s->nlayers > 0;
+}
+
+static void search_free(Search *s) {
+    for (int k = 0; k < s->nlayers; ++k)
+        arena_destroy(s->arenas[k]);
+}
+
+static const char *mesh_text(Arena *arena, const Mesh *m) {
+    return m->naxes == 1 ? arena_printf(arena, "(d: %ld)", m->sizes[0])
+                         : arena_printf(arena, "(i: %ld, j: %ld)", m->sizes[0], m->sizes[1]);
+}
+
+static json_t *plan_json(const Search *s, const Model *m, Arena *arena) {
+    const TrainPlan *p = &s->best;
+    Plan *plan = s->layers[p->layer].plan;
+    memcpy(plan->choice, p->choice, sizeof(int) * (size_t)plan->ninst);
+    json_t *uses = json_array();
+    for (int i = 0; i < m->ninstances; ++i)
+        json_array_append_new(uses, json_pack("{s:s, s:s}", "name", m->instances[i].name, "use",
+                                              plan_use_text(arena, plan, i)));
+    json_t *mem = json_pack("{s:f, s:f, s:f, s:f, s:f}", "weights", p->mem_weights, "gradients",
+                            p->mem_grads, "optimizer", p->mem_optimizer, "activations",
+                            p->mem_activations, "total", p->mem_total);
+    json_t *o =
+        json_pack("{s:s, s:i, s:i, s:i, s:I, s:I, s:b, s:b, s:f, s:f, s:f, s:f, s:f}", "mesh",
+                  mesh_text(arena, &plan->mesh), "tensor_devices", plan->mesh.ndev, "stages",
+                  p->stages, "replicas", p->replicas, "micro_batch", (json_int_t)p->micro_batch,
+                  "micro_batches", (json_int_t)p->micro_batches, "recompute", p->recompute,
+                  "least_memory", p->least_memory, "iteration_s", p->time_s, "sequences_per_s",
+                  (double)p->pipe.shape.global_batch / p->time_s, "collective_time_s",
+                  p->coll_time_s, "collective_bytes", p->coll_bytes, "p2p_bytes", p->p2p_bytes);
+    json_object_set_new(o, "memory", mem);
+    json_object_set_new(o, "pipeline", cost_pipeline_json(&p->pipe));
+    json_object_set_new(o, "instances", uses);
+    json_object_set_new(o, "layer_plans", json_integer(s->nlayers));
+    json_object_set_new(o, "shapes", json_integer(s->shapes));
+    json_object_set_new(o, "search_ms", json_real(round(s->ms * 1e3) / 1e3));
+    json_object_set_new(o, "search_cpu_ms", json_real(round(s->cpu_ms * 1e3) / 1e3));
+    return o;
+}
+
+static void print_plan(const char *title, const Search *s, const Model *m, Arena *arena) {
+    const TrainPlan *p = &s->best;
+    Plan *plan = s->layers[p->layer].plan;
+    memcpy(plan->choice, p->choice, sizeof(int) * (size_t)plan->ninst);
+    printf("%s: mesh %s x %d stage%s x %d replica%s; micro-batch %ld (%ld per replica)%s%s\n",
+           title, mesh_text(arena, &plan->mesh), p->stages, p->stages == 1 ? "" : "s", p->replicas,
+           p->replicas == 1 ? "" : "s", p->micro_batch, p->micro_batches,
+           p->recompute ? ", activations recomputed" : "",
+           p->least_memory ? " (the least-memory layer plan of its shape)" : "");
+    printf("  iteration %.2f ms (%.2f sequences/s): pipeline %.2f ms (bubble %.2f ms), gradient "
+           "all-reduce %.2f ms, optimizer %.2f ms\n",
+           p->time_s * 1e3, (double)p->pipe.shape.global_batch / p->time_s,
+           p->pipe.pipeline_us / 1e3, p->pipe.bubble_us / 1e3, p->pipe.allreduce_us / 1e3,
+           p->pipe.optimizer_us / 1e3);
+    printf("  per device: collectives %.2f ms, %.4g B; point-to-point %.4g B; memory %.4g B "
+           "(weights %.4g, gradients %.4g, optimizer state %.4g, activations %.4g)\n",
+           p->coll_time_s * 1e3, p->coll_bytes, p->p2p_bytes, p->mem_total, p->mem_weights,
+           p->mem_grads, p->mem_optimizer, p->mem_activations);
+    for (int i = 0; i < m->ninstances; ++i)
+        printf("    %-14s %s\n", m->instances[i].name, plan_use_text(arena, plan, i));
+    printf("  searched %d layer plans (%ld candidates), %ld shapes in %.1f ms (%.1f ms of "
+           "processor time)\n",
+           s->nlayers, s->candidates, s->shapes, s->ms, s->cpu_ms);
+}
+
+/* No plan within the limit: the least memory any plan needs, and its
+ * largest term. */
+static void report_unmet(Compilation *c, const Model *m, const PlanTrainArgs *a, const Search *s) {
+    if (!s->smallest.stages) {
+        diag_error(&c->sink, m->name_span,
+                   "no training plan of '%s': no mesh, stage count and replica count split the "
+                   "devices, layers and global batch",
+                   m->name);
+        return;
+    }
+    const TrainPlan *p = &s->smallest;
+    const Plan *plan = s->layers[p->layer].plan;
+    const char *dom = train_memory_dominant(p);
+    double part = !strcmp(dom, "weights")       ? p->mem_weights
+                  : !strcmp(dom, "gradients")   ? p->mem_grads
+                  : !strcmp(dom, "activations") ? p->mem_activations
+                                                : p->mem_optimizer;
+    diag_error(
+        &c->sink, m->name_span,
+        "no training plan of '%s' fits in %ld bytes per device: the smallest peak any plan "
+        "reaches is %.0f bytes (%d-device mesh x %d stages x %d replicas, micro-batch %ld%s), "
+        "dominated by %s (%.0f bytes)",
+        m->name, a->memory_limit, p->mem_total, plan->mesh.ndev, p->stages, p->replicas,
+        p->micro_batch, p->recompute ? ", recomputed" : "", dom, part);
+}
+
+int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
+                  const PlanTrainArgs *a) {
+    const ModelTensor *x = NULL;
+    for (int t = 0; t < m->ntensors && !x; ++t)
+        if (m->tensors[t].role == TENSOR_INPUT && m->tensors[t].ndims)
+            x = &m->tensors[t];
+    if (!x) {
+        diag_error(&c->sink, m->name_span,
+                   "model '%s' has no input: the training plan needs the layer's input", m->name);
+        return 1;
+    }
+    TrainOptions o;
+    memset(&o, 0, sizeof o);
+    o.devices = devices;
+    o.layers = a->layers;
+    o.global_batch = a->global_batch;
+    o.vocab = a->vocab;
+    o.recompute = a->recompute;
+    o.memory_limit = a->memory_limit;
+    o.elem_bytes = ctx->opt.elem_bytes;
+    o.state_bytes_per_param = COST_ADAM_STATE_BYTES;
+    o.devices_per_node =
+        ctx->opt.devices_per_node > 0 ? ctx->opt.devices_per_node : ctx->profile->devices_per_node;
+    o.profile = ctx->profile;
+    int pinned = m->ninstances > 0;
+    for (int i = 0; i < m->ninstances; ++i)
+        pinned &= m->instances[i].partition != NULL;
+    Arena *arena = arena_create();
+    Search *s = ARENA_NEW(arena, Search), *base = ARENA_NEW(arena, Search);
+    int rc = 0;
+    if (!search(c, m, devices, ctx, a, &o, 0, arena, s)) {
+        diag_error(&c->sink, m->name_span, "no plan of '%s's layer on any mesh of %ld devices",
+                   m->name, devices);
+        rc = 1;
+    } else if (!s->found) {
+        report_unmet(c, m, a, s);
+        rc = 1;
+    }
+    int searched_base = rc == 0 && pinned && search(c, m, devices, ctx, a, &o, 1, arena, base);
+    int have_base = searched_base && base->found;
+    if (rc == 0 && a->json) {
+        json_t *r = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "model", m->name, "devices",
+                              (json_int_t)devices, "profile", ctx->profile->name, "layers",
+                              (json_int_t)a->layers, "global_batch", (json_int_t)a->global_batch,
+                              "seq_tokens", (json_int_t)x->sizes[0], "vocab", (json_int_t)a->vocab);
+        json_object_set_new(r, "search", plan_json(s, m, arena));
+        json_t *pj = json_null();
+        if (have_base)
+            pj = plan_json(base, m, arena);
+        else if (searched_base && base->smallest.stages)
+            pj = json_pack("{s:s, s:f, s:s}", "error", "no plan fits the memory limit",
+                           "smallest_memory", base->smallest.mem_total, "dominant",
+                           train_memory_dominant(&base->smallest));
+        json_object_set_new(r, "pinned", pj);
+        json_object_set_new(r, "search_ms", json_real(round(s->ms * 1e3) / 1e3));
+        json_out(stdout, r, JSON_REAL_PRECISION(9));
+    } else if (rc == 0) {
+        printf("training plan for %s on %ld devices (profile %s): %ld layers, global batch %ld "
+               "sequences of %ld tokens\n",
+               m->name, devices, ctx->profile->name, a->layers, a->global_batch, x->sizes[0]);
+        print_plan("search", s, m, arena);
+        if (have_base) {
+            print_plan("pinned partitions", base, m, arena);
+            const TrainPlan *p = &s->best, *q = &base->best;
+            printf("search vs pinned: throughput %.2fx, collective time %.2f, collective bytes "
+                   "%.2f, memory %.2f\n",
+                   q->time_s / p->time_s, q->coll_time_s > 0 ? p->coll_time_s / q->coll_time_s : 0,
+                   q->coll_bytes > 0 ? p->coll_bytes / q->coll_bytes : 0,
+                   p->mem_total / q->mem_total);
+        } else if (searched_base && base->smallest.stages) {
+            printf("pinned partitions: no plan fits in %ld bytes per device (the smallest needs "
+                   "%.0f, dominated by %s)\n",
+                   a->memory_limit, base->smallest.mem_total,
+                   train_memory_dominant(&base->smallest));
+        }
+    }
+    search_free(s);
+    search_free(base);
+    arena_destroy(arena);
+    return rc;
+}

@@ -1,0 +1,351 @@
+/*
+ * test_plan_train.c — the training search is exact under its model: on a
+ * small layer, the best of every assignment of the layer's candidates
+ * over every mesh, micro-batch size, stage count, replica count and
+ * recomputation choice, each evaluated by train_evaluate, equals what
+ * train_search returns; attention over folded sequences is priced as
+ * that many sequences; a memory limit no plan meets reports a real plan's
+ * memory and its largest term.
+ *
+ * Schedules are priced by a deterministic function of their predicted
+ * bytes and peak (no measurement); the iteration is composed on the v100
+ * profile.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline.h"
+#include "plan.h"
+#include "plan_train.h"
+#include "profile.h"
+
+static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx)
+{
+    (void)ctx;
+    (void)scratch;
+    PlanCost c;
+    memset(&c, 0, sizeof c);
+    long worst = 0, peak = 0, coll = 0;
+    for (int d = 0; d < s->model->mesh.ndev; ++d) {
+        long b = 0;
+        for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
+            b += s->pred_bytes[k][d];
+        if (b > worst)
+            worst = b;
+        if (s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] > coll)
+            coll = s->pred_bytes[PRIME_BYTES_COLLECTIVE][d];
+        if (s->pred_peak[d] > peak)
+            peak = s->pred_peak[d];
+    }
+    c.time = 1e-6 * (double)worst + 1e-7 * (double)peak;
+    c.fwd_time = 0.4 * c.time;
+    c.coll_bytes = coll;
+    c.coll_time = 1e-6 * (double)coll;
+    c.peak = peak;
+    return c;
+}
+
+static double bytes_move(long bytes, void *ctx)
+{
+    (void)ctx;
+    return 1e-6 * (double)bytes + 1e-6;
+}
+
+static char path[128];
+
+static void write_file(const char *text)
+{
+    strcpy(path, "/tmp/primec-test-plan-train-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* One layer: projections, attention scores over the sequence, and an
+ * MLP with a residual; the sequence is 8 tokens, as many as the hidden
+ * size (token dimensions are found by following the input's first axis,
+ * not by their size). */
+static const char *layer =
+    "model small {\n"
+    "    param s = 8, h = 8, a = 2, e = 4, f = 16;\n"
+    "    input x[s, h];\n"
+    "    weight wq[h, a, e];\n"
+    "    weight wk[h, a, e];\n"
+    "    weight w1[h, f];\n"
+    "    weight w2[f, h];\n"
+    "    q = proj_heads(x, wq);\n"
+    "    k = proj_heads(x, wk);\n"
+    "    sc = scores(q, k);\n"
+    "    u = matmul(x, w1);\n"
+    "    g = relu(u);\n"
+    "    m = matmul(g, w2);\n"
+    "    y = add(m, x);\n"
+    "}\n";
+
+/* Small enough to enumerate: projections and their scores. */
+static const char *attention =
+    "model small {\n"
+    "    param s = 8, h = 6, a = 2, e = 3;\n"
+    "    input x[s, h];\n"
+    "    weight wq[h, a, e];\n"
+    "    weight wk[h, a, e];\n"
+    "    q = proj_heads(x, wq);\n"
+    "    k = proj_heads(x, wk);\n"
+    "    sc = scores(q, k);\n"
+    "}\n";
+
+static Mesh mesh_of(long n, int square)
+{
+    Mesh m;
+    memset(&m, 0, sizeof m);
+    m.naxes = square ? 2 : 1;
+    m.names[0] = square ? "i" : "d";
+    m.names[1] = "j";
+    m.sizes[0] = m.sizes[1] = n;
+    m.ndev = (int)(square ? n * n : n);
+    return m;
+}
+
+typedef struct Fixture {
+    Compilation c;
+    const Model *model;
+    Arena *arenas[16];
+    TrainLayer layers[16];
+    int nlayers;
+    Profile prof;
+} Fixture;
+
+/* The layer planned on (d: 1), (d: 2), (d: 4), (i: 2, j: 2) at micro-
+ * batches of 1 and 2 sequences. */
+static void fixture_init(Fixture *f, const char *text)
+{
+    memset(f, 0, sizeof *f);
+    write_file(text);
+    compilation_init(&f->c, path, NULL);
+    f->c.sink.out = NULL;
+    assert_int_equal(pipeline_run(&f->c, "resolve"), 1);
+    f->model = f->c.module.models.items[0];
+    char err[256];
+    assert_int_equal(profile_load("v100", &f->prof, err, sizeof err), 1);
+    static const long sides[] = {1, 2, 4, 2};
+    for (int k = 0; k < 4; ++k)
+        for (long b = 1; b <= 2; ++b) {
+            PlanOptions opt;
+            memset(&opt, 0, sizeof opt);
+            opt.mesh = mesh_of(sides[k], k == 3);
+            opt.dp = 1;
+            opt.token_size = 8;
+            opt.tokens = 8 * b;
+            opt.seq_tokens = 8;
+            opt.elem_bytes = 2;
+            opt.state_bytes_per_param = 12;
+            opt.cost = bytes_cost;
+            opt.move = bytes_move;
+            Arena *a = arena_create();
+            Plan *plan = ARENA_NEW(a, Plan);
+            int ok = plan_model(a, &f->c.sink, &f->c.module, f->model, &opt, plan);
+            for (int i = 0; i < f->c.sink.count && !ok; ++i)
+                fprintf(stderr, "%s\n", f->c.sink.items[i].message);
+            assert_int_equal(ok, 1);
+            TrainLayer *l = &f->layers[f->nlayers];
+            l->plan = plan;
+            l->micro_batch = b;
+            l->seq_tokens = 8;
+            l->hidden = f->model->tensors[0].sizes[1];
+            f->arenas[f->nlayers++] = a;
+        }
+}
+
+static void fixture_free(Fixture *f)
+{
+    for (int k = 0; k < f->nlayers; ++k)
+        arena_destroy(f->arenas[k]);
+    compilation_free(&f->c);
+    unlink(path);
+}
+
+static TrainOptions options(const Fixture *f, long limit)
+{
+    TrainOptions o;
+    memset(&o, 0, sizeof o);
+    o.devices = 4;
+    o.layers = 4;
+    o.global_batch = 8;
+    o.vocab = 64;
+    o.recompute = TRAIN_RECOMPUTE_AUTO;
+    o.memory_limit = limit;
+    o.elem_bytes = 2;
+    o.state_bytes_per_param = 12;
+    o.devices_per_node = 4;
+    o.profile = &f->prof;
+    return o;
+}
+
+/* The best iteration over everything, by enumeration; the least memory too. */
+static double brute_force(const Fixture *f, const TrainOptions *o, double *least_memory,
+                          long *assignments)
+{
+    double best = INFINITY;
+    *least_memory = INFINITY;
+    *assignments = 0;
+    for (int li = 0; li < f->nlayers; ++li) {
+        const Plan *plan = f->layers[li].plan;
+        int n = plan->ninst;
+        long total = 1;
+        for (int i = 0; i < n; ++i)
+            total *= plan->cands[i].count;
+        assert_true(total <= 100000);
+        int *choice = calloc((size_t)n + 1, sizeof(int));
+        for (long k = 0; k < total; ++k) {
+            long rest = k;
+            for (int i = n - 1; i >= 0; --i) {
+                choice[i] = (int)(rest % plan->cands[i].count);
+                rest /= plan->cands[i].count;
+            }
+            for (int p = 1; p <= o->layers; ++p)
+                for (int d = 1; d <= o->devices; ++d)
+                    for (int rc = 0; rc < 2; ++rc) {
+                        TrainPlan tp;
+                        if (!train_evaluate(o, &f->layers[li], choice, p, d, rc, &tp))
+                            continue;
+                        ++*assignments;
+                        if (tp.mem_total < *least_memory)
+                            *least_memory = tp.mem_total;
+                        if (o->memory_limit && tp.mem_total > (double)o->memory_limit)
+                            continue;
+                        if (tp.time_s < best)
+                            best = tp.time_s;
+                    }
+        }
+        free(choice);
+    }
+    return best;
+}
+
+static void test_exhaustive(void **state)
+{
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, attention);
+    TrainOptions o = options(f, 0);
+    Arena *arena = arena_create(), *scratch = arena_create();
+    TrainPlan best, smallest;
+    long shapes = 0;
+    assert_int_equal(train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest,
+                                  &shapes), 1);
+    double least = 0;
+    long assignments = 0;
+    double brute = brute_force(f, &o, &least, &assignments);
+    printf("search %.9g s, enumeration of %ld plans %.9g s (%ld shapes)\n", best.time_s,
+           assignments, brute, shapes);
+    assert_true(assignments > 1000);
+    assert_true(fabs(best.time_s - brute) <= 1e-12 * brute);
+    /* The plan returned costs what the search says it costs. */
+    TrainPlan again;
+    assert_int_equal(train_evaluate(&o, &f->layers[best.layer], best.choice, best.stages,
+                                    best.replicas, best.recompute, &again), 1);
+    assert_true(again.time_s == best.time_s);
+    /* Recomputation off, and on only: each the best of its own space. */
+    for (int rc = TRAIN_RECOMPUTE_OFF; rc <= TRAIN_RECOMPUTE_ON; ++rc) {
+        TrainOptions r = o;
+        r.recompute = rc;
+        TrainPlan b2;
+        assert_int_equal(train_search(&r, f->layers, f->nlayers, arena, scratch, &b2, &smallest,
+                                      &shapes), 1);
+        assert_int_equal(b2.recompute, rc == TRAIN_RECOMPUTE_ON);
+        assert_true(b2.time_s >= best.time_s);
+    }
+    arena_destroy(arena);
+    arena_destroy(scratch);
+    fixture_free(f);
+    free(f);
+}
+
+/* Attention over b folded sequences costs b times one sequence's; the
+ * projections (one token dimension) are scheduled at the folded size. */
+static void test_attention_per_sequence(void **state)
+{
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, layer);
+    int sc = -1;
+    for (int i = 0; i < f->model->ninstances; ++i)
+        if (!strcmp(f->model->instances[i].name, "sc"))
+            sc = i;
+    assert_true(sc >= 0);
+    int compared = 0;
+    for (int k = 0; k < f->nlayers; k += 2) {
+        const Plan *one = f->layers[k].plan, *two = f->layers[k + 1].plan;
+        assert_int_equal(f->layers[k + 1].micro_batch, 2);
+        assert_int_equal(one->cands[sc].count, two->cands[sc].count);
+        for (int c = 0; c < one->cands[sc].count; ++c) {
+            const PlanCandidate *a = one->cands[sc].items[c], *b = two->cands[sc].items[c];
+            assert_ptr_equal(a->partition, b->partition);
+            assert_true(fabs(b->cost.time - 2 * a->cost.time) <= 1e-12 * a->cost.time);
+            assert_int_equal(b->cost.stash_bytes, 2 * a->cost.stash_bytes);
+            /* The layouts are the folded ones: twice the queries. */
+            assert_int_equal(b->in_t[0].shape[0], 2 * a->in_t[0].shape[0]);
+            ++compared;
+        }
+    }
+    assert_true(compared > 4);
+    fixture_free(f);
+    free(f);
+}
+
+static void test_memory_unmet(void **state)
+{
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, attention);
+    TrainOptions o = options(f, 0);
+    double least = 0;
+    long assignments = 0;
+    brute_force(f, &o, &least, &assignments);
+    o.memory_limit = (long)(least / 2);
+    Arena *arena = arena_create(), *scratch = arena_create();
+    TrainPlan best, smallest;
+    long shapes = 0;
+    assert_int_equal(train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest,
+                                  &shapes), 0);
+    assert_true(smallest.stages > 0);
+    assert_true(smallest.mem_total >= least);
+    TrainPlan again;
+    assert_int_equal(train_evaluate(&o, &f->layers[smallest.layer], smallest.choice,
+                                    smallest.stages, smallest.replicas, smallest.recompute, &again),
+                     1);
+    assert_true(again.mem_total == smallest.mem_total);
+    const char *dom = train_memory_dominant(&smallest);
+    double part = !strcmp(dom, "weights") ? smallest.mem_weights
+                  : !strcmp(dom, "gradients") ? smallest.mem_grads
+                  : !strcmp(dom, "activations") ? smallest.mem_activations
+                                                : smallest.mem_optimizer;
+    assert_true(part >= smallest.mem_weights && part >= smallest.mem_grads &&
+                part >= smallest.mem_optimizer && part >= smallest.mem_activations);
+    arena_destroy(arena);
+    arena_destroy(scratch);
+    fixture_free(f);
+    free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exhaustive),
+        cmocka_unit_test(test_attention_per_sequence),
+        cmocka_unit_test(test_memory_unmet),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
