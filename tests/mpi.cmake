@@ -102,7 +102,7 @@ foreach(family opt llama2 bloom)
   endforeach()
 endforeach()
 
-# The batched layers with data parallelism (stdlib/batched.prime): 2
+# The batched layers with data parallelism (stdlib/transformer_batched.prime): 2
 # replicas of Megatron-LM on 2 devices (4 processes), 2 replicas of the
 # 2 x 2 square grid (8 processes), and OPT as 4 data-parallel replicas.
 # --check compares the gradients with the dense reference over the whole
