@@ -115,7 +115,7 @@ static int has_peer(int op) {
 }
 
 static int is_collective(int op) {
-    return op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER;
+    return op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER || op == PRIME_ACT_ALLGATHER;
 }
 
 static int *rank_table(const Fit *f, const int *v) {

@@ -178,7 +178,8 @@ static int has_tensor(int op) {
 
 static int has_tag(int op) {
     return op == PRIME_ACT_SEND || op == PRIME_ACT_RECV || op == PRIME_ACT_SEND_BOX ||
-           op == PRIME_ACT_RECV_BOX || op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER;
+           op == PRIME_ACT_RECV_BOX || op == PRIME_ACT_ALLREDUCE ||
+           op == PRIME_ACT_REDUCE_SCATTER || op == PRIME_ACT_ALLGATHER;
 }
 
 PrimeStatus prime_rank_phase_shifted(const PrimePhase *phase, int rank, int dtensor, int dtag,

@@ -102,14 +102,15 @@ foreach(family opt llama2 bloom)
   endforeach()
 endforeach()
 
-# The batched layers with data parallelism (stdlib/transformer_batched.prime): 2
-# replicas of Megatron-LM on 2 devices (4 processes), 2 replicas of the
-# 2 x 2 square grid (8 processes), and OPT as 4 data-parallel replicas.
-# --check compares the gradients with the dense reference over the whole
-# batch, and the counted bytes (the replicas' gradient all-reduces
-# included) with the prediction.
-foreach(case opt:dp:4 opt:megatron_dp:4 opt:square_dp:8 llama2:megatron_dp:4 llama2:square_dp:8
-             bloom:megatron_dp:4 bloom:square_dp:8)
+# The batched layers with data parallelism (stdlib/transformer_batched.prime):
+# 2 replicas of Megatron-LM on 2 devices (4 processes; OPT's also with
+# sequence parallelism, whose gathers are all-gather collectives), 2
+# replicas of the 2 x 2 square grid (8 processes), and OPT as 4
+# data-parallel replicas. --check compares the gradients with the dense
+# reference over the whole batch, and the counted bytes (the replicas'
+# gradient all-reduces included) with the prediction.
+foreach(case opt:dp:4 opt:megatron_dp:4 opt:megatron_sp_dp:4 opt:square_dp:8
+             llama2:megatron_dp:4 llama2:square_dp:8 bloom:megatron_dp:4 bloom:square_dp:8)
   string(REPLACE ":" ";" parts ${case})
   list(GET parts 0 family)
   list(GET parts 1 plan)
