@@ -450,9 +450,12 @@ static int step_action(Sim *sim, int r) {
         break;
     }
     case PRIME_ACT_ALLREDUCE:
-    case PRIME_ACT_REDUCE_SCATTER: {
+    case PRIME_ACT_REDUCE_SCATTER:
+    case PRIME_ACT_ALLGATHER: {
         const Collective *c = ph->groups.items[a->arg];
-        int rs = a->op == PRIME_ACT_REDUCE_SCATTER;
+        CommKind kind = a->op == PRIME_ACT_ALLGATHER        ? COMM_ALLGATHER
+                        : a->op == PRIME_ACT_REDUCE_SCATTER ? COMM_REDUCE_SCATTER
+                                                            : COMM_ALLREDUCE;
         int *arrived = &sim->coll_arrived[rk->phase][a->arg];
         double *latest = &sim->coll_clock[rk->phase][a->arg];
         if (!rk->in_collective) {
@@ -466,9 +469,9 @@ static int step_action(Sim *sim, int r) {
             return 0;
         /* The last member is here: the collective runs for all. Members
          * other than r are parked at this action; move them past it. */
-        double us = cost_collective_us(sim->p, rs ? COMM_REDUCE_SCATTER : COMM_ALLREDUCE,
-                                       cost_link_of_group(sim->dpn, c->group, c->gsize),
-                                       (double)c->elems * eb, c->gsize);
+        double us =
+            cost_collective_us(sim->p, kind, cost_link_of_group(sim->dpn, c->group, c->gsize),
+                               (double)c->elems * eb, c->gsize);
         double done = *latest + us;
         for (int i = 0; i < c->gsize; ++i) {
             int m = c->group[i];
@@ -476,10 +479,8 @@ static int step_action(Sim *sim, int r) {
             mk->clock = mk->engine = done;
             mk->in_collective = 0;
             account(sim, m, PRIME_BYTES_COLLECTIVE, us);
-            long sent = (long)((rs ? prime_reduce_scatter_bytes((size_t)c->elems, c->gsize, i)
-                                   : prime_allreduce_bytes((size_t)c->elems, c->gsize, i)) /
-                               sizeof(float)) *
-                        eb;
+            long sent =
+                (long)(sched_collective_bytes(a->op, c->elems, c->gsize, i) / sizeof(float)) * eb;
             add_bytes(sim, mk->phase, PRIME_BYTES_COLLECTIVE, sent);
             if (m != r)
                 mk->pc++;

@@ -108,6 +108,8 @@ static const char *act_name(int op) {
         return "ALLREDUCE";
     case PRIME_ACT_REDUCE_SCATTER:
         return "REDUCE_SCATTER";
+    case PRIME_ACT_ALLGATHER:
+        return "ALLGATHER";
     case PRIME_ACT_STEP:
         return "STEP";
     case PRIME_ACT_SEND_BOX:
@@ -141,15 +143,16 @@ static void print_action(Emitter *e, const PrimeAction *a) {
         printer_printf(p, ", .peer = %d, .tag = %d", a->peer, a->tag);
     if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_SEND_BOX)
         printer_printf(p, ", .kind = %s", kind_name(a->kind));
-    if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER)
+    if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER ||
+        a->op == PRIME_ACT_ALLGATHER)
         printer_printf(p, ", .tag = %d", a->tag);
     if (a->kind == PRIME_COMBINE_MAX &&
         (a->op == PRIME_ACT_ALLOC || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_ALLREDUCE ||
          a->op == PRIME_ACT_REDUCE_SCATTER))
         printer_printf(p, ", .kind = PRIME_COMBINE_MAX");
     if (a->op == PRIME_ACT_STEP || a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ALLREDUCE ||
-        a->op == PRIME_ACT_REDUCE_SCATTER || a->op == PRIME_ACT_SEND_BOX ||
-        a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
+        a->op == PRIME_ACT_REDUCE_SCATTER || a->op == PRIME_ACT_ALLGATHER ||
+        a->op == PRIME_ACT_SEND_BOX || a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
         printer_printf(p, ", .arg = %d", a->arg);
     if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_COPY_BOX) {
         printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);

@@ -243,9 +243,9 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
                 unlisted_bytes += c->bytes;
                 continue;
             }
-            fprintf(out, "  %s%s of %s%s over devices {",
-                    c->reduce_scatter ? "reduce-scatter" : "all-reduce",
-                    s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? " (max)" : "",
+            fprintf(out, "  %s%s of %s%s over devices {", sched_collective_kind(c),
+                    !c->allgather && s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? " (max)"
+                                                                                        : "",
                     s->tensors[c->tensor].name, sched_tile_name(arena, s, c->tensor, c->tile));
             for (int g = 0; g < c->gsize; ++g)
                 fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
@@ -424,12 +424,14 @@ static json_t *json_collectives(const Schedule *s, const PhaseSched *ph, int sho
         for (int g = 0; g < c->gsize; ++g)
             json_array_append_new(group, json_integer(c->group[g]));
         json_array_append_new(
-            list,
-            json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I}", "kind",
-                      c->reduce_scatter ? "reduce-scatter" : "all-reduce", "combine",
-                      s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? "max" : "sum", "tensor",
-                      s->tensors[c->tensor].name, "tile", json_tile(s, c->tensor, c->tile), "group",
-                      group, "elements", (json_int_t)c->elems, "bytes", (json_int_t)c->bytes));
+            list, json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I}", "kind", sched_collective_kind(c),
+                            "combine",
+                            c->allgather                                         ? "none"
+                            : s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? "max"
+                                                                                 : "sum",
+                            "tensor", s->tensors[c->tensor].name, "tile",
+                            json_tile(s, c->tensor, c->tile), "group", group, "elements",
+                            (json_int_t)c->elems, "bytes", (json_int_t)c->bytes));
     }
     return list;
 }

@@ -115,7 +115,7 @@ static int has_peer(int op) {
 }
 
 static int is_collective(int op) {
-    return op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER;
+    return op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER || op == PRIME_ACT_ALLGATHER;
 }
 
 static int *rank_table(const Fit *f, const int *v) {
@@ -184,16 +184,26 @@ static int fit_group(const Fit *f, const PhaseSched *ph, PhaseForm *pf, int i, i
                 g.axes |= 1u << a;
     }
     int ok = group_matches(f, ph, i, &g, members);
-    /* Else a line through the origin: some member generates the group. */
-    for (int p = 0; !ok && p < c0->gsize; ++p) {
-        if (c0->group[p] == 0)
+    /* Else a line through the origin: some member generates the group;
+     * or such a line times a whole mesh axis (a line of each data-parallel
+     * replica, the replicas along that axis). */
+    for (int along = -1; !ok && along < f->mesh->naxes; ++along) {
+        long sub = along < 0 ? 1 : f->mesh->size[along];
+        if (sub < 2 && along >= 0)
             continue;
-        memset(&g, 0, sizeof g);
-        g.count = c0->gsize;
-        prime_mesh_coords(f->mesh, c0->group[p], c);
-        for (int a = 0; a < f->mesh->naxes; ++a)
-            g.step[a] = (int)c[a];
-        ok = group_matches(f, ph, i, &g, members);
+        if (c0->gsize % sub)
+            continue;
+        for (int p = 0; !ok && p < c0->gsize; ++p) {
+            if (c0->group[p] == 0)
+                continue;
+            memset(&g, 0, sizeof g);
+            g.count = c0->gsize / sub;
+            g.axes = along < 0 ? 0 : 1u << along;
+            prime_mesh_coords(f->mesh, c0->group[p], c);
+            for (int a = 0; a < f->mesh->naxes; ++a)
+                g.step[a] = a == along ? 0 : (int)c[a];
+            ok = group_matches(f, ph, i, &g, members);
+        }
     }
     if (!ok)
         return -1;

@@ -413,7 +413,7 @@ static uint64_t reduce_signature(const Schedule *s, int a) {
                 h = 14695981039346656037u;
             h = (h ^ (uint64_t)c->tile) * 1099511628211u;
             h = (h ^ (uint64_t)c->elems) * 1099511628211u;
-            h = (h ^ (uint64_t)c->reduce_scatter) * 1099511628211u;
+            h = (h ^ (uint64_t)(c->reduce_scatter + 2 * c->allgather)) * 1099511628211u;
             for (int m = 0; m < c->gsize; ++m)
                 h = (h ^ (uint64_t)c->group[m]) * 1099511628211u;
         }

@@ -306,6 +306,12 @@ int sched_value_holder(Builder *b, int tensor);
 int sched_holds_any(Builder *b, int tensor);
 long sched_convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *target,
                    const char *reason);
+int sched_add_box(Builder *b, PhaseSched *ph, const PrimeBox *box);
+
+/* sched_gather.c: a conversion that is an all-gather, as ring collectives;
+ * 0 when it is not one (nothing emitted), else 1 with the bytes sent. */
+int sched_convert_allgather(Builder *b, PhaseSched *ph, int from, int to, const Layout *target,
+                            const char *reason, long *bytes);
 
 /* sched_accumulate.c: partial sums, coverage and all-reduces. */
 long sched_red_id(const Builder *b, const AccState *as, int dev, long t);

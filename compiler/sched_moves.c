@@ -8,7 +8,8 @@
  * exchange). A redistribution brings a tensor to another layout of the
  * same tiling; a conversion builds another tiling of the same value from
  * boxes, and may turn the all-reduces that produced it into
- * reduce-scatters.
+ * reduce-scatters; a conversion that is an all-gather runs as ring
+ * collectives instead (sched_gather.c).
  */
 #include "sched_internal.h"
 
@@ -222,7 +223,7 @@ int sched_holds_any(Builder *b, int tensor) {
     return 0;
 }
 
-static int add_box(Builder *b, PhaseSched *ph, const PrimeBox *box) {
+int sched_add_box(Builder *b, PhaseSched *ph, const PrimeBox *box) {
     if (b->dry)
         return 0;
     for (int i = 0; i < ph->nboxes; ++i)
@@ -359,6 +360,9 @@ static const char *conversion_pattern(Builder *b, int n, const int *dst, const i
 long sched_convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *target,
                    const char *reason) {
     try_reduce_scatter(b, ph, from, to, target);
+    long gathered = 0;
+    if (sched_convert_allgather(b, ph, from, to, target, reason, &gathered))
+        return gathered;
     const SchedTensor *tf = &b->s->tensors[from], *tt = &b->s->tensors[to];
     ICE_ASSERT(tf->ndims == tt->ndims);
     int tag = b->next_tag++;
@@ -421,7 +425,7 @@ long sched_convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *t
                 }
                 const Store *ss = store_of(b, from, src);
                 int sslot = ss->items[sched_store_find(ss, st)].slot;
-                int bi = add_box(b, ph, &box);
+                int bi = sched_add_box(b, ph, &box);
                 if (src == d) {
                     PrimeAction *a = sched_act(b, d, PRIME_ACT_COPY_BOX);
                     a->tensor = to;

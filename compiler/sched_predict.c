@@ -5,6 +5,17 @@
  */
 #include "sched_internal.h"
 
+uint64_t sched_collective_bytes(int op, long elems, int gsize, int pos) {
+    size_t n = (size_t)elems;
+    return op == PRIME_ACT_ALLGATHER        ? prime_allgather_bytes(n, gsize, pos)
+           : op == PRIME_ACT_REDUCE_SCATTER ? prime_reduce_scatter_bytes(n, gsize, pos)
+                                            : prime_allreduce_bytes(n, gsize, pos);
+}
+
+const char *sched_collective_kind(const Collective *c) {
+    return c->allgather ? "all-gather" : c->reduce_scatter ? "reduce-scatter" : "all-reduce";
+}
+
 void sched_predict(Schedule *s, Arena *arena) {
     int ndev = s->model->mesh.ndev;
     for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
@@ -51,17 +62,20 @@ void sched_predict(Schedule *s, Arena *arena) {
                     temps = 0;
                     break;
                 case PRIME_ACT_ALLREDUCE:
-                case PRIME_ACT_REDUCE_SCATTER: {
+                case PRIME_ACT_REDUCE_SCATTER:
+                case PRIME_ACT_ALLGATHER: {
                     const Collective *c = ph->groups.items[a->arg];
                     int pos = 0;
                     while (c->group[pos] != d)
                         pos++;
                     s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] +=
-                        a->op == PRIME_ACT_ALLREDUCE
-                            ? (long)prime_allreduce_bytes((size_t)c->elems, c->gsize, pos)
-                            : (long)prime_reduce_scatter_bytes((size_t)c->elems, c->gsize, pos);
-                    long scratch = (long)prime_collective_scratch((size_t)c->elems, c->gsize) *
-                                   (long)sizeof(float);
+                        (long)sched_collective_bytes(a->op, c->elems, c->gsize, pos);
+                    /* The all-gather receives into the tile itself. */
+                    long scratch =
+                        a->op == PRIME_ACT_ALLGATHER
+                            ? 0
+                            : (long)prime_collective_scratch((size_t)c->elems, c->gsize) *
+                                  (long)sizeof(float);
                     if (cur + scratch > phase_peak)
                         phase_peak = cur + scratch;
                     break;

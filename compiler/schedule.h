@@ -109,6 +109,7 @@ typedef struct Collective {
     int *group;               /* ranks */
     int *slots;               /* the slot of the tile on each member */
     int reduce_scatter;       /* member p ends with chunk p only (see prime_rt.h) */
+    int allgather;            /* member p starts with chunk p only, ends with the tile */
     struct PhaseSched *phase; /* where it runs */
     int *action;              /* per member: index of its action in phase->actions */
     long elems;
@@ -197,6 +198,11 @@ long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const Sch
 
 /* Slice index of a tensor's dimension x in a tile id. */
 long sched_tile_coord(const SchedTensor *t, long tile, int x);
+/* What member pos of a collective action (ALLREDUCE, REDUCE_SCATTER or
+ * ALLGATHER) over gsize members sends, in bytes (runtime/abi.c). */
+uint64_t sched_collective_bytes(int op, long elems, int gsize, int pos);
+/* "all-reduce", "reduce-scatter" or "all-gather". */
+const char *sched_collective_kind(const Collective *c);
 /* A tile id written as e.g. "(m=1, k=0)" (with the op dims of operand). */
 const char *sched_tile_name(Arena *arena, const Schedule *s, int tensor, long tile);
 /* The tile of an operand at a device and operator step. */

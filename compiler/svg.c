@@ -464,8 +464,7 @@ static void collective_panel(FILE *out, const Geo *g, Arena *arena, const PhaseS
                     "<circle class=\"collective\" data-group=\"%d\" data-rank=\"%d\" "
                     "data-kind=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\" "
                     "stroke=\"#222\"/>\n",
-                    i, c->group[m], c->reduce_scatter ? "reduce-scatter" : "all-reduce", px[m],
-                    py[m], colour);
+                    i, c->group[m], sched_collective_kind(c), px[m], py[m], colour);
             fprintf(
                 out,
                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"7\" text-anchor=\"middle\">%d</text>\n",

@@ -43,9 +43,8 @@ static int cmp_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static long group_size(const PrimeMesh *mesh, const PrimeGroupForm *g) {
-    if (g->count > 0)
-        return g->count;
+/* Points of the sub-mesh along g->axes (1 when there are none). */
+static long submesh_size(const PrimeMesh *mesh, const PrimeGroupForm *g) {
     long n = 1;
     for (int a = 0; a < mesh->naxes; ++a)
         if (g->axes & (1u << a))
@@ -53,18 +52,25 @@ static long group_size(const PrimeMesh *mesh, const PrimeGroupForm *g) {
     return n;
 }
 
-/* Members of a group form on the rank at `coords`, ascending. */
+static long group_size(const PrimeMesh *mesh, const PrimeGroupForm *g) {
+    return (g->count > 0 ? g->count : 1) * submesh_size(mesh, g);
+}
+
+/* Members of a group form on the rank at `coords`, ascending: the
+ * sub-mesh through the rank along g->axes, or, with a count, the line of
+ * count points along g->step through it, times the sub-mesh along
+ * g->axes when there are axes too (the step is 0 along them). */
 int prime_group_members(const PrimeMesh *mesh, const long *coords, const PrimeGroupForm *g,
                         int *out) {
-    long size = group_size(mesh, g);
+    long size = group_size(mesh, g), sub = submesh_size(mesh, g);
     for (long k = 0; k < size; ++k) {
-        long c[PRIME_MAX_AXES], rest = k;
+        long c[PRIME_MAX_AXES], rest = k % sub, along = k / sub;
         for (int a = mesh->naxes - 1; a >= 0; --a) {
-            if (g->count > 0) {
-                c[a] = (coords[a] + (k % mesh->size[a]) * g->step[a]) % mesh->size[a];
-            } else if (g->axes & (1u << a)) {
+            if (g->axes & (1u << a)) {
                 c[a] = rest % mesh->size[a];
                 rest /= mesh->size[a];
+            } else if (g->count > 0) {
+                c[a] = (coords[a] + (along % mesh->size[a]) * g->step[a]) % mesh->size[a];
             } else {
                 c[a] = coords[a];
             }
@@ -178,7 +184,8 @@ static int has_tensor(int op) {
 
 static int has_tag(int op) {
     return op == PRIME_ACT_SEND || op == PRIME_ACT_RECV || op == PRIME_ACT_SEND_BOX ||
-           op == PRIME_ACT_RECV_BOX || op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER;
+           op == PRIME_ACT_RECV_BOX || op == PRIME_ACT_ALLREDUCE ||
+           op == PRIME_ACT_REDUCE_SCATTER || op == PRIME_ACT_ALLGATHER;
 }
 
 PrimeStatus prime_rank_phase_shifted(const PrimePhase *phase, int rank, int dtensor, int dtag,

@@ -118,17 +118,21 @@ static PrimeStatus wait_pending(PrimeDev *dev, Pending *pd, PrimeSchedStats *acc
 static PrimeStatus run_collective(PrimeDev *dev, const PrimeRankPhase *phase, const PrimeAction *a,
                                   float *buf, size_t elems, PrimeSchedStats *acc) {
     const PrimeGroup *g = &phase->groups[a->arg];
-    int allreduce = a->op == PRIME_ACT_ALLREDUCE;
     uint64_t t0 = prime_clock_ns();
     int max = a->kind == PRIME_COMBINE_MAX;
-    PrimeStatus st = allreduce ? (max ? prime_allreduce_max : prime_allreduce_sum)(
-                                     dev, g->ranks, g->size, buf, elems, a->tag)
-                               : (max ? prime_reduce_scatter_max : prime_reduce_scatter_sum)(
-                                     dev, g->ranks, g->size, buf, elems, a->tag);
+    PrimeStatus st;
+    if (a->op == PRIME_ACT_ALLGATHER)
+        st = prime_allgather(dev, g->ranks, g->size, buf, elems, a->tag);
+    else if (a->op == PRIME_ACT_ALLREDUCE)
+        st = (max ? prime_allreduce_max : prime_allreduce_sum)(dev, g->ranks, g->size, buf, elems,
+                                                               a->tag);
+    else
+        st = (max ? prime_reduce_scatter_max : prime_reduce_scatter_sum)(dev, g->ranks, g->size,
+                                                                         buf, elems, a->tag);
     uint64_t t1 = prime_clock_ns();
     acc->comm_ns += t1 - t0;
     acc->collectives++;
-    prime_trace_span(dev, allreduce ? "allreduce" : "reduce_scatter", PRIME_TRACE_COMM, t0, t1);
+    prime_trace_span(dev, prime_action_name(a->op), PRIME_TRACE_COMM, t0, t1);
     return st;
 }
 
@@ -307,6 +311,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
         }
         case PRIME_ACT_ALLREDUCE:
         case PRIME_ACT_REDUCE_SCATTER:
+        case PRIME_ACT_ALLGATHER:
             if (!*ref || !phase->groups) {
                 st = PRIME_ERR_ARG;
                 break;

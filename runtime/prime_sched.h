@@ -37,7 +37,8 @@ extern "C" {
     X(PRIME_ACT_SEND_BOX, "send_box")   /* boxes[arg] of slot, packed, to peer */                  \
     X(PRIME_ACT_RECV_BOX, "recv_box")   /* into boxes[arg] of slot, at the wait */                 \
     X(PRIME_ACT_COPY_BOX, "copy_box")   /* boxes[arg]: in_slot[0] box -> slot box */               \
-    X(PRIME_ACT_REDUCE_SCATTER, "reduce_scatter") /* groups[arg]: member p gets chunk p */
+    X(PRIME_ACT_REDUCE_SCATTER, "reduce_scatter") /* groups[arg]: member p gets chunk p */         \
+    X(PRIME_ACT_ALLGATHER, "allgather") /* groups[arg]: member p gives chunk p, gets all */
 
 typedef enum PrimeActOp {
 #define PRIME_X(op, name) op,
@@ -140,7 +141,7 @@ typedef struct PrimeSchedStats {
     long kernels;     /* KERNEL actions */
     long sends;       /* SEND and SEND_BOX actions (counted transfers) */
     long recvs;       /* RECV and RECV_BOX actions */
-    long collectives; /* ALLREDUCE and REDUCE_SCATTER actions */
+    long collectives; /* ALLREDUCE, REDUCE_SCATTER and ALLGATHER actions */
     long steps;       /* STEP actions */
 } PrimeSchedStats;
 

@@ -11,6 +11,9 @@
 #                        processes with --check; the report must equal the
 #                        threads build's (tests/mpi/run_partition.sh;
 #                        labels mpi, run)
+#   mpi/layers/MODEL     the small transformer layers (examples/*_layer.prime),
+#                        Megatron-LM, square-grid and data-parallel runs, as
+#                        4 or 8 processes (tests/run/model_run.sh)
 #
 # Registered only when prime_rt_mpi was built and mpiexec exists. Open MPI
 # needs --allow-run-as-root under root (containers, CI) and --oversubscribe
@@ -97,6 +100,30 @@ foreach(family opt llama2 bloom)
                          ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
                          PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
   endforeach()
+endforeach()
+
+# The batched layers with data parallelism (stdlib/transformer_batched.prime):
+# 2 replicas of Megatron-LM on 2 devices (4 processes; OPT's also with
+# sequence parallelism, whose gathers are all-gather collectives), 2
+# replicas of the 2 x 2 square grid (8 processes), and OPT as 4
+# data-parallel replicas. --check compares the gradients with the dense
+# reference over the whole batch, and the counted bytes (the replicas'
+# gradient all-reduces included) with the prediction.
+foreach(case opt:dp:4 opt:megatron_dp:4 opt:megatron_sp_dp:4 opt:square_dp:8
+             llama2:megatron_dp:4 llama2:square_dp:8 bloom:megatron_dp:4 bloom:square_dp:8)
+  string(REPLACE ":" ";" parts ${case})
+  list(GET parts 0 family)
+  list(GET parts 1 plan)
+  list(GET parts 2 nproc)
+  set(name ${family}_small_${plan})
+  add_test(NAME mpi/layers/${name}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh mpi:${nproc} $<TARGET_FILE:primec>
+                   ${CMAKE_SOURCE_DIR}/examples/${family}_layer.prime ${name}
+                   ${PRIMEC_MPI_RUN_DIR}/layers/${name}
+                   ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
+  set_tests_properties(mpi/layers/${name} PROPERTIES LABELS "mpi;run" TIMEOUT 600
+                       ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
+                       PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
 
 # The max-reduction models of tests/max/ (tests/max.cmake) as 4 MPI

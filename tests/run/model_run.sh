@@ -3,7 +3,7 @@
 #
 # One run test of one model of an example file (tests/layers.cmake):
 #   d1    the model on one device: its `mesh(d: 4)` becomes `mesh(d: 1)`
-#   mpi   built with --target mpi and run as 4 MPI processes
+#   mpi   built with --target mpi and run as 4 MPI processes; mpi:N as N
 #   plan  `primec plan` chooses its partitions (-o planned.prime), and the
 #         planned model is built and run; plan:LIMIT plans under
 #         --memory-limit LIMIT, plan:LIMIT:MESH also on --mesh MESH,
@@ -24,13 +24,15 @@ fail() {
 rm -rf "$dir"
 mkdir -p "$dir" || fail "cannot create $dir"
 target=cpu
+nproc=4
 case $mode in
 d1)
     sed 's/mesh(d: 4);/mesh(d: 1);/' "$file" >"$dir/model.prime" || fail "cannot copy $file"
     file=$dir/model.prime
     ;;
-mpi)
+mpi | mpi:*)
     target=mpi
+    [ "$mode" = mpi ] || nproc=${mode#mpi:}
     ;;
 plan | plan:*)
     limit=
@@ -63,8 +65,8 @@ plan | plan:*)
     ;;
 esac
 exe=$("$primec" build "$file" --model "$model" --target "$target" -o "$dir/bin") || fail "primec build"
-if [ "$mode" = mpi ]; then
-    "$@" -np 4 "$exe" --check >"$dir/run.out" 2>&1
+if [ "$target" = mpi ]; then
+    "$@" -np "$nproc" "$exe" --check >"$dir/run.out" 2>&1
 else
     "$exe" --check >"$dir/run.out" 2>&1
 fi

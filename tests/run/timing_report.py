@@ -104,7 +104,7 @@ def check_trace(trace, j):
         rank = j["ranks"][r]
         sends = [e for e in comm if e["name"].startswith("send ")]
         recvs = [e for e in comm if e["name"].startswith("recv from ")]
-        colls = [e for e in comm if e["name"] in ("allreduce", "reduce_scatter")]
+        colls = [e for e in comm if e["name"] in ("allreduce", "reduce_scatter", "allgather")]
         if len(sends) != rank["sends"]:
             fail("device %d: %d send spans, %d sends counted" % (r, len(sends), rank["sends"]))
         if len(colls) != rank["collectives"]:

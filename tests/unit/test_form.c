@@ -158,7 +158,8 @@ static int check_schedule(const Schedule *s) {
                     assert_memory_equal(v.offsets[got->arg], ph->offsets[want->arg],
                                         sizeof(long[8]));
                 } else if (want->op == PRIME_ACT_ALLREDUCE ||
-                           want->op == PRIME_ACT_REDUCE_SCATTER) {
+                           want->op == PRIME_ACT_REDUCE_SCATTER ||
+                           want->op == PRIME_ACT_ALLGATHER) {
                     const Collective *c = ph->groups.items[want->arg];
                     assert_int_equal(v.groups[got->arg].size, c->gsize);
                     assert_memory_equal(v.groups[got->arg].ranks, c->group,
