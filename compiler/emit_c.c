@@ -696,7 +696,7 @@ static void emit_tensors(Emitter *e, const TensorRuns *truns) {
 }
 
 char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
-                     const char *source_name, size_t *len) {
+                     const char *source_name, const EmitCHooks *hooks, size_t *len) {
     Emitter e;
     printer_init(&e.p);
     e.s = s;
@@ -815,8 +815,11 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
                    "value_weight};\n\n",
                    m->name, ndev, 2 * m->ntensors, runs->nemitted, 4.0, form->predicted_uniform,
                    runs->nruns, truns->nruns, truns->nruns ? "tensor_runs" : "NULL", nvalue_runs);
-    printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
-                      "argc, argv);\n}\n");
+    if (hooks && hooks->print_main)
+        hooks->print_main(p, s);
+    else
+        printer_printf(p, "int main(int argc, char **argv)\n{\n    return "
+                          "prime_program_main(&program, argc, argv);\n}\n");
     free(e.kernel_of);
     free(reference_of);
     free(reference64_of);
