@@ -181,7 +181,8 @@ static PrimeStatus cuda_kernel(PrimeDev *dev, const PrimePhase *phase, float *ou
         snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
         return cuda_fail(dev, err);
     }
-    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, index, out, in, off, err, sizeof err))
+    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, index, phase->kernels[0], out, in, off,
+                   err, sizeof err))
         return cuda_fail(dev, err);
     return PRIME_OK;
 }

@@ -302,8 +302,9 @@ static int next_marks(PcuDev *d, cudaEvent_t **pair, char *err, size_t cap) {
     return 0;
 }
 
-extern "C" int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, float *out, const float *const *in,
-                          const long *off, char *err, size_t cap) {
+extern "C" int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn, float *out,
+                          const float *const *in, const long *off, char *err, size_t cap) {
+    (void)host_fn;
     if (use_gpu(d, err, cap))
         return 1;
     cudaStream_t s = d->stream[PCU_COMPUTE];

@@ -13,6 +13,11 @@
  * "cudaMallocAsync: out of memory (cudaErrorMemoryAllocation)".
  * Functions that enqueue work return once it is enqueued; only
  * pcu_upload, pcu_download and pcu_finish wait for the device.
+ *
+ * pcu_host.c implements the same interface on the host (memory from
+ * malloc, every "stream" in order on the calling thread), so that the
+ * CUDA table's matching, collectives and counters run in tests on
+ * machines without a GPU (the library prime_rt_cuda_host).
  */
 #ifndef PRIME_CUDA_DEV_H
 #define PRIME_CUDA_DEV_H
@@ -61,11 +66,14 @@ int pcu_copy(PcuDev *d, int stream, float *dst, const float *src, size_t n, char
 /* dst[i] += src[i], or the maximum, on `stream`. */
 int pcu_combine(PcuDev *d, int stream, float *dst, const float *src, size_t n, int max, char *err,
                 size_t cap);
+/* The emitted C kernel of a phase (PrimeKernelFn). */
+typedef void (*PcuHostFn)(float *out, const float *const *in, const long *off);
+
 /* Runs fn(index, ...) on the compute stream between two timing events;
  * a non-zero return of fn is reported as a cuBLAS status or a failed
- * launch. */
-int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, float *out, const float *const *in,
-               const long *off, char *err, size_t cap);
+ * launch. The host emulation (pcu_host.c) runs host_fn instead. */
+int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn, float *out,
+               const float *const *in, const long *off, char *err, size_t cap);
 
 /* A new event recorded on `stream` of d. */
 int pcu_mark(PcuDev *d, int stream, PcuEvent **ev, char *err, size_t cap);
