@@ -109,8 +109,8 @@ extern "C" int pcu_open(int gpu, PcuDev **out, char *err, size_t cap) {
     if (!rc && (e = cudaDeviceGetDefaultMemPool(&pool, gpu)) != cudaSuccess)
         rc = fail_cuda(err, cap, "cudaDeviceGetDefaultMemPool", e);
     uint64_t keep = UINT64_MAX;
-    if (!rc && (e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)) !=
-                   cudaSuccess)
+    if (!rc &&
+        (e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)) != cudaSuccess)
         rc = fail_cuda(err, cap, "cudaMemPoolSetAttribute", e);
     if (rc) {
         pcu_close(d);
@@ -245,7 +245,7 @@ extern "C" int pcu_copy_box(PcuDev *d, int stream, int rank, const long *ext, co
     if (total <= 0)
         return 0;
     pcu_box_kernel<<<blocks_for((size_t)total), PCU_THREADS, 0, d->stream[stream]>>>(b, total, src,
-                                                                                      dst);
+                                                                                     dst);
     PCU_TRY(cudaGetLastError());
     return 0;
 }
@@ -256,8 +256,8 @@ extern "C" int pcu_copy(PcuDev *d, int stream, float *dst, const float *src, siz
         return 1;
     if (n == 0)
         return 0;
-    PCU_TRY(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
-                            d->stream[stream]));
+    PCU_TRY(
+        cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, d->stream[stream]));
     return 0;
 }
 

@@ -17,7 +17,7 @@
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
         if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "gemm_bench: %s: %s\n", #call, cudaGetErrorString(e_));               \
+            fprintf(stderr, "gemm_bench: %s: %s\n", #call, cudaGetErrorString(e_));                \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
