@@ -11,12 +11,18 @@
  * collectives' meeting, chunking and reductions, the uploads and
  * downloads of the driver, and the counters. It says nothing about the
  * ordering of real streams, which only a GPU shows (tests/gpu/run.sh).
+ *
+ * PCU_HOST_FAIL=CALL:N (CALL alloc, kernel or copy; read once) makes the
+ * N-th such call of the process (from 0) fail as a CUDA call would, so
+ * tests see the runtime turn a device error into a message naming the
+ * rank and the call, and every other device stop instead of waiting.
  */
 #include "prime_cuda_dev.h"
 
 #include "prime_rt.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +36,35 @@ struct PcuDev {
 struct PcuEvent {
     int recorded;
 };
+
+enum { FAIL_ALLOC, FAIL_KERNEL, FAIL_COPY, FAIL_KINDS };
+
+/* Whether this call of `kind` is the one PCU_HOST_FAIL names; then err
+ * says so as CUDA would. */
+static int injected(int kind, const char *call, char *err, size_t cap) {
+    static const char *const names[FAIL_KINDS] = {"alloc", "kernel", "copy"};
+    static atomic_int calls[FAIL_KINDS];
+    static atomic_int target_kind = -2; /* -2: not read yet, -1: none */
+    static atomic_long target_n;
+    if (atomic_load(&target_kind) == -2) {
+        const char *env = getenv("PCU_HOST_FAIL");
+        int k = -1;
+        long n = 0;
+        for (int i = 0; env && i < FAIL_KINDS; ++i) {
+            size_t len = strlen(names[i]);
+            if (strncmp(env, names[i], len) == 0 && env[len] == ':') {
+                k = i;
+                n = strtol(env + len + 1, NULL, 10);
+            }
+        }
+        atomic_store(&target_n, n);
+        atomic_store(&target_kind, k);
+    }
+    if (atomic_load(&target_kind) != kind || atomic_fetch_add(&calls[kind], 1) != target_n)
+        return 0;
+    snprintf(err, cap, "%s: an emulated failure (PCU_HOST_FAIL)", call);
+    return 1;
+}
 
 int pcu_device_count(int *count, char *err, size_t cap) {
     (void)err;
@@ -58,6 +93,9 @@ void pcu_close(PcuDev *d) {
 
 int pcu_alloc(PcuDev *d, float **p, size_t n, int neg_inf, char *err, size_t cap) {
     (void)d;
+    *p = NULL;
+    if (injected(FAIL_ALLOC, "cudaMallocAsync", err, cap))
+        return 1;
     *p = calloc(n ? n : 1, sizeof(float));
     if (!*p) {
         snprintf(err, cap, "malloc: out of host memory (%zu floats)", n);
@@ -103,6 +141,8 @@ int pcu_copy_box(PcuDev *d, int stream, int rank, const long *ext, const float *
 
 int pcu_copy(PcuDev *d, int stream, float *dst, const float *src, size_t n, char *err, size_t cap) {
     (void)stream;
+    if (injected(FAIL_COPY, "cudaMemcpyAsync", err, cap))
+        return 1;
     return pcu_upload(d, dst, src, n, err, cap);
 }
 
@@ -122,6 +162,8 @@ int pcu_combine(PcuDev *d, int stream, float *dst, const float *src, size_t n, i
 int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn, float *out,
                const float *const *in, const long *off, char *err, size_t cap) {
     (void)fn;
+    if (injected(FAIL_KERNEL, "cublasSgemm", err, cap))
+        return 1;
     if (!host_fn) {
         snprintf(err, cap, "phase %d has no kernel", index);
         return 1;

@@ -846,9 +846,10 @@ static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *devic
             st = shared == PRIME_ERR_TIMEOUT ? shared : PRIME_ERR_TRANSPORT;
         for (int r = 0; r < prog->ndev && st == PRIME_OK; ++r)
             st = run.status[r];
-        /* A device whose call failed aborts the others: its failure is the
+        /* A device whose call failed aborts the world (which the threads
+         * world reports as a timeout) and the others: its failure is the
          * run's. */
-        for (int r = 0; r < prog->ndev && st == PRIME_ERR_ABORTED; ++r)
+        for (int r = 0; r < prog->ndev && (st == PRIME_ERR_ABORTED || st == PRIME_ERR_TIMEOUT); ++r)
             if (run.status[r] == PRIME_ERR_DEVICE)
                 st = PRIME_ERR_DEVICE;
         if (st == PRIME_ERR_TIMEOUT || st == PRIME_ERR_ABORTED) {
