@@ -31,6 +31,9 @@
  *
  * Waits here poll the world's abort flag, so a device that failed (a
  * CUDA call: the world is aborted) or timed out releases every other.
+ * Once the world is aborted nothing more is matched, and tiles are no
+ * longer freed but kept until the world goes (a copy or a collective of
+ * another device may still be reading them).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "prime_cuda.h"
@@ -84,6 +87,11 @@ typedef struct CudaDev {
     CudaWorld *cw;
     const PrimePhase *last_phase; /* the last kernel's phase and its index */
     int last_index;
+    /* Tiles freed after the world aborted: another device's copy or
+     * collective may still read them, so they go when the world does. */
+    float **deferred;
+    size_t ndeferred;
+    size_t cap_deferred;
 } CudaDev;
 
 struct CudaWorld {
@@ -124,11 +132,26 @@ static float *cuda_alloc(PrimeDev *dev, size_t n, int combine) {
     return p;
 }
 
+/* Keeps p until the world goes; 0 when out of memory. */
+static int defer_free(CudaDev *cd, float *p) {
+    if (cd->ndeferred == cd->cap_deferred) {
+        size_t ncap = cd->cap_deferred ? 2 * cd->cap_deferred : 64;
+        float **grown = realloc(cd->deferred, sizeof *grown * ncap);
+        if (!grown)
+            return 0;
+        cd->deferred = grown;
+        cd->cap_deferred = ncap;
+    }
+    cd->deferred[cd->ndeferred++] = p;
+    return 1;
+}
+
 static void cuda_free(PrimeDev *dev, float *p, size_t n) {
     char err[ERR_CAP];
     if (!p)
         return;
-    if (pcu_free(cuda_dev(dev)->pcu, p, err, sizeof err))
+    CudaDev *cd = cuda_dev(dev);
+    if (!(world_aborted(dev) && defer_free(cd, p)) && pcu_free(cd->pcu, p, err, sizeof err))
         cuda_fail(dev, err);
     prime_dev_count_free(dev, n);
 }
@@ -279,8 +302,15 @@ static PrimeStatus cuda_post(PrimeDev *dev, int send, int peer, int tag, float *
         return cuda_fail(dev, err);
     }
     pthread_mutex_lock(&cd->cw->mu);
-    post_match(cd->cw, p);
+    int aborted = world_aborted(dev);
+    if (!aborted)
+        post_match(cd->cw, p);
     pthread_mutex_unlock(&cd->cw->mu);
+    if (aborted) {
+        pcu_event_free(p->ready);
+        free(p);
+        return prime_rt_fail(dev, PRIME_ERR_ABORTED);
+    }
     req->impl = p;
     return PRIME_OK;
 }
@@ -552,8 +582,14 @@ static void cuda_detach(PrimeWorld *world, void *arg) {
     CudaWorld *cw = arg;
     for (int r = 0; r < world->ndev; ++r)
         prime_dev_set_ops(&world->devs[r], NULL, NULL);
-    for (int r = 0; cw->devs && r < world->ndev; ++r)
-        pcu_close(cw->devs[r].pcu);
+    for (int r = 0; cw->devs && r < world->ndev; ++r) {
+        CudaDev *cd = &cw->devs[r];
+        char err[ERR_CAP];
+        for (size_t i = 0; i < cd->ndeferred; ++i)
+            (void)pcu_free(cd->pcu, cd->deferred[i], err, sizeof err);
+        free(cd->deferred);
+        pcu_close(cd->pcu);
+    }
     while (cw->unmatched) {
         Post *p = cw->unmatched;
         cw->unmatched = p->next;
