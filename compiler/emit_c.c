@@ -739,7 +739,7 @@ static int emit_weight_sources(Printer *p, const Model *m) {
 }
 
 char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
-                     const char *source_name, size_t *len) {
+                     const char *source_name, const EmitCHooks *hooks, size_t *len) {
     Emitter e;
     printer_init(&e.p);
     e.s = s;
@@ -865,10 +865,14 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     printer_printf(p, "const PrimeProgram *prime_model_%s(void);\n", m->name);
     printer_printf(p, "const PrimeProgram *prime_model_%s(void)\n{\n    return &program;\n}\n\n",
                    m->name);
-    printer_printf(p, "#ifndef PRIME_MODEL_LIBRARY\n");
-    printer_printf(p, "int main(int argc, char **argv)\n{\n    return prime_program_main(&program, "
-                      "argc, argv);\n}\n");
-    printer_printf(p, "#endif\n");
+    if (hooks && hooks->print_main) {
+        hooks->print_main(p, s);
+    } else {
+        printer_printf(p, "#ifndef PRIME_MODEL_LIBRARY\n");
+        printer_printf(p, "int main(int argc, char **argv)\n{\n    return "
+                          "prime_program_main(&program, argc, argv);\n}\n");
+        printer_printf(p, "#endif\n");
+    }
     free(e.kernel_of);
     free(reference_of);
     free(reference64_of);

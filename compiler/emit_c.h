@@ -17,8 +17,18 @@
 #include "form.h"
 #include "schedule.h"
 
-/* Returns the program text (malloc'ed, unformatted). */
+#include "printer.h"
+
+/* What a target other than cpu and mpi changes in the program: its main
+ * (after the `program` table; NULL: prime_program_main's). The CUDA
+ * target's (emit_cuda.h) calls prime_cuda_main with the kernels of the
+ * .cu file. */
+typedef struct EmitCHooks {
+    void (*print_main)(Printer *p, const Schedule *s);
+} EmitCHooks;
+
+/* Returns the program text (malloc'ed, unformatted); hooks may be NULL. */
 char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
-                     const char *source_name, size_t *len);
+                     const char *source_name, const EmitCHooks *hooks, size_t *len);
 
 #endif

@@ -47,13 +47,14 @@ static void print_header(Printer *p, const Schedule *s, const char *source_name)
                    " *\n"
                    " * The tile kernel of every compute phase as CUDA: one host function\n"
                    " * per distinct kernel (cuBLAS for GEMM nodes, a __global__ kernel per\n"
-                   " * loop node) and prime_cuda_phases, each phase's function (NULL: no\n"
-                   " * compute). The schedule runtime for CUDA is not there yet: this file\n"
-                   " * has no main and is compiled to an object only (docs/cuda.md).\n"
+                   " * loop node), prime_cuda_phases, each phase's function (NULL: no\n"
+                   " * compute), and prime_cuda_run_phase, which the CUDA runtime calls\n"
+                   " * (runtime/prime_cuda.h). The program's tables and main are in\n"
+                   " * %s.c (docs/cuda.md).\n"
                    " */\n",
-                   s->model->name, source_name, s->model->name);
+                   s->model->name, source_name, s->model->name, s->model->name);
     printer_printf(p, "#include <cublas_v2.h>\n#include <cuda_runtime.h>\n#include <math.h>\n\n"
-                      "#include \"prime_cuda_math.cuh\"\n\n");
+                      "#include \"prime_cuda.h\"\n#include \"prime_cuda_math.cuh\"\n\n");
 }
 
 char *emit_cuda_program(const Schedule *s, const SourceMap *sources, const char *source_name,
@@ -105,7 +106,16 @@ char *emit_cuda_program(const Schedule *s, const SourceMap *sources, const char 
     }
     if (n == 0)
         printer_printf(&p, "    NULL,\n");
-    printer_printf(&p, "};\n");
+    printer_printf(&p, "};\n\n");
+    printer_printf(
+        &p, "extern \"C\" int prime_cuda_run_phase(int index, void *cublas, void *stream,\n"
+            "    float *out, const float *const *in, const long *off)\n"
+            "{\n"
+            "    if (index < 0 || index >= prime_cuda_nphases || !prime_cuda_phases[index])\n"
+            "        return -2;\n"
+            "    return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream,\n"
+            "        out, in, off);\n"
+            "}\n");
     for (int i = 0; i < n; ++i)
         free(keys[i]);
     free(keys);
@@ -158,3 +168,15 @@ int cuda_compile(const char *nvcc, const char *include_dir, const char *src, con
     free(cmd);
     return status == 0;
 }
+
+static void print_cuda_main(Printer *p, const Schedule *s) {
+    printer_printf(p,
+                   "/* The tile kernels are %s.cu's: the schedule runs on CUDA devices. */\n"
+                   "#include \"prime_cuda.h\"\n\n",
+                   s->model->name);
+    printer_printf(p, ""
+                      "int main(int argc, char **argv)\n{\n    return prime_cuda_main(&program, "
+                      "prime_cuda_run_phase, argc, argv);\n}\n");
+}
+
+const EmitCHooks emit_cuda_c_hooks = {print_cuda_main};

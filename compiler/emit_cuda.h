@@ -10,6 +10,7 @@
 #ifndef PRIMEC_EMIT_CUDA_H
 #define PRIMEC_EMIT_CUDA_H
 
+#include "emit_c.h"
 #include "schedule.h"
 #include "source.h"
 
@@ -17,6 +18,10 @@
  * phase's `.prime` position in its comment. */
 char *emit_cuda_program(const Schedule *s, const SourceMap *sources, const char *source_name,
                         size_t *len);
+
+/* The C program's main for the CUDA target: prime_cuda_main with the
+ * .cu's prime_cuda_run_phase (runtime/prime_cuda.h). */
+extern const EmitCHooks emit_cuda_c_hooks;
 
 /* The nvcc to compile with: cc when given, else nvcc on PATH, else
  * /usr/local/cuda/bin/nvcc; NULL when none exists. */

@@ -61,9 +61,9 @@ static void usage(FILE *out) {
         "                         (on --profile P, default v100) into DIR (see docs/svg.md)\n"
         "  --target cpu|mpi|cuda  build: the backend (cpu: a thread per device; mpi: an MPI "
         "process each;\n"
-        "                         cuda: the kernels as CUDA, compiled to an object by nvcc)\n"
+        "                         cuda: every device on a GPU, kernels by nvcc, see docs/cuda.md)\n"
         "  -o DIR                 build: output directory (default: .)\n"
-        "  --emit-only            build: write the C file but do not compile it\n"
+        "  --emit-only            build: write the C (and .cu) file but do not compile it\n"
         "  --library              build: DIR/libM.a and DIR/M.h (the program without main:\n"
         "                         prime_program_main(prime_model_M(), argc, argv) runs it)\n"
         "  --cc CC                build: the C compiler (default: %s; cuda: nvcc)\n"
@@ -133,15 +133,23 @@ static int stdout_ok(void) {
  * adds MPI's own flags, and exists only when primec was built with MPI.
  * The runtime's headers and libraries are the installed ones or the build
  * tree's (paths.h). */
+typedef enum BuildLib { LIB_RT, LIB_RT_MPI, LIB_RT_CUDA } BuildLib;
+
 typedef struct BuildTarget {
     const char *name, *cc, *link;
-    int mpi; /* links prime_rt_mpi instead of prime_rt */
+    BuildLib lib; /* which runtime library it links */
 } BuildTarget;
 
+/* cuda: the C part with the C compiler, linked with the .cu's object (nvcc
+ * compiles it, build_cuda), prime_rt_cuda, cuBLAS and the CUDA runtime;
+ * there when primec was built with nvcc. */
 static const BuildTarget build_targets[] = {
-    {"cpu", PRIMEC_CC, PRIMEC_RUNTIME_LINK, 0},
+    {"cpu", PRIMEC_CC, PRIMEC_RUNTIME_LINK, LIB_RT},
 #ifdef PRIMEC_RUNTIME_MPI_LIB
-    {"mpi", PRIMEC_MPICC, PRIMEC_RUNTIME_MPI_LINK, 1},
+    {"mpi", PRIMEC_MPICC, PRIMEC_RUNTIME_MPI_LINK, LIB_RT_MPI},
+#endif
+#ifdef PRIMEC_RUNTIME_CUDA_LIB
+    {"cuda", PRIMEC_CC, PRIMEC_RUNTIME_CUDA_LINK, LIB_RT_CUDA},
 #endif
 };
 
@@ -162,29 +170,34 @@ static const BuildTarget *build_target(const char *name) {
 #define PRIMEC_KERNEL_CFLAGS                                                                       \
     "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math"
 
-/* Compiles src into the executable out, or, given obj, into the object obj
- * and the static library out (an archive of obj, without main). */
-static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *out,
-                  const char *obj) {
+/* Compiles src (and links link_obj, when not NULL) into the executable
+ * out; or, given lib_obj, src into the object lib_obj and the static
+ * library out (an archive of lib_obj, without main). */
+static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *link_obj,
+                  const char *out, const char *lib_obj) {
     const PrimecPaths *paths = primec_paths();
-    const char *lib = t->mpi ? paths->runtime_mpi_lib : paths->runtime_lib;
-    size_t n = strlen(cc) + strlen(src) + 3 * strlen(out) + (obj ? 2 * strlen(obj) : 0) +
-               strlen(paths->runtime_include) + strlen(lib) + strlen(t->link) +
-               strlen(PRIMEC_RUNTIME_CFLAGS) + 256;
+    const char *lib = t->lib == LIB_RT_MPI    ? paths->runtime_mpi_lib
+                      : t->lib == LIB_RT_CUDA ? paths->runtime_cuda_lib
+                                              : paths->runtime_lib;
+    size_t n = strlen(cc) + strlen(src) + 3 * strlen(out) + strlen(paths->runtime_include) +
+               strlen(lib) + strlen(t->link) + strlen(PRIMEC_RUNTIME_CFLAGS) +
+               (link_obj ? strlen(link_obj) : 0) + (lib_obj ? 2 * strlen(lib_obj) : 0) + 256;
     char *cmd = malloc(n);
     if (!cmd)
         return 0;
-    if (obj)
+    if (lib_obj)
         snprintf(cmd, n,
                  "%s -std=c11 " PRIMEC_KERNEL_CFLAGS
                  " -Wall -Wextra -Werror %s -DPRIME_MODEL_LIBRARY -I'%s' -c '%s' -o '%s'"
                  " && rm -f '%s' && ar rcs '%s' '%s'",
-                 cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, obj, out, out, obj);
+                 cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, lib_obj, out, out,
+                 lib_obj);
     else
         snprintf(cmd, n,
                  "%s -std=c11 " PRIMEC_KERNEL_CFLAGS
-                 " -Wall -Wextra -Werror %s -I'%s' '%s' -o '%s' '%s' %s",
-                 cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, out, lib, t->link);
+                 " -Wall -Wextra -Werror %s -I'%s' '%s' %s%s%s -o '%s' '%s' %s",
+                 cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, link_obj ? "'" : "",
+                 link_obj ? link_obj : "", link_obj ? "'" : "", out, lib, t->link);
     int status = system(cmd);
     free(cmd);
     return status == 0;
@@ -209,21 +222,23 @@ static int write_model_header(const char *path, const char *model) {
     return fclose(f) == 0;
 }
 
-/* build --target cuda: DIR/M.cu, and with nvcc (no --emit-only) DIR/M.o. */
-static int build_cuda(Compilation *c, const Schedule *s, const char *outdir, const char *nvcc) {
+/* build --target cuda, before the C part: DIR/M.cu, and with nvcc (no
+ * --emit-only) its object DIR/M.o, which *obj names then. */
+static int build_cuda(Compilation *c, const Schedule *s, const char *outdir, const char *nvcc,
+                      const char **obj) {
     size_t len;
     char *text = emit_cuda_program(s, &c->sources, c->input ? c->input : "<none>", &len);
     char *src = arena_printf(c->arena, "%s/%s.cu", outdir, s->model->name);
-    char *obj = arena_printf(c->arena, "%s/%s.o", outdir, s->model->name);
+    *obj = nvcc ? arena_printf(c->arena, "%s/%s.o", outdir, s->model->name) : NULL;
     int rc = EXIT_OK;
     if (!write_file(src, text, len)) {
         fprintf(stderr, "primec: error: cannot write '%s': %s\n", src, strerror(errno));
         rc = EXIT_USAGE;
-    } else if (nvcc && !cuda_compile(nvcc, primec_paths()->runtime_include, src, obj)) {
+    } else if (nvcc && !cuda_compile(nvcc, primec_paths()->runtime_include, src, *obj)) {
         fprintf(stderr, "primec: internal error: nvcc rejected '%s'\n", src);
         rc = EXIT_INTERNAL;
-    } else {
-        printf("%s\n", nvcc ? obj : src);
+    } else if (!nvcc) {
+        printf("%s\n", src);
     }
     free(text);
     return rc;
@@ -237,6 +252,7 @@ static void print_paths(void) {
     printf("runtime include: %s\n", p->runtime_include);
     printf("runtime library: %s\n", p->runtime_lib);
     printf("mpi runtime library: %s\n", p->runtime_mpi_lib ? p->runtime_mpi_lib : "(none)");
+    printf("cuda runtime library: %s\n", p->runtime_cuda_lib ? p->runtime_cuda_lib : "(none)");
     printf("profiles: %s\n", p->profile_dir);
 }
 
@@ -392,6 +408,12 @@ int main(int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
+    if (strcmp(command, "build") == 0 && cuda && !emit_only && !tgt) {
+        fprintf(stderr, "primec: error: target 'cuda' needs a primec built with the CUDA toolkit "
+                        "(its runtime, prime_rt_cuda, was left out; --emit-only writes the "
+                        "sources alone)\n");
+        return EXIT_USAGE;
+    }
     if (strcmp(command, "build") == 0 && !tgt && !cuda) {
         if (strcmp(target, "mpi") == 0)
             fprintf(stderr, "primec: error: target 'mpi' needs a primec built with MPI\n");
@@ -407,6 +429,8 @@ int main(int argc, char **argv) {
                         "targets\n");
         return EXIT_USAGE;
     }
+    if (cuda)
+        cc = PRIMEC_CC; /* --cc named nvcc; the C part is the C compiler's */
 
     if (!input_ok(file))
         return EXIT_USAGE;
@@ -430,6 +454,8 @@ int main(int argc, char **argv) {
     c.nparams = nparams;
     c.params = params;
     c.dump_after = dump_after;
+    if (cuda)
+        c.emit_hooks = &emit_cuda_c_hooks;
     const char *last = strcmp(command, "build") == 0 || dump_after ? "emit" : "schedule";
     int ok = pipeline_run(&c, last);
     int rc = EXIT_OK;
@@ -480,12 +506,12 @@ int main(int argc, char **argv) {
             compilation_free(&c);
             return EXIT_USAGE;
         }
-        for (int i = 0; cuda && i < c.schedules.count && rc == EXIT_OK; ++i)
-            rc = build_cuda(&c, c.schedules.items[i], outdir, nvcc);
-        for (int i = 0; !cuda && i < c.emitted.count && rc == EXIT_OK; ++i) {
+        for (int i = 0; i < c.emitted.count && rc == EXIT_OK; ++i) {
             const Schedule *s = c.schedules.items[i];
             const char *text = c.emitted.items[i];
-            const char *err = NULL;
+            const char *err = NULL, *obj = NULL;
+            if (cuda && (rc = build_cuda(&c, s, outdir, nvcc, &obj)) != EXIT_OK)
+                break;
             size_t len;
             char *formatted = format_c(text, strlen(text), &len, &err);
             if (!formatted) {
@@ -497,14 +523,15 @@ int main(int argc, char **argv) {
             char *exe = library ? arena_printf(c.arena, "%s/lib%s.a", outdir, s->model->name)
                                 : arena_printf(c.arena, "%s/%s", outdir, s->model->name);
             char *hdr = arena_printf(c.arena, "%s/%s.h", outdir, s->model->name);
-            char *obj = library ? arena_printf(c.arena, "%s/%s.o", outdir, s->model->name) : NULL;
+            char *lib_obj =
+                library ? arena_printf(c.arena, "%s/%s.o", outdir, s->model->name) : NULL;
             if (!write_file(src, formatted, len)) {
                 fprintf(stderr, "primec: error: cannot write '%s': %s\n", src, strerror(errno));
                 rc = EXIT_USAGE;
             } else if (library && !write_model_header(hdr, s->model->name)) {
                 fprintf(stderr, "primec: error: cannot write '%s': %s\n", hdr, strerror(errno));
                 rc = EXIT_USAGE;
-            } else if (!emit_only && !run_cc(tgt, cc, src, exe, obj)) {
+            } else if (!emit_only && !run_cc(tgt, cc, src, obj, exe, lib_obj)) {
                 fprintf(stderr, "primec: internal error: the C compiler rejected '%s'\n", src);
                 rc = EXIT_INTERNAL;
             } else {

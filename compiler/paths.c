@@ -86,6 +86,9 @@ const PrimecPaths *primec_paths(void) {
 #ifdef PRIMEC_RUNTIME_MPI_LIB
     paths.runtime_mpi_lib = PRIMEC_RUNTIME_MPI_LIB;
 #endif
+#ifdef PRIMEC_RUNTIME_CUDA_LIB
+    paths.runtime_cuda_lib = PRIMEC_RUNTIME_CUDA_LIB;
+#endif
     paths.profile_dir = PRIMEC_PROFILE_DIR;
     return &paths;
 }

@@ -20,7 +20,10 @@ typedef struct PrimecPaths {
     const char *runtime_include; /* the directory of prime_rt.h */
     const char *runtime_lib;     /* libprime_rt.a */
     const char *runtime_mpi_lib; /* libprime_rt_mpi.a, or NULL without MPI */
-    const char *profile_dir;     /* the directory of the .profile files */
+    /* libprime_rt_cuda.a in the build tree, or NULL (built without nvcc,
+     * or installed: the CUDA runtime is not installed) */
+    const char *runtime_cuda_lib;
+    const char *profile_dir; /* the directory of the .profile files */
 } PrimecPaths;
 
 /* The paths of this process's primec, worked out on the first call. */

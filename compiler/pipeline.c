@@ -396,7 +396,8 @@ static int pass_emit(Compilation *c) {
         size_t len;
         const Schedule *s = c->schedules.items[i];
         const ScheduleForm *form = form_build(c->arena, s);
-        char *text = emit_c_program(c->arena, s, form, c->input ? c->input : "<none>", &len);
+        char *text =
+            emit_c_program(c->arena, s, form, c->input ? c->input : "<none>", c->emit_hooks, &len);
         char *copy = arena_strndup(c->arena, text, len);
         free(text);
         ptrvec_push(c->arena, &c->emitted, copy);

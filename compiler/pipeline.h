@@ -44,6 +44,8 @@ typedef struct Compilation {
     PtrVec slice_tables; /* SliceTable*, one per instance of every selected model */
     PtrVec phase_lists;  /* PhaseList*, one per selected model */
     const char *emit_target;
+    /* What the emitted C's target changes (emit_c.h); NULL: cpu and mpi. */
+    const struct EmitCHooks *emit_hooks;
     PtrVec emitted;   /* char*: emitted program text per schedule */
     const char *pass; /* the pass running, or the last one run; NULL before */
 } Compilation;

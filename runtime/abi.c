@@ -62,6 +62,8 @@ const char *prime_status_name(PrimeStatus status) {
         return "timed out waiting for a peer";
     case PRIME_ERR_ABORTED:
         return "aborted after another device timed out";
+    case PRIME_ERR_DEVICE:
+        return "a device call failed";
     }
     return "unknown status";
 }

@@ -10,6 +10,7 @@
  *   prime_rt      threads: world_threads.c, transport_threads.c
  *                 (private structures in threads_internal.h)
  *   prime_rt_mpi  MPI: world_mpi.c
+ *   prime_rt_cuda threads with the CUDA table of operations (prime_cuda.c)
  *
  * The common objects touch only the fields declared here and reach the
  * transport only through prime_rt_post_send / prime_rt_post_recv /
@@ -105,6 +106,11 @@ struct PrimeDev {
     char note[PRIME_RT_FAILURE_MAX];
 
     PrimeDevBackend *be; /* NULL for an MPI mirror */
+
+    /* The device's table of operations (prime_devops.h; NULL: the host's)
+     * and that table's state; set between runs. */
+    const struct PrimeDevOps *ops;
+    void *ops_state;
 };
 
 struct PrimeWorld {

@@ -20,10 +20,15 @@
  * process prints, for its devices, which rank waited for whom, where).
  * After a timeout with MPI the processes cannot agree on anything: each
  * one that timed out exits with 4 at once and the launcher ends the rest.
+ *
+ * Tiles are reached through the device's table (prime_devops.h): on a
+ * device whose tiles are not host memory (CUDA), the filled tiles are
+ * packed on the host and uploaded, and the checked ones downloaded.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "prime_program.h"
 
+#include "prime_devops.h"
 #include "prime_weights.h"
 
 #include "prime_progress.h"
@@ -96,23 +101,33 @@ static PrimeStatus fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
     const PrimeTensorDesc *t = &run->prog->tensors[tensor];
     const int rank = prime_dev_rank(dev);
     PrimeStore *st = &run->stores[rank];
+    const PrimeDevOps *ops = prime_dev_ops(dev);
     static const long zero[PRIME_MAX_DIMS] = {0};
-    for (int i = 0; i < prime_layout_count(&t->fill_layout, rank); ++i) {
+    size_t n = (size_t)elems_of(t->tile, t->ndims);
+    float *host = ops->upload ? malloc(sizeof(float) * (n ? n : 1)) : NULL;
+    if (ops->upload && !host)
+        return prime_dev_fail_text(dev, PRIME_ERR_NOMEM, "out of memory for a tile's upload");
+    PrimeStatus status = PRIME_OK;
+    for (int i = 0; i < prime_layout_count(&t->fill_layout, rank) && status == PRIME_OK; ++i) {
         long off[PRIME_MAX_DIMS], id;
         int s;
         prime_layout_tile(run->prog, &t->fill_layout, rank, i, &id, &s);
         prime_tile_offset(t, id, off);
         float *slot = st->slots[tensor][s];
+        float *dst = host ? host : slot;
         if (run->whole[t->value])
-            prime_copy_box(t->ndims, t->tile, run->whole[t->value], t->shape, off, slot, t->tile,
+            prime_copy_box(t->ndims, t->tile, run->whole[t->value], t->shape, off, dst, t->tile,
                            zero);
-        else if (prime_weights_read_box(run->wfiles, t->value, t, off, t->tile, slot) != 0)
-            return PRIME_ERR_NOMEM;
+        else if (prime_weights_read_box(run->wfiles, t->value, t, off, t->tile, dst) != 0)
+            status = prime_dev_fail_text(dev, PRIME_ERR_NOMEM, "out of memory reading a tile");
+        if (host && status == PRIME_OK)
+            status = ops->upload(dev, slot, host, n);
     }
-    return PRIME_OK;
+    free(host);
+    return status;
 }
 
-static void check_rank(PrimeDev *dev, Run *run);
+static PrimeStatus check_rank(PrimeDev *dev, Run *run);
 
 static void rank_main(PrimeDev *dev, void *arg) {
     Run *run = arg;
@@ -135,7 +150,7 @@ static void rank_main(PrimeDev *dev, void *arg) {
             }
     }
     if (st == PRIME_OK && run->check)
-        check_rank(dev, run);
+        st = check_rank(dev, run);
     if (st == PRIME_OK && run->grads)
         prime_grads_collect(run->grads, prog, rank, &run->stores[rank]);
     prime_store_release(dev, &run->stores[rank]);
@@ -259,10 +274,12 @@ static long global_index(const PrimeTensorDesc *t, const long *off, long e) {
 }
 
 /* Compares every tile this rank holds at the end with the fp64 reference. */
-static void check_rank(PrimeDev *dev, Run *run) {
+static PrimeStatus check_rank(PrimeDev *dev, Run *run) {
     const PrimeProgram *prog = run->prog;
     const int rank = prime_dev_rank(dev);
-    for (int tensor = 0; tensor < prog->ntensors; ++tensor) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    PrimeStatus status = PRIME_OK;
+    for (int tensor = 0; tensor < prog->ntensors && status == PRIME_OK; ++tensor) {
         const PrimeTensorDesc *t = &prog->tensors[tensor];
         if (!t->check)
             continue;
@@ -270,7 +287,10 @@ static void check_rank(PrimeDev *dev, Run *run) {
         double scale = run->scale64[tensor], worst = 0;
         const double *ref = run->ref64[t->value];
         unsigned char *seen = run->seen + (size_t)rank * run->seen_stride + run->seen_off[tensor];
-        for (int i = 0; i < prime_layout_count(&t->final_layout, rank); ++i) {
+        float *host = ops->download ? malloc(sizeof(float) * (size_t)(tile_n ? tile_n : 1)) : NULL;
+        if (ops->download && !host)
+            return prime_dev_fail_text(dev, PRIME_ERR_NOMEM, "out of memory for a tile's download");
+        for (int i = 0; i < prime_layout_count(&t->final_layout, rank) && status == PRIME_OK; ++i) {
             long id, off[PRIME_MAX_DIMS];
             int s;
             prime_layout_tile(prog, &t->final_layout, rank, i, &id, &s);
@@ -278,6 +298,12 @@ static void check_rank(PrimeDev *dev, Run *run) {
             const float *slot = run->stores[rank].slots[tensor][s];
             if (!slot)
                 continue;
+            if (host) {
+                status = ops->download(dev, host, slot, (size_t)tile_n);
+                slot = host;
+                if (status != PRIME_OK)
+                    break;
+            }
             seen[id] = 1;
             for (long e = 0; e < tile_n; ++e) {
                 double d = fabs((double)slot[e] - ref[global_index(t, off, e)]) / scale;
@@ -287,8 +313,10 @@ static void check_rank(PrimeDev *dev, Run *run) {
                     worst = d;
             }
         }
+        free(host);
         run->err[rank * prog->ntensors + tensor] = worst;
     }
+    return status;
 }
 
 static void usage(const char *argv0) {
@@ -451,7 +479,8 @@ static int say_timeout(const PrimeProgram *prog, const PrimeWorld *world, PrimeS
     return EXIT_TIMEOUT;
 }
 
-static int run_program(const PrimeProgram *prog, int argc, char **argv);
+static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *device, int argc,
+                       char **argv);
 
 /* Every copy's descriptor of a program whose tensors come in runs. */
 static PrimeTensorDesc *expand_tensors(const PrimeProgram *prog, char ***names) {
@@ -515,8 +544,13 @@ static long *expand_values(const PrimeProgram *prog, double **scale, unsigned ch
 }
 
 int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
+    return prime_program_main_device(prog, NULL, argc, argv);
+}
+
+int prime_program_main_device(const PrimeProgram *prog, const PrimeProgramDevice *device, int argc,
+                              char **argv) {
     if (!prog->tensor_runs && !prog->value_runs)
-        return run_program(prog, argc, argv);
+        return run_program(prog, device, argc, argv);
     PrimeProgram full = *prog;
     char **names = NULL;
     PrimeTensorDesc *all = prog->tensor_runs ? expand_tensors(prog, &names) : NULL;
@@ -532,7 +566,7 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
             full.value_scale = scales;
             full.value_weight = weights;
         }
-        rc = run_program(&full, argc, argv);
+        rc = run_program(&full, device, argc, argv);
     } else {
         fprintf(stderr, "%s: out of memory or a corrupt tensor table\n", prog->name);
     }
@@ -617,11 +651,17 @@ static int save_grads(const PrimeProgram *prog, PrimeWorld *world, const Options
     return prime_world_is_root(world) ? prime_grads_write(grads, prog, names, opt->save_grads) : 0;
 }
 
-static int run_program(const PrimeProgram *prog, int argc, char **argv) {
+static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *device, int argc,
+                       char **argv) {
     Options opt;
     int parsed = parse_options(prog->name, argc, argv, &opt);
     if (parsed != 0)
         return parsed == 1 ? 0 : 2;
+    if (device && opt.save_grads) {
+        fprintf(stderr, "%s: --save-grads is not available on %s devices\n", prog->name,
+                device->name);
+        return 2;
+    }
     /* Before the first allocation, and again before the first GEMMs. */
     need_blas_room(prog, prime_local_devices(prog->ndev), 0, "the devices");
     const int check = opt.check, repeat = opt.repeat, fan_in = opt.fan_in;
@@ -766,6 +806,11 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
                     prime_status_name(created));
         return created == PRIME_ERR_ARG ? 2 : created == PRIME_ERR_TIMEOUT ? EXIT_TIMEOUT : 3;
     }
+    if (device && device->attach(world, device->arg) != PRIME_OK) {
+        prime_world_destroy(world);
+        run_free(&run);
+        return 3;
+    }
     const int root = prime_world_is_root(world);
     FILE *out = root ? stdout : NULL;
     /* Output paths are checked, by the process that writes them, before
@@ -822,9 +867,19 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
             st = shared == PRIME_ERR_TIMEOUT ? shared : PRIME_ERR_TRANSPORT;
         for (int r = 0; r < prog->ndev && st == PRIME_OK; ++r)
             st = run.status[r];
+        /* A device whose call failed aborts the world (which the threads
+         * world reports as a timeout) and the others: its failure is the
+         * run's. */
+        for (int r = 0; r < prog->ndev && (st == PRIME_ERR_ABORTED || st == PRIME_ERR_TIMEOUT); ++r)
+            if (run.status[r] == PRIME_ERR_DEVICE)
+                st = PRIME_ERR_DEVICE;
         if (st == PRIME_ERR_TIMEOUT || st == PRIME_ERR_ABORTED) {
             rc = say_timeout(prog, world, st, opt.timeout);
         } else if (st != PRIME_OK) {
+            /* What a device's table said about its failure (a CUDA call). */
+            for (int r = 0; r < prog->ndev; ++r)
+                if (prime_world_failure(world, r))
+                    fprintf(stderr, "%s: %s\n", prog->name, prime_world_failure(world, r));
             if (root)
                 fprintf(stderr, "%s: run failed: %s\n", prog->name, prime_status_name(st));
             rc = 3;
@@ -961,6 +1016,8 @@ static int run_program(const PrimeProgram *prog, int argc, char **argv) {
     if (agreed == EXIT_TIMEOUT && rc != EXIT_TIMEOUT)
         say_timeout(prog, world, PRIME_ERR_TIMEOUT, opt.timeout);
     rc = agreed;
+    if (device)
+        device->detach(world, device->arg);
     prime_world_destroy(world);
     run_free(&run);
     return rc;

@@ -64,7 +64,8 @@ typedef enum PrimeStatus {
     PRIME_ERR_TRANSPORT, /* the transport failed (thread creation, ...) */
     PRIME_ERR_IO,        /* a file could not be written */
     PRIME_ERR_TIMEOUT,   /* a peer did not answer within the world's deadline */
-    PRIME_ERR_ABORTED    /* the run was abandoned because another device timed out */
+    PRIME_ERR_ABORTED,   /* the run was abandoned because another device timed out or failed */
+    PRIME_ERR_DEVICE     /* a call of the device's own library failed (CUDA, cuBLAS) */
 } PrimeStatus;
 
 /* What a sent byte was for; counted separately per device. */

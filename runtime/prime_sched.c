@@ -13,9 +13,17 @@
  * communication from start to end. Each step's interval in the trace
  * carries its own split: time in kernels, exposed communication, and the
  * rest (the schedule's overhead).
+ *
+ * Every operation on a tile goes through the device's table
+ * (prime_devops.h): host memory and the emitted C kernels by default,
+ * GPU memory and streams with the CUDA runtime. With a table that runs
+ * asynchronously, the host times above are those of the calls (kernel
+ * launches, the waits' handshakes) and the table's `finish` gives the
+ * kernels' device time for the phase.
  */
 #include "prime_sched.h"
 
+#include "prime_devops.h"
 #include "prime_form.h"
 
 #include <stdio.h>
@@ -73,10 +81,11 @@ PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile
 }
 
 void prime_store_release(PrimeDev *dev, PrimeStore *store) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
     for (int t = 0; t < store->ntensors; ++t) {
         for (int s = 0; s < store->nslots[t]; ++s) {
             if (store->slots[t][s])
-                prime_free(dev, store->slots[t][s], store->tile_elems[t]);
+                ops->free(dev, store->slots[t][s], store->tile_elems[t]);
         }
         free(store->slots[t]);
     }
@@ -105,7 +114,7 @@ static void span_name(const Pending *pd, char *buf, size_t cap) {
  * span. */
 static PrimeStatus wait_pending(PrimeDev *dev, Pending *pd, PrimeSchedStats *acc) {
     uint64_t t0 = prime_clock_ns();
-    PrimeStatus w = prime_wait(dev, &pd->req);
+    PrimeStatus w = prime_dev_ops(dev)->wait(dev, &pd->req);
     uint64_t t1 = prime_clock_ns();
     acc->comm_ns += t1 - t0;
     char name[64];
@@ -119,16 +128,11 @@ static PrimeStatus run_collective(PrimeDev *dev, const PrimeRankPhase *phase, co
                                   float *buf, size_t elems, PrimeSchedStats *acc) {
     const PrimeGroup *g = &phase->groups[a->arg];
     uint64_t t0 = prime_clock_ns();
-    int max = a->kind == PRIME_COMBINE_MAX;
-    PrimeStatus st;
-    if (a->op == PRIME_ACT_ALLGATHER)
-        st = prime_allgather(dev, g->ranks, g->size, buf, elems, a->tag);
-    else if (a->op == PRIME_ACT_ALLREDUCE)
-        st = (max ? prime_allreduce_max : prime_allreduce_sum)(dev, g->ranks, g->size, buf, elems,
-                                                               a->tag);
-    else
-        st = (max ? prime_reduce_scatter_max : prime_reduce_scatter_sum)(dev, g->ranks, g->size,
-                                                                         buf, elems, a->tag);
+    int which = a->op == PRIME_ACT_ALLGATHER   ? PRIME_COLL_ALLGATHER
+                : a->op == PRIME_ACT_ALLREDUCE ? PRIME_COLL_ALLREDUCE
+                                               : PRIME_COLL_REDUCE_SCATTER;
+    PrimeStatus st =
+        prime_dev_ops(dev)->collective(dev, which, a->kind, g->ranks, g->size, buf, elems, a->tag);
     uint64_t t1 = prime_clock_ns();
     acc->comm_ns += t1 - t0;
     acc->collectives++;
@@ -136,10 +140,12 @@ static PrimeStatus run_collective(PrimeDev *dev, const PrimeRankPhase *phase, co
     return st;
 }
 
-static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeStore *store,
-                            PrimeSchedStats *acc) {
+/* Runs `phase`, the view of `src` on the device's rank. */
+static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRankPhase *phase,
+                            PrimeStore *store, PrimeSchedStats *acc) {
     const PrimeAction *acts = phase->actions;
     const int n = phase->nactions;
+    const PrimeDevOps *ops = prime_dev_ops(dev);
     Pending pending[MAX_PENDING];
     int npending = 0;
     static const long zero[8] = {0};
@@ -175,18 +181,16 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 st = PRIME_ERR_ARG;
                 break;
             }
-            *ref = prime_alloc(dev, elems);
+            *ref = ops->alloc(dev, elems, a->kind);
             if (!*ref)
-                st = PRIME_ERR_NOMEM;
-            else if (a->kind == PRIME_COMBINE_MAX)
-                prime_fill_neg_inf(*ref, elems);
+                st = prime_dev_status(dev) != PRIME_OK ? prime_dev_status(dev) : PRIME_ERR_NOMEM;
             break;
         case PRIME_ACT_FREE:
             if (!*ref) {
                 st = PRIME_ERR_ARG;
                 break;
             }
-            prime_free(dev, *ref, elems);
+            ops->free(dev, *ref, elems);
             *ref = NULL;
             break;
         case PRIME_ACT_SEND:
@@ -201,10 +205,10 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             pending[npending].peer = a->peer;
             pending[npending].kind = a->kind;
             if (a->op == PRIME_ACT_SEND)
-                st = prime_isend(dev, a->peer, a->tag, *ref, elems, (PrimeByteKind)a->kind,
-                                 &pending[npending].req);
+                st = ops->isend(dev, a->peer, a->tag, *ref, elems, (PrimeByteKind)a->kind,
+                                &pending[npending].req);
             else
-                st = prime_irecv(dev, a->peer, a->tag, *ref, elems, &pending[npending].req);
+                st = ops->irecv(dev, a->peer, a->tag, *ref, elems, &pending[npending].req);
             if (st == PRIME_OK) {
                 ++npending;
                 ++*(a->op == PRIME_ACT_SEND ? &acc->sends : &acc->recvs);
@@ -220,9 +224,9 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             Pending *pd = &pending[npending];
             memset(pd, 0, sizeof *pd);
             pd->temp_n = (size_t)box_elems(b);
-            pd->temp = prime_alloc(dev, pd->temp_n);
+            pd->temp = ops->alloc(dev, pd->temp_n, PRIME_COMBINE_SUM);
             if (!pd->temp) {
-                st = PRIME_ERR_NOMEM;
+                st = prime_dev_status(dev) != PRIME_OK ? prime_dev_status(dev) : PRIME_ERR_NOMEM;
                 break;
             }
             pd->box = b;
@@ -231,19 +235,20 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             pd->peer = a->peer;
             pd->kind = a->kind;
             if (a->op == PRIME_ACT_SEND_BOX) {
-                prime_copy_box(b->ndims, b->ext, *ref, b->src_tile, b->src_off, pd->temp, b->ext,
-                               zero);
-                st = prime_isend(dev, a->peer, a->tag, pd->temp, pd->temp_n, (PrimeByteKind)a->kind,
-                                 &pd->req);
+                st = ops->copy_box(dev, b->ndims, b->ext, *ref, b->src_tile, b->src_off, pd->temp,
+                                   b->ext, zero);
+                if (st == PRIME_OK)
+                    st = ops->isend(dev, a->peer, a->tag, pd->temp, pd->temp_n,
+                                    (PrimeByteKind)a->kind, &pd->req);
             } else {
                 pd->unpack_to = *ref;
-                st = prime_irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);
+                st = ops->irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);
             }
             if (st == PRIME_OK) {
                 ++npending;
                 ++*(a->op == PRIME_ACT_SEND_BOX ? &acc->sends : &acc->recvs);
             } else {
-                prime_free(dev, pd->temp, pd->temp_n);
+                ops->free(dev, pd->temp, pd->temp_n);
             }
             break;
         }
@@ -254,8 +259,8 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 st = PRIME_ERR_ARG;
                 break;
             }
-            prime_copy_box(b->ndims, b->ext, *src, b->src_tile, b->src_off, *ref, b->dst_tile,
-                           b->dst_off);
+            st = ops->copy_box(dev, b->ndims, b->ext, *src, b->src_tile, b->src_off, *ref,
+                               b->dst_tile, b->dst_off);
             break;
         }
         case PRIME_ACT_WAIT:
@@ -265,10 +270,12 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 if (st == PRIME_OK)
                     st = w;
                 if (pd->unpack_to && w == PRIME_OK)
-                    prime_copy_box(pd->box->ndims, pd->box->ext, pd->temp, pd->box->ext, zero,
-                                   pd->unpack_to, pd->box->dst_tile, pd->box->dst_off);
+                    w = ops->copy_box(dev, pd->box->ndims, pd->box->ext, pd->temp, pd->box->ext,
+                                      zero, pd->unpack_to, pd->box->dst_tile, pd->box->dst_off);
+                if (st == PRIME_OK)
+                    st = w;
                 if (pd->temp)
-                    prime_free(dev, pd->temp, pd->temp_n);
+                    ops->free(dev, pd->temp, pd->temp_n);
             }
             npending = 0;
             break;
@@ -291,7 +298,8 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
             prime_trace_begin(dev, phase->name);
             static const long no_offsets[8] = {0};
             uint64_t t0 = prime_clock_ns();
-            phase->kernels[0](*ref, in, phase->offsets ? phase->offsets[a->arg] : no_offsets);
+            st = ops->kernel(dev, src, *ref, in,
+                             phase->offsets ? phase->offsets[a->arg] : no_offsets);
             acc->kernel_ns += prime_clock_ns() - t0;
             acc->kernels++;
             prime_trace_end(dev);
@@ -303,10 +311,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
                 st = PRIME_ERR_ARG;
                 break;
             }
-            if (a->kind == PRIME_COMBINE_MAX)
-                prime_max(*ref, *r, elems);
-            else
-                prime_add(*ref, *r, elems);
+            st = ops->combine(dev, *ref, *r, elems, a->kind);
             break;
         }
         case PRIME_ACT_ALLREDUCE:
@@ -333,9 +338,9 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimeRankPhase *phase, PrimeSto
         }
     }
     for (int r = 0; r < npending; ++r) {
-        (void)prime_wait(dev, &pending[r].req);
+        (void)ops->wait(dev, &pending[r].req);
         if (pending[r].temp)
-            prime_free(dev, pending[r].temp, pending[r].temp_n);
+            ops->free(dev, pending[r].temp, pending[r].temp_n);
     }
     if (in_step)
         prime_trace_end_split(dev, acc->kernel_ns - step_kernel, acc->comm_ns - step_comm);
@@ -360,8 +365,18 @@ PrimeStatus prime_sched_run_timed(PrimeDev *dev, const PrimePhase *phase, PrimeS
     PrimeStatus st = prime_rank_phase_shifted(phase, prime_dev_rank(dev), dtensor, dtag, &view);
     if (st != PRIME_OK)
         return st;
-    st = run_view(dev, &view, store, &local);
+    st = run_view(dev, phase, &view, store, &local);
     prime_rank_phase_release(&view);
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    if (ops->finish) {
+        uint64_t kernel_ns = 0;
+        int measured = 0;
+        PrimeStatus f = ops->finish(dev, &kernel_ns, &measured);
+        if (st == PRIME_OK)
+            st = f;
+        if (measured)
+            local.kernel_ns = kernel_ns;
+    }
     local.wall_ns = prime_clock_ns() - t0;
     if (acc) {
         acc->wall_ns += local.wall_ns;

@@ -6,10 +6,16 @@
 #   same kernel IR node by node (tests/cuda/nodes_check.sh);
 # - --emit-only needs no nvcc, and a build naming a missing nvcc fails
 #   with exit 2 naming it;
+# - the CUDA table of device operations (runtime/prime_cuda.c) on the host
+#   emulation of its CUDA calls (prime_rt_cuda_host): every small run of
+#   every example --local --check, counters equal to the prediction, and
+#   the CUDA program's refusals (tests/cuda/host_check.sh);
 # - with nvcc (the CUDA toolkit in /usr/local/cuda, or on PATH): every
 #   example's .cu compiles for sm_80 and sm_90 with warnings as errors (one
-#   nvcc call per example file), and `primec build --target cuda` writes
-#   an object. No GPU is needed: the kernels' arithmetic is not run here.
+#   nvcc call per example file) and every run links with its C part,
+#   prime_rt_cuda, cuBLAS and the CUDA runtime and starts (without a GPU:
+#   "no CUDA device", exit 2); `primec build --target cuda` writes the
+#   executable. No GPU is needed: the kernels' arithmetic is not run here.
 
 set(PRIMEC_CUDA_DIR ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
 set(PRIMEC_CUDA_WORK ${CMAKE_CURRENT_BINARY_DIR}/cuda)
@@ -51,6 +57,23 @@ add_test(NAME cuda/emit-only-no-nvcc
 set_tests_properties(cuda/emit-only-no-nvcc PROPERTIES LABELS golden TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "emit-only/m\\.cu")
 
+# The link flags of the emitted programs (compiler/CMakeLists.txt's).
+string(REPLACE ";" " " PRIMEC_CUDA_TEST_BLAS "${OPENBLAS_LINK_LIBRARIES};${JANSSON_LINK_LIBRARIES}")
+set(PRIMEC_CUDA_TEST_CFLAGS "")
+if(PRIMEC_SANITIZE)
+  set(PRIMEC_CUDA_TEST_CFLAGS "-fsanitize=address,undefined -fno-omit-frame-pointer")
+endif()
+foreach(path ${PRIMEC_CUDA_EXAMPLES})
+  get_filename_component(name ${path} NAME_WE)
+  add_test(NAME cuda/host/${name}
+           COMMAND sh ${PRIMEC_CUDA_DIR}/host_check.sh $<TARGET_FILE:primec> ${CMAKE_C_COMPILER}
+                   "${PRIMEC_CUDA_TEST_CFLAGS}" ${CMAKE_SOURCE_DIR}/runtime
+                   $<TARGET_FILE:prime_rt_cuda_host> "${PRIMEC_CUDA_TEST_BLAS} -lpthread -lm"
+                   ${PRIMEC_CUDA_WORK}/host-${name} ${path})
+  set_tests_properties(cuda/host/${name} PROPERTIES LABELS run TIMEOUT 600
+                       PASS_REGULAR_EXPRESSION "host: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
+
 find_program(PRIMEC_NVCC nvcc HINTS /usr/local/cuda/bin)
 if(NOT PRIMEC_NVCC)
   message(STATUS "nvcc not found (PATH, /usr/local/cuda/bin): the cuda/nvcc tests are skipped")
@@ -73,18 +96,29 @@ if(PRIMEC_CUDA_MATMULS)
   list(APPEND PRIMEC_CUDA_NVCC_GROUPS matmul)
   set(PRIMEC_CUDA_NVCC_matmul ${PRIMEC_CUDA_MATMULS})
 endif()
+# Every run linked and started (no sanitizers: the CUDA runtime library
+# is not built with them).
+set(PRIMEC_CUDA_LINK "")
+if(TARGET prime_rt_cuda AND NOT PRIMEC_SANITIZE)
+  set(PRIMEC_CUDA_LINK --link ${CMAKE_C_COMPILER} $<TARGET_FILE:prime_rt_cuda>
+      "${PRIMEC_CUDA_TEST_BLAS} -L${PRIMEC_CUDA_LIBDIR} -Wl,-rpath,${PRIMEC_CUDA_LIBDIR} -lcublas -lcudart -lstdc++ -lpthread -lm")
+endif()
 foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})
   add_test(NAME cuda/nvcc/${name}
            COMMAND sh ${PRIMEC_CUDA_DIR}/nvcc_check.sh $<TARGET_FILE:primec> ${PRIMEC_NVCC}
-                   ${CMAKE_SOURCE_DIR}/runtime ${PRIMEC_CUDA_WORK}/nvcc-${name}
+                   ${CMAKE_SOURCE_DIR}/runtime ${PRIMEC_CUDA_WORK}/nvcc-${name} ${PRIMEC_CUDA_LINK}
                    ${PRIMEC_CUDA_NVCC_${name}})
   set_tests_properties(cuda/nvcc/${name} PROPERTIES LABELS compile TIMEOUT 600
                        PASS_REGULAR_EXPRESSION "nvcc: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
-# The build itself: nvcc -c writes DIR/m.o.
-add_test(NAME cuda/build-object
-         COMMAND sh -c "\"$1\" build \"$2\" --target cuda --cc \"$3\" -o \"$4\" && test -s \"$4/m.o\""
+if(NOT TARGET prime_rt_cuda)
+  return()
+endif()
+# The build itself: DIR/m.cu, its object DIR/m.o, DIR/m.c and the
+# executable DIR/m, which starts (without a GPU: "no CUDA device", exit 2).
+add_test(NAME cuda/build-exe
+         COMMAND sh -c "\"$1\" build \"$2\" --target cuda --cc \"$3\" -o \"$4\" && test -s \"$4/m.o\" && test -x \"$4/m\" && { \"$4/m\" --local --check; echo \"exit $?\"; }"
                  sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/tests/golden/emit/square-2x2.prime
-                 ${PRIMEC_NVCC} ${PRIMEC_CUDA_WORK}/build-object)
-set_tests_properties(cuda/build-object PROPERTIES LABELS compile TIMEOUT 300
-                     PASS_REGULAR_EXPRESSION "build-object/m\\.o")
+                 ${PRIMEC_NVCC} ${PRIMEC_CUDA_WORK}/build-exe)
+set_tests_properties(cuda/build-exe PROPERTIES LABELS compile TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "(no CUDA device: .*exit 2)|(check passed.*exit 0)")

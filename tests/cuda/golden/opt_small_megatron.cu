@@ -3,14 +3,16 @@
  *
  * The tile kernel of every compute phase as CUDA: one host function
  * per distinct kernel (cuBLAS for GEMM nodes, a __global__ kernel per
- * loop node) and prime_cuda_phases, each phase's function (NULL: no
- * compute). The schedule runtime for CUDA is not there yet: this file
- * has no main and is compiled to an object only (docs/cuda.md).
+ * loop node), prime_cuda_phases, each phase's function (NULL: no
+ * compute), and prime_cuda_run_phase, which the CUDA runtime calls
+ * (runtime/prime_cuda.h). The program's tables and main are in
+ * opt_small_megatron.c (docs/cuda.md).
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "prime_cuda.h"
 #include "prime_cuda_math.cuh"
 
 /* phase 1: forward of m1_0 = norm_mean at examples/opt_layer.prime:44:9 */
@@ -1753,3 +1755,12 @@ const PrimeCudaPhaseFn prime_cuda_phases[] = {
     phase71,
     phase72,
 };
+
+extern "C" int prime_cuda_run_phase(int index, void *cublas, void *stream,
+    float *out, const float *const *in, const long *off)
+{
+    if (index < 0 || index >= prime_cuda_nphases || !prime_cuda_phases[index])
+        return -2;
+    return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream,
+        out, in, off);
+}

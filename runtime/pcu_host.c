@@ -1,0 +1,209 @@
+/*
+ * pcu_host.c — prime_cuda_dev.h on the host: the CUDA table of device
+ * operations (prime_cuda.c) over host memory, for tests on machines
+ * without a GPU (the library prime_rt_cuda_host).
+ *
+ * Every "stream" runs its work at once on the calling thread, so events
+ * are already complete when recorded and a stream waiting for one has
+ * nothing to wait for; a kernel is the phase's emitted C function. What
+ * this runs of prime_cuda.c is everything but the CUDA calls: the
+ * matching of sends and receives between virtual devices, the
+ * collectives' meeting, chunking and reductions, the uploads and
+ * downloads of the driver, and the counters. It says nothing about the
+ * ordering of real streams, which only a GPU shows (tests/gpu/run.sh).
+ *
+ * PCU_HOST_FAIL=CALL:N (CALL alloc, kernel or copy; read once) makes the
+ * N-th such call of the process (from 0) fail as a CUDA call would, so
+ * tests see the runtime turn a device error into a message naming the
+ * rank and the call, and every other device stop instead of waiting.
+ */
+#include "prime_cuda_dev.h"
+
+#include "prime_rt.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct PcuDev {
+    int gpu;
+    uint64_t kernel_ns; /* since the last pcu_finish */
+};
+
+struct PcuEvent {
+    int recorded;
+};
+
+enum { FAIL_ALLOC, FAIL_KERNEL, FAIL_COPY, FAIL_KINDS };
+
+/* Whether this call of `kind` is the one PCU_HOST_FAIL names; then err
+ * says so as CUDA would. */
+static int injected(int kind, const char *call, char *err, size_t cap) {
+    static const char *const names[FAIL_KINDS] = {"alloc", "kernel", "copy"};
+    static atomic_int calls[FAIL_KINDS];
+    static atomic_int target_kind = -2; /* -2: not read yet, -1: none */
+    static atomic_long target_n;
+    if (atomic_load(&target_kind) == -2) {
+        const char *env = getenv("PCU_HOST_FAIL");
+        int k = -1;
+        long n = 0;
+        for (int i = 0; env && i < FAIL_KINDS; ++i) {
+            size_t len = strlen(names[i]);
+            if (strncmp(env, names[i], len) == 0 && env[len] == ':') {
+                k = i;
+                n = strtol(env + len + 1, NULL, 10);
+            }
+        }
+        atomic_store(&target_n, n);
+        atomic_store(&target_kind, k);
+    }
+    if (atomic_load(&target_kind) != kind || atomic_fetch_add(&calls[kind], 1) != target_n)
+        return 0;
+    snprintf(err, cap, "%s: an emulated failure (PCU_HOST_FAIL)", call);
+    return 1;
+}
+
+int pcu_device_count(int *count, char *err, size_t cap) {
+    (void)err;
+    (void)cap;
+    *count = 1;
+    return 0;
+}
+
+void pcu_device_name(int gpu, char *name, size_t cap) {
+    snprintf(name, cap, "host emulation %d", gpu);
+}
+
+int pcu_open(int gpu, PcuDev **out, char *err, size_t cap) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
+        snprintf(err, cap, "out of host memory");
+        return 1;
+    }
+    (*out)->gpu = gpu;
+    return 0;
+}
+
+void pcu_close(PcuDev *d) {
+    free(d);
+}
+
+int pcu_alloc(PcuDev *d, float **p, size_t n, int neg_inf, char *err, size_t cap) {
+    (void)d;
+    *p = NULL;
+    if (injected(FAIL_ALLOC, "cudaMallocAsync", err, cap))
+        return 1;
+    *p = calloc(n ? n : 1, sizeof(float));
+    if (!*p) {
+        snprintf(err, cap, "malloc: out of host memory (%zu floats)", n);
+        return 1;
+    }
+    if (neg_inf)
+        prime_fill_neg_inf(*p, n);
+    return 0;
+}
+
+int pcu_free(PcuDev *d, float *p, char *err, size_t cap) {
+    (void)d;
+    (void)err;
+    (void)cap;
+    free(p);
+    return 0;
+}
+
+int pcu_upload(PcuDev *d, float *dst, const float *src, size_t n, char *err, size_t cap) {
+    (void)d;
+    (void)err;
+    (void)cap;
+    memcpy(dst, src, n * sizeof(float));
+    return 0;
+}
+
+int pcu_download(PcuDev *d, float *dst, const float *src, size_t n, char *err, size_t cap) {
+    return pcu_upload(d, dst, src, n, err, cap);
+}
+
+int pcu_copy_box(PcuDev *d, int stream, int rank, const long *ext, const float *src,
+                 const long *src_shape, const long *src_off, float *dst, const long *dst_shape,
+                 const long *dst_off, char *err, size_t cap) {
+    (void)d;
+    (void)stream;
+    if (rank < 1 || rank > 8) {
+        snprintf(err, cap, "copy_box: a box of %d dimensions (1 to 8)", rank);
+        return 1;
+    }
+    prime_copy_box(rank, ext, src, src_shape, src_off, dst, dst_shape, dst_off);
+    return 0;
+}
+
+int pcu_copy(PcuDev *d, int stream, float *dst, const float *src, size_t n, char *err, size_t cap) {
+    (void)stream;
+    if (injected(FAIL_COPY, "cudaMemcpyAsync", err, cap))
+        return 1;
+    return pcu_upload(d, dst, src, n, err, cap);
+}
+
+int pcu_combine(PcuDev *d, int stream, float *dst, const float *src, size_t n, int max, char *err,
+                size_t cap) {
+    (void)d;
+    (void)stream;
+    (void)err;
+    (void)cap;
+    if (max)
+        prime_max(dst, src, n);
+    else
+        prime_add(dst, src, n);
+    return 0;
+}
+
+int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn, float *out,
+               const float *const *in, const long *off, char *err, size_t cap) {
+    (void)fn;
+    if (injected(FAIL_KERNEL, "cublasSgemm", err, cap))
+        return 1;
+    if (!host_fn) {
+        snprintf(err, cap, "phase %d has no kernel", index);
+        return 1;
+    }
+    uint64_t t0 = prime_clock_ns();
+    host_fn(out, in, off);
+    d->kernel_ns += prime_clock_ns() - t0;
+    return 0;
+}
+
+int pcu_mark(PcuDev *d, int stream, PcuEvent **ev, char *err, size_t cap) {
+    (void)d;
+    (void)stream;
+    *ev = calloc(1, sizeof **ev);
+    if (!*ev) {
+        snprintf(err, cap, "out of host memory");
+        return 1;
+    }
+    (*ev)->recorded = 1;
+    return 0;
+}
+
+int pcu_after(PcuDev *d, int stream, const PcuEvent *ev, char *err, size_t cap) {
+    (void)d;
+    (void)stream;
+    if (!ev || !ev->recorded) {
+        snprintf(err, cap, "cudaStreamWaitEvent: an event never recorded");
+        return 1;
+    }
+    return 0;
+}
+
+void pcu_event_free(PcuEvent *ev) {
+    free(ev);
+}
+
+int pcu_finish(PcuDev *d, uint64_t *kernel_ns, char *err, size_t cap) {
+    (void)err;
+    (void)cap;
+    *kernel_ns = d->kernel_ns;
+    d->kernel_ns = 0;
+    return 0;
+}

@@ -1,0 +1,52 @@
+/*
+ * prime_cuda.h — the entry point of a program built with
+ * `primec build --target cuda` (the library prime_rt_cuda).
+ *
+ * Such a program is two files: M.c, the same tables, dense reference and
+ * driver call as a cpu program, and M.cu, every phase's tile kernel as
+ * CUDA (cuBLAS for its GEMMs) behind prime_cuda_run_phase. Its main calls
+ * prime_cuda_main, which runs the schedule with every tile in GPU memory
+ * (docs/cuda.md).
+ *
+ * Options, besides those of every program (prime_program.h):
+ *   --local         every device of the mesh on one GPU: a compute and a
+ *                   communication stream and the tiles per virtual
+ *                   device, shifts as device-to-device copies on the
+ *                   communication streams ordered by events, collectives
+ *                   as reductions on the GPU
+ *   --gpu N         the GPU to run on (default 0)
+ * Without a CUDA device the program says so ("no CUDA device: ...") and
+ * exits with 2; a CUDA or cuBLAS call that fails ends the run with exit 3
+ * and a message naming the rank and the call.
+ */
+#ifndef PRIME_CUDA_H
+#define PRIME_CUDA_H
+
+#include "prime_program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs the tile kernel of schedule phase `index` (the schedule's
+ * numbering: copy l of a repeated layer's phase j is orig + l * len + j,
+ * PrimePhaseRun) on cuBLAS handle `cublas` and CUDA stream `stream`:
+ * out and in[i] are device pointers, in and off host arrays. Returns 0,
+ * a cuBLAS status, -1 for a kernel that did not launch, -2 for a phase
+ * without CUDA kernel. Emitted in M.cu. */
+int prime_cuda_run_phase(int index, void *cublas, void *stream, float *out, const float *const *in,
+                         const long *off);
+
+typedef int (*PrimeCudaRunPhaseFn)(int index, void *cublas, void *stream, float *out,
+                                   const float *const *in, const long *off);
+
+/* main() of a CUDA program: returns the exit code (prime_program.c's,
+ * and 2 without a CUDA device or for a mode this runtime lacks). */
+int prime_cuda_main(const PrimeProgram *program, PrimeCudaRunPhaseFn run_phase, int argc,
+                    char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

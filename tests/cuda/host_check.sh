@@ -1,0 +1,80 @@
+#!/bin/sh
+# host_check.sh PRIMEC CC CFLAGS INCLUDE LIB LINK WORK FILE — the CUDA
+# table of device operations (runtime/prime_cuda.c) on the host emulation
+# of its CUDA calls (LIB: libprime_rt_cuda_host.a, runtime/pcu_host.c):
+# every run of FILE (of a layer file, those named *_small*) is emitted
+# with --target cuda, its C part compiled against LIB, and run with
+# --local --check, which must pass with the counters equal to the
+# compiler's prediction. The first run also checks the refusals of the
+# CUDA program: no --local, a GPU that is not there, --save-grads; its
+# --repeat, --json and --trace; and a failing CUDA call (emulated) at
+# allocation, kernel and copy, which must end the run with exit 3 and a
+# message naming the rank and the call, every device released.
+set -u
+primec=$1 cc=$2 cflags=$3 include=$4 lib=$5 link=$6 work=$7 file=$8
+here=$(dirname "$0")
+mkdir -p "$work" || exit 1
+models=$(sh "$here/runs.sh" "$primec" "$file") || exit 1
+count=0 first=
+for m in $models; do
+    case $(basename "$file") in
+    matmul_*) ;;
+    *) case $m in *_small*) ;; *) continue ;; esac ;;
+    esac
+    dir=$work/$m
+    rm -rf "$dir"
+    "$primec" build "$file" --model "$m" --target cuda --emit-only -o "$dir" >/dev/null || {
+        echo "FAIL: primec build --target cuda --emit-only $file --model $m"
+        exit 1
+    }
+    # shellcheck disable=SC2086
+    $cc -std=c11 -O1 -Wall -Wextra -Werror $cflags -I"$include" "$dir/$m.c" -o "$dir/$m" \
+        "$lib" $link || { echo "FAIL: $m.c does not build against $lib"; exit 1; }
+    "$dir/$m" --local --check >"$dir/out.txt" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] || ! grep -q "^check passed" "$dir/out.txt" ||
+        ! grep -q "^counters equal the compiler's prediction" "$dir/out.txt"; then
+        cat "$dir/out.txt"
+        echo "FAIL: $m --local --check on the host emulation (exit $rc)"
+        exit 1
+    fi
+    [ -n "$first" ] || first=$m
+    count=$((count + 1))
+done
+[ $count -gt 0 ] || { echo "FAIL: no run of $file"; exit 1; }
+
+# expect WHAT CODE TEXT ARGS...: the program exits with CODE saying TEXT
+# (PCU_HOST_FAIL set to $inject when that is not empty).
+inject=
+expect() {
+    what=$1 code=$2 text=$3
+    shift 3
+    env ${inject:+PCU_HOST_FAIL=$inject} "$work/$first/$first" "$@" >"$work/refusal.txt" 2>&1
+    rc=$?
+    if [ $rc -ne "$code" ] || ! grep -q "$text" "$work/refusal.txt"; then
+        cat "$work/refusal.txt"
+        echo "FAIL: $what: exit $rc, expected $code and '$text'"
+        exit 1
+    fi
+}
+expect "without --local" 2 "one process per GPU over NCCL is not available" --check
+expect "--gpu 7" 2 "no CUDA device: --gpu 7, but 1 GPU" --local --gpu 7
+expect "--gpu x" 2 "needs a GPU number" --local --gpu x
+expect "--save-grads" 2 "save-grads is not available on cuda devices" --local --save-grads "$work"
+expect "--help" 0 "CUDA options of" --help
+expect "--repeat 2 --json --trace" 0 "^counters equal" --local --repeat 2 --json "$work/run.json" \
+    --trace "$work/trace.json"
+grep -q '"counters_match_prediction": true' "$work/run.json" || { echo "FAIL: --json"; exit 1; }
+grep -q '"ph": *"X"' "$work/trace.json" || { echo "FAIL: --trace wrote no interval"; exit 1; }
+# A copy happens where a device sends anything (shift, collective, redistribution).
+calls="alloc:3 kernel:1"
+awk '$1 ~ /^[0-9]+$/ && $2 + $3 + $4 > 0 { moved = 1 } END { exit !moved }' \
+    "$work/$first/out.txt" && calls="$calls copy:0"
+for inject in $calls; do
+    expect "PCU_HOST_FAIL=$inject" 3 "^$first: rank [0-9]*: .*emulated failure" \
+        --local --check --timeout 30
+    grep -q "run failed: a device call failed" "$work/refusal.txt" ||
+        { cat "$work/refusal.txt"; echo "FAIL: PCU_HOST_FAIL=$inject: no verdict"; exit 1; }
+done
+inject=
+echo "host: PASS ($count runs of $file on the host emulation; refusals, options and failures ($calls) of $first)"

@@ -1,0 +1,202 @@
+#!/bin/bash
+# tests/gpu/run.sh — the CUDA backend on a GPU, in one command, from a
+# checkout of this repository (docs/gpu.md):
+#
+#   tests/gpu/run.sh [--build-dir DIR] [--no-configure] [--plan]
+#
+#   1. configures and builds primec (Release) in DIR (default build-gpu);
+#   2. builds with `primec build --target cuda` the small OPT, Llama 2
+#      and BLOOM layers on a 2x2 square grid (*_small_square) and on 4
+#      devices with Megatron-LM (*_small_megatron), and the published
+#      shapes' Megatron runs (opt_megatron, llama2_megatron,
+#      bloom_megatron) for the timings;
+#   3. runs each small one with --local --check (every device of the mesh
+#      on the one GPU; results, gradients and counters checked);
+#   4. times the published runs (--local --repeat 5, no check) and cuBLAS
+#      alone at the shapes of their GEMM nodes (tests/gpu/gemm_bench.cu);
+#   5. writes DIR/gpu/results.md: the GPU, each check, each run's step
+#      time, achieved TFLOP/s and kernel time, and the cuBLAS figures.
+#
+# --plan prints what it would build and run after checking that every run
+# exists (no GPU needed; CI runs it); --no-configure uses DIR as it is.
+# Exit codes: 0 every check passed; 1 a check or a step failed (each says
+# which, and the summary lists them); 2 a bad command line or a missing
+# tool; 77 no GPU (nothing run after the builds).
+#
+# Every step runs under `timeout`, so a hang is a failure, not a stall;
+# the whole is meant to take under 8 minutes on one H200.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$root/build-gpu
+configure=1
+plan=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build-dir)
+        [ $# -ge 2 ] || { echo "run.sh: --build-dir needs a directory" >&2; exit 2; }
+        build=$(mkdir -p "$2" && cd "$2" && pwd)
+        shift 2
+        ;;
+    --no-configure) configure=0; shift ;;
+    --plan) plan=1; shift ;;
+    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'run.sh: FAIL: %s\n' "$*" >&2; exit "${2:-1}"; }
+
+# family:file — the small runs checked and the published run timed.
+families="opt:opt_layer llama2:llama2_layer bloom:bloom_layer"
+check_runs=""
+bench_runs=""
+for f in $families; do
+    fam=${f%%:*} file=${f#*:}
+    check_runs="$check_runs $file:${fam}_small_square $file:${fam}_small_megatron"
+    bench_runs="$bench_runs $file:${fam}_megatron"
+done
+
+nvcc=$(command -v nvcc || true)
+[ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; } || true
+[ -n "$nvcc" ] || die "nvcc not found on PATH nor in /usr/local/cuda/bin" 2
+command -v cmake >/dev/null || die "cmake not found" 2
+command -v timeout >/dev/null || die "timeout (coreutils) not found" 2
+
+if [ $configure -eq 1 ]; then
+    say "== configure and build primec in $build"
+    timeout 120 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$build.configure.log" 2>&1 ||
+        { tail -20 "$build.configure.log"; die "cmake configure (log: $build.configure.log)"; }
+    timeout 300 cmake --build "$build" -j"$(nproc)" --target primec >"$build.build.log" 2>&1 ||
+        { tail -30 "$build.build.log"; die "cmake --build (log: $build.build.log)"; }
+fi
+primec=$build/compiler/primec
+[ -x "$primec" ] || die "no primec in $build (build it, or drop --no-configure)" 2
+"$primec" --print-paths | grep -q '^cuda runtime library: /' ||
+    die "this primec was built without the CUDA runtime (prime_rt_cuda): is nvcc found by cmake?" 2
+
+# Every run must exist (primec check names it).
+for entry in $check_runs $bench_runs; do
+    file=$root/examples/${entry%%:*}.prime model=${entry#*:}
+    timeout 60 "$primec" check "$file" --model "$model" >/dev/null 2>&1 ||
+        die "$model of ${entry%%:*}.prime does not check"
+done
+if [ $plan -eq 1 ]; then
+    say "run.sh plan (primec $primec, nvcc $nvcc):"
+    for entry in $check_runs; do say "  check  ${entry#*:} (examples/${entry%%:*}.prime) --local --check"; done
+    for entry in $bench_runs; do say "  time   ${entry#*:} (examples/${entry%%:*}.prime) --local --repeat 5"; done
+    say "  cuBLAS alone at the GEMM shapes of the timed runs (tests/gpu/gemm_bench.cu)"
+    say "  not run: a single-rank NCCL run (the NCCL mode is not in the runtime yet, docs/cuda.md)"
+    say "run.sh: plan PASS"
+    exit 0
+fi
+
+out=$build/gpu
+mkdir -p "$out"
+results=$out/results.md
+failed=""
+fail() { say "FAIL: $*"; failed="$failed
+- $*"; }
+
+say "== build the programs (primec build --target cuda) in $out"
+pids=""
+for entry in $check_runs $bench_runs; do
+    file=$root/examples/${entry%%:*}.prime model=${entry#*:}
+    (timeout 300 "$primec" build "$file" --model "$model" --target cuda -o "$out/$model" \
+        >"$out/$model.build.log" 2>&1) &
+    pids="$pids $!:$model"
+done
+for p in $pids; do
+    wait "${p%%:*}" || fail "build of ${p#*:} (log: $out/${p#*:}.build.log)"
+done
+timeout 120 "$nvcc" -O2 -Werror all-warnings -gencode arch=compute_80,code=sm_80 \
+    -gencode arch=compute_90,code=sm_90 "$here/gemm_bench.cu" -lcublas -o "$out/gemm_bench" \
+    >"$out/gemm_bench.build.log" 2>&1 || fail "build of gemm_bench (log: $out/gemm_bench.build.log)"
+
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)
+if [ -z "$gpu" ]; then
+    say "SKIP: no GPU (nvidia-smi finds none); the programs were built, nothing was run"
+    [ -z "$failed" ] || die "and some builds failed:$failed"
+    exit 77
+fi
+
+{
+    say "# CUDA backend on $gpu"
+    say ""
+    say "Written by tests/gpu/run.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)."
+    say ""
+    say "## --local --check (every device of the mesh on this GPU)"
+    say ""
+} >"$results"
+
+for entry in $check_runs; do
+    model=${entry#*:}
+    exe=$out/$model/$model
+    [ -x "$exe" ] || { fail "$model was not built"; continue; }
+    say "== $model --local --check"
+    rc=0
+    timeout 120 "$exe" --local --check --timeout 60 --json "$out/$model.json" >"$out/$model.log" 2>&1 || rc=$?
+    tail -3 "$out/$model.log"
+    if [ $rc -eq 0 ] && grep -q '^check passed' "$out/$model.log"; then
+        say "- $model: check passed, $(grep -o 'time per training step[^,]*' "$out/$model.log")" >>"$results"
+    else
+        fail "$model --local --check (exit $rc, log: $out/$model.log)"
+        say "- $model: FAILED (exit $rc)" >>"$results"
+    fi
+done
+
+{
+    say ""
+    say "## Published shapes, Megatron-LM on 4 virtual devices (--local --repeat 5)"
+    say ""
+    say "| run | step time (s) | achieved TFLOP/s | kernel time (s) | exposed comm (s) |"
+    say "|---|---|---|---|---|"
+} >>"$results"
+shapes=$out/gemm_shapes.txt
+: >"$shapes"
+for entry in $bench_runs; do
+    model=${entry#*:}
+    exe=$out/$model/$model
+    [ -x "$exe" ] || { fail "$model was not built"; continue; }
+    grep -o 'gemm m [0-9]* n [0-9]* k [0-9]* batch [0-9]* trans [01][01]' "$out/$model/$model.cu" |
+        awk '{print $3, $5, $7, $9, substr($11,1,1), substr($11,2,1)}' >>"$shapes" || true
+    say "== $model --local --repeat 5"
+    rc=0
+    timeout 150 "$exe" --local --repeat 5 --timeout 120 --json "$out/$model.json" >"$out/$model.log" 2>&1 || rc=$?
+    tail -2 "$out/$model.log"
+    if [ $rc -ne 0 ]; then
+        fail "$model --local --repeat 5 (exit $rc, log: $out/$model.log)"
+        say "| $model | failed (exit $rc) | | | |" >>"$results"
+        continue
+    fi
+    python3 - "$out/$model.json" "$model" >>"$results" <<'EOF' || fail "reading $out/$model.json"
+import json, sys
+t = json.load(open(sys.argv[1]))["timing"]
+print("| %s | %.6f | %.2f | %.6f | %.6f |" % (sys.argv[2], t["wall_time"], t["gflops"] / 1e3,
+      t["kernel_time"], t["exposed_comm_time"]))
+EOF
+done
+
+{
+    say ""
+    say "## cuBLAS alone at the timed runs' GEMM shapes (median of 10 calls)"
+    say ""
+} >>"$results"
+if [ -x "$out/gemm_bench" ] && [ -s "$shapes" ]; then
+    sort -u "$shapes" | timeout 120 "$out/gemm_bench" >"$out/gemm_bench.log" 2>&1 ||
+        fail "gemm_bench (log: $out/gemm_bench.log)"
+    sed 's/^/- /' "$out/gemm_bench.log" >>"$results"
+fi
+{
+    say ""
+    say "## Not run"
+    say ""
+    say "- a single-rank NCCL run: the NCCL mode (one process per GPU) is not in the runtime yet (docs/cuda.md)"
+} >>"$results"
+
+say "== results in $results"
+cat "$results"
+[ -z "$failed" ] || die "these failed:$failed"
+say "run.sh: PASS"
