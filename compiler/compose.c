@@ -68,12 +68,14 @@ static int tensor_dims(const TensorParam *tp, Sym *dims) {
 }
 
 /* The signature of an operator or composite named so; 0 when neither
- * exists or it has more inputs than a Callee holds. */
+ * exists, -1 for a composite in error (reported at it). */
 static int callee_of(const Resolver *r, Sym name, Callee *out) {
     const Op *op = module_find_op(r->module, name);
     const Composite *c = op ? NULL : find_composite(r, name);
     if (!op && !c)
         return 0;
+    if (c && !c->ok)
+        return -1;
     out->name = name;
     if (op) {
         out->span = op->decl->name.span;
@@ -88,8 +90,6 @@ static int callee_of(const Resolver *r, Sym name, Callee *out) {
             out->out[x] = op->dims[op->output.dims[x]];
         return 1;
     }
-    if (c->decl->params.count > 64)
-        return 0;
     out->span = c->decl->name.span;
     out->ninputs = c->decl->params.count;
     for (int i = 0; i < out->ninputs; ++i)
@@ -164,8 +164,10 @@ static Local *find_local(Local *locals, int n, Sym name) {
 static int bind_part(Resolver *r, const OpDecl *decl, const ModelItem *part, Local *locals,
                      int nlocals, Local *out) {
     Callee cal;
-    if (!callee_of(r, part->op.name, &cal)) {
-        diag_error(r->sink, part->op.span, "unknown operator '%s'", part->op.name);
+    int known = callee_of(r, part->op.name, &cal);
+    if (known <= 0) {
+        if (!known)
+            diag_error(r->sink, part->op.span, "unknown operator '%s'", part->op.name);
         return 0;
     }
     if (part->args.count != cal.ninputs) {

@@ -197,6 +197,37 @@ static int op_has_dims_of(const Op *op, const PartitionDecl *decl) {
     return 1;
 }
 
+static int use_renames(const UseClause *use, Sym name) {
+    return use && use->partition.name == name && resolve_use_renames(use);
+}
+
+static int items_rename(const PtrVec *items, Sym name) {
+    for (int i = 0; i < items->count; ++i) {
+        const ModelItem *it = items->items[i];
+        if ((it->kind == MITEM_INSTANCE && use_renames(it->use, name)) ||
+            (it->kind == MITEM_LAYER && items_rename(&it->items, name)))
+            return 1;
+    }
+    return 0;
+}
+
+/* Does a `use` of a model or a plan's rule apply the partition with a
+ * renaming? (A partition by role written for renaming need fit no
+ * operator by itself.) */
+static int renamed_anywhere(const Resolver *r, Sym name) {
+    for (int f = 0; f < r->nprograms; ++f) {
+        for (int i = 0; i < r->programs[f]->decls.count; ++i) {
+            const Decl *d = r->programs[f]->decls.items[i];
+            if (d->kind == DECL_MODEL && items_rename(&d->model->items, name))
+                return 1;
+            for (int k = 0; d->kind == DECL_PLAN && k < d->plan->rules.count; ++k)
+                if (use_renames(((const PlanRule *)d->plan->rules.items[k])->use, name))
+                    return 1;
+        }
+    }
+    return 0;
+}
+
 /* Partitions by role (no `of`): one Partition for every operator with the
  * dimensions the DSIs name and no partition of that name of its own (an
  * operator's own partition wins over the role). */
@@ -226,7 +257,7 @@ void resolve_partition_roles(Resolver *r, const PtrVec *roles) {
             if (r->sink->error_count > errors)
                 break; /* the same errors again for every other operator */
         }
-        if (!applied && decl->dsis.count) {
+        if (!applied && decl->dsis.count && !renamed_anywhere(r, decl->name.name)) {
             const DsiAssign *first = decl->dsis.items[0];
             diag_error(r->sink, first->dim.span,
                        "no operator has every dimension partition '%s' names", decl->name.name);
