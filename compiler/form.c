@@ -85,15 +85,14 @@ static int same_shape(const PrimeAction *a, const PrimeAction *b) {
     return 1;
 }
 
-/* Slots that differ between ranks as affine functions of the
- * coordinates, modulo the tensor's slot count. NULL when they are the
- * same everywhere; *ok = 0 when they fit no such function. */
-static const PrimeAffine *fit_slots(const Fit *f, const PhaseSched *ph, int i, long *v, int *ok) {
+/* Slots that differ between ranks (differ: some rank's action i is not
+ * the same shape as rank 0's) as affine functions of the coordinates,
+ * modulo the tensor's slot count. NULL when they are the same everywhere;
+ * *ok = 0 when they fit no such function. */
+static const PrimeAffine *fit_slots(const Fit *f, const PhaseSched *ph, int i, int differ, long *v,
+                                    int *ok) {
     const PrimeAction *a0 = &ph->actions[0][i];
     int nin = a0->nin < PRIME_MAX_KERNEL_INPUTS ? a0->nin : PRIME_MAX_KERNEL_INPUTS;
-    int differ = 0;
-    for (int r = 1; r < f->ndev && !differ; ++r)
-        differ = !same_shape(a0, &ph->actions[r][i]);
     *ok = 1;
     if (!differ)
         return NULL;
@@ -481,15 +480,30 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
 /* The fallback that a canonical order of posts may cure (form_build). */
 static const char *const different_sequences = "ranks run different action sequences";
 
+/* What differs between an action of rank 0 and the same action of some
+ * other rank (fit_phase). */
+enum { DIFFER_SHAPE = 1, DIFFER_PEER = 2, DIFFER_ARG = 4 };
+
 static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) {
     int n = ph->nactions[0];
     for (int r = 1; r < f->ndev; ++r)
         if (ph->nactions[r] != n)
             return "ranks run different numbers of actions";
-    for (int r = 1; r < f->ndev; ++r)
-        for (int i = 0; i < n; ++i)
-            if (!same_kind(&ph->actions[0][i], &ph->actions[r][i]))
+    /* One pass over every rank's list in order (the lists are long and
+     * apart: a pass per action across the ranks would miss the cache at
+     * every rank): which actions differ from rank 0's in their slots,
+     * peer or arg. */
+    unsigned char *differs = ARENA_ARRAY(f->arena, unsigned char, n + 1);
+    for (int r = 1; r < f->ndev; ++r) {
+        for (int i = 0; i < n; ++i) {
+            const PrimeAction *a0 = &ph->actions[0][i], *a = &ph->actions[r][i];
+            if (!same_kind(a0, a))
                 return different_sequences;
+            differs[i] |= (unsigned char)((!same_shape(a0, a) ? DIFFER_SHAPE : 0) |
+                                          (a->peer != a0->peer ? DIFFER_PEER : 0) |
+                                          (a->arg != a0->arg ? DIFFER_ARG : 0));
+        }
+    }
     int nkernels = 0, ncollectives = 0;
     for (int i = 0; i < n; ++i) {
         nkernels += ph->actions[0][i].op == PRIME_ACT_KERNEL;
@@ -521,15 +535,13 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
         PrimeActionForm *af = &forms[i];
         af->a = *a0;
         int slots_ok;
-        af->slots = fit_slots(f, ph, i, scratch, &slots_ok);
+        af->slots = fit_slots(f, ph, i, differs[i] & DIFFER_SHAPE, scratch, &slots_ok);
         if (!slots_ok)
             return "ranks use slots that are no affine function of their coordinates";
         if (has_peer(a0->op)) {
-            int same = 1;
-            for (int r = 0; r < f->ndev; ++r) {
+            int same = !(differs[i] & DIFFER_PEER);
+            for (int r = 0; r < f->ndev && !same; ++r)
                 ivals[r] = ph->actions[r][i].peer;
-                same &= ivals[r] == a0->peer;
-            }
             if (same)
                 af->peer_form = PRIME_FORM_CONST;
             else if (shift_fits(f, ivals, af->delta))
@@ -538,11 +550,7 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
                 af->peer_form = PRIME_FORM_TABLE, af->peer_table = rank_table(f, ivals),
                 af->a.peer = 0, pf->ntables++;
         }
-        int same_arg = 1;
-        for (int r = 0; r < f->ndev; ++r) {
-            ivals[r] = ph->actions[r][i].arg;
-            same_arg &= ivals[r] == a0->arg;
-        }
+        int same_arg = !(differs[i] & DIFFER_ARG);
         if (a0->op == PRIME_ACT_KERNEL && ph->offsets && kernels_affine) {
             af->arg_form = PRIME_FORM_AFFINE;
             af->index = fitted[i];
@@ -555,6 +563,8 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
             return "collective groups are neither sub-meshes nor lines of the mesh";
         } else if (!same_arg || a0->op == PRIME_ACT_KERNEL) {
             /* Table args index the phase's own tables: keep them. */
+            for (int r = 0; r < f->ndev; ++r)
+                ivals[r] = ph->actions[r][i].arg;
             af->arg_form = PRIME_FORM_TABLE;
             af->arg_table = rank_table(f, ivals);
             af->a.arg = 0;
