@@ -99,3 +99,11 @@ add_test(NAME plan/cli/training-options
                  --model opt_megatron --training --layers 96)
 set_tests_properties(plan/cli/training-options PROPERTIES LABELS unit TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "--training needs --layers L and --global-batch B")
+
+# --training plans one layer: a model that repeats its layer is refused
+# with a diagnostic at the model.
+add_test(NAME plan/cli/training-one-layer
+         COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 --model opt_small_megatron --training --layers 4 --global-batch 8 --devices 4)
+set_tests_properties(plan/cli/training-one-layer PROPERTIES LABELS unit TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "opt_layer.prime:[0-9]+:[0-9]+: error: --training plans one layer of a model: 'opt_small_megatron' repeats its layer 2 times")
