@@ -80,8 +80,13 @@ TRAIN_SETS = [
 
 
 def plan_text(p):
-    return "%s x %d x %d, b %d%s" % (p["mesh"], p["stages"], p["replicas"], p["micro_batch"],
-                                     ", rc" if p["recompute"] else "")
+    # The layer's first instance and its output (the instance before the
+    # loss) in different partitions: a conversion between consecutive
+    # layers that the search does not price (marked *).
+    uses = p["instances"]
+    mark = "" if uses[0]["use"] == uses[-2]["use"] else " *"
+    return "%s x %d x %d, b %d%s%s" % (p["mesh"], p["stages"], p["replicas"], p["micro_batch"],
+                                       ", rc" if p["recompute"] else "", mark)
 
 
 def gb(x):
@@ -99,8 +104,8 @@ def unmet(stderr):
 def training(args):
     print("| model | devices | primec plan (mesh x stages x replicas, micro-batch) | Megatron plan | "
           "throughput | collective time | collective bytes | peak memory | memory: primec / Megatron | "
-          "search ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "Megatron's collective share | search ms (processor) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     ratios = {name: [] for name, _, _ in TRAIN_SETS}
     with tempfile.TemporaryDirectory() as tmp:
         for title, example, model, plan, params, layers, vocab, batch in TRAIN_MODELS:
@@ -131,10 +136,11 @@ def training(args):
                     results.append((err, last, times))
                 err, last, times = results[0]
                 if err:
-                    print("| %s | %s | %s | | | | | | | |" % (title, name, err))
+                    print("| %s | %s | %s | | | | | | | | |" % (title, name, err))
                     continue
                 s = last["search"]
                 ms = statistics.median(times)
+                cpu = last["search"]["search_cpu_ms"]
                 pinned = []
                 for k, (_, other, _) in enumerate(results):
                     p = other["pinned"] if other else None
@@ -143,8 +149,8 @@ def training(args):
                 if not pinned:
                     m = last["pinned"]
                     why = "no plan fits: least %s (%s)" % (gb(m["smallest_memory"]), m["dominant"]) if m else "none"
-                    print("| %s | %s | %s | %s | | | | | %s / - | %.0f |" % (
-                        title, name, plan_text(s), why, gb(s["memory"]["total"]), ms))
+                    print("| %s | %s | %s | %s | | | | | %s / - | | %.0f (%.0f) |" % (
+                        title, name, plan_text(s), why, gb(s["memory"]["total"]), ms, cpu))
                     continue
                 _, k, m = min(pinned, key=lambda x: (x[0], x[1]))
                 thr = m["iteration_s"] / s["iteration_s"]
@@ -152,9 +158,10 @@ def training(args):
                 ct = s["collective_time_s"] / m["collective_time_s"] if m["collective_time_s"] else float("nan")
                 cb = s["collective_bytes"] / m["collective_bytes"] if m["collective_bytes"] else float("nan")
                 mem = s["memory"]["total"] / m["memory"]["total"]
-                print("| %s | %s | %s | %s%s | %.2fx | %.2f | %.2f | %.2f | %s / %s | %.0f |" % (
+                share = m["collective_time_s"] / m["iteration_s"]
+                print("| %s | %s | %s | %s%s | %.2fx | %.2f | %.2f | %.2f | %s / %s | %.0f%% | %.0f (%.0f) |" % (
                     title, name, plan_text(s), plan_text(m), ", SP" if k else "", thr, ct, cb, mem,
-                    gb(s["memory"]["total"]), gb(m["memory"]["total"]), ms))
+                    gb(s["memory"]["total"]), gb(m["memory"]["total"]), 100 * share, ms, cpu))
     print()
     for name, _, _ in TRAIN_SETS:
         r = ratios[name]

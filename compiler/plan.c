@@ -816,107 +816,6 @@ static void summarise(Planner *p) {
     plan->memory = persistent + transient;
 }
 
-/* Objective of an assignment under the planner's edges. */
-static double objective(const Planner *p, const int *choice) {
-    double t = 0;
-    for (int i = 0; i < p->n; ++i)
-        t += own_time(p, i, choice[i]);
-    for (int e = 0; e < p->edges.count; ++e) {
-        const Edge *ed = p->edges.items[e];
-        t += edge_cost(p, ed->time[choice[ed->from] * ncand(p, ed->to) + choice[ed->to]]);
-    }
-    return t;
-}
-
-double plan_assignment_time(const Plan *plan, const int *choice) {
-    const Planner *p = plan->planner;
-    ICE_ASSERT(p && p->plan == plan);
-    return objective(p, choice);
-}
-
-double plan_resolve(Plan *plan, const PlanWeights *w, Arena *scratch) {
-    Planner *p = plan->planner;
-    ICE_ASSERT(p && p->plan == plan);
-    Arena *keep = p->arena;
-    p->arena = scratch;
-    p->w = *w;
-    p->lambda = 0;
-    double best = plan_solve(p);
-    p->arena = keep;
-    return best;
-}
-
-void plan_sums(const Plan *plan, const int *choice, PlanSums *out) {
-    const Planner *p = plan->planner;
-    ICE_ASSERT(p && p->plan == plan);
-    memset(out, 0, sizeof *out);
-    for (int i = 0; i < p->n; ++i) {
-        const PlanCost *c = &cand(p, i, choice[i])->cost;
-        out->time += c->time;
-        out->fwd_time += c->fwd_time;
-        out->coll_time += c->coll_time;
-        out->coll_bytes += c->coll_bytes;
-        out->p2p_bytes += c->p2p_bytes;
-        out->weight_elems += c->weight_elems;
-        out->stash_bytes += c->stash_bytes;
-        out->input_bytes += c->input_bytes;
-        if (c->peak - c->persistent > out->transient)
-            out->transient = c->peak - c->persistent;
-    }
-    for (int e = 0; e < p->edges.count; ++e) {
-        const Edge *ed = p->edges.items[e];
-        int k = choice[ed->from] * ncand(p, ed->to) + choice[ed->to];
-        out->time += ed->time[k];
-        if (ed->merge) {
-            out->coll_bytes += ed->bytes[k];
-            out->coll_time += ed->time[k];
-        } else {
-            out->p2p_bytes += ed->bytes[k];
-        }
-    }
-}
-
-long plan_min_weight_elems(const Plan *plan) {
-    const Planner *p = plan->planner;
-    long sum = 0;
-    for (int i = 0; i < p->n; ++i) {
-        long least = -1;
-        for (int c = 0; c < ncand(p, i); ++c)
-            if (least < 0 || cand(p, i, c)->cost.weight_elems < least)
-                least = cand(p, i, c)->cost.weight_elems;
-        sum += least > 0 ? least : 0;
-    }
-    return sum;
-}
-
-double plan_exhaustive(const Plan *plan, long limit, int *best_choice) {
-    const Planner *p = plan->planner;
-    ICE_ASSERT(p && p->plan == plan);
-    long total = 1;
-    for (int i = 0; i < p->n; ++i) {
-        total *= ncand(p, i);
-        if (total > limit)
-            return -1;
-    }
-    int *choice = calloc((size_t)p->n + 1, sizeof(int));
-    double best = INFINITY;
-    for (long k = 0; k < total; ++k) {
-        long rest = k;
-        for (int i = p->n - 1; i >= 0; --i) {
-            choice[i] = (int)(rest % ncand(p, i));
-            rest /= ncand(p, i);
-        }
-        double t = objective(p, choice);
-        if (t < best) {
-            best = t;
-            if (best_choice)
-                memcpy(best_choice, choice, sizeof(int) * (size_t)p->n);
-        }
-    }
-    free(choice);
-    return best;
-}
-
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst) {
     const PlanCandidate *pc = plan->cands[inst].items[plan->choice[inst]];
     const Mesh *mesh = &plan->mesh;
@@ -1095,7 +994,7 @@ int plan_model(Arena *arena, DiagSink *sink, const Module *module, const Model *
         /* The choices read back from the layer power cost what it found;
          * on models small enough, the linear program agrees. */
         out->power_time = best;
-        double found = objective(p, out->choice);
+        double found = plan_objective(p, out->choice);
         if (fabs(found - best) > 1e-9 * (fabs(best) + 1e-30))
             ICE("the layer power's choices cost %.17g, not its optimum %.17g", found, best);
         if (p->n <= 512) {

@@ -77,6 +77,9 @@ static inline double edge_cost(const Planner *p, double t) {
     return p->w.time == 1 ? t : isinf(t) ? t : p->w.time * t;
 }
 
+/* The objective of an assignment under the planner's prices and edges. */
+double plan_objective(const Planner *p, const int *choice);
+
 /* The optimum of the objective, with plan->choice filled: through the
  * layer power when the layers repeat (plan->used_power), else linearly. */
 double plan_solve(Planner *p);

@@ -218,6 +218,14 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
                    "model '%s' has no input: the training plan needs the layer's input", m->name);
         return 1;
     }
+    if (m->layer_count > 1) {
+        diag_error(&c->sink, m->name_span,
+                   "--training plans one layer of a model: '%s' repeats its layer %d times "
+                   "(give it one layer, e.g. --param layers=1, and the model's layer count as "
+                   "--layers)",
+                   m->name, m->layer_count);
+        return 1;
+    }
     TrainOptions o;
     memset(&o, 0, sizeof o);
     o.devices = devices;

@@ -76,20 +76,22 @@ set_tests_properties(plan/cli/no-program PROPERTIES LABELS unit TIMEOUT 60
                      FAIL_REGULAR_EXPRESSION "as one program \\(what")
 
 # plan --training: OPT-6.7B's shape (the example's layer with --param) on
-# 8 V100s. The search's candidates include the pinned Megatron-LM
+# 8 V100s, meshes of at most 4 devices and micro-batches of 2 (to stay
+# fast under ASan). The search's candidates include the pinned Megatron-LM
 # partitions, so its iteration is never slower than theirs; both report
 # the four memory terms within the devices' memory.
 add_test(NAME plan/cli/training-opt-6.7b
-         COMMAND sh -c "\"$1\" plan \"$2\" --model opt_megatron --param h=4096 --param a=32 --param f=16384 --training --layers 32 --global-batch 1024 --vocab 50272 --devices 8 --profile v100 --elem-bytes 2 --json | python3 -c 'import json, sys; r = json.load(sys.stdin); s, p = r[\"search\"], r[\"pinned\"]; print(s[\"iteration_s\"], p[\"iteration_s\"]); m = [x[\"memory\"] for x in (s, p)]; ok = s[\"iteration_s\"] <= p[\"iteration_s\"] * (1 + 1e-12) and all(abs(x[\"total\"] - x[\"weights\"] - x[\"gradients\"] - x[\"optimizer\"] - x[\"activations\"]) <= 1e-6 * x[\"total\"] and x[\"total\"] <= 34.36e9 for x in m) and s[\"stages\"] * s[\"replicas\"] * s[\"tensor_devices\"] == 8 and 32 % s[\"stages\"] == 0; sys.exit(0 if ok else 1)'"
+         COMMAND sh -c "\"$1\" plan \"$2\" --model opt_megatron --param h=4096 --param a=32 --param f=16384 --training --layers 32 --global-batch 1024 --vocab 50272 --devices 8 --profile v100 --elem-bytes 2 --tp-max 4 --micro-batch 2 --json | python3 -c 'import json, sys; r = json.load(sys.stdin); s, p = r[\"search\"], r[\"pinned\"]; print(s[\"iteration_s\"], p[\"iteration_s\"]); m = [x[\"memory\"] for x in (s, p)]; ok = s[\"iteration_s\"] <= p[\"iteration_s\"] * (1 + 1e-12) and all(abs(x[\"total\"] - x[\"weights\"] - x[\"gradients\"] - x[\"optimizer\"] - x[\"activations\"]) <= 1e-6 * x[\"total\"] and x[\"total\"] <= 34.36e9 for x in m) and s[\"stages\"] * s[\"replicas\"] * s[\"tensor_devices\"] == 8 and 32 % s[\"stages\"] == 0; sys.exit(0 if ok else 1)'"
                  sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime)
 set_tests_properties(plan/cli/training-opt-6.7b PROPERTIES LABELS unit TIMEOUT 300)
 
 # A memory limit no training plan meets: OPT-175B on 32 V100s needs at
-# least 16 bytes per parameter / 32 devices (no optimizer-state sharding).
+# least 16 bytes per parameter / 32 devices (no optimizer-state sharding;
+# meshes of at most 4 devices, micro-batches of 1, to stay fast).
 add_test(NAME plan/cli/training-memory
          COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
                  --model opt_megatron --training --layers 96 --global-batch 1024 --vocab 50272
-                 --devices 32 --profile v100 --elem-bytes 2)
+                 --devices 32 --profile v100 --elem-bytes 2 --tp-max 4 --micro-batch 1)
 set_tests_properties(plan/cli/training-memory PROPERTIES LABELS unit TIMEOUT 300 WILL_FAIL FALSE
                      PASS_REGULAR_EXPRESSION "opt_layer.prime:[0-9]+:[0-9]+: error: no training plan of 'opt_megatron' fits in 34360000000 bytes per device: the smallest peak any plan reaches is [0-9]+ bytes .*dominated by optimizer state")
 
@@ -99,3 +101,11 @@ add_test(NAME plan/cli/training-options
                  --model opt_megatron --training --layers 96)
 set_tests_properties(plan/cli/training-options PROPERTIES LABELS unit TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "--training needs --layers L and --global-batch B")
+
+# --training plans one layer: a model that repeats its layer is refused
+# with a diagnostic at the model.
+add_test(NAME plan/cli/training-one-layer
+         COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 --model opt_small_megatron --training --layers 4 --global-batch 8 --devices 4)
+set_tests_properties(plan/cli/training-one-layer PROPERTIES LABELS unit TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "opt_layer.prime:[0-9]+:[0-9]+: error: --training plans one layer of a model: 'opt_small_megatron' repeats its layer 2 times")
