@@ -78,8 +78,8 @@ static long contiguous_start(const PrimeBox *box, long *len) {
 static int plan_gather(Builder *b, int from, int to, long tile, const int *need, int g,
                        Gather *gt) {
     const SchedTensor *tf = &b->s->tensors[from], *tt = &b->s->tensors[to];
-    long *start = ARENA_ARRAY(b->arena, long, g);
-    int *order = ARENA_ARRAY(b->arena, int, g);
+    long *start = ARENA_ARRAY(b->arena, long, g), *len = ARENA_ARRAY(b->arena, long, g);
+    unsigned char *taken = arena_alloc(b->arena, (size_t)g); /* member has its piece */
     gt->tile = tile;
     gt->gsize = g;
     gt->group = ARENA_ARRAY(b->arena, int, g);
@@ -102,14 +102,13 @@ static int plan_gather(Builder *b, int from, int to, long tile, const int *need,
                 return 0;
             holder = m;
         }
-        if (holder < 0 || order[holder])
+        if (holder < 0 || taken[holder])
             return 0;
-        long len = 0;
-        long s0 = contiguous_start(&box, &len);
+        long s0 = contiguous_start(&box, &len[holder]);
         if (s0 < 0)
             return 0;
         const Store *ss = store_of(b, from, need[holder]);
-        order[holder] = 1;
+        taken[holder] = 1;
         start[holder] = s0;
         gt->src_tile[holder] = st;
         gt->src_slot[holder] = ss->items[sched_store_find(ss, st)].slot;
@@ -127,13 +126,10 @@ static int plan_gather(Builder *b, int from, int to, long tile, const int *need,
         pos[m] = p;
     }
     long n = tt->tile_elems;
-    for (int m = 0; m < g; ++m) {
-        long len = 0;
-        contiguous_start(&gt->box[m], &len);
+    for (int m = 0; m < g; ++m)
         if (start[m] != chunk_lo(n, g, pos[m]) ||
-            len != chunk_lo(n, g, pos[m] + 1) - chunk_lo(n, g, pos[m]))
+            len[m] != chunk_lo(n, g, pos[m] + 1) - chunk_lo(n, g, pos[m]))
             return 0;
-    }
     /* Reorder by position. */
     long *st2 = ARENA_ARRAY(b->arena, long, g);
     int *sl2 = ARENA_ARRAY(b->arena, int, g);
