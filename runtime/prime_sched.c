@@ -45,6 +45,12 @@ typedef struct Pending {
     int kind;
 } Pending;
 
+/* Why a table's alloc returned NULL: out of memory, or a failed device
+ * call that the table recorded. */
+static PrimeStatus alloc_failure(const PrimeDev *dev) {
+    return prime_dev_status(dev) == PRIME_ERR_DEVICE ? PRIME_ERR_DEVICE : PRIME_ERR_NOMEM;
+}
+
 static long box_elems(const PrimeBox *b) {
     long n = 1;
     for (int x = 0; x < b->ndims; ++x)
@@ -183,7 +189,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
             }
             *ref = ops->alloc(dev, elems, a->kind);
             if (!*ref)
-                st = prime_dev_status(dev) != PRIME_OK ? prime_dev_status(dev) : PRIME_ERR_NOMEM;
+                st = alloc_failure(dev);
             break;
         case PRIME_ACT_FREE:
             if (!*ref) {
@@ -226,7 +232,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
             pd->temp_n = (size_t)box_elems(b);
             pd->temp = ops->alloc(dev, pd->temp_n, PRIME_COMBINE_SUM);
             if (!pd->temp) {
-                st = prime_dev_status(dev) != PRIME_OK ? prime_dev_status(dev) : PRIME_ERR_NOMEM;
+                st = alloc_failure(dev);
                 break;
             }
             pd->box = b;

@@ -96,11 +96,12 @@ if(PRIMEC_CUDA_MATMULS)
   list(APPEND PRIMEC_CUDA_NVCC_GROUPS matmul)
   set(PRIMEC_CUDA_NVCC_matmul ${PRIMEC_CUDA_MATMULS})
 endif()
-# Every run linked and started (no sanitizers: the CUDA runtime library
-# is not built with them).
+# Every run linked and started (in a sanitizer build with the sanitizers,
+# as prime_rt_cuda's C part is built; its CUDA part is not instrumented).
 set(PRIMEC_CUDA_LINK "")
-if(TARGET prime_rt_cuda AND NOT PRIMEC_SANITIZE)
-  set(PRIMEC_CUDA_LINK --link ${CMAKE_C_COMPILER} $<TARGET_FILE:prime_rt_cuda>
+if(TARGET prime_rt_cuda)
+  # CFLAGS never empty: an empty list element would vanish.
+  set(PRIMEC_CUDA_LINK --link ${CMAKE_C_COMPILER} "-O1 ${PRIMEC_CUDA_TEST_CFLAGS}" $<TARGET_FILE:prime_rt_cuda>
       "${PRIMEC_CUDA_TEST_BLAS} -L${PRIMEC_CUDA_LIBDIR} -Wl,-rpath,${PRIMEC_CUDA_LIBDIR} -lcublas -lcudart -lstdc++ -lpthread -lm")
 endif()
 foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})

@@ -1,5 +1,5 @@
 #!/bin/sh
-# nvcc_check.sh PRIMEC NVCC INCLUDE WORK [--link CC LIB LINK] FILE... — the
+# nvcc_check.sh PRIMEC NVCC INCLUDE WORK [--link CC CFLAGS LIB LINK] FILE... — the
 # .cu of every model and run of each FILE compiles with nvcc, warnings as
 # errors, for sm_80 and sm_90. nvcc is slow, so one call compiles them
 # all: each .cu is included in a namespace of its own, FILE_MODEL (the
@@ -7,17 +7,18 @@
 # there), its prime_cuda_run_phase renamed prime_cuda_run_phase_FILE_MODEL.
 #
 # With --link, every run's C part (M.c, the same name renamed) is then
-# compiled by CC and linked with that object, LIB (libprime_rt_cuda.a) and
+# compiled by CC (with CFLAGS: the sanitizers of a sanitizer build) and
+# linked with that object, LIB (libprime_rt_cuda.a) and
 # LINK (cuBLAS, the CUDA runtime, BLAS), and the program started with
 # --local --check: without a GPU it must say "no CUDA device" and exit 2;
 # with one, pass its check.
 set -u
 primec=$1 nvcc=$2 include=$3 work=$4
 shift 4
-link_cc= link_lib= link_flags=
+link_cc= link_cflags= link_lib= link_flags=
 if [ "${1:-}" = --link ]; then
-    link_cc=$2 link_lib=$3 link_flags=$4
-    shift 4
+    link_cc=$2 link_cflags=$3 link_lib=$4 link_flags=$5
+    shift 5
 fi
 here=$(dirname "$0")
 mkdir -p "$work" || exit 1
@@ -50,7 +51,7 @@ for run in $runs; do
     base=${run%/*} m=${run#*/}
     exe=$work/$base/$m
     # shellcheck disable=SC2086
-    $link_cc -std=c11 -O1 -Wall -Wextra -Werror -I"$include" \
+    $link_cc -std=c11 -O1 -Wall -Wextra -Werror $link_cflags -I"$include" \
         -Dprime_cuda_run_phase=prime_cuda_run_phase_${base}_$m "$work/$base/$m.c" \
         "$work/all.o" "$link_lib" $link_flags -o "$exe" || {
         echo "FAIL: $base/$m.c does not link with its kernels and $link_lib"

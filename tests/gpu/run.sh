@@ -23,7 +23,8 @@
 # which, and the summary lists them); 2 a bad command line or a missing
 # tool; 77 no GPU (nothing run after the builds).
 #
-# Every step runs under `timeout`, so a hang is a failure, not a stall;
+# Every step runs under `timeout` (a build 600 s, as many at once as there
+# are processors), so a hang is a failure, not a stall;
 # the whole is meant to take under 8 minutes on one H200.
 set -eu
 
@@ -100,13 +101,27 @@ failed=""
 fail() { say "FAIL: $*"; failed="$failed
 - $*"; }
 
-say "== build the programs (primec build --target cuda) in $out"
+say "== build the programs (primec build --target cuda) in $out, $(nproc) at a time"
+# build_one MODEL FILE: primec build under a timeout, saying so when it ran out.
+build_one() {
+    rc=0
+    timeout 600 "$primec" build "$2" --model "$1" --target cuda -o "$out/$1" \
+        >"$out/$1.build.log" 2>&1 || rc=$?
+    [ $rc -ne 124 ] || echo "run.sh: timed out after 600 s" >>"$out/$1.build.log"
+    return $rc
+}
 pids=""
+running=0
 for entry in $check_runs $bench_runs; do
-    file=$root/examples/${entry%%:*}.prime model=${entry#*:}
-    (timeout 300 "$primec" build "$file" --model "$model" --target cuda -o "$out/$model" \
-        >"$out/$model.build.log" 2>&1) &
-    pids="$pids $!:$model"
+    if [ $running -ge "$(nproc)" ]; then
+        for p in $pids; do
+            wait "${p%%:*}" || fail "build of ${p#*:} (log: $out/${p#*:}.build.log)"
+        done
+        pids="" running=0
+    fi
+    build_one "${entry#*:}" "$root/examples/${entry%%:*}.prime" &
+    pids="$pids $!:${entry#*:}"
+    running=$((running + 1))
 done
 for p in $pids; do
     wait "${p%%:*}" || fail "build of ${p#*:} (log: $out/${p#*:}.build.log)"
