@@ -2,7 +2,8 @@
 # host_check.sh PRIMEC CC CFLAGS INCLUDE LIB LINK WORK FILE — the CUDA
 # table of device operations (runtime/prime_cuda.c) on the host emulation
 # of its CUDA calls (LIB: libprime_rt_cuda_host.a, runtime/pcu_host.c):
-# every run of FILE (of a layer file, those named *_small*) is emitted
+# every run of FILE (of a layer file, its small Megatron, square-grid and
+# sequence-parallel data-parallel runs) is emitted
 # with --target cuda, its C part compiled against LIB, and run with
 # --local --check, which must pass with the counters equal to the
 # compiler's prediction. The first run also checks the refusals of the
@@ -17,9 +18,15 @@ mkdir -p "$work" || exit 1
 models=$(sh "$here/runs.sh" "$primec" "$file") || exit 1
 count=0 first=
 for m in $models; do
+    # A layer file's small runs of each kind: Megatron, the square grid,
+    # sequence parallelism with data-parallel replicas (all-gather); the
+    # other small runs schedule the same actions on other mesh sizes, and
+    # the cpu backend's tests run them all (tests/models.cmake).
     case $(basename "$file") in
     matmul_*) ;;
-    *) case $m in *_small*) ;; *) continue ;; esac ;;
+    *) case $m in *_small_megatron | *_small_square | *_small_megatron_sp_dp | *_mlp_small | \
+        opt_blocks_megatron) ;;
+    *) continue ;; esac ;;
     esac
     dir=$work/$m
     rm -rf "$dir"
