@@ -77,10 +77,9 @@ Layout sched_layout_empty(Builder *b) {
     return l;
 }
 
-/* The tiles of a layout are ascending: a binary search. */
-int sched_layout_has(const Layout *l, int dev, long tile) {
-    const long *tiles = l->tiles[dev];
-    int lo = 0, hi = l->count[dev];
+/* The first position of a device's (ascending) tiles not below tile. */
+static int lower_bound(const long *tiles, int n, long tile) {
+    int lo = 0, hi = n;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
         if (tiles[mid] < tile)
@@ -88,7 +87,13 @@ int sched_layout_has(const Layout *l, int dev, long tile) {
         else
             hi = mid;
     }
-    return lo < l->count[dev] && tiles[lo] == tile;
+    return lo;
+}
+
+/* The tiles of a layout are ascending: a binary search. */
+int sched_layout_has(const Layout *l, int dev, long tile) {
+    int at = lower_bound(l->tiles[dev], l->count[dev], tile);
+    return at < l->count[dev] && l->tiles[dev][at] == tile;
 }
 
 /* Inserts in order (the tiles are ascending). The device's array grows
@@ -97,14 +102,7 @@ int sched_layout_has(const Layout *l, int dev, long tile) {
  * arena memory. */
 void sched_layout_add(Builder *b, Layout *l, int dev, long tile) {
     long *tiles = l->tiles[dev];
-    int n = l->count[dev], lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (tiles[mid] < tile)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    int n = l->count[dev], lo = lower_bound(tiles, n, tile);
     if (lo < n && tiles[lo] == tile)
         return;
     if (!l->cap || l->cap[dev] <= n) {
