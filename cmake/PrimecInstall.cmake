@@ -2,10 +2,11 @@
 #
 #   bin/primec, primec-calibrate[, primec-calibrate-mpi]
 #   include/primec/             the runtime's public headers
-#   lib/libprime_rt.a[, libprime_rt_mpi.a]
+#   lib/libprime_rt.a[, libprime_rt_mpi.a, libprime_rt_cuda.a]
 #   lib/cmake/primec/           the CMake package: primecConfig.cmake, the
 #                               exported targets primec::primec,
-#                               primec::prime_rt[, primec::prime_rt_mpi],
+#                               primec::prime_rt[, primec::prime_rt_mpi,
+#                               primec::prime_rt_cuda],
 #                               and primec_add_model (primecModel.cmake)
 #   lib/pkgconfig/prime_rt.pc[, prime_rt_mpi.pc]
 #   share/primec/stdlib/        the stdlib (primec embeds it; installed to read)
@@ -24,6 +25,14 @@ set(PRIMEC_HAS_MPI OFF)
 if(TARGET prime_rt_mpi)
   list(APPEND PRIMEC_RUNTIME_TARGETS prime_rt_mpi)
   set(PRIMEC_HAS_MPI ON)
+endif()
+set(PRIMEC_HAS_CUDA OFF)
+if(TARGET prime_rt_cuda)
+  list(APPEND PRIMEC_RUNTIME_TARGETS prime_rt_cuda)
+  set(PRIMEC_HAS_CUDA ON)
+  # What a CUDA program's two files include besides the common headers.
+  install(FILES ${CMAKE_SOURCE_DIR}/runtime/prime_cuda.h ${CMAKE_SOURCE_DIR}/runtime/prime_cuda_math.cuh
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/primec)
 endif()
 if(TARGET primec-calibrate-mpi)
   list(APPEND PRIMEC_PROGRAMS primec-calibrate-mpi)
@@ -62,6 +71,9 @@ if(PRIMEC_SANITIZE)
   set(PRIMEC_PC_SANITIZE "-fsanitize=address,undefined")
 endif()
 foreach(lib ${PRIMEC_RUNTIME_TARGETS})
+  if(lib STREQUAL "prime_rt_cuda")
+    continue() # CUDA programs are built by primec or primec_add_model, not by pkg-config
+  endif()
   if(lib STREQUAL "prime_rt_mpi")
     set(PRIMEC_PC_DESCRIPTION
         "the runtime of programs emitted by primec, MPI backend (compile and link with mpicc)")

@@ -23,7 +23,11 @@
 # options, --check included). The runtime is a public dependency, so an
 # executable that links NAME needs nothing else. No NAME_check is made: the
 # caller's executable is what runs.
-# TARGET cuda is not available yet: it is refused at configure time.
+# A cuda model (a primec built with the CUDA toolkit) is built from the
+# MODEL.c and MODEL.o (nvcc's) that `primec build --target cuda` writes,
+# linked to primec::prime_rt_cuda; NAME_check runs `NAME --local --check`
+# (every mesh device on one GPU; without a GPU it exits 2, "no CUDA
+# device").
 
 function(primec_add_model)
   cmake_parse_arguments(PARSE_ARGV 0 arg "LIBRARY" "NAME;FILE;MODEL;TARGET;RANKS" "DEPENDS")
@@ -40,8 +44,14 @@ function(primec_add_model)
     set(arg_TARGET cpu)
   endif()
   if(arg_TARGET STREQUAL "cuda")
-    message(FATAL_ERROR "primec_add_model(${arg_NAME}): TARGET cuda is not available yet "
-                        "(primec builds cpu and mpi programs)")
+    if(NOT TARGET primec::prime_rt_cuda OR NOT primec_HAS_CUDA)
+      message(FATAL_ERROR "primec_add_model(${arg_NAME}): TARGET cuda needs a primec built with "
+                          "the CUDA toolkit (nvcc found when primec was built)")
+    endif()
+    if(arg_LIBRARY)
+      message(FATAL_ERROR "primec_add_model(${arg_NAME}): LIBRARY is for TARGET cpu and mpi")
+    endif()
+    set(runtime primec::prime_rt_cuda)
   elseif(arg_TARGET STREQUAL "mpi")
     if(NOT TARGET primec::prime_rt_mpi OR NOT primec_HAS_MPI)
       message(FATAL_ERROR "primec_add_model(${arg_NAME}): TARGET mpi needs a primec built with "
@@ -56,7 +66,7 @@ function(primec_add_model)
     set(runtime primec::prime_rt)
   else()
     message(FATAL_ERROR "primec_add_model(${arg_NAME}): unknown TARGET '${arg_TARGET}' "
-                        "(cpu, mpi; cuda is not available yet)")
+                        "(cpu, mpi, cuda)")
   endif()
 
   get_filename_component(file "${arg_FILE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
@@ -78,13 +88,29 @@ function(primec_add_model)
     set(header)
     set(library_flag)
   endif()
-  add_custom_command(
-    OUTPUT "${source}" ${header}
-    COMMAND primec::primec build "${file}" --model "${arg_MODEL}" --target "${arg_TARGET}"
-            ${library_flag} --emit-only -o "${dir}"
-    DEPENDS ${depends} "$<TARGET_FILE:primec::primec>"
-    COMMENT "primec: ${arg_MODEL} from ${arg_FILE}"
-    VERBATIM)
+  if(arg_TARGET STREQUAL "cuda")
+    # primec writes MODEL.c and MODEL.cu and compiles the .cu with nvcc
+    # (its flags, docs/cuda.md) into MODEL.o; the C part and the link are
+    # the project's. (primec also links DIR/MODEL itself; NAME is built
+    # here, from the same two files.)
+    set(object "${dir}/${arg_MODEL}.o")
+    add_custom_command(
+      OUTPUT "${source}" "${object}" "${dir}/${arg_MODEL}.cu"
+      COMMAND primec::primec build "${file}" --model "${arg_MODEL}" --target cuda -o "${dir}"
+      DEPENDS ${depends} "$<TARGET_FILE:primec::primec>"
+      COMMENT "primec: ${arg_MODEL} from ${arg_FILE} (CUDA)"
+      VERBATIM)
+    set_source_files_properties("${object}" PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  else()
+    set(object)
+    add_custom_command(
+      OUTPUT "${source}" ${header}
+      COMMAND primec::primec build "${file}" --model "${arg_MODEL}" --target "${arg_TARGET}"
+              ${library_flag} --emit-only -o "${dir}"
+      DEPENDS ${depends} "$<TARGET_FILE:primec::primec>"
+      COMMENT "primec: ${arg_MODEL} from ${arg_FILE}"
+      VERBATIM)
+  endif()
 
   if(arg_LIBRARY)
     add_library(${arg_NAME} STATIC "${source}" "${header}")
@@ -92,7 +118,7 @@ function(primec_add_model)
     target_include_directories(${arg_NAME} PUBLIC "${dir}")
     target_link_libraries(${arg_NAME} PUBLIC ${runtime})
   else()
-    add_executable(${arg_NAME} "${source}")
+    add_executable(${arg_NAME} "${source}" ${object})
     target_link_libraries(${arg_NAME} PRIVATE ${runtime})
   endif()
   set_target_properties(${arg_NAME} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
@@ -104,6 +130,9 @@ function(primec_add_model)
   if(arg_TARGET STREQUAL "mpi")
     set(run ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_RANKS} ${MPIEXEC_PREFLAGS}
             $<TARGET_FILE:${arg_NAME}> ${MPIEXEC_POSTFLAGS} --check)
+  elseif(arg_TARGET STREQUAL "cuda")
+    # Every device of the mesh on this machine's GPU (cuda-local).
+    set(run $<TARGET_FILE:${arg_NAME}> --local --check)
   else()
     set(run $<TARGET_FILE:${arg_NAME}> --check)
   endif()

@@ -33,7 +33,8 @@
 enum { PATH_CAP = 4096 };
 
 static PrimecPaths paths;
-static char include_buf[PATH_CAP], lib_buf[PATH_CAP], mpi_lib_buf[PATH_CAP], profile_buf[PATH_CAP];
+static char include_buf[PATH_CAP], lib_buf[PATH_CAP], mpi_lib_buf[PATH_CAP], cuda_lib_buf[PATH_CAP];
+static char profile_buf[PATH_CAP];
 
 /* The directory of the running binary, without a trailing '/'; 0 if
  * /proc/self/exe cannot be read. */
@@ -63,6 +64,7 @@ static int find_installed(void) {
     char lib_dir[PATH_CAP];
     if (!join(lib_dir, dir, PRIMEC_INSTALL_LIB_REL) || !join(lib_buf, lib_dir, "libprime_rt.a") ||
         !join(mpi_lib_buf, lib_dir, "libprime_rt_mpi.a") ||
+        !join(cuda_lib_buf, lib_dir, "libprime_rt_cuda.a") ||
         !join(profile_buf, dir, PRIMEC_INSTALL_PROFILE_REL))
         return 0;
     paths.installed = 1;
@@ -70,6 +72,9 @@ static int find_installed(void) {
     paths.runtime_lib = lib_buf;
 #ifdef PRIMEC_RUNTIME_MPI_LIB
     paths.runtime_mpi_lib = mpi_lib_buf;
+#endif
+#ifdef PRIMEC_RUNTIME_CUDA_LIB
+    paths.runtime_cuda_lib = cuda_lib_buf;
 #endif
     paths.profile_dir = profile_buf;
     return 1;

@@ -20,8 +20,7 @@ typedef struct PrimecPaths {
     const char *runtime_include; /* the directory of prime_rt.h */
     const char *runtime_lib;     /* libprime_rt.a */
     const char *runtime_mpi_lib; /* libprime_rt_mpi.a, or NULL without MPI */
-    /* libprime_rt_cuda.a in the build tree, or NULL (built without nvcc,
-     * or installed: the CUDA runtime is not installed) */
+    /* libprime_rt_cuda.a, or NULL (built without nvcc) */
     const char *runtime_cuda_lib;
     const char *profile_dir; /* the directory of the .profile files */
 } PrimecPaths;
