@@ -291,6 +291,19 @@ static int check_unused_partitions(Compilation *c) {
         }
         if (used)
             continue;
+        /* A step count named by no axis's size can never be bound: every
+         * use would be refused ("not bound by any mesh axis"). */
+        const Expr *steps = p->steps ? p->steps->size : NULL;
+        int bound = !steps || steps->kind != EXPR_NAME;
+        for (int a = 0; a < p->naxes && !bound; ++a)
+            bound = p->axes[a]->size->kind == EXPR_NAME && p->axes[a]->size->name == steps->name;
+        if (!bound) {
+            diag_error(&c->sink, steps->span,
+                       "step count '%s' of partition '%s' is not the size of any of its mesh axes",
+                       steps->name, p->name);
+            ok = 0;
+            continue;
+        }
         for (long size = 2; size <= 4 && ok; size *= 2) {
             long ndev = 1;
             for (int a = 0; a < p->naxes; ++a)
