@@ -17,9 +17,15 @@ int main(int argc, char **argv) {
      * re-execute once. */
     if (!getenv("OPENBLAS_NUM_THREADS")) {
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        /* The kernels this processor runs best, in the same execution
+         * (prime_blas_choose_core). */
+        const char *better = prime_blas_better_core();
+        if (better)
+            setenv("OPENBLAS_CORETYPE", better, 1);
         execv("/proc/self/exe", argv);
         /* No /proc: go on with the threads idle. */
     }
+    prime_blas_choose_core(argv);
     prime_set_blas_threads(1);
     return calibrate_main(argc, argv);
 }

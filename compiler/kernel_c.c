@@ -225,6 +225,75 @@ static void print_acc_decl(Printer *p, int lanes, const char *identity) {
     printer_printf(p, "};\n");
 }
 
+/* A row of outputs at a time: the largest row whose double accumulators
+ * go on the stack. */
+#define KERNEL_ROW_MAX 4096
+
+/* The output dimension a sum over one strided dimension accumulates a row
+ * of (its innermost output loop), or -1: in fp32, where the output and
+ * every operand the terms read are contiguous in that dimension (or do
+ * not hold it) and none is contiguous in the summed one, so that the sum
+ * in loop order would read a column. */
+static int row_dim(const Kernel *k, const KernelLoop *l, unsigned ops, int dbl) {
+    int n = l->nloops, nout = n - l->nreduce;
+    if (dbl || l->combiner != KCOMB_SUM || l->nreduce != 1 || nout < 1)
+        return -1;
+    int o = l->loop_dim[nout - 1], r = l->loop_dim[n - 1], contiguous = 0;
+    if (k->stride[KERNEL_OUT][o] != 1 || k->extent[o] > KERNEL_ROW_MAX || k->extent[o] < 2)
+        return -1;
+    for (int i = 0; i < k->ph->nin; ++i) {
+        if (!((ops >> i) & 1u))
+            continue;
+        if (k->stride[i][r] == 1 || k->stride[i][o] > 1)
+            return -1;
+        contiguous |= k->stride[i][o] == 1;
+    }
+    return contiguous ? o : -1;
+}
+
+/* The sum over the summed dimension r outside the row of dimension o:
+ * acc[o] += terms for each r, in r's order (one double accumulator per
+ * output of the row, deterministic), then the row added to the output. */
+static void print_loop_rows(Printer *p, const Kernel *k, const KernelLoop *l, unsigned ops,
+                            unsigned looped, int o) {
+    const int *dims = l->loop_dim;
+    int n = l->nloops, nout = n - 1, r = dims[n - 1];
+    int at[IR_MAX_DIMS + 1];
+    for (int j = 0; j < nout - 1; ++j) {
+        open_loop(p, k, dims[j], 1);
+        at[j] = dims[j];
+    }
+    at[nout - 1] = r;
+    printer_printf(p, "double acc[%ld] = {0.0};\n", k->extent[o]);
+    open_loop(p, k, r, 1);
+    for (int i = 0; i < k->ph->nin; ++i) {
+        if (!((ops >> i) & 1u))
+            continue;
+        char base[32];
+        snprintf(base, sizeof base, "in[%d]", i);
+        printer_printf(p, "const float *restrict x%d = ", i);
+        print_offset(p, base, k, i, at, nout);
+        printer_printf(p, ";\n");
+    }
+    Ctx c = {p, k, 0, o, looped};
+    open_loop(p, k, o, 0);
+    printer_printf(p, "acc[d%d] += ", o);
+    print_terms(&c, l, 0);
+    printer_printf(p, ";\n");
+    close_loops(p, 1, 0);
+    close_loops(p, 1, 1);
+    printer_printf(p, "float *restrict y = ");
+    print_offset(p, "out", k, KERNEL_OUT, dims, nout - 1);
+    printer_printf(p, ";\n");
+    open_loop(p, k, o, 0);
+    printer_printf(p, "y[d%d] += (float)(", o);
+    if (l->scale != 1)
+        printer_printf(p, "%ld.0 * ", l->scale);
+    printer_printf(p, "acc[d%d]);\n", o);
+    close_loops(p, 1, 0);
+    close_loops(p, nout - 1, 1);
+}
+
 static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl) {
     const char *type = dbl ? "double" : "float";
     const int *dims = l->loop_dim;
@@ -236,7 +305,11 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         ops |= kernel_expr_operands(k, l->terms[t].expr);
     const int max = l->combiner == KCOMB_MAX;
     const char *identity = max ? "-INFINITY" : "0.0";
-    const int lanes = loop_lanes(k, l, dbl);
+    const int lanes = loop_lanes(k, l, dbl), row = row_dim(k, l, ops, dbl);
+    if (row >= 0) {
+        print_loop_rows(p, k, l, ops, looped, row);
+        return;
+    }
     for (int j = 0; j < outer; ++j) {
         if (l->nreduce && j == nout)
             print_acc_decl(p, lanes, identity);

@@ -16,12 +16,16 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 const char *prime_byte_kind_name(PrimeByteKind kind) {
     switch (kind) {
@@ -205,8 +209,10 @@ PrimeWorld *prime_rt_world_new(int ndev) {
 void prime_rt_world_delete(PrimeWorld *world) {
     if (!world)
         return;
-    for (int i = 0; i < world->ndev; i++)
+    for (int i = 0; i < world->ndev; i++) {
         prime_rt_trace_free(&world->devs[i].trace);
+        prime_rt_kept_free(&world->devs[i]);
+    }
     free(world->devs);
     free(world);
 }
@@ -239,8 +245,107 @@ PrimeStatus prime_dev_status(const PrimeDev *dev) {
     return dev ? dev->status : PRIME_ERR_ARG;
 }
 
+/* Tiles of every size are allocated and freed at each step. glibc maps
+ * a fresh region for each one above its threshold (128 KiB at first) and
+ * returns freed memory to the system, so the next step's tile faults in
+ * fresh pages again (a page fault and a flush of every core's TLB per
+ * 4 KiB page): the largest threshold it allows, and no trimming, keep
+ * the memory in the process for the next step. */
+void prime_rt_tune_memory(void) {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
+}
+
+/* Kept tiles are poisoned for AddressSanitizer, so a use of a freed tile
+ * is still found while it waits in the cache. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PRIME_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PRIME_ASAN 1
+#endif
+#endif
+#ifdef PRIME_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, bytes) ASAN_POISON_MEMORY_REGION((p), (bytes))
+#define UNPOISON(p, bytes) ASAN_UNPOISON_MEMORY_REGION((p), (bytes))
+#else
+#define POISON(p, bytes) ((void)(p), (void)(bytes))
+#define UNPOISON(p, bytes) ((void)(p), (void)(bytes))
+#endif
+
+static size_t kept_size(size_t nfloats) {
+    return (nfloats ? nfloats : 1) * sizeof(float);
+}
+
+/* Releases kept tiles, the oldest first, until at most `keep` bytes are kept. */
+static void kept_release(PrimeDev *dev, uint64_t keep) {
+    int drop = 0;
+    while (drop < dev->nkept && dev->kept_bytes > keep) {
+        struct PrimeKept *k = &dev->kept[drop++];
+        UNPOISON(k->p, kept_size(k->nfloats));
+        free(k->p);
+        dev->kept_bytes -= (uint64_t)k->nfloats * sizeof(float);
+    }
+    if (drop) {
+        memmove(dev->kept, dev->kept + drop, (size_t)(dev->nkept - drop) * sizeof *dev->kept);
+        dev->nkept -= drop;
+    }
+}
+
+/* A kept tile of exactly nfloats, zeroed, or NULL; the newest first. */
+static float *kept_take(PrimeDev *dev, size_t nfloats) {
+    for (int i = dev->nkept - 1; i >= 0; --i) {
+        if (dev->kept[i].nfloats != nfloats)
+            continue;
+        float *p = dev->kept[i].p;
+        memmove(dev->kept + i, dev->kept + i + 1, (size_t)(dev->nkept - i - 1) * sizeof *dev->kept);
+        dev->nkept--;
+        dev->kept_bytes -= (uint64_t)nfloats * sizeof(float);
+        UNPOISON(p, kept_size(nfloats));
+        memset(p, 0, kept_size(nfloats));
+        return p;
+    }
+    return NULL;
+}
+
+/* Enough kept tiles for a search to stay short; more go back to malloc. */
+#define KEPT_MAX 512
+
+static int kept_put(PrimeDev *dev, float *p, size_t nfloats) {
+    uint64_t bytes = (uint64_t)nfloats * sizeof(float);
+    if (nfloats == 0 || dev->cur_bytes + dev->kept_bytes + bytes > dev->high_bytes)
+        return 0;
+    if (dev->nkept == KEPT_MAX)
+        kept_release(dev, dev->kept_bytes - (uint64_t)dev->kept[0].nfloats * sizeof(float));
+    if (dev->nkept == dev->kept_cap) {
+        int cap = dev->kept_cap ? 2 * dev->kept_cap : 16;
+        struct PrimeKept *grown = realloc(dev->kept, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return 0;
+        dev->kept = grown;
+        dev->kept_cap = cap;
+    }
+    POISON(p, kept_size(nfloats));
+    dev->kept[dev->nkept++] = (struct PrimeKept){nfloats, p};
+    dev->kept_bytes += bytes;
+    return 1;
+}
+
+void prime_rt_kept_free(PrimeDev *dev) {
+    kept_release(dev, 0);
+    free(dev->kept);
+    dev->kept = NULL;
+    dev->nkept = dev->kept_cap = 0;
+}
+
 /* A request for zero floats still returns a distinct pointer (and counts
- * nothing), so NULL always means failure. */
+ * nothing), so NULL always means failure. Memory comes zeroed: a kept
+ * tile of the same size where there is one, otherwise malloc's, after
+ * releasing kept tiles so that live and kept bytes stay within the most
+ * ever live at once. */
 float *prime_alloc(PrimeDev *dev, size_t nfloats) {
     if (!dev)
         return NULL;
@@ -248,14 +353,29 @@ float *prime_alloc(PrimeDev *dev, size_t nfloats) {
         prime_rt_fail(dev, PRIME_ERR_NOMEM);
         return NULL;
     }
-    float *p = calloc(nfloats ? nfloats : 1, sizeof(float));
+    uint64_t bytes = (uint64_t)nfloats * sizeof(float);
+    float *p = nfloats ? kept_take(dev, nfloats) : NULL;
+    if (!p) {
+        uint64_t high = dev->cur_bytes + bytes > dev->high_bytes ? dev->cur_bytes + bytes
+                                                                   : dev->high_bytes;
+        if (dev->cur_bytes + dev->kept_bytes + bytes > high)
+            kept_release(dev, high - dev->cur_bytes - bytes);
+        /* Zeroed by writing: calloc's untouched pages would map the zero
+         * page on the first read (an accumulating kernel reads first) and
+         * fault again, flushing every core's TLB, on the first write. */
+        p = malloc(kept_size(nfloats));
+        if (p)
+            memset(p, 0, kept_size(nfloats));
+    }
     if (!p) {
         prime_rt_fail(dev, PRIME_ERR_NOMEM);
         return NULL;
     }
-    dev->cur_bytes += (uint64_t)nfloats * sizeof(float);
+    dev->cur_bytes += bytes;
     if (dev->cur_bytes > dev->peak_bytes)
         dev->peak_bytes = dev->cur_bytes;
+    if (dev->cur_bytes > dev->high_bytes)
+        dev->high_bytes = dev->cur_bytes;
     return p;
 }
 
@@ -264,16 +384,20 @@ float *prime_alloc(PrimeDev *dev, size_t nfloats) {
 void prime_free(PrimeDev *dev, float *p, size_t nfloats) {
     if (!p)
         return;
-    free(p);
-    if (!dev)
+    if (!dev) {
+        free(p);
         return;
+    }
     uint64_t bytes = (uint64_t)nfloats * sizeof(float);
     if (bytes > dev->cur_bytes) {
+        free(p);
         prime_rt_fail(dev, PRIME_ERR_ARG);
         dev->cur_bytes = 0;
         return;
     }
     dev->cur_bytes -= bytes;
+    if (!kept_put(dev, p, nfloats))
+        free(p);
 }
 
 uint64_t prime_world_bytes_sent(const PrimeWorld *world, int rank, PrimeByteKind kind) {

@@ -89,6 +89,16 @@ struct PrimeDev {
     uint64_t cur_bytes;
     uint64_t peak_bytes;
     PrimeTrace trace;
+    /* Freed tiles kept for the next allocation of the same size (a step
+     * allocates the sizes the step before freed): device thread only.
+     * Live and kept bytes together never exceed the most ever allocated
+     * at once (high_bytes), so keeping costs no memory past the peak. */
+    struct PrimeKept {
+        size_t nfloats;
+        float *p;
+    } *kept;
+    int nkept, kept_cap;
+    uint64_t kept_bytes, high_bytes;
 
     /* What the device is doing (prime_dev_set_context), for the message of
      * a wait that times out: written by the device thread, and atomic
@@ -124,6 +134,11 @@ struct PrimeWorld {
     uint64_t fault_after;
     PrimeWorldBackend *be;
 };
+
+/* Frees the device's kept tiles (prime_alloc's cache). */
+void prime_rt_kept_free(PrimeDev *dev);
+/* Keeps freed memory in the process (malloc's thresholds); world setup. */
+void prime_rt_tune_memory(void);
 
 /* Common helpers (device.c). */
 

@@ -18,8 +18,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 static int max1(int x) {
     return x > 1 ? x : 1;
@@ -207,6 +209,57 @@ void prime_set_blas_threads(int n) {
 int prime_blas_threads(void) {
     int n = openblas_get_num_threads();
     return n < 1 ? 1 : n;
+}
+
+/* OpenBLAS's builds for many processors (Debian's) pick their kernels
+ * from the processor's model number when the library loads; a model newer
+ * than the library (or a virtual machine's generic name) gets the oldest
+ * kernels, SSE3 ("Prescott"), 4-5x slower than the AVX-512 ones on the
+ * same processor. The kernels can only be chosen before the library
+ * loads, through OPENBLAS_CORETYPE: so a program whose processor has more
+ * than its kernels use sets it and executes itself again, once. */
+static int core_rank(const char *name) {
+    static const char *const avx2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+                                       "SapphireRapids"};
+    for (int i = 0; name && i < (int)(sizeof avx2 / sizeof *avx2); ++i)
+        if (strcasecmp(name, avx2[i]) == 0)
+            return i < 2 ? 1 : 2;
+    return 0;
+}
+
+static const char *best_core(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512cd"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+#endif
+    return NULL;
+}
+
+const char *prime_blas_core(void) {
+    return openblas_get_corename();
+}
+
+const char *prime_blas_better_core(void) {
+    const char *best = best_core();
+    if (getenv("OPENBLAS_CORETYPE") || !best || core_rank(openblas_get_corename()) >= core_rank(best))
+        return NULL;
+    return best;
+}
+
+void prime_blas_choose_core(char **argv) {
+    const char *best = prime_blas_better_core();
+    if (!best || !argv || !argv[0])
+        return;
+    if (setenv("OPENBLAS_CORETYPE", best, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    /* No /proc: go on with the library's own choice. */
+    unsetenv("OPENBLAS_CORETYPE");
 }
 
 /* What OpenBLAS maps for each thread that runs a GEMM: BUFFER_SIZE

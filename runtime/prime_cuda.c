@@ -666,6 +666,7 @@ static void cuda_usage(const char *argv0) {
 
 int prime_cuda_main(const PrimeProgram *prog, PrimeCudaRunPhaseFn run_phase, int argc,
                     char **argv) {
+    prime_blas_choose_core(argv); /* with every option, before they are taken out */
     /* The CUDA options come out; the rest goes to the driver. */
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     if (!rest) {

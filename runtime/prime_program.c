@@ -549,6 +549,7 @@ int prime_program_main(const PrimeProgram *prog, int argc, char **argv) {
 
 int prime_program_main_device(const PrimeProgram *prog, const PrimeProgramDevice *device, int argc,
                               char **argv) {
+    prime_blas_choose_core(argv);
     if (!prog->tensor_runs && !prog->value_runs)
         return run_program(prog, device, argc, argv);
     PrimeProgram full = *prog;

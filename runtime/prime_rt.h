@@ -223,6 +223,17 @@ void prime_dgemm_batched(int trans_a, int trans_b, int batch, int m, int n, int 
 void prime_set_blas_threads(int n);
 /* The threads a GEMM of the calling thread runs on (OpenBLAS's own). */
 int prime_blas_threads(void);
+/* The BLAS kernels this processor runs best (an OPENBLAS_CORETYPE name:
+ * "SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA) where they are
+ * newer than those the library chose when it loaded and OPENBLAS_CORETYPE
+ * is not set; otherwise NULL. And the kernels in use. */
+const char *prime_blas_better_core(void);
+const char *prime_blas_core(void);
+/* Executes the program again (argv, through /proc/self/exe) with
+ * OPENBLAS_CORETYPE set to prime_blas_better_core(); returns at once
+ * where that is NULL (or the execution fails). Programs call
+ * it first thing in main. */
+void prime_blas_choose_core(char **argv);
 /* The address space OpenBLAS takes for each thread that runs a GEMM. */
 size_t prime_blas_buffer_bytes(void);
 /* Whether `callers` threads' GEMM buffers, and extra_bytes more, still

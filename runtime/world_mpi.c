@@ -356,6 +356,7 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
     live_worlds++;
     /* One device stands for one accelerator: one BLAS thread each. */
     openblas_set_num_threads(1);
+    prime_rt_tune_memory();
     *out = w;
     return PRIME_OK;
 }

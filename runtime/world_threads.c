@@ -224,6 +224,7 @@ PrimeStatus prime_world_create(int ndev, PrimeWorld **out) {
     }
     read_placement(w);
     openblas_set_num_threads(1);
+    prime_rt_tune_memory();
     *out = w;
     return PRIME_OK;
 }
