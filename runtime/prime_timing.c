@@ -188,6 +188,7 @@ void prime_timing_print(const PrimeTiming *t, FILE *out) {
             "schedule overhead %.3f ms (%.0f%%)\n",
             s.kernel * 1e3, pct(s.kernel, s.wall), s.exposed * 1e3, pct(s.exposed, s.wall),
             s.overhead * 1e3, pct(s.overhead, s.wall));
+    fprintf(out, "  BLAS kernels: %s\n", prime_blas_core() ? prime_blas_core() : "unknown");
     fprintf(out, "%-28s %4s %5s %10s %10s %9s %10s %10s %10s\n", "phase", "runs", "steps",
             "wall us", "step us", "GFLOP/s", "kernel us", "exposed us", "overhead us");
     for (int p = 0; p < t->nphases; ++p) {
@@ -214,7 +215,8 @@ void prime_timing_json(const PrimeTiming *t, FILE *js) {
     if (!js || t->repeat == 0)
         return;
     Row s = row_of(t, t->nphases);
-    fprintf(js, ", \"step_time\": %.9g, \"timing\": {\"repeat\": %d, ", s.wall, t->repeat);
+    fprintf(js, ", \"step_time\": %.9g, \"timing\": {\"repeat\": %d, \"blas_core\": \"%s\", ",
+            s.wall, t->repeat, prime_blas_core() ? prime_blas_core() : "");
     json_row(js, &s);
     fprintf(js, ", \"phases\": [");
     for (int p = 0; p < t->nphases; ++p) {

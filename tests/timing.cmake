@@ -3,6 +3,7 @@
 #   timing/matmul-square        shifts only (examples/matmul_square.prime)
 #   timing/opt-small-megatron   all-reduces (examples/opt_layer.prime)
 #   timing/calibrate-progress   the progress line of `primec calibrate`
+#   timing/blas-core            the BLAS kernels a program chooses
 #
 # Each builds the model, runs it with --repeat, --json and --trace, and
 # checks the report by structure (tests/run/timing_report.py): step_time
@@ -39,4 +40,13 @@ add_test(NAME timing/calibrate-progress
                  $<TARGET_FILE:primec> calibrate --quick --worlds 2
                  -o ${PRIMEC_TIMING_DIR}/calibrate/profile.txt)
 set_tests_properties(timing/calibrate-progress PROPERTIES LABELS run TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
+
+# The BLAS kernels a program runs: the newest its processor supports unless
+# OPENBLAS_CORETYPE says otherwise (tests/run/blas_core.py).
+add_test(NAME timing/blas-core
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/run/blas_core.py
+                 $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime
+                 matmul_square ${PRIMEC_TIMING_DIR}/blas-core)
+set_tests_properties(timing/blas-core PROPERTIES LABELS run TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
