@@ -7,7 +7,8 @@ its venv with XLA_FLAGS=--xla_force_host_platform_device_count=4.
 
     opt_layer_jax.py S H A E F LAYERS REPEAT
 
-prints one JSON line: {"step_s": [...], "devices": N}.
+prints one JSON line: {"step_s": [...], "cpu_s": [...], "devices": N}
+(wall and processor time of each step, all of the process's threads).
 """
 import json
 import sys
@@ -84,12 +85,13 @@ def main():
                        NamedSharding(mesh, P(None, None)))
     step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
     jax.block_until_ready(step(params, x))  # compile and warm up
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         jax.block_until_ready(step(params, x))
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"step_s": times, "devices": len(devices)}))
+        cpu.append(time.process_time() - c0)
+    print(json.dumps({"step_s": times, "cpu_s": cpu, "devices": len(devices)}))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@ run; each process steps --repeat times and reports its last step:
   last iteration only), and per device the share of its kernel time spent
   in kernels that are GEMMs (those whose `--dump-after=kernels` IR has a
   GEMM node, their epilogue loops included);
-- XLA: bench/opt_layer_jax.py's wall clock around one jitted step.
+- XLA: bench/opt_layer_jax.py's wall clock around one jitted step;
+- both: the processor time of all the process's threads in that step
+  (primec's --json timing.process_cpu_time of its median repeat, XLA's
+  time.process_time()), which other work on the machine inflates far
+  less than the wall time.
 
 Prints the medians over the runs and the ratios primec / XLA Megatron.
 jax[cpu] is installed from PyPI into the venv on first use (a benchmark
@@ -81,8 +85,10 @@ def build(primec, shape, layers, work):
 
 
 def primec_step(exe, gemm, repeat):
-    trace = exe + ".trace.json"
-    run([exe, "--repeat", str(repeat), "--trace", trace])
+    trace, js = exe + ".trace.json", exe + ".json"
+    run([exe, "--repeat", str(repeat), "--trace", trace, "--json", js])
+    with open(js) as fh:
+        cpu = json.load(fh)["timing"]["process_cpu_time"]
     with open(trace) as fh:
         data = json.load(fh)
     ev = data["traceEvents"] if isinstance(data, dict) else data
@@ -99,7 +105,7 @@ def primec_step(exe, gemm, repeat):
                 gem[dev] = gem.get(dev, 0) + x["dur"]
     share = [gem.get(t, 0) / kern[t] if gemm is not None else float("nan") for t in sorted(kern)]
     compute = [kern[t] / (end - start) for t in sorted(kern)]
-    return (end - start) / 1e6, share, compute
+    return (end - start) / 1e6, share, compute, cpu
 
 
 def xla_step(py, shape, layers, repeat):
@@ -107,7 +113,8 @@ def xla_step(py, shape, layers, repeat):
                JAX_PLATFORMS="cpu")
     out = run([py, os.path.join(ROOT, "bench", "opt_layer_jax.py"), *map(str, shape),
                str(layers), str(repeat)], env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])["step_s"][-1]
+    got = json.loads(out.strip().splitlines()[-1])
+    return got["step_s"][-1], got["cpu_s"][-1]
 
 
 def main():
@@ -129,26 +136,34 @@ def main():
         steps = {m: [] for m in MODELS}
         shares = {m: [] for m in MODELS}
         computes = {m: [] for m in MODELS}
-        xla = []
+        cpus = {m: [] for m in MODELS}
+        xla, xla_cpu = [], []
         for _ in range(args.runs):
             for m in MODELS:
-                t, share, compute = primec_step(*progs[m], args.repeat)
+                t, share, compute, cpu = primec_step(*progs[m], args.repeat)
                 steps[m].append(t)
+                cpus[m].append(cpu)
                 shares[m].append(share)
                 computes[m].append(compute)
             if py:
-                xla.append(xla_step(py, shape, args.layers, args.repeat))
+                t, cpu = xla_step(py, shape, args.layers, args.repeat)
+                xla.append(t)
+                xla_cpu.append(cpu)
         print(f"shape s,h,heads,head_dim,ffn = {text}, {args.layers} layers, 4 devices, "
               f"medians of {args.runs} runs")
         ref = statistics.median(xla) if xla else None
+        ref_cpu = statistics.median(xla_cpu) if xla_cpu else None
         if ref:
-            print(f"  {'xla megatron':20s} step {ref * 1e3:9.1f} ms")
+            print(f"  {'xla megatron':20s} step {ref * 1e3:9.1f} ms, processor {ref_cpu * 1e3:7.1f} ms")
         for m in MODELS:
             med = statistics.median(steps[m])
             share = [statistics.median(r[d] for r in shares[m]) for d in range(4)]
             comp = [statistics.median(r[d] for r in computes[m]) for d in range(4)]
+            cpu = statistics.median(cpus[m])
             ratio = f" = {med / ref:5.2f}x xla" if ref else ""
+            cratio = f" = {cpu / ref_cpu:5.2f}x xla" if ref_cpu else ""
             print(f"  {'primec ' + m.replace('opt_small_', ''):20s} step {med * 1e3:9.1f} ms{ratio}"
+                  f", processor {cpu * 1e3:7.1f} ms{cratio}"
                   f"; GEMM share of kernel time per device "
                   + " ".join(f"{x:4.0%}" for x in share)
                   + "; kernel time / step " + " ".join(f"{x:4.0%}" for x in comp))

@@ -2,10 +2,13 @@
  * prime_timing.c — the time report of an emitted program (see
  * prime_timing.h and docs/timing.md).
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include "prime_timing.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Rows per repeat: the phases and the whole step. */
 static size_t rows(const PrimeTiming *t) {
@@ -25,7 +28,8 @@ int prime_timing_init(PrimeTiming *t, const PrimeProgram *prog, int repeat) {
     t->kernel = calloc(nrec, sizeof(double));
     t->exposed = calloc(nrec, sizeof(double));
     t->overhead = calloc(nrec, sizeof(double));
-    if (!t->cur || !t->wall || !t->kernel || !t->exposed || !t->overhead) {
+    t->cpu = calloc((size_t)t->cap, sizeof(double));
+    if (!t->cur || !t->wall || !t->kernel || !t->exposed || !t->overhead || !t->cpu) {
         prime_timing_free(t);
         return 0;
     }
@@ -38,11 +42,20 @@ void prime_timing_free(PrimeTiming *t) {
     free(t->kernel);
     free(t->exposed);
     free(t->overhead);
+    free(t->cpu);
     memset(t, 0, sizeof *t);
+}
+
+static double process_cpu(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 void prime_timing_start(PrimeTiming *t) {
     memset(t->cur, 0, sizeof *t->cur * (size_t)t->ndev * (size_t)t->nphases);
+    t->cpu0 = process_cpu();
 }
 
 PrimeSchedStats *prime_timing_slot(PrimeTiming *t, int rank, int phase) {
@@ -52,6 +65,7 @@ PrimeSchedStats *prime_timing_slot(PrimeTiming *t, int rank, int phase) {
 void prime_timing_collect(PrimeTiming *t) {
     if (t->repeat >= t->cap)
         return;
+    t->cpu[t->repeat] = process_cpu() - t->cpu0;
     size_t base = (size_t)t->repeat * rows(t);
     double step_wall = 0, step_kernel = 0, step_exposed = 0, step_over = 0;
     for (int r = 0; r < t->ndev; ++r) {
@@ -127,7 +141,7 @@ static int median_repeat(const PrimeTiming *t, int row) {
 
 /* One row of the report, medians and counts of the last repeat. */
 typedef struct Row {
-    double wall, kernel, exposed, overhead, flops;
+    double wall, kernel, exposed, overhead, flops, cpu;
     long kernels, sends, collectives, steps, runs;
 } Row;
 
@@ -141,6 +155,7 @@ static Row row_of(const PrimeTiming *t, int row) {
     w.kernel = t->kernel[at];
     w.exposed = t->exposed[at];
     w.overhead = t->overhead[at];
+    w.cpu = row == t->nphases ? t->cpu[median_repeat(t, row)] : 0;
     int lo = row < t->nphases ? row : 0, hi = row < t->nphases ? row + 1 : t->nphases;
     for (int p = lo; p < hi; ++p) {
         double kf = t->prog->phases[p]->kernel_flops;
@@ -188,7 +203,8 @@ void prime_timing_print(const PrimeTiming *t, FILE *out) {
             "schedule overhead %.3f ms (%.0f%%)\n",
             s.kernel * 1e3, pct(s.kernel, s.wall), s.exposed * 1e3, pct(s.exposed, s.wall),
             s.overhead * 1e3, pct(s.overhead, s.wall));
-    fprintf(out, "  BLAS kernels: %s\n", prime_blas_core() ? prime_blas_core() : "unknown");
+    fprintf(out, "  processor time of this process: %.3f ms; BLAS kernels: %s\n", s.cpu * 1e3,
+            prime_blas_core() ? prime_blas_core() : "unknown");
     fprintf(out, "%-28s %4s %5s %10s %10s %9s %10s %10s %10s\n", "phase", "runs", "steps",
             "wall us", "step us", "GFLOP/s", "kernel us", "exposed us", "overhead us");
     for (int p = 0; p < t->nphases; ++p) {
@@ -215,8 +231,10 @@ void prime_timing_json(const PrimeTiming *t, FILE *js) {
     if (!js || t->repeat == 0)
         return;
     Row s = row_of(t, t->nphases);
-    fprintf(js, ", \"step_time\": %.9g, \"timing\": {\"repeat\": %d, \"blas_core\": \"%s\", ",
-            s.wall, t->repeat, prime_blas_core() ? prime_blas_core() : "");
+    fprintf(js,
+            ", \"step_time\": %.9g, \"timing\": {\"repeat\": %d, \"process_cpu_time\": %.9g, "
+            "\"blas_core\": \"%s\", ",
+            s.wall, t->repeat, s.cpu, prime_blas_core() ? prime_blas_core() : "");
     json_row(js, &s);
     fprintf(js, ", \"phases\": [");
     for (int p = 0; p < t->nphases; ++p) {

@@ -16,6 +16,10 @@
  *   overhead  mean over devices of wall - kernel - exposed, each device
  *             its own: time in the schedule executor itself
  *
+ * and, for the whole step, the processor time this process's threads
+ * spent in it (CLOCK_PROCESS_CPUTIME_ID), which a machine shared with
+ * other work inflates far less than wall time.
+ *
  * The report takes, per row, the repeat with the median wall time (the
  * lower of the middle two for an even count) and gives its four times,
  * which so stay consistent with one another; FLOPs are counted from the
@@ -39,6 +43,10 @@ typedef struct PrimeTiming {
     PrimeSchedStats *cur;
     /* [repeat * (nphases + 1) + phase], row nphases the whole step. */
     double *wall, *kernel, *exposed, *overhead;
+    /* [repeat]: the processor time of this process's threads in it (all
+     * devices of a threads world, this rank's under MPI). */
+    double *cpu;
+    double cpu0; /* at prime_timing_start */
 } PrimeTiming;
 
 /* Room for `repeat` repeats; 0 when out of memory. */

@@ -5,6 +5,8 @@
 # - The OPT layer at hidden 256 (a = 4 heads of 64, ffn 1024, 64 tokens),
 #   Megatron and square-grid plans, with weights scaled by fan-in
 #   (--init fan-in, the default): passes.
+# - The OPT layer at 512 tokens, hidden 512, ffn 2048 (the benchmark's
+#   shape), both plans: passes on cpu and mpi.
 # - Hidden 512 with 16 tokens under --init uniform, whose scores overflow
 #   an unshifted exp: passes (see below), and fails with the unshifted
 #   exp.
@@ -23,6 +25,35 @@ foreach(model opt_small_megatron opt_small_square)
                        PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
                        FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
 endforeach()
+
+# The OPT layer at the shape bench/step_xla.py times against XLA (512
+# tokens, hidden 512, 8 heads of 64, ffn 2048; one layer), both plans:
+# passes on the cpu target and as 4 MPI processes (mpi/numerics/h512/MODEL).
+set(PRIMEC_H512_BENCH "param layers = 1, s = 512, h = 512, a = 8, e = 64, f = 2048")
+foreach(model opt_small_megatron opt_small_square)
+  set(dir ${PRIMEC_NUMERICS_DIR}/h512_bench_${model})
+  add_test(NAME numerics/h512/${model}
+           COMMAND sh -c "mkdir -p \"$4\" && sed 's/${PRIMEC_OPT_SMALL}/${PRIMEC_H512_BENCH}/' \"$2\" >\"$4/model.prime\" && \"$1\" build \"$4/model.prime\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
+                   sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC} ${model} ${dir})
+  set_tests_properties(numerics/h512/${model} PROPERTIES LABELS run TIMEOUT 600
+                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
+                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+endforeach()
+
+# The same as 4 MPI processes (where tests/mpi.cmake found MPI: its
+# launcher flags and environment).
+if(TARGET prime_rt_mpi AND MPIEXEC_EXECUTABLE)
+  foreach(model opt_small_megatron opt_small_square)
+    set(dir ${PRIMEC_NUMERICS_DIR}/mpi_h512_${model})
+    add_test(NAME mpi/numerics/h512/${model}
+             COMMAND sh -c "mkdir -p \"$4\" && sed 's/${PRIMEC_OPT_SMALL}/${PRIMEC_H512_BENCH}/' \"$2\" >\"$4/model.prime\" && p=$1 m=$3 d=$4 && shift 4 && sh \"$0\" mpi \"$p\" \"$d/model.prime\" \"$m\" \"$d/run\" \"$@\""
+                     ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC}
+                     ${model} ${dir} ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
+    set_tests_properties(mpi/numerics/h512/${model} PROPERTIES LABELS "mpi;run" TIMEOUT 600
+                         ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
+                         PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
+  endforeach()
+endif()
 
 # Hidden 512 with 16 tokens under --init uniform: the attention scores
 # reach hundreds, past where exp overflows fp32 (88) and where the old

@@ -9,7 +9,7 @@ Builds the model and runs it with --repeat 1 --json three ways:
   from the processor's model number when it loaded;
 - with OPENBLAS_CORETYPE=Prescott: the user's choice stands (the program
   reports Prescott, it does not execute itself again with another one);
-- the JSON's timing.blas_core and the report's "BLAS kernels:" line agree.
+- the JSON's timing.blas_core and the report's "BLAS kernels:" agree.
 """
 import json
 import os
@@ -24,10 +24,10 @@ def run(prog, env, json_path):
                          capture_output=True, text=True)
     if out.returncode:
         sys.exit("FAIL: %s exited %d: %s" % (prog, out.returncode, out.stderr))
-    line = [l for l in out.stdout.splitlines() if l.strip().startswith("BLAS kernels:")]
+    line = [l for l in out.stdout.splitlines() if "BLAS kernels:" in l]
     if len(line) != 1:
-        sys.exit("FAIL: no 'BLAS kernels:' line in the report:\n" + out.stdout)
-    said = line[0].split(":", 1)[1].strip()
+        sys.exit("FAIL: no 'BLAS kernels:' in the report:\n" + out.stdout)
+    said = line[0].split("BLAS kernels:", 1)[1].strip()
     core = json.load(open(json_path))["timing"]["blas_core"]
     if said != core:
         sys.exit("FAIL: the report says %s, the JSON %s" % (said, core))
