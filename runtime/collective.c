@@ -25,6 +25,9 @@
  * travel on the collective channel under the caller's tag, and the FIFO
  * order per (source, destination, tag) keeps successive steps apart.
  *
+ * A backend may do the collective itself instead (the threads backend
+ * does, in shared memory: collective_threads.c); MPI runs this ring.
+ *
  * Every wait has the world's deadline (prime_wait). A step that timed out
  * or was aborted ends the collective: the peers are gone, so the later
  * steps would only wait out the deadline again.
@@ -34,6 +37,7 @@
 #include "prime_rt.h"
 
 #include "internal.h"
+#include "prime_devops.h"
 
 static int ring_mod(int x, int g) {
     int r = x % g;
@@ -139,7 +143,11 @@ static PrimeStatus ring_allgather(const Ring *ring) {
     return st;
 }
 
-typedef enum CollKind { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER } CollKind;
+typedef enum CollKind {
+    COLL_ALLREDUCE = PRIME_RT_COLL_ALLREDUCE,
+    COLL_REDUCE_SCATTER = PRIME_RT_COLL_REDUCE_SCATTER,
+    COLL_ALLGATHER = PRIME_RT_COLL_ALLGATHER
+} CollKind;
 
 /* Steps keep going after a failed one, so every member posts the same
  * messages and no peer is left waiting for one that never comes. Only a
@@ -156,6 +164,17 @@ static PrimeStatus collective(CollKind kind, int max, PrimeDev *dev, const int *
         return PRIME_OK;
     if (prime_rt_fault_point(dev) != PRIME_OK)
         return PRIME_ERR_ABORTED;
+    /* The backend's own collective is counted as the ring: its bytes
+     * (counted by the backend) and its scratch (here), so that counters
+     * equal the prediction whichever runs. */
+    size_t counted = kind == COLL_ALLGATHER ? 0 : prime_collective_scratch(n, gsize);
+    prime_dev_count_alloc(dev, counted);
+    int done = 0;
+    PrimeStatus direct =
+        prime_rt_collective_direct(dev, (int)kind, max, group, gsize, pos, buf, n, tag, &done);
+    prime_dev_count_free(dev, counted);
+    if (done)
+        return direct;
     Ring ring = {dev, group, gsize, pos, buf, n, tag, max};
     if (kind == COLL_ALLGATHER)
         return ring_allgather(&ring);

@@ -356,8 +356,8 @@ float *prime_alloc(PrimeDev *dev, size_t nfloats) {
     uint64_t bytes = (uint64_t)nfloats * sizeof(float);
     float *p = nfloats ? kept_take(dev, nfloats) : NULL;
     if (!p) {
-        uint64_t high = dev->cur_bytes + bytes > dev->high_bytes ? dev->cur_bytes + bytes
-                                                                   : dev->high_bytes;
+        uint64_t high =
+            dev->cur_bytes + bytes > dev->high_bytes ? dev->cur_bytes + bytes : dev->high_bytes;
         if (dev->cur_bytes + dev->kept_bytes + bytes > high)
             kept_release(dev, high - dev->cur_bytes - bytes);
         /* Zeroed by writing: calloc's untouched pages would map the zero

@@ -96,7 +96,7 @@ struct PrimeDev {
     struct PrimeKept {
         size_t nfloats;
         float *p;
-    } *kept;
+    } * kept;
     int nkept, kept_cap;
     uint64_t kept_bytes, high_bytes;
 
@@ -196,6 +196,19 @@ PrimeStatus prime_rt_post_send(PrimeDev *dev, int dst, int tag, PrimeChannel cha
                                const float *buf, size_t n, PrimeByteKind kind, PrimeReq *req);
 PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel channel, float *buf,
                                size_t n, PrimeReq *req);
+
+/* A collective done by the backend itself, without the ring's messages
+ * (collective.c calls it first): sets *done and returns the collective's
+ * status where the backend did it (threads: in shared memory,
+ * collective_threads.c), leaves *done 0 otherwise (MPI). The caller has
+ * checked the group (pos is the caller's position), g > 1 and n > 0. */
+typedef enum PrimeRtColl {
+    PRIME_RT_COLL_ALLREDUCE,
+    PRIME_RT_COLL_REDUCE_SCATTER,
+    PRIME_RT_COLL_ALLGATHER
+} PrimeRtColl;
+PrimeStatus prime_rt_collective_direct(PrimeDev *dev, int kind, int max, const int *group, int g,
+                                       int pos, float *buf, size_t n, int tag, int *done);
 
 /* Chunk c of n elements over a group of g: [lo(c), lo(c+1)) with
  * lo(c) = c*n/g (abi.c, shared with the byte formulas). */

@@ -246,7 +246,8 @@ const char *prime_blas_core(void) {
 
 const char *prime_blas_better_core(void) {
     const char *best = best_core();
-    if (getenv("OPENBLAS_CORETYPE") || !best || core_rank(openblas_get_corename()) >= core_rank(best))
+    if (getenv("OPENBLAS_CORETYPE") || !best ||
+        core_rank(openblas_get_corename()) >= core_rank(best))
         return NULL;
     return best;
 }

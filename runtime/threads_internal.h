@@ -33,6 +33,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+typedef struct PrimeCollSlot PrimeCollSlot;
+
 typedef enum PrimeReqKind { PRIME_RT_REQ_SEND = 0, PRIME_RT_REQ_RECV } PrimeReqKind;
 
 typedef struct PrimeReqImpl PrimeReqImpl;
@@ -132,6 +134,16 @@ struct PrimeWorldBackend {
     int pin;
     int ncpu;
 
+    /* Collectives in shared memory (collective_threads.c): the slots where
+     * the members of a group meet, guarded by coll_mu; coll_cv is
+     * signalled when a slot is freed. coll_direct: 0 under
+     * PRIME_COLLECTIVES=ring (read at creation), which sends the chunks of
+     * a ring as messages instead (collective.c). */
+    pthread_mutex_t coll_mu;
+    pthread_cond_t coll_cv;
+    PrimeCollSlot *coll_slots;
+    int coll_direct;
+
     /* Set once by the first wait that times out; never cleared. */
     atomic_int aborted;
     /* Compute threads that did not return even after the abort were left
@@ -147,6 +159,13 @@ int prime_rt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t d
 int prime_rt_cond_init(pthread_cond_t *cv);
 /* Aborts the world (see above); idempotent, any thread. */
 void prime_rt_world_abort(PrimeWorld *world);
+
+/* Collectives in shared memory (collective_threads.c): the slot list's
+ * lock (1 on success), its release with every slot left, and the wake-up
+ * of every member waiting in one (part of the abort). */
+int prime_rt_coll_init(PrimeWorldBackend *w);
+void prime_rt_coll_destroy(PrimeWorldBackend *w);
+void prime_rt_coll_abort(PrimeWorldBackend *w);
 
 /* Transport (transport_threads.c). */
 /* Starts one communication thread per device; PRIME_ERR_TRANSPORT if one

@@ -21,7 +21,8 @@
  * (the default; docs/timing.md has the measurements) leaves placement to
  * the kernel. PRIME_INLINE_BYTES sets the largest message the matching
  * thread copies itself, PRIME_POLLS how often a wait polls before it
- * sleeps (transport_threads.c).
+ * sleeps (transport_threads.c), PRIME_COLLECTIVES=ring runs collectives as
+ * rings of messages instead of in shared memory (collective_threads.c).
  *
  * Deadlines: the barrier and the join of a run wait at most the world's
  * timeout. The join starts counting when a device returns: a device that
@@ -58,8 +59,8 @@ static int allowed_cpus(cpu_set_t *set) {
     return CPU_COUNT(set);
 }
 
-/* Reads PRIME_PIN, PRIME_INLINE_BYTES and PRIME_POLLS; a value it cannot read keeps
- * the default. */
+/* Reads PRIME_PIN, PRIME_INLINE_BYTES, PRIME_POLLS and PRIME_COLLECTIVES; a
+ * value it cannot read keeps the default. */
 static void read_placement(PrimeWorld *w) {
     PrimeWorldBackend *be = w->be;
     cpu_set_t set;
@@ -80,6 +81,8 @@ static void read_placement(PrimeWorld *w) {
         if (*end == '\0' && n >= 0 && n <= POLLS_MAX)
             be->polls = (int)n;
     }
+    v = getenv("PRIME_COLLECTIVES");
+    be->coll_direct = !(v && strcmp(v, "ring") == 0);
     const char *pin = getenv("PRIME_PIN");
     be->pin = 0;
     if (pin && strcmp(pin, "1") == 0)
@@ -148,7 +151,7 @@ static int world_sync_init(PrimeWorldBackend *w) {
     int ok_bar_cv = prime_rt_cond_init(&w->bar_cv) == 0;
     int ok_run = pthread_mutex_init(&w->run_mu, NULL) == 0;
     int ok_run_cv = prime_rt_cond_init(&w->run_cv) == 0;
-    if (ok_bar && ok_bar_cv && ok_run && ok_run_cv)
+    if (ok_bar && ok_bar_cv && ok_run && ok_run_cv && prime_rt_coll_init(w))
         return 1;
     if (ok_bar)
         pthread_mutex_destroy(&w->bar_mu);
@@ -162,6 +165,7 @@ static int world_sync_init(PrimeWorldBackend *w) {
 }
 
 static void world_sync_destroy(PrimeWorldBackend *w) {
+    prime_rt_coll_destroy(w);
     pthread_mutex_destroy(&w->bar_mu);
     pthread_cond_destroy(&w->bar_cv);
     pthread_mutex_destroy(&w->run_mu);
@@ -268,6 +272,7 @@ void prime_rt_world_abort(PrimeWorld *world) {
     if (atomic_exchange(&be->aborted, 1))
         return;
     prime_rt_transport_abort(world);
+    prime_rt_coll_abort(be);
     pthread_mutex_lock(&be->bar_mu);
     pthread_cond_broadcast(&be->bar_cv);
     pthread_mutex_unlock(&be->bar_mu);

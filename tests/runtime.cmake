@@ -35,6 +35,13 @@ foreach(part world p2p collective deadline)
   set_tests_properties(runtime_${part}/queued PROPERTIES LABELS unit TIMEOUT 60
                        ENVIRONMENT "PRIME_INLINE_BYTES=0;PRIME_POLLS=0")
 endforeach()
+# Collectives as rings of messages (PRIME_COLLECTIVES=ring, what the MPI
+# backend runs) instead of in shared memory (runtime/collective_threads.c).
+foreach(part collective deadline)
+  add_test(NAME runtime_${part}/ring COMMAND test_runtime_${part})
+  set_tests_properties(runtime_${part}/ring PROPERTIES LABELS unit TIMEOUT 60
+                       ENVIRONMENT "PRIME_COLLECTIVES=ring")
+endforeach()
 foreach(part world p2p)
   add_test(NAME runtime_${part}/pinned COMMAND test_runtime_${part})
   set_tests_properties(runtime_${part}/pinned PROPERTIES LABELS unit TIMEOUT 60

@@ -28,7 +28,7 @@ pkg-config --exists openblas cmocka jansson || skip "pkg-config finds no openbla
 
 flags="-std=c11 -g -O1 -fsanitize=thread -I$src/runtime $(pkg-config --cflags openblas cmocka jansson)"
 libs="$(pkg-config --libs openblas cmocka jansson) -lpthread -lm"
-rt="abi.c collective.c device.c devops_host.c kernels.c prime_form.c prime_program.c prime_sched.c prime_timing.c prime_weights.c progress.c safetensors.c trace.c world_threads.c transport_threads.c"
+rt="abi.c collective.c device.c devops_host.c kernels.c prime_form.c prime_program.c prime_sched.c prime_timing.c prime_weights.c progress.c safetensors.c trace.c world_threads.c transport_threads.c collective_threads.c"
 objs=""
 for f in $rt; do
     o="$out/${f%.c}.o"
@@ -42,13 +42,15 @@ for t in world p2p collective kernels deadline; do
     "$cc" $flags "$src/tests/unit/test_runtime_$t.c" $objs $libs -o "$exe" || fail "cannot build test_runtime_$t"
     # Both ways a message travels: copied by the thread that matches it
     # (the default for small ones), and by the communication thread with
-    # waits that sleep at once (PRIME_INLINE_BYTES=0 PRIME_POLLS=0).
-    for mode in default queued; do
-        if [ "$mode" = queued ]; then
-            env="PRIME_INLINE_BYTES=0 PRIME_POLLS=0"
-        else
-            env=""
-        fi
+    # waits that sleep at once (PRIME_INLINE_BYTES=0 PRIME_POLLS=0); and
+    # collectives as rings of messages (PRIME_COLLECTIVES=ring) besides
+    # the default, in shared memory.
+    for mode in default queued ring; do
+        case $mode in
+        queued) env="PRIME_INLINE_BYTES=0 PRIME_POLLS=0" ;;
+        ring) env="PRIME_COLLECTIVES=ring" ;;
+        *) env="" ;;
+        esac
         # shellcheck disable=SC2086
         env $env TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$exe" >"$out/$t.log" 2>&1
         rc=$?
