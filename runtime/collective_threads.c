@@ -42,6 +42,7 @@
 #include "threads_internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,13 +51,13 @@ struct PrimeCollSlot {
     PrimeCollSlot *next;
     int g, tag, *group; /* the key: the group's ranks in order, the tag */
     pthread_cond_t cv;
-    int arrived;       /* at the current barrier */
-    unsigned long gen; /* barriers passed */
-    int busy;          /* members inside a phase */
-    int left;          /* members that returned */
-    int closed;        /* the last barrier passed: the key is being released */
-    float **bufs;      /* per position */
-    int *reached;      /* per position: barriers it arrived at */
+    int arrived;      /* at the current barrier */
+    atomic_ulong gen; /* barriers passed (read unlocked by the polls) */
+    int busy;         /* members inside a phase */
+    int left;         /* members that returned */
+    int closed;       /* the last barrier passed: the key is being released */
+    float **bufs;     /* per position */
+    int *reached;     /* per position: barriers it arrived at */
 };
 
 int prime_rt_coll_init(PrimeWorldBackend *w) {
@@ -137,21 +138,28 @@ static void slot_unlink(PrimeWorldBackend *w, PrimeCollSlot *s) {
  * collective's final one. */
 static PrimeStatus slot_barrier(PrimeWorldBackend *w, PrimeCollSlot *s, int pos, uint64_t deadline,
                                 int last) {
-    unsigned long gen = s->gen;
+    unsigned long gen = atomic_load(&s->gen);
     if (atomic_load(&w->aborted))
         return PRIME_ERR_ABORTED;
     s->reached[pos]++;
     if (++s->arrived == s->g) {
         s->arrived = 0;
-        s->gen++;
         s->closed = last;
+        atomic_fetch_add(&s->gen, 1);
         pthread_cond_broadcast(&s->cv);
         return PRIME_OK;
     }
-    while (gen == s->gen) {
+    /* Poll first, as prime_wait does (PRIME_POLLS): the last member
+     * usually arrives within the next time slice. */
+    pthread_mutex_unlock(&w->coll_mu);
+    for (int i = 0; i < w->polls && atomic_load(&s->gen) == gen; ++i)
+        sched_yield();
+    pthread_mutex_lock(&w->coll_mu);
+    while (gen == atomic_load(&s->gen)) {
         if (atomic_load(&w->aborted))
             return PRIME_ERR_ABORTED;
-        if (prime_rt_cond_wait_until(&s->cv, &w->coll_mu, deadline) == ETIMEDOUT && gen == s->gen)
+        if (prime_rt_cond_wait_until(&s->cv, &w->coll_mu, deadline) == ETIMEDOUT &&
+            gen == atomic_load(&s->gen))
             return PRIME_ERR_TIMEOUT;
     }
     return PRIME_OK;
