@@ -152,7 +152,7 @@ static void rank_main(PrimeDev *dev, void *arg) {
     if (st == PRIME_OK && run->check)
         st = check_rank(dev, run);
     if (st == PRIME_OK && run->grads)
-        prime_grads_collect(run->grads, prog, rank, &run->stores[rank]);
+        st = prime_grads_collect(run->grads, prog, dev, &run->stores[rank]);
     prime_store_release(dev, &run->stores[rank]);
     run->status[rank] = st;
 }
@@ -658,11 +658,6 @@ static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *devic
     int parsed = parse_options(prog->name, argc, argv, &opt);
     if (parsed != 0)
         return parsed == 1 ? 0 : 2;
-    if (device && opt.save_grads) {
-        fprintf(stderr, "%s: --save-grads is not available on %s devices\n", prog->name,
-                device->name);
-        return 2;
-    }
     /* Before the first allocation, and again before the first GEMMs. */
     need_blas_room(prog, prime_local_devices(prog->ndev), 0, "the devices");
     const int check = opt.check, repeat = opt.repeat, fan_in = opt.fan_in;

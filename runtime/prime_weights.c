@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "prime_weights.h"
 
+#include "prime_devops.h"
+
 #include "safetensors.h"
 
 #include <dirent.h>
@@ -438,11 +440,18 @@ void prime_grads_free(PrimeGrads *g) {
 
 /* With st: copies the tiles of gradient i that rank holds at the end
  * from its store into its block; without: from its block into dense. */
-static void copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int i, int rank,
-                       const PrimeStore *st, float *dense) {
+/* Tiles of gradient i: from device `dev`'s store st into the rank's block
+ * (through `host` and dev's download where its tiles are not host memory),
+ * or, with st NULL, from the rank's block into the dense tensor. */
+static PrimeStatus copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int i, int rank,
+                              PrimeDev *dev, const PrimeStore *st, float *host, float *dense) {
     const PrimeTensorDesc *t = &prog->tensors[g->tensor[i]];
     static const long zero[PRIME_MAX_DIMS] = {0};
     const float *block = g->buf + (size_t)rank * g->total + g->off[i];
+    const PrimeDevOps *ops = dev ? prime_dev_ops(dev) : NULL;
+    size_t tile_n = 1;
+    for (int d = 0; d < t->ndims; ++d)
+        tile_n *= (size_t)t->tile[d];
     for (int k = 0; k < prime_layout_count(&t->final_layout, rank); ++k) {
         long id, off[PRIME_MAX_DIMS];
         int s;
@@ -450,6 +459,12 @@ static void copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int i, int
         prime_tile_offset(t, id, off);
         if (st) {
             const float *slot = st->slots[g->tensor[i]][s];
+            if (slot && ops && ops->download) {
+                PrimeStatus status = ops->download(dev, host, slot, tile_n);
+                if (status != PRIME_OK)
+                    return status;
+                slot = host;
+            }
             if (slot)
                 prime_copy_box(t->ndims, t->tile, slot, t->tile, zero,
                                g->buf + (size_t)rank * g->total + g->off[i], t->shape, off);
@@ -457,11 +472,33 @@ static void copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int i, int
             prime_copy_box(t->ndims, t->tile, block, t->shape, off, dense, t->shape, off);
         }
     }
+    return PRIME_OK;
 }
 
-void prime_grads_collect(PrimeGrads *g, const PrimeProgram *prog, int rank, const PrimeStore *st) {
-    for (int i = 0; i < g->n; ++i)
-        copy_tiles(g, prog, i, rank, st, NULL);
+PrimeStatus prime_grads_collect(PrimeGrads *g, const PrimeProgram *prog, PrimeDev *dev,
+                                const PrimeStore *st) {
+    const int rank = prime_dev_rank(dev);
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    float *host = NULL;
+    if (ops->download) {
+        size_t most = 1;
+        for (int i = 0; i < g->n; ++i) {
+            const PrimeTensorDesc *t = &prog->tensors[g->tensor[i]];
+            size_t n = 1;
+            for (int d = 0; d < t->ndims; ++d)
+                n *= (size_t)t->tile[d];
+            most = n > most ? n : most;
+        }
+        host = malloc(most * sizeof(float));
+        if (!host)
+            return prime_dev_fail_text(dev, PRIME_ERR_NOMEM,
+                                       "out of memory for a gradient tile's download");
+    }
+    PrimeStatus status = PRIME_OK;
+    for (int i = 0; i < g->n && status == PRIME_OK; ++i)
+        status = copy_tiles(g, prog, i, rank, dev, st, host, NULL);
+    free(host);
+    return status;
 }
 
 int prime_grads_write(const PrimeGrads *g, const PrimeProgram *prog, const PrimeWeightNames *names,
@@ -477,7 +514,7 @@ int prime_grads_write(const PrimeGrads *g, const PrimeProgram *prog, const Prime
     for (int i = 0; rc == 0 && i < g->n; ++i) {
         const PrimeTensorDesc *t = &prog->tensors[g->tensor[i]];
         for (int r = 0; r < prog->ndev; ++r)
-            copy_tiles(g, prog, i, r, NULL, dense + g->off[i]);
+            copy_tiles(g, prog, i, r, NULL, NULL, NULL, dense + g->off[i]);
         out[i].name = names->name[g->value[i]];
         out[i].ndims = t->ndims;
         out[i].shape = t->shape;

@@ -86,8 +86,11 @@ typedef struct PrimeGrads {
 
 int prime_grads_init(PrimeGrads *g, const PrimeProgram *prog, const PrimeWeightNames *names);
 void prime_grads_free(PrimeGrads *g);
-/* On rank's device, at the end of the step. */
-void prime_grads_collect(PrimeGrads *g, const PrimeProgram *prog, int rank, const PrimeStore *st);
+/* On the device's own thread, at the end of the step: its gradient tiles
+ * into its block, downloaded first where the device's table has a
+ * download (CUDA); a failed download is the returned status. */
+PrimeStatus prime_grads_collect(PrimeGrads *g, const PrimeProgram *prog, PrimeDev *dev,
+                                const PrimeStore *st);
 /* On the root, after every block was shared: DIR/grads.safetensors. */
 int prime_grads_write(const PrimeGrads *g, const PrimeProgram *prog, const PrimeWeightNames *names,
                       const char *dir);

@@ -7,8 +7,8 @@
 # with --target cuda, its C part compiled against LIB, and run with
 # --local --check, which must pass with the counters equal to the
 # compiler's prediction. The first run also checks the refusals of the
-# CUDA program: no --local, a GPU that is not there, --save-grads; its
-# --repeat, --json and --trace; and a failing CUDA call (emulated) at
+# CUDA program: no --local, a GPU that is not there; its --save-grads
+# (the same gradients as the cpu build's), --repeat, --json and --trace; and a failing CUDA call (emulated) at
 # allocation, kernel and copy, which must end the run with exit 3 and a
 # message naming the rank and the call, every device released.
 set -u
@@ -67,7 +67,20 @@ expect() {
 expect "without --local" 2 "one process per GPU over NCCL is not available" --check
 expect "--gpu 7" 2 "no CUDA device: --gpu 7, but 1 GPU" --local --gpu 7
 expect "--gpu x" 2 "needs a GPU number" --local --gpu x
-expect "--save-grads" 2 "save-grads is not available on cuda devices" --local --save-grads "$work"
+# --save-grads downloads the gradient tiles: the file equals the cpu
+# build's of the same model (same seed) to fp32 rounding.
+mkdir -p "$work/grads-cuda" "$work/grads-cpu"
+expect "--save-grads" 0 "^counters equal" --local --save-grads "$work/grads-cuda"
+"$primec" build "$file" --model "$first" -o "$work/cpu-$first" >/dev/null || {
+    echo "FAIL: primec build $file --model $first"
+    exit 1
+}
+"$work/cpu-$first/$first" --save-grads "$work/grads-cpu" >/dev/null || {
+    echo "FAIL: the cpu build's --save-grads"
+    exit 1
+}
+python3 "$here/same_grads.py" "$work/grads-cuda/grads.safetensors" "$work/grads-cpu/grads.safetensors" ||
+    { echo "FAIL: --save-grads on the CUDA table differs from the cpu build's"; exit 1; }
 expect "--help" 0 "CUDA options of" --help
 expect "--repeat 2 --json --trace" 0 "^counters equal" --local --repeat 2 --json "$work/run.json" \
     --trace "$work/trace.json"
