@@ -96,7 +96,8 @@ if(PRIMEC_CUDA_MATMULS)
   list(APPEND PRIMEC_CUDA_NVCC_GROUPS matmul)
   set(PRIMEC_CUDA_NVCC_matmul ${PRIMEC_CUDA_MATMULS})
 endif()
-# Every run linked and started (in a sanitizer build with the sanitizers,
+# Runs linked and started (a layer file's small runs of each kind; in a
+# sanitizer build with the sanitizers,
 # as prime_rt_cuda's C part is built; its CUDA part is not instrumented).
 set(PRIMEC_CUDA_LINK "")
 if(TARGET prime_rt_cuda)

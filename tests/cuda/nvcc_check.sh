@@ -6,7 +6,9 @@
 # headers it includes come first, outside, so that their guards keep them
 # there), its prime_cuda_run_phase renamed prime_cuda_run_phase_FILE_MODEL.
 #
-# With --link, every run's C part (M.c, the same name renamed) is then
+# With --link, every run's C part (M.c, the same name renamed; of a layer
+# file, its small Megatron, square-grid and sequence-parallel
+# data-parallel runs) is then
 # compiled by CC (with CFLAGS: the sanitizers of a sanitizer build) and
 # linked with that object, LIB (libprime_rt_cuda.a) and
 # LINK (cuBLAS, the CUDA runtime, BLAS), and the program started with
@@ -49,6 +51,15 @@ linked=0
 for run in $runs; do
     [ -n "$link_cc" ] || break
     base=${run%/*} m=${run#*/}
+    # A layer file's small runs of each kind (as host_check.sh): the other
+    # runs' C parts come from the same emitter on other mesh sizes, and
+    # their kernels were compiled above.
+    case $base in
+    matmul_*) ;;
+    *) case $m in *_small_megatron | *_small_square | *_small_megatron_sp_dp | *_mlp_small | \
+        opt_blocks_megatron) ;;
+    *) continue ;; esac ;;
+    esac
     exe=$work/$base/$m
     # shellcheck disable=SC2086
     $link_cc -std=c11 -O1 -Wall -Wextra -Werror $link_cflags -I"$include" \
