@@ -5,6 +5,7 @@ best mesh and data-parallel degree, under the same cost model.
 
     bench/plan_table.py [--primec build-rel/compiler/primec] [--profile v100]
                         [--elem-bytes 2] [--repeat 5] [--set layers|mlp|training]
+                        [--shard-optimizer]
 
 --set training: whole models trained (`primec plan --training`): OPT,
 Llama 2 and BLOOM at ~7B and at their largest published size, on 8, 16
@@ -15,6 +16,8 @@ parallelism x micro-batch x recomputation) against the best Megatron-LM
 iteration model: throughput, collective time, collective bytes and peak
 memory ratios, and the search time. Ends with `geomean SET: R.RRx` per
 device set (over the rows where both plans fit the devices' memory).
+With --shard-optimizer both searches shard the optimizer state and step
+over the data-parallel replicas (ZeRO-1, `primec plan --shard-optimizer`).
 
 --set layers (default): one decoder layer of OPT-175B, Llama-2-70B and
 BLOOM-176B (batch of one sequence) on 4, 8, 16, 32 and 4096 devices.
@@ -126,7 +129,8 @@ def training(args):
                         out = subprocess.run([args.primec, "plan", path, "--model", variant, "--training",
                                               "--layers", str(layers), "--global-batch", str(batch),
                                               "--vocab", str(vocab), "--devices", str(n), "--profile",
-                                              profile, "--elem-bytes", args.elem_bytes, "--json"],
+                                              profile, "--elem-bytes", args.elem_bytes, "--json"]
+                                             + (["--shard-optimizer"] if args.shard_optimizer else []),
                                              capture_output=True, text=True)
                         if out.returncode != 0:
                             err = unmet(out.stderr)
@@ -179,6 +183,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--devices", default=None)
     ap.add_argument("--set", choices=["layers", "mlp", "training"], default="layers")
+    ap.add_argument("--shard-optimizer", action="store_true",
+                    help="--set training: optimizer state and step sharded over the replicas "
+                         "(ZeRO-1), for both plans")
     args = ap.parse_args()
     if args.repeat is None:
         args.repeat = 1 if args.set == "training" else 5

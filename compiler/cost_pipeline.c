@@ -152,6 +152,8 @@ int pipeline_compose(const PipelineLayer *l, const PipelineShape *sh, const Prof
             cost_collective_us(p, COMM_ALLREDUCE, link, vocab_dev * (double)out->hidden * elem, 2);
     }
     out->optimizer_us = out->params_device * ADAM_BYTES_PER_PARAM / (p->mem_bandwidth_GBps * 1e3);
+    if (sh->shard_optimizer && d > 1)
+        out->optimizer_us /= (double)d;
     out->iteration_us =
         out->pipeline_us + out->allreduce_us + out->embedding_us + out->optimizer_us;
 

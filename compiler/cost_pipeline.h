@@ -24,7 +24,12 @@
  *                               the tied embedding's all-reduce between the
  *                               first and the last stage
  *   optimizer                   mixed-precision Adam: 28 bytes moved per
- *                               parameter at the memory bandwidth
+ *                               parameter at the memory bandwidth; with
+ *                               the optimizer sharded (ZeRO-1) each replica
+ *                               updates 1/d of the parameters, and the
+ *                               all-reduce becomes a reduce-scatter of the
+ *                               gradients and an all-gather of the updated
+ *                               weights: the same bytes, the same time
  *
  * Ranks are numbered as Megatron-LM numbers them: tensor-parallel fastest,
  * then data-parallel, then pipeline, so a replica group strides by the
@@ -46,14 +51,15 @@
 LinkClass pipeline_group_link(int devices_per_node, long stride, long members);
 
 typedef struct PipelineShape {
-    int stages;        /* pipeline stages p (1: none) */
-    int chunks;        /* model chunks per stage v (interleaved 1F1B; 1: plain) */
-    int replicas;      /* data-parallel degree d */
-    long layers;       /* transformer layers of the whole model L */
-    long micro_batch;  /* sequences per micro-batch b */
-    long global_batch; /* sequences per iteration B */
-    long vocab;        /* vocabulary of the LM head; 0: no head */
-    int recompute;     /* full activation recomputation */
+    int stages;          /* pipeline stages p (1: none) */
+    int chunks;          /* model chunks per stage v (interleaved 1F1B; 1: plain) */
+    int replicas;        /* data-parallel degree d */
+    long layers;         /* transformer layers of the whole model L */
+    long micro_batch;    /* sequences per micro-batch b */
+    long global_batch;   /* sequences per iteration B */
+    long vocab;          /* vocabulary of the LM head; 0: no head */
+    int recompute;       /* full activation recomputation */
+    int shard_optimizer; /* optimizer state and step split over the d replicas (ZeRO-1) */
 } PipelineShape;
 
 typedef struct PipelineCost {

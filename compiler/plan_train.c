@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+double train_state_bytes(const TrainOptions *o, int replicas) {
+    return (double)o->state_bytes_per_param / (o->shard_optimizer ? (double)replicas : 1.0);
+}
+
 int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *choice, int stages,
                    int replicas, int recompute, TrainPlan *out) {
     memset(out, 0, sizeof *out);
@@ -26,7 +30,8 @@ int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *ch
     l.fwd_us = s->fwd_time * 1e6;
     l.bwd_us = (s->time - s->fwd_time) * 1e6;
     l.params = (double)s->weight_elems;
-    PipelineShape sh = {stages, 1, replicas, o->layers, b, o->global_batch, o->vocab, recompute};
+    PipelineShape sh = {stages,          1,        replicas,  o->layers,         b,
+                        o->global_batch, o->vocab, recompute, o->shard_optimizer};
     char err[256];
     if (!pipeline_compose(&l, &sh, o->profile, &out->pipe, err, sizeof err))
         return 0;
@@ -53,7 +58,7 @@ int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *ch
     const double in_flight = stages < m ? stages : m;
     out->mem_weights = c->params_device * eb;
     out->mem_grads = c->params_device * eb;
-    out->mem_optimizer = c->params_device * o->state_bytes_per_param;
+    out->mem_optimizer = c->params_device * train_state_bytes(o, replicas);
     out->mem_activations =
         (recompute ? in_flight * n * (double)s->input_bytes + (double)s->stash_bytes
                    : in_flight * n * (double)s->stash_bytes) +
@@ -83,6 +88,8 @@ static PlanWeights time_weights(const TrainOptions *o, long t, int stages, int r
     const double n = (double)(o->layers / stages);
     const double m = (double)(o->global_batch / (micro_batch * replicas));
     double per_elem_us = PIPELINE_ADAM_BYTES_PER_PARAM / (o->profile->mem_bandwidth_GBps * 1e3);
+    if (o->shard_optimizer)
+        per_elem_us /= (double)replicas;
     if (replicas > 1) {
         LinkClass link = pipeline_group_link(o->devices_per_node, t, replicas);
         const double big = 1e9;
@@ -102,7 +109,7 @@ static PlanWeights memory_weights(const TrainOptions *o, int stages, int replica
     const double m = (double)(o->global_batch / (micro_batch * replicas));
     const double in_flight = stages < m ? stages : m;
     PlanWeights w = {0, 0, 0, 0, 0};
-    w.weight = n * (2.0 * o->elem_bytes + o->state_bytes_per_param);
+    w.weight = n * (2.0 * o->elem_bytes + train_state_bytes(o, replicas));
     w.stash = recompute ? 1 : in_flight * n;
     w.input = recompute ? in_flight * n : 0;
     return w;
@@ -232,7 +239,6 @@ int train_search(const TrainOptions *o, const TrainLayer *layers, int nlayers, A
     memset(best, 0, sizeof *best);
     memset(smallest, 0, sizeof *smallest);
     const double limit = (double)o->memory_limit;
-    const double per_param = 2.0 * o->elem_bytes + o->state_bytes_per_param;
     Arena *keep_in = arena_create();
     /* Shapes over the limit, for a second pass: (layer, rc, shape). */
     for (int pass = 0; pass < 2; ++pass) {
@@ -265,7 +271,7 @@ int train_search(const TrainOptions *o, const TrainLayer *layers, int nlayers, A
                         /* No assignment holds fewer weights than min_w. */
                         double floor = ((double)(o->layers / sh[k].stages) * min_w +
                                         vocab_dev * (double)layer->hidden) *
-                                       per_param;
+                                       (2.0 * o->elem_bytes + train_state_bytes(o, sh[k].replicas));
                         if (pass == 0 && floor > limit)
                             continue;
                         least_memory(o, layer, li, &sh[k], rc, scratch, keep_in, &cache, &choice,

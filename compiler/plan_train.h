@@ -19,11 +19,11 @@
  *
  * Memory per device is the first stage's (it holds the most micro-
  * batches in flight, min(p, m)): weights, gradients and optimizer state
- * of n layers and the embedding, the stashed activations of the micro-
- * batches in flight (with recomputation only each layer's input and one
- * layer's stash), and the largest transient peak. A shape whose time-
- * optimal tensor plan exceeds the limit is re-solved for the least
- * memory (weights and stash priced, time not): if that fits it is taken,
+ * of n layers and the embedding (the state divided by d when the
+ * optimizer is sharded over the replicas, shard_optimizer: ZeRO-1), the stashed activations of the
+ * micro- batches in flight (with recomputation only each layer's input and one layer's stash), and
+ * the largest transient peak. A shape whose time- optimal tensor plan exceeds the limit is
+ * re-solved for the least memory (weights and stash priced, time not): if that fits it is taken,
  * which is not exact when memory binds.
  */
 #ifndef PRIMEC_PLAN_TRAIN_H
@@ -44,6 +44,7 @@ typedef struct TrainOptions {
     long memory_limit; /* bytes per device; 0: none */
     int elem_bytes;
     int state_bytes_per_param; /* optimizer state beyond weight and gradient */
+    int shard_optimizer;       /* the state and the step split over the replicas (ZeRO-1) */
     int devices_per_node;
     const Profile *profile;
 } TrainOptions;
@@ -74,6 +75,10 @@ typedef struct TrainPlan {
     double mem_activations; /* stashed micro-batches in flight and the transient peak */
     double mem_total;
 } TrainPlan;
+
+/* Optimizer-state bytes per parameter on a device of a shape with
+ * `replicas` replicas: state_bytes_per_param, over d when sharded. */
+double train_state_bytes(const TrainOptions *o, int replicas);
 
 /* The iteration of layer plan `choice` of `layer` on shape (p, d,
  * recompute); 0 when the shape does not apply (p does not divide L, N is

@@ -148,6 +148,8 @@ static json_t *plan_json(const Search *s, const Model *m, Arena *arena) {
                   p->coll_time_s, "collective_bytes", p->coll_bytes, "p2p_bytes", p->p2p_bytes);
     json_object_set_new(o, "memory", mem);
     json_object_set_new(o, "pipeline", cost_pipeline_json(&p->pipe));
+    json_object_set_new(o, "optimizer_sharded",
+                        json_boolean(p->pipe.shape.shard_optimizer && p->replicas > 1));
     json_object_set_new(o, "instances", uses);
     json_object_set_new(o, "layer_plans", json_integer(s->nlayers));
     json_object_set_new(o, "shapes", json_integer(s->shapes));
@@ -165,11 +167,14 @@ static void print_plan(const char *title, const Search *s, const Model *m, Arena
            p->replicas == 1 ? "" : "s", p->micro_batch, p->micro_batches,
            p->recompute ? ", activations recomputed" : "",
            p->least_memory ? " (the least-memory layer plan of its shape)" : "");
+    const int sharded = p->pipe.shape.shard_optimizer && p->replicas > 1;
     printf("  iteration %.2f ms (%.2f sequences/s): pipeline %.2f ms (bubble %.2f ms), gradient "
-           "all-reduce %.2f ms, optimizer %.2f ms\n",
+           "%s %.2f ms, optimizer %.2f ms%s\n",
            p->time_s * 1e3, (double)p->pipe.shape.global_batch / p->time_s,
-           p->pipe.pipeline_us / 1e3, p->pipe.bubble_us / 1e3, p->pipe.allreduce_us / 1e3,
-           p->pipe.optimizer_us / 1e3);
+           p->pipe.pipeline_us / 1e3, p->pipe.bubble_us / 1e3,
+           sharded ? "reduce-scatter and weight all-gather" : "all-reduce",
+           p->pipe.allreduce_us / 1e3, p->pipe.optimizer_us / 1e3,
+           sharded ? " (sharded over the replicas)" : "");
     printf("  per device: collectives %.2f ms, %.4g B; point-to-point %.4g B; memory %.4g B "
            "(weights %.4g, gradients %.4g, optimizer state %.4g, activations %.4g)\n",
            p->coll_time_s * 1e3, p->coll_bytes, p->p2p_bytes, p->mem_total, p->mem_weights,
@@ -236,6 +241,7 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
     o.memory_limit = a->memory_limit;
     o.elem_bytes = ctx->opt.elem_bytes;
     o.state_bytes_per_param = COST_ADAM_STATE_BYTES;
+    o.shard_optimizer = a->shard_optimizer;
     o.devices_per_node =
         ctx->opt.devices_per_node > 0 ? ctx->opt.devices_per_node : ctx->profile->devices_per_node;
     o.profile = ctx->profile;

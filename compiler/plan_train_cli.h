@@ -11,15 +11,16 @@
 #include "plan_price.h"
 
 typedef struct PlanTrainArgs {
-    int on;            /* --training */
-    long layers;       /* --layers L */
-    long global_batch; /* --global-batch B (sequences) */
-    long micro_batch;  /* --micro-batch b; 0: 1, 2, 4 and 8 */
-    long vocab;        /* --vocab V; 0: no LM head */
-    int recompute;     /* --recompute off|on|auto (TRAIN_RECOMPUTE_*) */
-    long memory_limit; /* bytes per device; 0: none */
-    long tp_max;       /* tensor-parallel devices at most */
-    int mesh_naxes;    /* --mesh: 1 or 2 axes (0: any) */
+    int on;              /* --training */
+    long layers;         /* --layers L */
+    long global_batch;   /* --global-batch B (sequences) */
+    long micro_batch;    /* --micro-batch b; 0: 1, 2, 4 and 8 */
+    long vocab;          /* --vocab V; 0: no LM head */
+    int recompute;       /* --recompute off|on|auto (TRAIN_RECOMPUTE_*) */
+    int shard_optimizer; /* --shard-optimizer: ZeRO-1 (both searches) */
+    long memory_limit;   /* bytes per device; 0: none */
+    long tp_max;         /* tensor-parallel devices at most */
+    int mesh_naxes;      /* --mesh: 1 or 2 axes (0: any) */
     long mesh_side;
     int json;
 } PlanTrainArgs;

@@ -273,6 +273,58 @@ static void test_exhaustive(void **state)
     free(f);
 }
 
+/* With the optimizer sharded over the replicas (ZeRO-1) the search is
+ * still exact against the enumeration; a shape with d replicas holds 1/d
+ * of the state and steps 1/d of the parameters, and the best iteration is
+ * no slower than unsharded. */
+static void test_exhaustive_sharded(void **state)
+{
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, attention);
+    TrainOptions plain = options(f, 0), o = plain;
+    o.shard_optimizer = 1;
+    Arena *arena = arena_create(), *scratch = arena_create();
+    TrainPlan best, unsharded, smallest;
+    long shapes = 0;
+    assert_int_equal(train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest,
+                                  &shapes), 1);
+    assert_int_equal(train_search(&plain, f->layers, f->nlayers, arena, scratch, &unsharded,
+                                  &smallest, &shapes), 1);
+    double least = 0;
+    long assignments = 0;
+    double brute = brute_force(f, &o, &least, &assignments);
+    printf("sharded: search %.9g s, enumeration of %ld plans %.9g s; unsharded %.9g s\n",
+           best.time_s, assignments, brute, unsharded.time_s);
+    assert_true(assignments > 1000);
+    assert_true(fabs(best.time_s - brute) <= 1e-12 * brute);
+    assert_true(best.time_s <= unsharded.time_s);
+    /* One layer plan on 1 stage x 4 replicas (a 1-device mesh), both ways. */
+    int checked = 0;
+    for (int li = 0; li < f->nlayers && !checked; ++li) {
+        if (f->layers[li].plan->mesh.ndev != 1)
+            continue;
+        int *choice = calloc((size_t)f->layers[li].plan->ninst + 1, sizeof(int));
+        TrainPlan a, b;
+        if (train_evaluate(&plain, &f->layers[li], choice, 1, 4, 0, &a) &&
+            train_evaluate(&o, &f->layers[li], choice, 1, 4, 0, &b)) {
+            assert_true(fabs(b.mem_optimizer - a.mem_optimizer / 4) <= 1e-9 * a.mem_optimizer);
+            assert_true(b.mem_weights == a.mem_weights && b.mem_grads == a.mem_grads);
+            assert_true(fabs(b.pipe.optimizer_us - a.pipe.optimizer_us / 4) <=
+                        1e-9 * a.pipe.optimizer_us);
+            assert_true(b.pipe.allreduce_us == a.pipe.allreduce_us);
+            assert_true(b.coll_bytes == a.coll_bytes);
+            checked = 1;
+        }
+        free(choice);
+    }
+    assert_true(checked);
+    arena_destroy(arena);
+    arena_destroy(scratch);
+    fixture_free(f);
+    free(f);
+}
+
 /* Attention over b folded sequences costs b times one sequence's; the
  * projections (one token dimension) are scheduled at the folded size. */
 static void test_attention_per_sequence(void **state)
@@ -344,6 +396,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exhaustive),
+        cmocka_unit_test(test_exhaustive_sharded),
         cmocka_unit_test(test_attention_per_sequence),
         cmocka_unit_test(test_memory_unmet),
     };
