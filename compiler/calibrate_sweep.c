@@ -47,7 +47,7 @@ void calibrate_options_quick(CalibrateOptions *opt) {
     opt->nworlds = 1;
     opt->worlds[0] = 2;
     opt->max_bytes = 1L << 20;
-    opt->reps = 3;
+    opt->reps = 5;
     opt->gemm_max = 64;
     opt->mem_floats = 256L << 10;
 }
