@@ -16,29 +16,27 @@ file(MAKE_DIRECTORY ${PRIMEC_NUMERICS_DIR})
 set(PRIMEC_OPT_SRC ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime)
 set(PRIMEC_OPT_SMALL "param layers = 2, s = 16, h = 64, a = 8, e = 8, f = 256")
 
-foreach(model opt_small_megatron opt_small_square)
-  set(dir ${PRIMEC_NUMERICS_DIR}/h256_${model})
-  add_test(NAME numerics/h256/${model}
-           COMMAND sh -c "mkdir -p \"$4\" && sed 's/${PRIMEC_OPT_SMALL}/param layers = 1, s = 64, h = 256, a = 4, e = 64, f = 1024/' \"$2\" >\"$4/model.prime\" && \"$1\" build \"$4/model.prime\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
-                   sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC} ${model} ${dir})
-  set_tests_properties(numerics/h256/${model} PROPERTIES LABELS run TIMEOUT 600
-                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
-                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
-endforeach()
+# numerics/NAME/MODEL: the OPT layer with its small parameters replaced by
+# PARAMS, built and checked on the cpu target.
+function(primec_opt_check name params)
+  foreach(model opt_small_megatron opt_small_square)
+    set(dir ${PRIMEC_NUMERICS_DIR}/${name}_${model})
+    add_test(NAME numerics/${name}/${model}
+             COMMAND sh -c "mkdir -p \"$4\" && sed 's/${PRIMEC_OPT_SMALL}/${params}/' \"$2\" >\"$4/model.prime\" && \"$1\" build \"$4/model.prime\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
+                     sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC} ${model} ${dir})
+    set_tests_properties(numerics/${name}/${model} PROPERTIES LABELS run TIMEOUT 600
+                         PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
+                         FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+  endforeach()
+endfunction()
+
+primec_opt_check(h256 "param layers = 1, s = 64, h = 256, a = 4, e = 64, f = 1024")
 
 # The OPT layer at the shape bench/step_xla.py times against XLA (512
 # tokens, hidden 512, 8 heads of 64, ffn 2048; one layer), both plans:
 # passes on the cpu target and as 4 MPI processes (mpi/numerics/h512/MODEL).
 set(PRIMEC_H512_BENCH "param layers = 1, s = 512, h = 512, a = 8, e = 64, f = 2048")
-foreach(model opt_small_megatron opt_small_square)
-  set(dir ${PRIMEC_NUMERICS_DIR}/h512_bench_${model})
-  add_test(NAME numerics/h512/${model}
-           COMMAND sh -c "mkdir -p \"$4\" && sed 's/${PRIMEC_OPT_SMALL}/${PRIMEC_H512_BENCH}/' \"$2\" >\"$4/model.prime\" && \"$1\" build \"$4/model.prime\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
-                   sh $<TARGET_FILE:primec> ${PRIMEC_OPT_SRC} ${model} ${dir})
-  set_tests_properties(numerics/h512/${model} PROPERTIES LABELS run TIMEOUT 600
-                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
-                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
-endforeach()
+primec_opt_check(h512 "${PRIMEC_H512_BENCH}")
 
 # The same as 4 MPI processes (where tests/mpi.cmake found MPI: its
 # launcher flags and environment).
