@@ -214,9 +214,11 @@ static void print_lanes(Ctx *c, const KernelLoop *l) {
     printer_indent(p, -1);
 }
 
-static void print_acc_decl(Printer *p, int lanes, const char *identity) {
+/* A sum accumulates in double; a maximum, exact in any precision, in the
+ * kernel's own type. */
+static void print_acc_decl(Printer *p, int lanes, const char *identity, const char *type) {
     if (!lanes) {
-        printer_printf(p, "double acc = %s;\n", identity);
+        printer_printf(p, "%s acc = %s;\n", type, identity);
         return;
     }
     printer_printf(p, "double acc[%d] = {", KERNEL_LANES);
@@ -310,13 +312,14 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         print_loop_rows(p, k, l, ops, looped, row);
         return;
     }
+    const char *acc_type = max ? type : "double";
     for (int j = 0; j < outer; ++j) {
         if (l->nreduce && j == nout)
-            print_acc_decl(p, lanes, identity);
+            print_acc_decl(p, lanes, identity, acc_type);
         open_loop(p, k, dims[j], 1);
     }
     if (l->nreduce && outer == nout)
-        print_acc_decl(p, lanes, identity);
+        print_acc_decl(p, lanes, identity, acc_type);
     if (!l->nreduce) {
         printer_printf(p, "%s *restrict o = ", type);
         print_offset(p, "out", k, KERNEL_OUT, dims, outer);
@@ -338,10 +341,22 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         open_loop(p, k, dims[n - 1], 0);
     }
     if (l->nreduce) {
-        if (!lanes) {
-            printer_printf(p, max ? "acc = fmax(acc, " : "acc += ");
+        if (!lanes && max) {
+            /* v > acc ? v : acc: fmax's result (a NaN term leaves acc as
+             * it is), inline, where fmax is a call per element. */
+            printer_printf(p, "{\n");
+            printer_indent(p, 1);
+            printer_printf(p, "const %s v = ", type);
             print_terms(&c, l, 0);
-            printer_printf(p, max ? ");\n" : ";\n");
+            printer_printf(p, ";\n");
+            printer_printf(p, "acc = v > acc ? v : acc;\n");
+            printer_indent(p, -1);
+            printer_printf(p, "}\n");
+            close_loops(p, 1, 0);
+        } else if (!lanes) {
+            printer_printf(p, "acc += ");
+            print_terms(&c, l, 0);
+            printer_printf(p, ";\n");
             close_loops(p, 1, 0);
         }
         close_loops(p, l->nreduce - 1, 1);

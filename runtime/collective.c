@@ -164,30 +164,25 @@ static PrimeStatus collective(CollKind kind, int max, PrimeDev *dev, const int *
         return PRIME_OK;
     if (prime_rt_fault_point(dev) != PRIME_OK)
         return PRIME_ERR_ABORTED;
-    /* The backend's own collective is counted as the ring: its bytes
-     * (counted by the backend) and its scratch (here), so that counters
-     * equal the prediction whichever runs. */
-    size_t counted = kind == COLL_ALLGATHER ? 0 : prime_collective_scratch(n, gsize);
-    prime_dev_count_alloc(dev, counted);
-    int done = 0;
-    PrimeStatus direct =
-        prime_rt_collective_direct(dev, (int)kind, max, group, gsize, pos, buf, n, tag, &done);
-    prime_dev_count_free(dev, counted);
-    if (done)
-        return direct;
-    Ring ring = {dev, group, gsize, pos, buf, n, tag, max};
-    if (kind == COLL_ALLGATHER)
-        return ring_allgather(&ring);
-
-    size_t nscratch = prime_collective_scratch(n, gsize);
-    float *scratch = prime_alloc(dev, nscratch);
-    if (!scratch)
+    /* One chunk of scratch for a reduction, whichever runs it: the ring
+     * receives into it, the backend's own collective sums in it. */
+    size_t nscratch = kind == COLL_ALLGATHER ? 0 : prime_collective_scratch(n, gsize);
+    float *scratch = nscratch ? prime_alloc(dev, nscratch) : NULL;
+    if (nscratch && !scratch)
         return PRIME_ERR_NOMEM;
-    PrimeStatus st = ring_reduce_scatter(&ring, scratch);
-    if (kind == COLL_ALLREDUCE && !gone(st)) {
-        PrimeStatus st2 = ring_allgather(&ring);
-        if (st == PRIME_OK)
-            st = st2;
+    int done = 0;
+    PrimeStatus st = prime_rt_collective_direct(dev, (int)kind, max, group, gsize, pos, buf, n, tag,
+                                                scratch, &done);
+    Ring ring = {dev, group, gsize, pos, buf, n, tag, max};
+    if (!done && kind == COLL_ALLGATHER) {
+        st = ring_allgather(&ring);
+    } else if (!done) {
+        st = ring_reduce_scatter(&ring, scratch);
+        if (kind == COLL_ALLREDUCE && !gone(st)) {
+            PrimeStatus st2 = ring_allgather(&ring);
+            if (st == PRIME_OK)
+                st = st2;
+        }
     }
     prime_free(dev, scratch, nscratch);
     return st;

@@ -9,10 +9,13 @@
  * and then each member works on its own chunk (the chunking of
  * collective.c) straight from the others' buffers:
  *
- *   reduce-scatter: member p adds chunk p of every other member's buffer
- *                   into chunk p of its own, in the order p+1, p+2, ...
- *                   (mod g); nobody else reads or writes chunk p of p's
- *                   buffer meanwhile (member q reads chunk q only);
+ *   reduce-scatter: member p sums chunk p of every member's buffer, in the
+ *                   ring's order (collective.c: chunk p of member p+1, plus
+ *                   member p+2's, ..., plus member p's last, in the
+ *                   caller's scratch), into chunk p of its own, so that the
+ *                   sums are the ring's to the bit; nobody else reads or
+ *                   writes chunk p of p's buffer meanwhile (member q reads
+ *                   chunk q only);
  *   all-gather:     member p copies chunk q of member q's buffer into its
  *                   own, for every q != p; chunk q of q's buffer is no
  *                   longer written, and nobody reads p's other chunks;
@@ -23,8 +26,8 @@
  * buffer) while another still reads it. Each member counts the bytes the
  * ring of collective.c would have sent from it (n - |chunk p| for a
  * reduce-scatter, n - |chunk p+1| for an all-gather): the volume that
- * leaves its buffer is the same, and the counters keep equalling the
- * compiler's prediction. No communication thread runs, and a device
+ * leaves its buffer is the same, and the counters (its scratch included)
+ * keep equalling the compiler's prediction. No communication thread runs, and a device
  * waits only at the barriers, for the slowest member.
  *
  * Deadlines and aborts are the world's: a barrier gives up at the world's
@@ -193,16 +196,20 @@ static void missing_text(const PrimeCollSlot *s, int pos, char *buf, size_t cap)
 }
 
 /* Member pos's work of one phase, outside the lock. */
-static void reduce_chunk(PrimeCollSlot *s, int pos, size_t n, int max) {
+static void reduce_chunk(PrimeCollSlot *s, int pos, size_t n, int max, float *scratch) {
     size_t lo = prime_chunk_lo(n, s->g, pos), len = prime_chunk_len(n, s->g, pos);
+    void (*combine)(float *, const float *, size_t) = max ? prime_max : prime_add;
     float *mine = s->bufs[pos] + lo;
-    for (int j = 1; j < s->g && len > 0; ++j) {
-        const float *theirs = s->bufs[(pos + j) % s->g] + lo;
-        if (max)
-            prime_max(mine, theirs, len);
-        else
-            prime_add(mine, theirs, len);
+    if (len == 0)
+        return;
+    if (s->g == 2) {
+        combine(mine, s->bufs[(pos + 1) % 2] + lo, len);
+        return;
     }
+    memcpy(scratch, s->bufs[(pos + 1) % s->g] + lo, len * sizeof(float));
+    for (int j = 2; j < s->g; ++j)
+        combine(scratch, s->bufs[(pos + j) % s->g] + lo, len);
+    combine(mine, scratch, len);
 }
 
 static void gather_chunks(PrimeCollSlot *s, int pos, size_t n) {
@@ -236,7 +243,8 @@ static PrimeStatus slot_join(PrimeWorldBackend *w, const int *group, int g, int 
 }
 
 PrimeStatus prime_rt_collective_direct(PrimeDev *dev, int kind, int max, const int *group, int g,
-                                       int pos, float *buf, size_t n, int tag, int *done) {
+                                       int pos, float *buf, size_t n, int tag, float *scratch,
+                                       int *done) {
     PrimeWorldBackend *w = dev->world->be;
     *done = w->coll_direct;
     if (!*done)
@@ -258,7 +266,7 @@ PrimeStatus prime_rt_collective_direct(PrimeDev *dev, int kind, int max, const i
         s->busy++;
         pthread_mutex_unlock(&w->coll_mu);
         if (phase == 0)
-            reduce_chunk(s, pos, n, max);
+            reduce_chunk(s, pos, n, max, scratch);
         else
             gather_chunks(s, pos, n);
         pthread_mutex_lock(&w->coll_mu);

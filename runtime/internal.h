@@ -201,14 +201,16 @@ PrimeStatus prime_rt_post_recv(PrimeDev *dev, int src, int tag, PrimeChannel cha
  * (collective.c calls it first): sets *done and returns the collective's
  * status where the backend did it (threads: in shared memory,
  * collective_threads.c), leaves *done 0 otherwise (MPI). The caller has
- * checked the group (pos is the caller's position), g > 1 and n > 0. */
+ * checked the group (pos is the caller's position), g > 1 and n > 0, and
+ * gives a reduction prime_collective_scratch(n, g) floats of scratch. */
 typedef enum PrimeRtColl {
     PRIME_RT_COLL_ALLREDUCE,
     PRIME_RT_COLL_REDUCE_SCATTER,
     PRIME_RT_COLL_ALLGATHER
 } PrimeRtColl;
 PrimeStatus prime_rt_collective_direct(PrimeDev *dev, int kind, int max, const int *group, int g,
-                                       int pos, float *buf, size_t n, int tag, int *done);
+                                       int pos, float *buf, size_t n, int tag, float *scratch,
+                                       int *done);
 
 /* Chunk c of n elements over a group of g: [lo(c), lo(c+1)) with
  * lo(c) = c*n/g (abi.c, shared with the byte formulas). */

@@ -707,9 +707,10 @@ PrimeStatus prime_wait(PrimeDev *dev, PrimeReq *req) {
 
 /* Collectives run as rings of messages (collective.c). */
 PrimeStatus prime_rt_collective_direct(PrimeDev *dev, int kind, int max, const int *group, int g,
-                                       int pos, float *buf, size_t n, int tag, int *done) {
+                                       int pos, float *buf, size_t n, int tag, float *scratch,
+                                       int *done) {
     (void)dev, (void)kind, (void)max, (void)group, (void)g, (void)pos, (void)buf, (void)n,
-        (void)tag;
+        (void)tag, (void)scratch;
     *done = 0;
     return PRIME_OK;
 }

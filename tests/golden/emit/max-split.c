@@ -29,10 +29,12 @@ static void kernel1(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: loop max points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
-        double acc = -INFINITY;
+        float acc = -INFINITY;
         const float *restrict x0 = in[0] + d0 * 4L;
-        for (long d1 = 0; d1 < 4; ++d1)
-            acc = fmax(acc, x0[d1]);
+        for (long d1 = 0; d1 < 4; ++d1) {
+            const float v = x0[d1];
+            acc = v > acc ? v : acc;
+        }
         out[d0 * 1L] = fmaxf(out[d0 * 1L], (float)acc);
     }
 }
@@ -56,10 +58,12 @@ static void reference1(float *out, const float *const *in, const long *off) {
         out[i] = -INFINITY;
     /* node 0: loop max points 4 loops 2 reduce 1 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
-        double acc = -INFINITY;
+        float acc = -INFINITY;
         const float *restrict x0 = in[0] + d0 * 8L;
-        for (long d1 = 0; d1 < 8; ++d1)
-            acc = fmax(acc, x0[d1]);
+        for (long d1 = 0; d1 < 8; ++d1) {
+            const float v = x0[d1];
+            acc = v > acc ? v : acc;
+        }
         out[d0 * 1L] = fmaxf(out[d0 * 1L], (float)acc);
     }
 }
@@ -85,8 +89,10 @@ static void reference_fp64_1(double *out, const double *const *in, const long *o
     for (long d0 = 0; d0 < 4; ++d0) {
         double acc = -INFINITY;
         const double *restrict x0 = in[0] + d0 * 8L;
-        for (long d1 = 0; d1 < 8; ++d1)
-            acc = fmax(acc, x0[d1]);
+        for (long d1 = 0; d1 < 8; ++d1) {
+            const double v = x0[d1];
+            acc = v > acc ? v : acc;
+        }
         out[d0 * 1L] = fmax(out[d0 * 1L], (double)acc);
     }
 }
