@@ -9,6 +9,7 @@
 
 #include "cost.h"
 #include "form.h"
+#include "form_fold.h"
 #include "kernel_c.h"
 #include "printer.h"
 
@@ -236,6 +237,8 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
                 printer_printf(p, ", .dstep_arg = %d", af->dstep_arg);
             if (af->dstep_tag)
                 printer_printf(p, ", .dstep_tag = %d", af->dstep_tag);
+            if (af->dstep_tensor)
+                printer_printf(p, ", .dstep_tensor = %d", af->dstep_tensor);
             printer_printf(p, "},\n");
         }
         printer_indent(p, -1);
