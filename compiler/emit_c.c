@@ -21,6 +21,11 @@ typedef struct Emitter {
     Arena *arena;
     unsigned char *named; /* per storage tensor: its T_ name is used */
     int dbl;              /* printing the fp64 reference */
+    /* The slot forms printed so far (slots%d, shared by every phase
+     * whose actions use equal ones): their initializers and hashes. */
+    char **slots;
+    unsigned long *slots_hash;
+    int nslots, slots_cap;
 } Emitter;
 
 /* The body of a phase's kernel (whole: over whole tensors, for the
@@ -181,22 +186,50 @@ static void print_affine(Printer *p, const PrimeAffine *f, int naxes) {
     printer_printf(p, "%s}, %ld}", naxes ? "" : "0", f->tcoef);
 }
 
+/* The number of the shared slot form equal to slots[], printed before
+ * its first use. */
+static int slots_index(Emitter *e, const PrimeAffine *slots, int naxes) {
+    Printer t;
+    printer_init(&t);
+    for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
+        printer_printf(&t, "%s", k ? ", " : "");
+        print_affine(&t, &slots[k], naxes);
+    }
+    size_t len;
+    char *text = printer_take(&t, &len);
+    printer_free(&t);
+    unsigned long h = text_hash(text);
+    for (int i = 0; i < e->nslots; ++i)
+        if (e->slots_hash[i] == h && strcmp(e->slots[i], text) == 0) {
+            free(text);
+            return i;
+        }
+    if (e->nslots == e->slots_cap) {
+        e->slots_cap = e->slots_cap ? 2 * e->slots_cap : 64;
+        e->slots = realloc(e->slots, sizeof(char *) * (size_t)e->slots_cap);
+        e->slots_hash = realloc(e->slots_hash, sizeof(unsigned long) * (size_t)e->slots_cap);
+        if (!e->slots || !e->slots_hash)
+            ICE("out of memory");
+    }
+    printer_printf(&e->p, "static const PrimeAffine slots%d[] = {%s};\n", e->nslots, text);
+    e->slots[e->nslots] = text;
+    e->slots_hash[e->nslots] = h;
+    return e->nslots++;
+}
+
 /* A phase in rank-parametric form: one list of action forms, with the
  * tables its table-form fields need. */
 static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
     Printer *p = &e->p;
     const PrimePhaseForm *f = &pf->form;
     int ndev = e->s->model->mesh.ndev, naxes = f->mesh->naxes;
+    int *slots = calloc((size_t)f->nforms + 1, sizeof(int));
+    if (!slots)
+        ICE("out of memory");
     for (int i = 0; i < f->nforms; ++i) {
         const PrimeActionForm *af = &f->forms[i];
-        if (af->slots) {
-            printer_printf(p, "static const PrimeAffine phase%d_slots%d[] = {", index, i);
-            for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
-                printer_printf(p, "%s", k ? ", " : "");
-                print_affine(p, &af->slots[k], naxes);
-            }
-            printer_printf(p, "};\n");
-        }
+        if (af->slots)
+            slots[i] = slots_index(e, af->slots, naxes);
         if (af->peer_form == PRIME_FORM_TABLE) {
             printer_printf(p, "static const int phase%d_peer%d[] = {", index, i);
             print_ints(p, af->peer_table, ndev);
@@ -230,7 +263,7 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
                 printer_printf(p, ", .arg_form = PRIME_FORM_TABLE, .arg_table = phase%d_arg%d",
                                index, i);
             if (af->slots)
-                printer_printf(p, ", .slots = phase%d_slots%d", index, i);
+                printer_printf(p, ", .slots = slots%d", slots[i]);
             if (af->repeat > 1)
                 printer_printf(p, ", .repeat = %ld, .body = %d", af->repeat, af->body);
             if (af->dstep_arg)
@@ -276,6 +309,7 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
     printer_printf(p, f->nforms ? "phase%d_forms, " : "NULL, ", index);
     printer_printf(p, pf->noffset_forms ? "phase%d_offset_forms, " : "NULL, ", index);
     printer_printf(p, pf->ngroup_forms ? "phase%d_group_forms};\n" : "NULL};\n", index);
+    free(slots);
 }
 
 /* Per-rank action tables: the form of irregular phases. */
@@ -744,6 +778,7 @@ static int emit_weight_sources(Printer *p, const Model *m) {
 char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
                      const char *source_name, const EmitCHooks *hooks, size_t *len) {
     Emitter e;
+    memset(&e, 0, sizeof e);
     printer_init(&e.p);
     e.s = s;
     e.form = form;
@@ -879,6 +914,10 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     free(e.kernel_of);
     free(reference_of);
     free(reference64_of);
+    for (int i = 0; i < e.nslots; ++i)
+        free(e.slots[i]);
+    free(e.slots);
+    free(e.slots_hash);
 
     size_t body_len;
     char *body = printer_take(&e.p, &body_len);

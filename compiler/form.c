@@ -393,7 +393,7 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
     for (int i = 0; i < n; ++i)
         if (forms[i].a.op == PRIME_ACT_STEP)
             start[nb++] = i;
-    if (nb < 3)
+    if (nb < 2)
         return n;
     start[nb] = n;
     /* A unit is at most four steps long. */
@@ -430,7 +430,7 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
                 if (!match)
                     break;
             }
-            if (reps >= 2 && reps * q > best_reps * best_q && reps * q >= 3)
+            if (reps >= 2 && reps * q > best_reps * best_q)
                 best_q = q, best_reps = reps;
         }
         int len = start[b + best_q] - start[b];

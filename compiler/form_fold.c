@@ -72,8 +72,7 @@ static int shifted_by(int *set, long *d, long a, long b, long copies) {
 /* Whether form y (numbered) is form x (numbered) `copies` copies later:
  * every tensor shifted by copies * dtensor, the tag by copies * dtag,
  * everything else equal. */
-static int copy_of(const PrimeActionForm *x, const PrimeActionForm *y, long copies,
-                   CopyShift *sh) {
+static int copy_of(const PrimeActionForm *x, const PrimeActionForm *y, long copies, CopyShift *sh) {
     if (x->repeat > 1 || y->repeat > 1 || x->peer_form == PRIME_FORM_TABLE ||
         x->arg_form == PRIME_FORM_TABLE || y->peer_form == PRIME_FORM_TABLE ||
         y->arg_form == PRIME_FORM_TABLE || x->a.op != y->a.op || !slots_equal(x->slots, y->slots))
