@@ -13,8 +13,18 @@
 
 #include "form_fold.h"
 
+/* Room that fold_steps reuses from phase to phase (its trials' loop
+ * forms; the arena would keep every phase's). */
+typedef struct FitScratch {
+    PrimeActionForm *loop;
+    PrimeOffsetForm *loop_off;
+    PrimeAffine *loop_slots; /* 1 + PRIME_MAX_KERNEL_INPUTS per loop form */
+    int cap;
+} FitScratch;
+
 typedef struct Fit {
     Arena *arena;
+    FitScratch *scratch;
     const Schedule *s;
     const PrimeMesh *mesh;
     int ndev;
@@ -285,11 +295,12 @@ static int affine_follows(const PrimeAffine *a, const PrimeAffine *b, long d, lo
 }
 
 /* The increments from form a (iteration 0) to form b (iteration 1), in
- * the loop form `out` (a's fields with tcoef set); 0 if their shapes
- * differ in a way no loop covers. */
+ * the loop form `out` (a's fields with tcoef set, its slots in sl, room
+ * for 1 + PRIME_MAX_KERNEL_INPUTS); 0 if their shapes differ in a way no
+ * loop covers. */
 static int step_increments(const Fit *f, const PrimeActionForm *a, const PrimeActionForm *b,
                            const PrimeOffsetForm *offs, PrimeActionForm *out,
-                           PrimeOffsetForm *loop_off) {
+                           PrimeOffsetForm *loop_off, PrimeAffine *sl) {
     if (a->a.op != b->a.op || a->a.tensor != b->a.tensor || a->a.kind != b->a.kind ||
         a->a.nin != b->a.nin || a->peer_form != b->peer_form || a->arg_form != b->arg_form ||
         a->peer_form == PRIME_FORM_TABLE || a->arg_form == PRIME_FORM_TABLE ||
@@ -308,7 +319,6 @@ static int step_increments(const Fit *f, const PrimeActionForm *a, const PrimeAc
     out->dstep_tag = b->a.tag - a->a.tag;
     out->dstep_arg = a->arg_form == PRIME_FORM_CONST ? b->a.arg - a->a.arg : 0;
     int nslots = 1 + (a->a.nin < PRIME_MAX_KERNEL_INPUTS ? a->a.nin : PRIME_MAX_KERNEL_INPUTS);
-    PrimeAffine *sl = ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS);
     int moving = 0;
     for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
         if (k >= nslots) {
@@ -402,9 +412,19 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
         int len = start[b + 4 < nb ? b + 4 : nb] - start[b];
         unit = len > unit ? len : unit;
     }
+    FitScratch *sc = f->scratch;
+    if (unit + 1 > sc->cap) {
+        sc->cap = unit + 1 > 2 * sc->cap ? unit + 1 : 2 * sc->cap;
+        sc->loop = realloc(sc->loop, sizeof(PrimeActionForm) * (size_t)sc->cap);
+        sc->loop_off = realloc(sc->loop_off, sizeof(PrimeOffsetForm) * (size_t)sc->cap);
+        sc->loop_slots = realloc(sc->loop_slots, sizeof(PrimeAffine) * (size_t)sc->cap *
+                                                     (1 + PRIME_MAX_KERNEL_INPUTS));
+        if (!sc->loop || !sc->loop_off || !sc->loop_slots)
+            ICE("out of memory");
+    }
+    PrimeActionForm *loop = sc->loop;
+    PrimeOffsetForm *loop_off = sc->loop_off;
     PrimeActionForm *out = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
-    PrimeActionForm *loop = ARENA_ARRAY(f->arena, PrimeActionForm, unit + 1);
-    PrimeOffsetForm *loop_off = ARENA_ARRAY(f->arena, PrimeOffsetForm, unit + 1);
     int m = 0;
     for (int i = 0; i < start[0]; ++i)
         out[m++] = forms[i];
@@ -419,7 +439,8 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
             int ok = 1, reps;
             for (int p = 0; p < len && ok; ++p)
                 ok = step_increments(f, &forms[start[b] + p], &forms[start[b + q] + p], offs,
-                                     &loop[p], &loop_off[p]);
+                                     &loop[p], &loop_off[p],
+                                     sc->loop_slots + (size_t)p * (1 + PRIME_MAX_KERNEL_INPUTS));
             for (reps = ok ? 2 : 1; ok && b + (reps + 1) * q <= nb; ++reps) {
                 int u = start[b + reps * q];
                 if (start[b + (reps + 1) * q] - u != len)
@@ -438,7 +459,8 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
             /* Recompute the unit's increments for the chosen q. */
             for (int p = 0; p < len; ++p)
                 step_increments(f, &forms[start[b] + p], &forms[start[b + best_q] + p], offs,
-                                &loop[p], &loop_off[p]);
+                                &loop[p], &loop_off[p],
+                                ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS));
             for (int p = 0; p < len; ++p) {
                 PrimeActionForm *lf = &out[m + p];
                 *lf = loop[p];
@@ -514,8 +536,8 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
     PrimeActionForm *forms = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
     /* One offset form per kernel at most, and fold_steps appends at most
      * one per kernel form of a loop. */
-    PrimeOffsetForm *offs = ARENA_ARRAY(f->arena, PrimeOffsetForm, 2 * nkernels + 2);
-    PrimeGroupForm *gforms = ARENA_ARRAY(f->arena, PrimeGroupForm, ncollectives + 1);
+    PrimeOffsetForm *offs = ARENA_ARRAY_UNINIT(f->arena, PrimeOffsetForm, 2 * nkernels + 2);
+    PrimeGroupForm *gforms = ARENA_ARRAY_UNINIT(f->arena, PrimeGroupForm, ncollectives + 1);
     long *scratch = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
     int *ivals = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
     int *members = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
@@ -782,7 +804,8 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     sf->mesh.naxes = m->naxes;
     for (int a = 0; a < m->naxes; ++a)
         sf->mesh.size[a] = m->sizes[a];
-    Fit f = {.arena = arena, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
+    FitScratch scratch = {NULL, NULL, NULL, 0};
+    Fit f = {.arena = arena, .scratch = &scratch, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
     for (int a = 0; a < m->naxes; ++a) {
         long c[PRIME_MAX_AXES] = {0};
         c[a] = 1;
@@ -809,6 +832,9 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
         if (pf->fallback)
             sf->nfallback++;
     }
+    free(scratch.loop);
+    free(scratch.loop_off);
+    free(scratch.loop_slots);
     sf->home = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     sf->final = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     for (int t = 0; t < s->ntensors; ++t) {
