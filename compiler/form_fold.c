@@ -155,8 +155,34 @@ static int same_expansion(const PrimePhaseForm *a, const PrimePhaseForm *b, cons
     return ok;
 }
 
+static int cmp_int(const void *pa, const void *pb) {
+    int a = *(const int *)pa, b = *(const int *)pb;
+    return (a > b) - (a < b);
+}
+
+/* Whether two of the phase's actions name tensors one layer block
+ * apart: the condition of every loop over copies (most phases have
+ * none, and are not copied to find out). */
+static int has_copies(const ScheduleForm *sf, const PrimePhaseForm *f, int *room) {
+    int n = 0;
+    for (int i = 0; i < f->nforms; ++i)
+        if (has_tensor_op(f->forms[i].a.op))
+            room[n++] = sf->tensor_number[f->forms[i].a.tensor];
+    qsort(room, (size_t)n, sizeof(int), cmp_int);
+    for (int i = 0, j = 0; i < n; ++i) {
+        while (j < n && room[j] < room[i] + sf->layer_block)
+            ++j;
+        if (j < n && room[j] == room[i] + sf->layer_block)
+            return 1;
+    }
+    return 0;
+}
+
 /* Folds one phase's runs of layer copies; returns the number of loops. */
-static int fold_phase_copies(Arena *arena, const ScheduleForm *sf, PhaseForm *pf, int ndev) {
+static int fold_phase_copies(Arena *arena, const ScheduleForm *sf, PhaseForm *pf, int ndev,
+                             int *room) {
+    if (!has_copies(sf, &pf->form, room))
+        return 0;
     PrimePhaseForm num = form_numbered(arena, sf, &pf->form);
     int n = num.nforms;
     const PrimeActionForm *forms = num.forms;
@@ -217,11 +243,19 @@ static int fold_phase_copies(Arena *arena, const ScheduleForm *sf, PhaseForm *pf
 void form_fold_layer_actions(Arena *arena, const Schedule *s, ScheduleForm *sf) {
     if (s->model->layer_count < 2 || sf->layer_block <= 0)
         return;
+    int cap = 0;
+    for (int k = 0; k < s->phases.count; ++k)
+        if (!sf->phases[k].fallback && sf->phases[k].form.nforms > cap)
+            cap = sf->phases[k].form.nforms;
+    int *room = malloc(sizeof(int) * ((size_t)cap + 1));
+    if (!room)
+        ICE("out of memory");
     for (int k = 0; k < s->phases.count; ++k) {
         PhaseForm *pf = &sf->phases[k];
         if (!pf->fallback)
-            pf->layer_loops = fold_phase_copies(arena, sf, pf, s->model->mesh.ndev);
+            pf->layer_loops = fold_phase_copies(arena, sf, pf, s->model->mesh.ndev, room);
     }
+    free(room);
 }
 
 /* ---- Layer folding ------------------------------------------------- */
