@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "cost.h"
+#include "emit_kernels.h"
 #include "form.h"
 #include "form_fold.h"
-#include "kernel_c.h"
 #include "printer.h"
 
 typedef struct Emitter {
@@ -28,132 +28,11 @@ typedef struct Emitter {
     int nslots, slots_cap;
 } Emitter;
 
-/* The body of a phase's kernel (whole: over whole tensors, for the
- * reference), as text: the phase's kernel IR printed as C (kernel_c.h;
- * the forward of `max=` folds with max from the combiner's identity). */
-static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
-    Printer p;
-    printer_init(&p);
-    printer_indent(&p, 1);
-    Kernel *k = malloc(sizeof *k);
-    if (!k)
-        ICE("out of memory");
-    kernel_build(k, e->s, ph, whole);
-    kernel_c_body(&p, k, e->dbl);
-    free(k);
-    size_t len;
-    char *body = printer_take(&p, &len);
-    printer_free(&p);
-    return body;
-}
-
 static unsigned long text_hash(const char *t) {
     unsigned long h = 1469598103934665603ul;
     for (; *t; ++t)
         h = (h ^ (unsigned char)*t) * 1099511628211ul;
     return h;
-}
-
-/* Everything a phase's kernel body is built from (kernel_build and
- * kernel_c_body read no more): phases with equal keys have equal bodies,
- * and the copies of a repeated layer share their keys. */
-typedef struct KernelKey {
-    const void *expr, *phase, *op;
-    long dim_sizes[IR_MAX_DIMS];
-    long extent[IR_MAX_DIMS];
-    int nin;
-    struct {
-        const char *name;
-        int ndims;
-        int opdims[IR_MAX_DIMS];
-    } operand[SCHED_MAX_OPERANDS + 1];
-} KernelKey;
-
-static void kernel_key(const Schedule *s, const PhaseSched *ph, KernelKey *key) {
-    memset(key, 0, sizeof *key);
-    const Instance *inst = &s->model->instances[ph->inst];
-    key->expr = ph->expr;
-    key->phase = ph->phase;
-    key->op = inst->op;
-    for (int d = 0; d < inst->op->ndims && d < IR_MAX_DIMS; ++d) {
-        key->dim_sizes[d] = inst->dim_sizes[d];
-        key->extent[d] = s->slices[ph->inst].extent[d];
-    }
-    key->nin = ph->nin;
-    for (int i = 0; i <= ph->nin && i <= SCHED_MAX_OPERANDS; ++i) {
-        const Operand *o = i == ph->nin ? &ph->out : &ph->in[i];
-        key->operand[i].name = o->name;
-        key->operand[i].ndims = o->ndims;
-        memcpy(key->operand[i].opdims, o->opdims, sizeof o->opdims);
-    }
-}
-
-static unsigned long bytes_hash(const void *p, size_t n) {
-    const unsigned char *b = p;
-    unsigned long h = 1469598103934665603ul;
-    for (size_t i = 0; i < n; ++i)
-        h = (h ^ b[i]) * 1099511628211ul;
-    return h;
-}
-
-/* Emits the kernels (whole = 0) or references (whole = 1) of every
- * compute phase, each distinct body once (the copies of a repeated layer
- * share theirs): canon[k] names the function phase k calls. A phase
- * whose kernel key equals an earlier one's calls that one's function
- * without its body being built again. */
-static void emit_kernels(Emitter *e, int whole, int *canon) {
-    const Schedule *s = e->s;
-    int n = s->phases.count;
-    char **bodies = calloc((size_t)n + 1, sizeof(char *));
-    unsigned long *hash = calloc((size_t)n + 1, sizeof(unsigned long));
-    KernelKey *keys = malloc(sizeof(KernelKey) * ((size_t)n + 1));
-    size_t cap = 16;
-    while (cap < 2 * (size_t)n)
-        cap *= 2;
-    int *table = malloc(sizeof(int) * cap); /* open addressing: phase with the key, or -1 */
-    if (!bodies || !hash || !keys || !table)
-        ICE("out of memory");
-    for (size_t i = 0; i < cap; ++i)
-        table[i] = -1;
-    for (int k = 0; k < n; ++k) {
-        const PhaseSched *ph = s->phases.items[k];
-        canon[k] = -1;
-        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
-            continue;
-        kernel_key(s, ph, &keys[k]);
-        size_t slot = bytes_hash(&keys[k], sizeof keys[k]) & (cap - 1);
-        while (table[slot] >= 0 && memcmp(&keys[table[slot]], &keys[k], sizeof keys[k]) != 0)
-            slot = (slot + 1) & (cap - 1);
-        if (table[slot] >= 0) {
-            canon[k] = canon[table[slot]];
-            continue;
-        }
-        table[slot] = k;
-        bodies[k] = kernel_body(e, ph, whole);
-        hash[k] = text_hash(bodies[k]);
-        canon[k] = k;
-        for (int j = 0; j < k; ++j)
-            if (canon[j] == j && hash[j] == hash[k] && strcmp(bodies[j], bodies[k]) == 0) {
-                canon[k] = j;
-                break;
-            }
-        if (canon[k] != k)
-            continue;
-        const char *type = e->dbl ? "double" : "float";
-        printer_printf(&e->p,
-                       "static void %s%d(%s *out, const %s *const *in, const long *off)\n{\n",
-                       e->dbl  ? "reference_fp64_"
-                       : whole ? "reference"
-                               : "kernel",
-                       k, type, type);
-        printer_printf(&e->p, "%s}\n\n", bodies[k]);
-    }
-    for (int k = 0; k < n; ++k)
-        free(bodies[k]);
-    free(bodies);
-    free(hash);
-    free(keys);
-    free(table);
 }
 
 static const char *act_name(int op) {
@@ -895,10 +774,10 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     int *reference64_of = calloc((size_t)s->phases.count + 1, sizeof(int));
     if (!reference64_of)
         ICE("out of memory");
-    emit_kernels(&e, 0, e.kernel_of);
-    emit_kernels(&e, 1, reference_of);
+    emit_c_kernels(&e.p, s, 0, 0, e.kernel_of);
+    emit_c_kernels(&e.p, s, 1, 0, reference_of);
     e.dbl = 1;
-    emit_kernels(&e, 1, reference64_of);
+    emit_c_kernels(&e.p, s, 1, 1, reference64_of);
     e.dbl = 0;
     const PhaseRuns *runs = form_fold_layers(e.arena, s, form, e.kernel_of, reference_of);
     emit_reference(&e, runs, reference_of);
