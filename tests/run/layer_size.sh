@@ -1,5 +1,5 @@
 #!/bin/sh
-# layer_size.sh PRIMEC FILE MODEL DIR
+# layer_size.sh PRIMEC FILE MODEL DIR [check]
 #
 # The emitted program of a model with a repeated layer is (nearly) the
 # same size whatever the layer count (docs/program-form.md, "Layers"):
@@ -7,10 +7,10 @@
 # than that of 8 layers (what still grows is the digits of copy and phase
 # numbers), and at most twice the 1-layer model's (whose one copy is both
 # the first and the last).
-# The 8-layer program is then built and run with --check, which must
-# pass with the counters equal to the prediction.
+# With `check`, the 8-layer program is then built and run with --check,
+# which must pass with the counters equal to the prediction.
 set -u
-primec=$1 file=$2 model=$3 dir=$4
+primec=$1 file=$2 model=$3 dir=$4 mode=${5:-}
 
 fail() {
     echo "FAIL: $*"
@@ -43,6 +43,10 @@ n32=$(names "$dir/layers32.c")
 echo "tensors named: 8 layers $n8, 32 layers $n32"
 [ "$n8" -gt 0 ] && [ "$n8" -eq "$n32" ] || fail "the 32-layer program names $n32 tensors, the 8-layer one $n8"
 
+if [ "$mode" != check ]; then
+    echo PASS
+    exit 0
+fi
 exe=$("$primec" build "$file" --model "$model" --param layers=8 -o "$dir/bin") ||
     fail "primec build --param layers=8"
 "$exe" --check >"$dir/run.out" 2>&1
