@@ -8,8 +8,9 @@
 #include <string.h>
 
 #include "cost.h"
+#include "emit_kernels.h"
 #include "form.h"
-#include "kernel_c.h"
+#include "form_fold.h"
 #include "printer.h"
 
 typedef struct Emitter {
@@ -20,72 +21,18 @@ typedef struct Emitter {
     Arena *arena;
     unsigned char *named; /* per storage tensor: its T_ name is used */
     int dbl;              /* printing the fp64 reference */
+    /* The slot forms printed so far (slots%d, shared by every phase
+     * whose actions use equal ones): their initializers and hashes. */
+    char **slots;
+    unsigned long *slots_hash;
+    int nslots, slots_cap;
 } Emitter;
-
-/* The body of a phase's kernel (whole: over whole tensors, for the
- * reference), as text: the phase's kernel IR printed as C (kernel_c.h;
- * the forward of `max=` folds with max from the combiner's identity). */
-static char *kernel_body(Emitter *e, const PhaseSched *ph, int whole) {
-    Printer p;
-    printer_init(&p);
-    printer_indent(&p, 1);
-    Kernel *k = malloc(sizeof *k);
-    if (!k)
-        ICE("out of memory");
-    kernel_build(k, e->s, ph, whole);
-    kernel_c_body(&p, k, e->dbl);
-    free(k);
-    size_t len;
-    char *body = printer_take(&p, &len);
-    printer_free(&p);
-    return body;
-}
 
 static unsigned long text_hash(const char *t) {
     unsigned long h = 1469598103934665603ul;
     for (; *t; ++t)
         h = (h ^ (unsigned char)*t) * 1099511628211ul;
     return h;
-}
-
-/* Emits the kernels (whole = 0) or references (whole = 1) of every
- * compute phase, each distinct body once (the copies of a repeated layer
- * share theirs): canon[k] names the function phase k calls. */
-static void emit_kernels(Emitter *e, int whole, int *canon) {
-    const Schedule *s = e->s;
-    int n = s->phases.count;
-    char **bodies = calloc((size_t)n + 1, sizeof(char *));
-    unsigned long *hash = calloc((size_t)n + 1, sizeof(unsigned long));
-    if (!bodies || !hash)
-        ICE("out of memory");
-    for (int k = 0; k < n; ++k) {
-        const PhaseSched *ph = s->phases.items[k];
-        canon[k] = -1;
-        if (ph->kind != PHASE_FWD && ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
-            continue;
-        bodies[k] = kernel_body(e, ph, whole);
-        hash[k] = text_hash(bodies[k]);
-        canon[k] = k;
-        for (int j = 0; j < k; ++j)
-            if (canon[j] == j && hash[j] == hash[k] && strcmp(bodies[j], bodies[k]) == 0) {
-                canon[k] = j;
-                break;
-            }
-        if (canon[k] != k)
-            continue;
-        const char *type = e->dbl ? "double" : "float";
-        printer_printf(&e->p,
-                       "static void %s%d(%s *out, const %s *const *in, const long *off)\n{\n",
-                       e->dbl  ? "reference_fp64_"
-                       : whole ? "reference"
-                               : "kernel",
-                       k, type, type);
-        printer_printf(&e->p, "%s}\n\n", bodies[k]);
-    }
-    for (int k = 0; k < n; ++k)
-        free(bodies[k]);
-    free(bodies);
-    free(hash);
 }
 
 static const char *act_name(int op) {
@@ -180,22 +127,50 @@ static void print_affine(Printer *p, const PrimeAffine *f, int naxes) {
     printer_printf(p, "%s}, %ld}", naxes ? "" : "0", f->tcoef);
 }
 
+/* The number of the shared slot form equal to slots[], printed before
+ * its first use. */
+static int slots_index(Emitter *e, const PrimeAffine *slots, int naxes) {
+    Printer t;
+    printer_init(&t);
+    for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
+        printer_printf(&t, "%s", k ? ", " : "");
+        print_affine(&t, &slots[k], naxes);
+    }
+    size_t len;
+    char *text = printer_take(&t, &len);
+    printer_free(&t);
+    unsigned long h = text_hash(text);
+    for (int i = 0; i < e->nslots; ++i)
+        if (e->slots_hash[i] == h && strcmp(e->slots[i], text) == 0) {
+            free(text);
+            return i;
+        }
+    if (e->nslots == e->slots_cap) {
+        e->slots_cap = e->slots_cap ? 2 * e->slots_cap : 64;
+        e->slots = realloc(e->slots, sizeof(char *) * (size_t)e->slots_cap);
+        e->slots_hash = realloc(e->slots_hash, sizeof(unsigned long) * (size_t)e->slots_cap);
+        if (!e->slots || !e->slots_hash)
+            ICE("out of memory");
+    }
+    printer_printf(&e->p, "static const PrimeAffine slots%d[] = {%s};\n", e->nslots, text);
+    e->slots[e->nslots] = text;
+    e->slots_hash[e->nslots] = h;
+    return e->nslots++;
+}
+
 /* A phase in rank-parametric form: one list of action forms, with the
  * tables its table-form fields need. */
 static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
     Printer *p = &e->p;
     const PrimePhaseForm *f = &pf->form;
     int ndev = e->s->model->mesh.ndev, naxes = f->mesh->naxes;
+    int *slots = calloc((size_t)f->nforms + 1, sizeof(int));
+    if (!slots)
+        ICE("out of memory");
     for (int i = 0; i < f->nforms; ++i) {
         const PrimeActionForm *af = &f->forms[i];
-        if (af->slots) {
-            printer_printf(p, "static const PrimeAffine phase%d_slots%d[] = {", index, i);
-            for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
-                printer_printf(p, "%s", k ? ", " : "");
-                print_affine(p, &af->slots[k], naxes);
-            }
-            printer_printf(p, "};\n");
-        }
+        if (af->slots)
+            slots[i] = slots_index(e, af->slots, naxes);
         if (af->peer_form == PRIME_FORM_TABLE) {
             printer_printf(p, "static const int phase%d_peer%d[] = {", index, i);
             print_ints(p, af->peer_table, ndev);
@@ -229,13 +204,15 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
                 printer_printf(p, ", .arg_form = PRIME_FORM_TABLE, .arg_table = phase%d_arg%d",
                                index, i);
             if (af->slots)
-                printer_printf(p, ", .slots = phase%d_slots%d", index, i);
+                printer_printf(p, ", .slots = slots%d", slots[i]);
             if (af->repeat > 1)
                 printer_printf(p, ", .repeat = %ld, .body = %d", af->repeat, af->body);
             if (af->dstep_arg)
                 printer_printf(p, ", .dstep_arg = %d", af->dstep_arg);
             if (af->dstep_tag)
                 printer_printf(p, ", .dstep_tag = %d", af->dstep_tag);
+            if (af->dstep_tensor)
+                printer_printf(p, ", .dstep_tensor = %d", af->dstep_tensor);
             printer_printf(p, "},\n");
         }
         printer_indent(p, -1);
@@ -273,6 +250,7 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
     printer_printf(p, f->nforms ? "phase%d_forms, " : "NULL, ", index);
     printer_printf(p, pf->noffset_forms ? "phase%d_offset_forms, " : "NULL, ", index);
     printer_printf(p, pf->ngroup_forms ? "phase%d_group_forms};\n" : "NULL};\n", index);
+    free(slots);
 }
 
 /* Per-rank action tables: the form of irregular phases. */
@@ -741,6 +719,7 @@ static int emit_weight_sources(Printer *p, const Model *m) {
 char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
                      const char *source_name, const EmitCHooks *hooks, size_t *len) {
     Emitter e;
+    memset(&e, 0, sizeof e);
     printer_init(&e.p);
     e.s = s;
     e.form = form;
@@ -795,10 +774,10 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     int *reference64_of = calloc((size_t)s->phases.count + 1, sizeof(int));
     if (!reference64_of)
         ICE("out of memory");
-    emit_kernels(&e, 0, e.kernel_of);
-    emit_kernels(&e, 1, reference_of);
+    emit_c_kernels(&e.p, s, 0, 0, e.kernel_of);
+    emit_c_kernels(&e.p, s, 1, 0, reference_of);
     e.dbl = 1;
-    emit_kernels(&e, 1, reference64_of);
+    emit_c_kernels(&e.p, s, 1, 1, reference64_of);
     e.dbl = 0;
     const PhaseRuns *runs = form_fold_layers(e.arena, s, form, e.kernel_of, reference_of);
     emit_reference(&e, runs, reference_of);
@@ -876,6 +855,10 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     free(e.kernel_of);
     free(reference_of);
     free(reference64_of);
+    for (int i = 0; i < e.nslots; ++i)
+        free(e.slots[i]);
+    free(e.slots);
+    free(e.slots_hash);
 
     size_t body_len;
     char *body = printer_take(&e.p, &body_len);

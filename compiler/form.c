@@ -11,8 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "form_fold.h"
+
+/* Room that fold_steps reuses from phase to phase (its trials' loop
+ * forms; the arena would keep every phase's). */
+typedef struct FitScratch {
+    PrimeActionForm *loop;
+    PrimeOffsetForm *loop_off;
+    PrimeAffine *loop_slots; /* 1 + PRIME_MAX_KERNEL_INPUTS per loop form */
+    int cap;
+} FitScratch;
+
 typedef struct Fit {
     Arena *arena;
+    FitScratch *scratch;
     const Schedule *s;
     const PrimeMesh *mesh;
     int ndev;
@@ -283,11 +295,12 @@ static int affine_follows(const PrimeAffine *a, const PrimeAffine *b, long d, lo
 }
 
 /* The increments from form a (iteration 0) to form b (iteration 1), in
- * the loop form `out` (a's fields with tcoef set); 0 if their shapes
- * differ in a way no loop covers. */
+ * the loop form `out` (a's fields with tcoef set, its slots in sl, room
+ * for 1 + PRIME_MAX_KERNEL_INPUTS); 0 if their shapes differ in a way no
+ * loop covers. */
 static int step_increments(const Fit *f, const PrimeActionForm *a, const PrimeActionForm *b,
                            const PrimeOffsetForm *offs, PrimeActionForm *out,
-                           PrimeOffsetForm *loop_off) {
+                           PrimeOffsetForm *loop_off, PrimeAffine *sl) {
     if (a->a.op != b->a.op || a->a.tensor != b->a.tensor || a->a.kind != b->a.kind ||
         a->a.nin != b->a.nin || a->peer_form != b->peer_form || a->arg_form != b->arg_form ||
         a->peer_form == PRIME_FORM_TABLE || a->arg_form == PRIME_FORM_TABLE ||
@@ -306,7 +319,6 @@ static int step_increments(const Fit *f, const PrimeActionForm *a, const PrimeAc
     out->dstep_tag = b->a.tag - a->a.tag;
     out->dstep_arg = a->arg_form == PRIME_FORM_CONST ? b->a.arg - a->a.arg : 0;
     int nslots = 1 + (a->a.nin < PRIME_MAX_KERNEL_INPUTS ? a->a.nin : PRIME_MAX_KERNEL_INPUTS);
-    PrimeAffine *sl = ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS);
     int moving = 0;
     for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
         if (k >= nslots) {
@@ -391,7 +403,7 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
     for (int i = 0; i < n; ++i)
         if (forms[i].a.op == PRIME_ACT_STEP)
             start[nb++] = i;
-    if (nb < 3)
+    if (nb < 2)
         return n;
     start[nb] = n;
     /* A unit is at most four steps long. */
@@ -400,9 +412,19 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
         int len = start[b + 4 < nb ? b + 4 : nb] - start[b];
         unit = len > unit ? len : unit;
     }
+    FitScratch *sc = f->scratch;
+    if (unit + 1 > sc->cap) {
+        sc->cap = unit + 1 > 2 * sc->cap ? unit + 1 : 2 * sc->cap;
+        sc->loop = realloc(sc->loop, sizeof(PrimeActionForm) * (size_t)sc->cap);
+        sc->loop_off = realloc(sc->loop_off, sizeof(PrimeOffsetForm) * (size_t)sc->cap);
+        sc->loop_slots = realloc(sc->loop_slots, sizeof(PrimeAffine) * (size_t)sc->cap *
+                                                     (1 + PRIME_MAX_KERNEL_INPUTS));
+        if (!sc->loop || !sc->loop_off || !sc->loop_slots)
+            ICE("out of memory");
+    }
+    PrimeActionForm *loop = sc->loop;
+    PrimeOffsetForm *loop_off = sc->loop_off;
     PrimeActionForm *out = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
-    PrimeActionForm *loop = ARENA_ARRAY(f->arena, PrimeActionForm, unit + 1);
-    PrimeOffsetForm *loop_off = ARENA_ARRAY(f->arena, PrimeOffsetForm, unit + 1);
     int m = 0;
     for (int i = 0; i < start[0]; ++i)
         out[m++] = forms[i];
@@ -417,7 +439,8 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
             int ok = 1, reps;
             for (int p = 0; p < len && ok; ++p)
                 ok = step_increments(f, &forms[start[b] + p], &forms[start[b + q] + p], offs,
-                                     &loop[p], &loop_off[p]);
+                                     &loop[p], &loop_off[p],
+                                     sc->loop_slots + (size_t)p * (1 + PRIME_MAX_KERNEL_INPUTS));
             for (reps = ok ? 2 : 1; ok && b + (reps + 1) * q <= nb; ++reps) {
                 int u = start[b + reps * q];
                 if (start[b + (reps + 1) * q] - u != len)
@@ -428,7 +451,7 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
                 if (!match)
                     break;
             }
-            if (reps >= 2 && reps * q > best_reps * best_q && reps * q >= 3)
+            if (reps >= 2 && reps * q > best_reps * best_q)
                 best_q = q, best_reps = reps;
         }
         int len = start[b + best_q] - start[b];
@@ -436,7 +459,8 @@ static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n
             /* Recompute the unit's increments for the chosen q. */
             for (int p = 0; p < len; ++p)
                 step_increments(f, &forms[start[b] + p], &forms[start[b + best_q] + p], offs,
-                                &loop[p], &loop_off[p]);
+                                &loop[p], &loop_off[p],
+                                ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS));
             for (int p = 0; p < len; ++p) {
                 PrimeActionForm *lf = &out[m + p];
                 *lf = loop[p];
@@ -512,8 +536,8 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
     PrimeActionForm *forms = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
     /* One offset form per kernel at most, and fold_steps appends at most
      * one per kernel form of a loop. */
-    PrimeOffsetForm *offs = ARENA_ARRAY(f->arena, PrimeOffsetForm, 2 * nkernels + 2);
-    PrimeGroupForm *gforms = ARENA_ARRAY(f->arena, PrimeGroupForm, ncollectives + 1);
+    PrimeOffsetForm *offs = ARENA_ARRAY_UNINIT(f->arena, PrimeOffsetForm, 2 * nkernels + 2);
+    PrimeGroupForm *gforms = ARENA_ARRAY_UNINIT(f->arena, PrimeGroupForm, ncollectives + 1);
     long *scratch = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
     int *ivals = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
     int *members = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
@@ -697,6 +721,7 @@ static void number_tensors(Arena *arena, const Schedule *s, ScheduleForm *sf) {
     for (int k = 0; k < n; ++k) {
         sf->tensor_at[k] = keys[k].index;
         sf->tensor_number[keys[k].index] = k;
+        sf->layer_block += keys[k].layer == 1;
     }
 }
 
@@ -779,7 +804,8 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     sf->mesh.naxes = m->naxes;
     for (int a = 0; a < m->naxes; ++a)
         sf->mesh.size[a] = m->sizes[a];
-    Fit f = {.arena = arena, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
+    FitScratch scratch = {NULL, NULL, NULL, 0};
+    Fit f = {.arena = arena, .scratch = &scratch, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
     for (int a = 0; a < m->naxes; ++a) {
         long c[PRIME_MAX_AXES] = {0};
         c[a] = 1;
@@ -790,6 +816,7 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
         PhaseForm *pf = &sf->phases[k];
         const PhaseSched *ph = s->phases.items[k];
         pf->fallback = fit_phase(&f, ph, pf);
+        pf->sched = ph;
         if (pf->fallback == different_sequences) {
             /* Posts in a canonical order (sends and receives by their
              * peer's offset) may be the same on every rank. */
@@ -799,11 +826,15 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
             if (!fit_phase(&f, canon, &retry)) {
                 *pf = retry;
                 pf->reordered = 1;
+                pf->sched = canon;
             }
         }
         if (pf->fallback)
             sf->nfallback++;
     }
+    free(scratch.loop);
+    free(scratch.loop_off);
+    free(scratch.loop_slots);
     sf->home = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     sf->final = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     for (int t = 0; t < s->ntensors; ++t) {
@@ -814,6 +845,7 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
             sf->nlayout_fallback++;
     }
     number_tensors(arena, s, sf);
+    form_fold_layer_actions(arena, s, sf);
     sf->predicted_uniform = 1;
     for (int r = 1; r < m->ndev; ++r) {
         for (int kind = 0; kind < PRIME_BYTES_KIND_COUNT; ++kind)
@@ -823,324 +855,4 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
             sf->predicted_uniform = 0;
     }
     return sf;
-}
-
-/* ---- Layer folding ------------------------------------------------- */
-
-typedef struct Shift {
-    int set[3];
-    int d[3]; /* tensor, tag, value */
-} Shift;
-
-static int shift_ok(Shift *sh, int which, long a, long b, long copies) {
-    if (!sh->set[which]) {
-        if ((b - a) % copies)
-            return 0;
-        sh->d[which] = (int)((b - a) / copies);
-        sh->set[which] = 1;
-    }
-    return b == a + copies * sh->d[which];
-}
-
-static int has_tensor_op(int op) {
-    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP;
-}
-
-static int has_tag_op(int op) {
-    return has_peer(op) || is_collective(op);
-}
-
-static int value_of(const Schedule *s, int tensor) {
-    const SchedTensor *t = &s->tensors[tensor];
-    return 2 * t->model_tensor + t->is_grad;
-}
-
-/* Whether phase kb is phase ka shifted by `copies` layers of *sh. */
-static int phase_shifted(const Schedule *s, const ScheduleForm *sf, const int *kernel,
-                         const int *reference, int ka, int kb, long copies, Shift *sh) {
-    const PhaseForm *fa = &sf->phases[ka], *fb = &sf->phases[kb];
-    const PhaseSched *pa = s->phases.items[ka], *pb = s->phases.items[kb];
-    if (fa->fallback || fb->fallback || fa->uses_offsets || fb->uses_offsets ||
-        fa->ntables != fb->ntables)
-        return 0;
-    int ndev = s->model->mesh.ndev;
-    if (pa->kind != pb->kind || kernel[ka] != kernel[kb] || reference[ka] != reference[kb] ||
-        pa->nin != pb->nin || fa->form.nforms != fb->form.nforms ||
-        fa->noffset_forms != fb->noffset_forms || fa->ngroup_forms != fb->ngroup_forms ||
-        pa->nboxes != pb->nboxes)
-        return 0;
-    int compute = pa->kind == PHASE_FWD || pa->kind == PHASE_BWD || pa->kind == PHASE_GRAD;
-    if (compute) {
-        if (!shift_ok(sh, 2, value_of(s, pa->out.tensor), value_of(s, pb->out.tensor), copies))
-            return 0;
-        for (int i = 0; i < pa->nin; ++i)
-            if (!shift_ok(sh, 2, value_of(s, pa->in[i].tensor), value_of(s, pb->in[i].tensor),
-                          copies))
-                return 0;
-    }
-    if (fa->noffset_forms && memcmp(fa->form.offset_forms, fb->form.offset_forms,
-                                    sizeof(PrimeOffsetForm) * (size_t)fa->noffset_forms) != 0)
-        return 0;
-    if (fa->ngroup_forms && memcmp(fa->form.group_forms, fb->form.group_forms,
-                                   sizeof(PrimeGroupForm) * (size_t)fa->ngroup_forms) != 0)
-        return 0;
-    if (pa->nboxes && memcmp(pa->boxes, pb->boxes, sizeof(PrimeBox) * (size_t)pa->nboxes) != 0)
-        return 0;
-    for (int i = 0; i < fa->form.nforms; ++i) {
-        PrimeActionForm x = fa->form.forms[i], y = fb->form.forms[i];
-        if (x.a.op != y.a.op)
-            return 0;
-        if (has_tensor_op(x.a.op)) {
-            const int *num = sf->tensor_number;
-            if (!shift_ok(sh, 0, num[x.a.tensor], num[y.a.tensor], copies))
-                return 0;
-            for (int k = 0; k < x.a.nin && k < PRIME_MAX_KERNEL_INPUTS; ++k)
-                if (!shift_ok(sh, 0, num[x.a.in_tensor[k]], num[y.a.in_tensor[k]], copies))
-                    return 0;
-            y.a.tensor = x.a.tensor;
-            memcpy(y.a.in_tensor, x.a.in_tensor, sizeof x.a.in_tensor);
-        }
-        if (has_tag_op(x.a.op)) {
-            if (!shift_ok(sh, 1, x.a.tag, y.a.tag, copies))
-                return 0;
-            y.a.tag = x.a.tag;
-        }
-        if ((x.slots == NULL) != (y.slots == NULL) ||
-            (x.slots &&
-             memcmp(x.slots, y.slots, sizeof(PrimeAffine) * (1 + PRIME_MAX_KERNEL_INPUTS)) != 0))
-            return 0;
-        y.slots = x.slots;
-        /* Per-rank tables (box indices, say) must hold the same values. */
-        if ((x.peer_table == NULL) != (y.peer_table == NULL) ||
-            (x.peer_table && memcmp(x.peer_table, y.peer_table, sizeof(int) * (size_t)ndev)))
-            return 0;
-        if ((x.arg_table == NULL) != (y.arg_table == NULL) ||
-            (x.arg_table && memcmp(x.arg_table, y.arg_table, sizeof(int) * (size_t)ndev)))
-            return 0;
-        y.peer_table = x.peer_table;
-        y.arg_table = x.arg_table;
-        if (memcmp(&x, &y, sizeof x) != 0)
-            return 0;
-    }
-    return 1;
-}
-
-static unsigned long phase_hash(const Schedule *s, const ScheduleForm *sf, const int *kernel,
-                                int k) {
-    const PhaseForm *f = &sf->phases[k];
-    const PhaseSched *ph = s->phases.items[k];
-    unsigned long h = 1469598103934665603ul;
-    h = (h ^ (unsigned long)ph->kind) * 1099511628211ul;
-    h = (h ^ (unsigned long)(kernel[k] + 1)) * 1099511628211ul;
-    h = (h ^ (unsigned long)(f->fallback ? -1 : f->form.nforms)) * 1099511628211ul;
-    for (int i = 0; !f->fallback && i < f->form.nforms; ++i)
-        h = (h ^ (unsigned long)f->form.forms[i].a.op) * 1099511628211ul;
-    return h;
-}
-
-/* How many copies of [p, p + len) follow from p, the first included. */
-static long count_copies(const Schedule *s, const ScheduleForm *sf, const int *kernel,
-                         const int *reference, int p, int len, Shift *sh) {
-    int n = s->phases.count;
-    long reps = 1;
-    memset(sh, 0, sizeof *sh);
-    while (p + (reps + 1) * len <= n) {
-        Shift trial = *sh;
-        int ok = 1;
-        for (int j = 0; j < len && ok; ++j)
-            ok = phase_shifted(s, sf, kernel, reference, p + j, (int)(p + reps * len + j), reps,
-                               &trial);
-        if (!ok)
-            break;
-        *sh = trial;
-        ++reps;
-    }
-    return reps;
-}
-
-PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm *sf,
-                            const int *kernel, const int *reference) {
-    int n = s->phases.count;
-    PhaseRuns *pr = ARENA_NEW(arena, PhaseRuns);
-    pr->runs = ARENA_ARRAY(arena, PhaseRun, n + 1);
-    unsigned long *hash = ARENA_ARRAY_UNINIT(arena, unsigned long, n + 1);
-    for (int k = 0; k < n; ++k)
-        hash[k] = phase_hash(s, sf, kernel, k);
-    for (int p = 0; p < n;) {
-        int best_len = 1;
-        long best_reps = 1;
-        Shift best = {{0}, {0}}, sh;
-        int tried = 0;
-        for (int q = p + 1; q < n && q - p <= (n - p) / 2 && tried < 8; ++q) {
-            if (hash[q] != hash[p])
-                continue;
-            ++tried;
-            long reps = count_copies(s, sf, kernel, reference, p, q - p, &sh);
-            if (reps >= 2 && reps * (q - p) > best_reps * best_len)
-                best_len = q - p, best_reps = reps, best = sh;
-        }
-        PhaseRun *prev = pr->nruns ? &pr->runs[pr->nruns - 1] : NULL;
-        if (best_reps == 1 && prev && prev->repeat == 1) {
-            prev->len++;
-            pr->nemitted++;
-            p++;
-            continue;
-        }
-        PhaseRun *r = &pr->runs[pr->nruns++];
-        r->first = p;
-        r->len = best_len;
-        r->repeat = best_reps;
-        r->dtensor = best.d[0];
-        r->dtag = best.d[1];
-        r->dvalue = best.d[2];
-        pr->nemitted += best_len;
-        p += (int)(best_len * best_reps);
-    }
-    return pr;
-}
-
-/* ---- Tensor folding ------------------------------------------------ */
-
-static int same_layout_form(const PrimeLayoutForm *a, const PrimeLayoutForm *b) {
-    if (!a || !b)
-        return a == b;
-    if (a->count != b->count || a->ndims != b->ndims)
-        return 0;
-    if (memcmp(a->nslices, b->nslices, sizeof(long) * (size_t)a->ndims) != 0 ||
-        memcmp(a->slot, b->slot, sizeof(int) * (size_t)a->count) != 0)
-        return 0;
-    return memcmp(a->coord, b->coord, sizeof(PrimeAffine) * (size_t)a->count * (size_t)a->ndims) ==
-           0;
-}
-
-/* Whether storage tensors x and y differ only in value and name. */
-static int same_tensor_shape(const Schedule *s, const ScheduleForm *sf, int x, int y) {
-    const SchedTensor *a = &s->tensors[x], *b = &s->tensors[y];
-    if (a->ndims != b->ndims || a->max_slots != b->max_slots || a->fill_phase != b->fill_phase ||
-        a->check != b->check || a->is_grad != b->is_grad)
-        return 0;
-    size_t n = sizeof(long) * (size_t)a->ndims;
-    if (memcmp(a->shape, b->shape, n) || memcmp(a->extent, b->extent, n) ||
-        memcmp(a->nslices, b->nslices, n))
-        return 0;
-    if (a->fill_phase >= 0 && !(sf->home[x] && same_layout_form(sf->home[x], sf->home[y])))
-        return 0;
-    if (a->check && !(sf->final[x] && same_layout_form(sf->final[x], sf->final[y])))
-        return 0;
-    return 1;
-}
-
-/* The number in a name where names a and b differ: a = P n0 S and
- * b = P n1 S with n0, n1 decimal. Returns 0 when they differ otherwise. */
-static int name_number(const char *a, const char *b, size_t *start, size_t *alen, long *n0,
-                       long *n1) {
-    size_t i = 0;
-    while (a[i] && a[i] == b[i])
-        ++i;
-    while (i > 0 && a[i - 1] >= '0' && a[i - 1] <= '9')
-        --i;
-    size_t ea = i, eb = i;
-    while (a[ea] >= '0' && a[ea] <= '9')
-        ++ea;
-    while (b[eb] >= '0' && b[eb] <= '9')
-        ++eb;
-    if (ea == i || eb == i || strcmp(a + ea, b + eb) != 0 || ea - i > 15 || eb - i > 15)
-        return 0;
-    *start = i;
-    *alen = ea - i;
-    *n0 = strtol(a + i, NULL, 10);
-    *n1 = strtol(b + i, NULL, 10);
-    return 1;
-}
-
-static int name_is(const char *name, const char *base, size_t start, size_t len, long n) {
-    char num[32];
-    snprintf(num, sizeof num, "%ld", n);
-    size_t nl = strlen(num);
-    return strncmp(name, base, start) == 0 && strncmp(name + start, num, nl) == 0 &&
-           strcmp(name + start + nl, base + start + len) == 0;
-}
-
-/* How many copies of the tensors numbered [p, p + len) follow. */
-static long tensor_copies(const Schedule *s, const ScheduleForm *sf, int p, int len, int *dvalue) {
-    int n = s->ntensors;
-    const int *at = sf->tensor_at;
-    long reps = 1;
-    int dv = 0;
-    for (; p + (reps + 1) * len <= n; ++reps) {
-        int ok = 1;
-        for (int j = 0; j < len && ok; ++j) {
-            int x = at[p + j], y = at[p + reps * len + j];
-            const char *nx = s->tensors[x].name, *ny = s->tensors[y].name;
-            int d = value_of(s, y) - value_of(s, x);
-            if (reps == 1 && j == 0)
-                dv = d;
-            size_t st, ln;
-            long n0, n1, n1b;
-            ok = same_tensor_shape(s, sf, x, y) && d == reps * dv &&
-                 name_number(nx, ny, &st, &ln, &n0, &n1);
-            if (ok && reps > 1) {
-                /* The step is set by copy 1. */
-                const char *n1name = s->tensors[at[p + len + j]].name;
-                size_t st1, ln1;
-                long a0;
-                ok = name_number(nx, n1name, &st1, &ln1, &a0, &n1b) && st1 == st &&
-                     name_is(ny, nx, st, ln, n0 + reps * (n1b - n0));
-            }
-        }
-        if (!ok)
-            break;
-    }
-    *dvalue = dv;
-    return reps;
-}
-
-TensorRuns *form_fold_tensors(Arena *arena, const Schedule *s, const ScheduleForm *sf) {
-    int n = s->ntensors;
-    const int *at = sf->tensor_at;
-    TensorRuns *tr = ARENA_NEW(arena, TensorRuns);
-    tr->runs = ARENA_ARRAY(arena, TensorRun, n + 1);
-    for (int p = 0; p < n;) {
-        int best_len = 1, best_dv = 0;
-        long best_reps = 1;
-        for (int q = p + 1, tried = 0; q < n && q - p <= (n - p) / 2 && tried < 4; ++q) {
-            if (!same_tensor_shape(s, sf, at[p], at[q]))
-                continue;
-            ++tried;
-            int dv;
-            long reps = tensor_copies(s, sf, p, q - p, &dv);
-            if (reps >= 2 && reps * (q - p) > best_reps * best_len)
-                best_len = q - p, best_reps = reps, best_dv = dv;
-        }
-        TensorRun *prev = tr->nruns ? &tr->runs[tr->nruns - 1] : NULL;
-        if (best_reps == 1 && prev && prev->repeat == 1) {
-            prev->len++;
-            tr->nemitted++;
-            p++;
-            continue;
-        }
-        TensorRun *r = &tr->runs[tr->nruns++];
-        r->first = p;
-        r->len = best_len;
-        r->repeat = best_reps;
-        r->dvalue = best_dv;
-        tr->nemitted += best_len;
-        if (best_reps > 1) {
-            r->name_format = ARENA_ARRAY(arena, const char *, best_len);
-            r->name_base = ARENA_ARRAY(arena, long, best_len);
-            r->name_step = ARENA_ARRAY(arena, long, best_len);
-            for (int j = 0; j < best_len; ++j) {
-                const char *a = s->tensors[at[p + j]].name;
-                const char *b = s->tensors[at[p + best_len + j]].name;
-                size_t st, ln;
-                long n0, n1;
-                name_number(a, b, &st, &ln, &n0, &n1);
-                r->name_format[j] = arena_printf(arena, "%.*s%%ld%s", (int)st, a, a + st + ln);
-                r->name_base[j] = n0;
-                r->name_step[j] = n1 - n0;
-            }
-        }
-        p += (int)(best_len * best_reps);
-    }
-    return tr;
 }

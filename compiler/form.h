@@ -25,6 +25,10 @@ typedef struct PhaseForm {
     int uses_offsets; /* kernel args index the phase's offsets table */
     int ntables;      /* fields left as per-rank tables */
     int reordered;    /* the form follows form_canonical_phase's order */
+    int layer_loops;  /* loops over a repeated layer's copies (form_fold.h) */
+    /* The per-rank lists the form was proven against: the phase's, or
+     * their canonical order when reordered. */
+    const PhaseSched *sched;
 } PhaseForm;
 
 typedef struct ScheduleForm {
@@ -39,6 +43,7 @@ typedef struct ScheduleForm {
      * every copy, so that copy l's are copy 0's plus l * block. */
     int *tensor_number;   /* per storage tensor */
     int *tensor_at;       /* per number: the storage tensor */
+    int layer_block;      /* the tensors of the layer's second copy (0: none) */
     int nlayout_fallback; /* layouts with per-rank tables */
 } ScheduleForm;
 
@@ -54,53 +59,5 @@ PhaseSched *form_canonical_phase(Arena *arena, const PhaseSched *ph, const Prime
 
 /* Finds and proves the forms of every phase and layout of s. */
 ScheduleForm *form_build(Arena *arena, const Schedule *s);
-
-/* A stretch of the schedule's phases, [first, first + len), that runs
- * `repeat` times: copy l is the first copy with every tensor index
- * shifted by l * dtensor, every tag by l * dtag and every value of the
- * dense reference by l * dvalue (the copies of a repeated layer). */
-typedef struct PhaseRun {
-    int first;
-    int len;
-    long repeat;
-    int dtensor;
-    int dtag;
-    int dvalue;
-} PhaseRun;
-
-typedef struct PhaseRuns {
-    int nruns;
-    PhaseRun *runs;
-    int nemitted; /* phases emitted: the sum of the runs' len */
-} PhaseRuns;
-
-/* Stretches of the storage tensors in program order (tensor_at): the
- * tensors numbered [first, first + len) stand for `repeat` copies, copy
- * l having the same tiling, slots and layouts, its value shifted by
- * l * dvalue and its name by l * name_step in the number it carries. */
-typedef struct TensorRun {
-    int first;
-    int len;
-    long repeat;
-    int dvalue;
-    const char **name_format; /* per tensor of the run ("q_%ld"), when repeat > 1 */
-    long *name_base;
-    long *name_step;
-} TensorRun;
-
-typedef struct TensorRuns {
-    int nruns;
-    TensorRun *runs;
-    int nemitted;
-} TensorRuns;
-
-TensorRuns *form_fold_tensors(Arena *arena, const Schedule *s, const ScheduleForm *sf);
-
-/* Folds the copies of repeated layers: consecutive stretches of phases
- * in form that equal the stretch before them shifted by one layer's
- * tensors, tags and values. kernel[k] and reference[k] name phase k's
- * kernel functions (phases with equal ones compute alike). */
-PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm *sf,
-                            const int *kernel, const int *reference);
 
 #endif

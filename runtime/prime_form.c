@@ -82,6 +82,10 @@ int prime_group_members(const PrimeMesh *mesh, const long *coords, const PrimeGr
     return (int)size;
 }
 
+static int has_tensor(int op) {
+    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP;
+}
+
 /* The concrete action of form af at loop iteration `it` on the rank at
  * coords; offsets and group members go to the next free row of v. */
 static void expand_action(const PrimePhaseForm *f, const PrimeActionForm *af, long it, int rank,
@@ -91,6 +95,11 @@ static void expand_action(const PrimePhaseForm *f, const PrimeActionForm *af, lo
     *a = af->a;
     a->arg = (int)(a->arg + it * af->dstep_arg);
     a->tag = (int)(a->tag + it * af->dstep_tag);
+    if (af->dstep_tensor && has_tensor(a->op)) {
+        a->tensor = (int)(a->tensor + it * af->dstep_tensor);
+        for (int x = 0; x < a->nin && x < PRIME_MAX_KERNEL_INPUTS; ++x)
+            a->in_tensor[x] = (int)(a->in_tensor[x] + it * af->dstep_tensor);
+    }
     if (af->slots) {
         a->slot = (int)prime_affine_eval(&af->slots[0], mesh, coords, it);
         for (int x = 0; x < a->nin && x < PRIME_MAX_KERNEL_INPUTS; ++x)
@@ -176,10 +185,6 @@ static PrimeStatus expand_form(const PrimePhase *phase, int rank, PrimeRankPhase
     v->offsets = nkernels ? (const long(*)[8])v->own_offsets : phase->offsets;
     v->groups = ngroups ? v->own_groups : phase->groups;
     return PRIME_OK;
-}
-
-static int has_tensor(int op) {
-    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP;
 }
 
 static int has_tag(int op) {

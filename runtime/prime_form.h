@@ -62,14 +62,19 @@ typedef struct PrimeActionForm {
      * (a rank holding several tiles of a tensor uses them in an order
      * that rotates with its coordinates). */
     const PrimeAffine *slots;
-    /* A step loop: on a form with repeat > 1, this form and the next
-     * body - 1 run repeat times, for it = 0, 1, ...; at iteration it an
-     * action's arg (STEP: the step) and tag grow by it * dstep_arg and
-     * it * dstep_tag, and its affine fields take it (PrimeAffine.tcoef). */
+    /* A loop: on a form with repeat > 1, this form and the next body - 1
+     * run repeat times, for it = 0, 1, ...; at iteration it an action's
+     * arg (STEP: the step), tag and tensors (its own and its inputs')
+     * grow by it * dstep_arg, it * dstep_tag and it * dstep_tensor, and
+     * its affine fields take it (PrimeAffine.tcoef). A loop over steps
+     * keeps its tensors; a loop over the copies of a repeated layer
+     * (the allocations of every copy's weights, say) moves by one
+     * layer's tensors per iteration. Loops do not nest. */
     long repeat;
     int body;
     int dstep_arg;
     int dstep_tag;
+    int dstep_tensor;
 } PrimeActionForm;
 
 /* A kernel's global tile origin per operator dimension:

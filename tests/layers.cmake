@@ -52,3 +52,19 @@ foreach(case opt:700K llama2:1700K bloom:700K opt:700K:2x2 bloom:2G:2:8 opt_mlp:
   set_tests_properties(layers/plan-limit/${name} PROPERTIES
                        LABELS run TIMEOUT 600 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+
+# The emitted program's size does not grow with the layer count: the C of
+# 32 layers within 1% of 8 layers' and at most twice the 1-layer model's,
+# and the same tensors named at 8 and 32 layers; the square grid's
+# 8-layer program is also built and checked (tests/run/layer_size.sh).
+foreach(case opt_small_square:check opt_small_megatron:size)
+  string(REPLACE ":" ";" parts ${case})
+  list(GET parts 0 model)
+  list(GET parts 1 mode)
+  add_test(NAME layers/size/${model}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/layer_size.sh $<TARGET_FILE:primec>
+                   ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime ${model}
+                   ${CMAKE_CURRENT_BINARY_DIR}/layers/size/${model} ${mode})
+  set_tests_properties(layers/size/${model} PROPERTIES
+                       LABELS run TIMEOUT 600 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()

@@ -1,0 +1,24 @@
+/*
+ * emit_kernels.h — the compute kernels and reference bodies of an
+ * emitted C program.
+ *
+ * Each compute phase's kernel IR (kernel_ir.h) printed as a C function
+ * (kernel_c.h): over tiles for the program's kernels, over whole values
+ * for the dense reference (in fp32 and fp64). Each distinct body is
+ * printed once; phases that compute alike (the copies of a repeated
+ * layer) call the same function.
+ */
+#ifndef PRIMEC_EMIT_KERNELS_H
+#define PRIMEC_EMIT_KERNELS_H
+
+#include "printer.h"
+#include "schedule.h"
+
+/* Prints the kernels (whole = 0) or references (whole = 1, in fp64 when
+ * dbl) of every compute phase, each distinct body once: canon[k] names
+ * the function phase k calls. A phase whose kernel key (all its body is
+ * built from) equals an earlier one's calls that one's function without
+ * its body being built again. */
+void emit_c_kernels(Printer *out, const Schedule *s, int whole, int dbl, int *canon);
+
+#endif
