@@ -491,7 +491,8 @@ static void dump_loop(const Kernel *k, const KernelLoop *l, FILE *out) {
         fprintf(out, ", reduce");
         for (int i = nout; i < l->nloops; ++i)
             fprintf(out, " %s:%ld", k->inst->op->dims[l->loop_dim[i]], k->extent[l->loop_dim[i]]);
-        fprintf(out, l->combiner == KCOMB_MAX ? " into an accumulator" : " into a double accumulator");
+        fprintf(out,
+                l->combiner == KCOMB_MAX ? " into an accumulator" : " into a double accumulator");
     }
     if (l->combiner == KCOMB_MAX)
         fprintf(out, ", combiner max%s: out = max(out,", k->whole ? ", from -inf" : "");
