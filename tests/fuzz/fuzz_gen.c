@@ -412,9 +412,12 @@ static GTensor *gen_instance(Gen *g, const GTensor *cur, const char *result_name
     Reader *r = g->r;
     int in_layer = g->depth > 0;
     int cand[256], ncand = 0;
-    for (int i = 0; i < g->nops && ncand < 256; ++i)
-        if (g->ops[i].sig.ninputs > 0 && g->ops[i].npart > 0 && fits(&g->ops[i], cur, in_layer))
-            cand[ncand++] = i;
+    int comps_only = pick(r, 6) == 5; /* a composite, if one fits */
+    for (int pass = 0; pass < 2 && ncand == 0; ++pass)
+        for (int i = 0; i < g->nops && ncand < 256; ++i)
+            if (g->ops[i].sig.ninputs > 0 && g->ops[i].npart > 0 &&
+                (pass || !comps_only || g->ops[i].is_comp) && fits(&g->ops[i], cur, in_layer))
+                cand[ncand++] = i;
     if (ncand == 0)
         return NULL;
     const GOp *op = &g->ops[cand[pick(r, (unsigned)ncand)]];
