@@ -17,12 +17,14 @@
  * instances and the parts of composite instances.
  * Rarely, a choice makes the program wrong on purpose: a wrong size, an
  * odd mesh, an unknown name, a huge parameter, a partition of the wrong
- * arity. When the bytes run out every further choice is 0, which always
+ * arity, a composite that uses itself, a renaming the partition or the
+ * operator cannot take, `{layer}` outside a layer. When the bytes run out every further choice is 0, which always
  * means the simple, valid option; so a short input is a small valid
  * program, and libFuzzer's byte mutations become structural ones.
  *
- * Which operators and partitions exist is read from the resolved stdlib
- * (FuzzTable), so the generator follows the stdlib as it changes.
+ * Which operators, partitions and composites exist is read from the
+ * resolved stdlib (FuzzTable), so the generator follows the stdlib as it
+ * changes.
  */
 #ifndef PRIMEC_FUZZ_GEN_H
 #define PRIMEC_FUZZ_GEN_H
