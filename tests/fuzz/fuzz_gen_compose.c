@@ -191,7 +191,22 @@ void gen_user_composite(Gen *g, GOp *op, int n) {
     for (int i = 0; i < g->t->nops && nkeep < 64; ++i)
         if (keeps_shape(&g->ops[i].sig, rank))
             keep[nkeep++] = i;
-    int nsteps = nkeep ? (int)pick(r, 4) : 0;
+    /* The steps, each keeping some partition every part so far has (where
+     * there is one), so that a use can name it. */
+    int want = nkeep ? (int)pick(r, 4) : 0, nsteps = 0;
+    const GOp *step[4];
+    for (int k = 0; k < want; ++k) {
+        const GOp *u = &g->ops[keep[pick(r, (unsigned)nkeep)]];
+        GPart part[MAX_PARTS];
+        int npart = op->npart;
+        memcpy(part, op->part, sizeof part);
+        intersect(part, &npart, u->part, u->npart);
+        if (npart == 0 && op->npart > 0)
+            continue;
+        op->npart = npart;
+        memcpy(op->part, part, sizeof part);
+        step[nsteps++] = u;
+    }
 
     /* The first part: S over the inputs. */
     int self = oops(r);
@@ -211,7 +226,7 @@ void gen_user_composite(Gen *g, GOp *op, int n) {
 
     /* Then the shape-keeping steps; the last computes the result. */
     for (int k = 1; k <= nsteps; ++k) {
-        const GOp *u = &g->ops[keep[pick(r, (unsigned)nkeep)]];
+        const GOp *u = step[k - 1];
         if (k == nsteps && oops(r)) /* a part no later one uses */
             put(g->out, "    unused = %s(part%d%s);\n", u->sig.name, k - 1,
                 u->sig.ninputs == 2 ? ", part0" : "");
@@ -222,7 +237,6 @@ void gen_user_composite(Gen *g, GOp *op, int n) {
         if (u->sig.ninputs == 2)
             put(g->out, ", part%u", pick(r, (unsigned)k));
         put(g->out, ");\n");
-        intersect(op->part, &op->npart, u->part, u->npart);
     }
     put(g->out, "}\n");
 }
