@@ -486,6 +486,8 @@ static GTensor *gen_instance(Gen *g, const GTensor *cur, const char *result_name
         GInst *in = &g->inst[g->ninst++];
         snprintf(in->name, sizeof in->name, "%s", lhs);
         in->op = op;
+        in->block = g->block;
+        in->copies = g->block > 0 ? (int)(g->block_copies < 64 ? g->block_copies : 64) : 0;
     }
     for (int i = 0; i < nargs; ++i)
         put(g->out, "%s%s", i ? ", " : "", i < sig->ninputs ? args[i] : "x");
@@ -529,6 +531,8 @@ static const GTensor *gen_layer(Gen *g, const GTensor *cur) {
     put(g->out, "    layer(%s -> %s) repeat %ld {\n", cur->name, out, rep);
     int keep = g->ntensors;
     g->depth++;
+    g->block = ++g->nblocks;
+    g->block_copies = rep;
     GTensor in = *cur;
     const GTensor *c = &in;
     int n = 1 + (int)pick(r, 4);
@@ -544,6 +548,7 @@ static const GTensor *gen_layer(Gen *g, const GTensor *cur) {
         /* residual: sometimes add the block's input back */
     }
     g->depth--;
+    g->block = 0;
     g->ntensors = keep;
     put(g->out, "    }\n");
     GTensor *res = new_tensor(g, "", in.rank, in.dims);
@@ -559,6 +564,7 @@ static void gen_model(Gen *g, int n) {
     g->ntensors = 0;
     g->ninst = 0;
     g->depth = 0;
+    g->nblocks = g->block = 0;
     snprintf(g->model_name, sizeof g->model_name, "m%d", n);
     put(g->out, "model %s {\n    param", g->model_name);
     for (int p = 0; p < NPARAMS; ++p) {

@@ -18,9 +18,9 @@
  * Rarely, a choice makes the program wrong on purpose: a wrong size, an
  * odd mesh, an unknown name, a huge parameter, a partition of the wrong
  * arity, a composite that uses itself, a renaming the partition or the
- * operator cannot take, `{layer}` outside a layer. When the bytes run out every further choice is 0, which always
- * means the simple, valid option; so a short input is a small valid
- * program, and libFuzzer's byte mutations become structural ones.
+ * operator cannot take, `{layer}` outside a layer. When the bytes run out every further choice is
+ * 0, which always means the simple, valid option; so a short input is a small valid program, and
+ * libFuzzer's byte mutations become structural ones.
  *
  * Which operators, partitions and composites exist is read from the
  * resolved stdlib (FuzzTable), so the generator follows the stdlib as it

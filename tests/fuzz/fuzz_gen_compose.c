@@ -394,23 +394,88 @@ static const GPart *fitting_part(Gen *g, const GOp *op) {
     return n ? &op->part[pc[pick(g->r, (unsigned)n)]] : NULL;
 }
 
-/* `plan pN of mN on MESH { rules }` and `run rN = pN;`: each rule names
- * an instance of the model, or a part of a composite's instance
- * (`t3_mean`, `t3_y` for the part computing the result), with a
- * partition of its operator (or one by role, renamed). Mistakes: a part
- * the composite does not have; those of put_use. */
+/* The partitions every instance in [first, last] of first's block has. */
+static int common_parts(Gen *g, int first, int last, GPart *common) {
+    int n = g->inst[first].op->npart;
+    memcpy(common, g->inst[first].op->part, sizeof(GPart) * MAX_PARTS);
+    for (int k = first + 1; k <= last; ++k)
+        if (g->inst[k].block == g->inst[first].block)
+            intersect(common, &n, g->inst[k].op->part, g->inst[k].op->npart);
+    return n;
+}
+
+/* One rule: an instance, a part of a composite's instance (`t3_mean`,
+ * `t3_y` for the part computing the result), one copy of a layer's
+ * instance (`t3_1`, `t3_mean_1`), or a range of instances of one block
+ * (`t2 .. t5`); with a partition of its operator (or one by role,
+ * renamed). Mistakes: a part the composite does not have, a copy past
+ * the layer's last or in a model of several layer blocks; those of
+ * put_use. */
+static void put_rule(Gen *g) {
+    Reader *r = g->r;
+    int first = (int)pick(r, (unsigned)g->ninst);
+    const GInst *in = &g->inst[first];
+    const GOp *op = in->op;
+    put(g->out, "    %s", in->name);
+    int whole = 1;
+    if (op->comp && pick(r, 2)) {
+        const FuzzPiece *pc = &op->comp->pieces[pick(r, (unsigned)op->comp->npieces)];
+        if (oops(r)) {
+            put(g->out, "_zz");
+            whole = 0;
+        } else if (pc->op >= 0) {
+            op = &g->ops[pc->op];
+            put(g->out, "_%s", pc->name);
+            whole = 0;
+        }
+    }
+    /* (copies are named in a model with one layer block only) */
+    if (in->copies > 0 && (g->nblocks == 1 || oops(r)) && pick(r, 4) == 3) {
+        unsigned copy = pick(r, (unsigned)in->copies);
+        put(g->out, "_%u", oops(r) ? (unsigned)in->copies : copy);
+    } else if (whole && pick(r, 5) == 4) {
+        int later[MAX_INSTANCES], nlater = 0;
+        for (int k = first + 1; k < g->ninst; ++k)
+            if (g->inst[k].block == in->block)
+                later[nlater++] = k;
+        GPart common[MAX_PARTS];
+        int last = nlater ? later[pick(r, (unsigned)nlater)] : first;
+        int ncommon = last > first ? common_parts(g, first, last, common) : 0;
+        int pc[MAX_PARTS], npc = 0;
+        for (int k = 0; k < ncommon; ++k)
+            if (common[k].naxes <= g->mesh_naxes)
+                pc[npc++] = k;
+        if (npc) {
+            put(g->out, " .. %s", g->inst[last].name);
+            put_use(g, op, &common[pc[pick(r, (unsigned)npc)]]);
+            put(g->out, ";\n");
+            return;
+        }
+    }
+    const GPart *p = fitting_part(g, op);
+    if (g->nroles == 0 || pick(r, 3) != 2 || !put_role_use(g, op)) {
+        if (p)
+            put_use(g, op, p);
+        else
+            put(g->out, " use replicate");
+    }
+    put(g->out, ";\n");
+}
+
+/* `plan pN of mN on MESH { rules }` and `run rN = pN;`, sometimes a
+ * default every instance's operator has, and sometimes a plan extending
+ * it by one rule (`plan pNx extends pN { rule }`) with a run of its own. */
 void gen_plan(Gen *g, int n) {
     Reader *r = g->r;
     if (g->ninst == 0 || pick(r, 4) != 3)
         return;
     put(g->out, "plan p%d of %s on %s {\n", n, g->model_name, g->mesh_text);
     if (pick(r, 4) == 3) {
-        /* a default: a partition every instance's operator has */
         GPart common[MAX_PARTS];
-        int ncommon = g->inst[0].op->npart;
-        memcpy(common, g->inst[0].op->part, sizeof common);
-        for (int k = 1; k < g->ninst; ++k)
-            intersect(common, &ncommon, g->inst[k].op->part, g->inst[k].op->npart);
+        int ncommon = common_parts(g, 0, g->ninst - 1, common);
+        for (int k = 1; k < g->ninst; ++k) /* the other blocks' instances too */
+            if (g->inst[k].block != g->inst[0].block)
+                intersect(common, &ncommon, g->inst[k].op->part, g->inst[k].op->npart);
         int pc[MAX_PARTS], npc = 0;
         for (int k = 0; k < ncommon; ++k)
             if (common[k].naxes <= g->mesh_naxes)
@@ -422,30 +487,12 @@ void gen_plan(Gen *g, int n) {
         }
     }
     int nrules = 1 + (int)pick(r, 3);
-    for (int k = 0; k < nrules; ++k) {
-        const GInst *in = &g->inst[pick(r, (unsigned)g->ninst)];
-        const GOp *op = in->op;
-        if (op->comp && pick(r, 2)) {
-            const FuzzPiece *pc = &op->comp->pieces[pick(r, (unsigned)op->comp->npieces)];
-            if (oops(r)) {
-                put(g->out, "    %s_zz", in->name);
-            } else if (pc->op >= 0) {
-                op = &g->ops[pc->op];
-                put(g->out, "    %s_%s", in->name, pc->name);
-            } else {
-                put(g->out, "    %s", in->name);
-            }
-        } else {
-            put(g->out, "    %s", in->name);
-        }
-        const GPart *p = fitting_part(g, op);
-        if (g->nroles == 0 || pick(r, 3) != 2 || !put_role_use(g, op)) {
-            if (p)
-                put_use(g, op, p);
-            else
-                put(g->out, " use replicate");
-        }
-        put(g->out, ";\n");
-    }
+    for (int k = 0; k < nrules; ++k)
+        put_rule(g);
     put(g->out, "}\nrun r%d = p%d;\n", n, n);
+    if (pick(r, 4) == 3) {
+        put(g->out, "plan p%dx extends p%d {\n", n, n);
+        put_rule(g);
+        put(g->out, "}\nrun r%dx = p%dx;\n", n, n);
+    }
 }

@@ -64,6 +64,8 @@ typedef struct GTensor {
 typedef struct GInst {
     char name[24];
     const GOp *op;
+    int block;  /* 0: the model's top level; else the layer block's number */
+    int copies; /* the layer's repeat count; 0 outside a layer */
 } GInst;
 
 typedef struct Gen {
@@ -86,7 +88,10 @@ typedef struct Gen {
     int ninst;
     GInst inst[MAX_INSTANCES];
     int counter;
-    int depth; /* inside a layer block */
+    int depth;         /* inside a layer block */
+    int nblocks;       /* layer blocks so far in the model */
+    int block;         /* the block being written (GInst.block) */
+    long block_copies; /* its repeat count */
 } Gen;
 
 const char *user_name(Gen *g, const char *fmt, int n);
