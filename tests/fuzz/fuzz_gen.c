@@ -196,6 +196,7 @@ static void gen_user_op(Gen *g, const FuzzTable *t, GOp *op, int n) {
     op->sig = g->ops[pick(r, (unsigned)t->nops)].sig;
     op->sig.name = user_name(g, "u%d", n);
     op->npart = 0;
+    op->ninst = 1;
     const FuzzSig *sig = &op->sig;
     put(g->out, "op %s(", sig->name);
     for (int i = 0; i < sig->ninputs; ++i) {
@@ -413,15 +414,19 @@ static GTensor *gen_instance(Gen *g, const GTensor *cur, const char *result_name
     int in_layer = g->depth > 0;
     int cand[256], ncand = 0;
     int comps_only = pick(r, 6) == 5; /* a composite, if one fits */
+    long copies = in_layer && g->block_copies > 1 ? g->block_copies : 1;
     for (int pass = 0; pass < 2 && ncand == 0; ++pass)
         for (int i = 0; i < g->nops && ncand < 256; ++i)
             if (g->ops[i].sig.ninputs > 0 && g->ops[i].npart > 0 &&
-                (pass || !comps_only || g->ops[i].is_comp) && fits(&g->ops[i], cur, in_layer))
+                (pass || !comps_only || g->ops[i].is_comp) &&
+                (!g->ops[i].is_comp || g->expanded + g->ops[i].ninst * copies <= MAX_EXPANDED) &&
+                fits(&g->ops[i], cur, in_layer))
                 cand[ncand++] = i;
     if (ncand == 0)
         return NULL;
     const GOp *op = &g->ops[cand[pick(r, (unsigned)ncand)]];
     const FuzzSig *sig = &op->sig;
+    g->expanded += op->ninst * copies;
 
     /* Bind the operator's dimensions to sizes. */
     int size[IR_MAX_DIMS];
@@ -565,6 +570,7 @@ static void gen_model(Gen *g, int n) {
     g->ninst = 0;
     g->depth = 0;
     g->nblocks = g->block = 0;
+    g->expanded = 0;
     snprintf(g->model_name, sizeof g->model_name, "m%d", n);
     put(g->out, "model %s {\n    param", g->model_name);
     for (int p = 0; p < NPARAMS; ++p) {
@@ -676,6 +682,7 @@ char *fuzz_gen_program(const FuzzTable *t, const uint8_t *data, size_t size, siz
     for (int i = 0; i < t->nops; ++i) {
         GOp *op = &g->ops[g->nops++];
         sig_of_op(&op->sig, t->ops[i]);
+        op->ninst = 1;
         for (int k = 0; k < t->npart[i]; ++k) {
             const Partition *p = t->parts[i][k];
             const char *axes[IR_MAX_AXES];
@@ -713,6 +720,7 @@ char *fuzz_gen_program(const FuzzTable *t, const uint8_t *data, size_t size, siz
         memcpy(op->part, c->part, sizeof op->part);
         op->comp = c;
         op->is_comp = 1;
+        op->ninst = c->ninst;
     }
     int ncomp = (int)pick(&ur, 3);
     for (int k = 0; k < ncomp; ++k) {

@@ -78,6 +78,7 @@ typedef struct FuzzComposite {
     FuzzPartition part[FUZZ_MAX_PARTITIONS];
     int npieces;
     FuzzPiece pieces[FUZZ_MAX_PIECES];
+    int ninst; /* the operator instances one use expands into */
 } FuzzComposite;
 
 /* The stdlib's operators and their partitions (pointers into a resolved

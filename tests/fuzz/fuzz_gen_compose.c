@@ -70,6 +70,13 @@ static int tensor_of(FuzzSig *s, FuzzTensor *to, const TensorParam *tp) {
     return 1;
 }
 
+static int inner_ninst(const FuzzTable *t, const char *name) {
+    for (int j = 0; j < t->ncomps; ++j)
+        if (strcmp(t->comps[j].sig.name, name) == 0)
+            return t->comps[j].ninst;
+    return 1;
+}
+
 /* The signature, parts and common partitions of one composite; 0 if the
  * generator cannot use it. */
 static int composite_of(const FuzzTable *t, FuzzComposite *c, const OpDecl *op) {
@@ -107,6 +114,7 @@ static int composite_of(const FuzzTable *t, FuzzComposite *c, const OpDecl *op) 
             npart = inner->npart;
             memcpy(part, inner->part, sizeof part);
         }
+        c->ninst += pc->op >= 0 ? 1 : inner_ninst(t, it->op.name);
         if (k == 0) {
             c->npart = npart;
             memcpy(c->part, part, sizeof part);
@@ -172,6 +180,7 @@ void gen_user_composite(Gen *g, GOp *op, int n) {
     op->sig = s->sig;
     op->sig.name = name;
     op->is_comp = 1;
+    op->ninst = s->ninst;
     op->npart = s->npart;
     memcpy(op->part, s->part, sizeof op->part);
     const FuzzSig *sig = &op->sig;
@@ -207,6 +216,7 @@ void gen_user_composite(Gen *g, GOp *op, int n) {
         memcpy(op->part, part, sizeof part);
         step[nsteps++] = u;
     }
+    op->ninst += nsteps;
 
     /* The first part: S over the inputs. */
     int self = oops(r);

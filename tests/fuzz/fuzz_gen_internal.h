@@ -34,6 +34,10 @@ int oops(Reader *r);
 #define MAX_ROLES 3
 #define MAX_TENSORS 64
 #define MAX_INSTANCES 64
+/* Operator instances of one model, layer copies counted, beyond which no
+ * composite is drawn: a composite expands into up to 10, and a model of
+ * hundreds of instances takes seconds in the sanitized build. */
+#define MAX_EXPANDED 64
 #define NPARAMS 5
 
 typedef FuzzPartition GPart;
@@ -51,6 +55,7 @@ typedef struct GOp {
     GPart part[MAX_PARTS];
     const FuzzComposite *comp; /* a stdlib composite, else NULL */
     int is_comp;               /* a composite (the stdlib's or the program's) */
+    int ninst;                 /* the operator instances one use expands into */
 } GOp;
 
 typedef struct GTensor {
@@ -87,6 +92,7 @@ typedef struct Gen {
     GTensor tensors[MAX_TENSORS];
     int ninst;
     GInst inst[MAX_INSTANCES];
+    long expanded; /* operator instances so far, layer copies counted */
     int counter;
     int depth;         /* inside a layer block */
     int nblocks;       /* layer blocks so far in the model */
