@@ -16,7 +16,8 @@ option(PRIMEC_FUZZ "Build the libFuzzer target prime_fuzz (needs clang and PRIME
 
 set(PRIMEC_FUZZ_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 
-add_library(prime_fuzz_model STATIC ${PRIMEC_FUZZ_DIR}/fuzz_gen.c ${PRIMEC_FUZZ_DIR}/fuzz_model.c)
+add_library(prime_fuzz_model STATIC ${PRIMEC_FUZZ_DIR}/fuzz_gen.c ${PRIMEC_FUZZ_DIR}/fuzz_gen_compose.c
+            ${PRIMEC_FUZZ_DIR}/fuzz_model.c)
 target_include_directories(prime_fuzz_model PUBLIC ${PRIMEC_FUZZ_DIR})
 target_link_libraries(prime_fuzz_model PUBLIC primec_core)
 target_compile_options(prime_fuzz_model PRIVATE ${PRIMEC_WARNINGS})

@@ -10,7 +10,7 @@
  * Test code, not compiler code: it allocates with malloc and keeps its
  * bounds as small fixed arrays.
  */
-#include "fuzz_gen.h"
+#include "fuzz_gen_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,16 +18,9 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
-/* Output buffer */
+/* Output buffer and choices */
 
-typedef struct Buf {
-    char *p;
-    size_t len, cap;
-} Buf;
-
-static void put(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(Buf *b, const char *fmt, ...) {
+void put(Buf *b, const char *fmt, ...) {
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
@@ -46,23 +39,13 @@ static void put(Buf *b, const char *fmt, ...) {
     }
 }
 
-/* ------------------------------------------------------------------ */
-/* Choices */
-
-typedef struct Reader {
-    const uint8_t *p;
-    size_t n, i;
-    unsigned oops_rate; /* out of 256; 0: no deliberate mistakes */
-} Reader;
-
-static unsigned pick(Reader *r, unsigned k) {
+unsigned pick(Reader *r, unsigned k) {
     if (k <= 1 || r->i >= r->n)
         return 0;
     return r->p[r->i++] % k;
 }
 
-/* A deliberate mistake here? */
-static int oops(Reader *r) {
+int oops(Reader *r) {
     if (!r->oops_rate || r->i >= r->n)
         return 0;
     return r->p[r->i++] < r->oops_rate;
@@ -71,7 +54,7 @@ static int oops(Reader *r) {
 /* ------------------------------------------------------------------ */
 /* The stdlib table */
 
-void fuzz_table_build(FuzzTable *t, const Module *module) {
+void fuzz_table_build(FuzzTable *t, const Module *module, const PtrVec *programs) {
     memset(t, 0, sizeof *t);
     t->nops = module->ops.count;
     t->ops = calloc((size_t)t->nops + 1, sizeof *t->ops);
@@ -87,6 +70,8 @@ void fuzz_table_build(FuzzTable *t, const Module *module) {
                 t->parts[i][t->npart[i]++] = p;
         }
     }
+    if (programs)
+        fuzz_table_add_composites(t, programs);
 }
 
 void fuzz_table_free(FuzzTable *t) {
@@ -95,6 +80,7 @@ void fuzz_table_free(FuzzTable *t) {
     free(t->parts);
     free(t->npart);
     free(t->ops);
+    free(t->comps);
     memset(t, 0, sizeof *t);
 }
 
@@ -102,56 +88,15 @@ void fuzz_table_free(FuzzTable *t) {
 /* The generator's view of operators and partitions: the stdlib's plus
  * the ones this program declares. */
 
-#define MAX_PARTS 32
-#define MAX_USER_OPS 3
-#define MAX_TENSORS 64
-#define NPARAMS 5
-
-typedef struct GPart {
-    const char *name;
-    int naxes;
-    const char *axis[IR_MAX_AXES];
-} GPart;
-
-typedef struct GOp {
-    const char *name;
-    const Op *sig; /* the signature (a user op copies a stdlib one) */
-    int npart;
-    GPart part[MAX_PARTS];
-} GOp;
-
-typedef struct GTensor {
-    char name[24];
-    int rank;
-    int dims[IR_MAX_DIMS]; /* >= 0: param index; < 0: the literal -dims[i] */
-    int layer_depth;       /* 0 outside every layer block */
-} GTensor;
-
-typedef struct Gen {
-    Reader *r;
-    Buf *out;
-    int nops;
-    GOp *ops;
-    char user_names[MAX_USER_OPS + 16][16];
-    int nuser_names;
-    /* the model being generated */
-    int mesh_naxes;
-    const char *mesh_axis[3];
-    int ntensors;
-    GTensor tensors[MAX_TENSORS];
-    int counter;
-    int depth; /* inside a layer block */
-} Gen;
-
 static const char *const param_names[NPARAMS] = {"s", "h", "f", "a", "e"};
 
-static const char *user_name(Gen *g, const char *fmt, int n) {
+const char *user_name(Gen *g, const char *fmt, int n) {
     char *s = g->user_names[g->nuser_names++];
     snprintf(s, sizeof g->user_names[0], fmt, n);
     return s;
 }
 
-static void add_part(GOp *op, const char *name, int naxes, const char *const *axes) {
+void add_part(GOp *op, const char *name, int naxes, const char *const *axes) {
     if (op->npart >= MAX_PARTS)
         return;
     GPart *p = &op->part[op->npart++];
@@ -161,6 +106,22 @@ static void add_part(GOp *op, const char *name, int naxes, const char *const *ax
         p->axis[a] = axes[a];
 }
 
+static void sig_of_op(FuzzSig *s, const Op *op) {
+    memset(s, 0, sizeof *s);
+    s->name = op->name;
+    s->ndims = op->ndims;
+    for (int d = 0; d < op->ndims; ++d)
+        s->dims[d] = op->dims[d];
+    s->ninputs = op->ninputs;
+    for (int i = 0; i <= op->ninputs; ++i) {
+        const OpTensor *from = i < op->ninputs ? &op->inputs[i] : &op->output;
+        FuzzTensor *to = i < op->ninputs ? &s->inputs[i] : &s->output;
+        to->name = from->name;
+        to->ndims = from->ndims;
+        memcpy(to->dims, from->dims, sizeof to->dims);
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* Operator bodies */
 
@@ -168,8 +129,8 @@ static const char *const intrinsics[] = {"exp",  "log",  "sqrt", "rsqrt", "tanh"
                                          "relu", "gelu", "silu", "abs",   "step", "cos", "sin"};
 #define NINTRINSICS ((unsigned)(sizeof intrinsics / sizeof intrinsics[0]))
 
-static void put_ref(Gen *g, const Op *sig, int in) {
-    const OpTensor *t = &sig->inputs[in];
+void put_ref(Gen *g, const FuzzSig *sig, int in) {
+    const FuzzTensor *t = &sig->inputs[in];
     put(g->out, "%s[", t->name);
     for (int d = 0; d < t->ndims; ++d)
         put(g->out, "%s%s", d ? ", " : "", sig->dims[t->dims[d]]);
@@ -177,7 +138,7 @@ static void put_ref(Gen *g, const Op *sig, int in) {
 }
 
 /* The product of every input: the einsum of a contraction. */
-static void put_product(Gen *g, const Op *sig) {
+static void put_product(Gen *g, const FuzzSig *sig) {
     for (int i = 0; i < sig->ninputs; ++i) {
         if (i)
             put(g->out, " * ");
@@ -185,7 +146,7 @@ static void put_product(Gen *g, const Op *sig) {
     }
 }
 
-static void put_body_expr(Gen *g, const Op *sig, int depth) {
+static void put_body_expr(Gen *g, const FuzzSig *sig, int depth) {
     Reader *r = g->r;
     unsigned c = depth <= 0 ? 1 : pick(r, 9);
     switch (c) {
@@ -232,11 +193,12 @@ static void put_body_expr(Gen *g, const Op *sig, int depth) {
 /* `op uN(...) -> Y[...] { ... }` with the signature of a stdlib op. */
 static void gen_user_op(Gen *g, const FuzzTable *t, GOp *op, int n) {
     Reader *r = g->r;
-    const Op *sig = t->ops[pick(r, (unsigned)t->nops)];
-    op->name = user_name(g, "u%d", n);
-    op->sig = sig;
+    op->sig = g->ops[pick(r, (unsigned)t->nops)].sig;
+    op->sig.name = user_name(g, "u%d", n);
     op->npart = 0;
-    put(g->out, "op %s(", op->name);
+    op->ninst = 1;
+    const FuzzSig *sig = &op->sig;
+    put(g->out, "op %s(", sig->name);
     for (int i = 0; i < sig->ninputs; ++i) {
         put(g->out, "%s", i ? ", " : "");
         put_ref(g, sig, i);
@@ -319,7 +281,7 @@ static void put_dsi_expr(Gen *g, int naxes, const char *const *axes, int steps, 
  * order, skewed, or a ring), sometimes arbitrary DSIs. */
 static void gen_user_partition(Gen *g, GOp *op, int n) {
     Reader *r = g->r;
-    const Op *sig = op->sig;
+    const FuzzSig *sig = &op->sig;
     int naxes = 1 + (int)pick(r, 2);
     if (oops(r))
         naxes = 3;
@@ -327,7 +289,7 @@ static void gen_user_partition(Gen *g, GOp *op, int n) {
     int steps = pick(r, 3) == 2;
     int literal = oops(r); /* an axis of fixed size instead of P */
     const char *name = user_name(g, "q%d", n);
-    put(g->out, "partition %s of %s on mesh(", name, op->name);
+    put(g->out, "partition %s of %s on mesh(", name, sig->name);
     for (int a = 0; a < naxes; ++a)
         put(g->out, "%s%s: %s", a ? ", " : "", axes[a], literal && a == 0 ? "2" : "P");
     put(g->out, ")");
@@ -429,7 +391,7 @@ static GTensor *renamed(GTensor *t, const char *name) {
 /* Can op follow a tensor of `cur`'s shape? In a layer block, only if its
  * result has cur's shape again (the block's output is its next input). */
 static int fits(const GOp *op, const GTensor *cur, int in_layer) {
-    const Op *sig = op->sig;
+    const FuzzSig *sig = &op->sig;
     if (sig->inputs[0].ndims != cur->rank)
         return 0;
     if (!in_layer)
@@ -451,13 +413,20 @@ static GTensor *gen_instance(Gen *g, const GTensor *cur, const char *result_name
     Reader *r = g->r;
     int in_layer = g->depth > 0;
     int cand[256], ncand = 0;
-    for (int i = 0; i < g->nops && ncand < 256; ++i)
-        if (g->ops[i].sig->ninputs > 0 && g->ops[i].npart > 0 && fits(&g->ops[i], cur, in_layer))
-            cand[ncand++] = i;
+    int comps_only = pick(r, 6) == 5; /* a composite, if one fits */
+    long copies = in_layer && g->block_copies > 1 ? g->block_copies : 1;
+    for (int pass = 0; pass < 2 && ncand == 0; ++pass)
+        for (int i = 0; i < g->nops && ncand < 256; ++i)
+            if (g->ops[i].sig.ninputs > 0 && g->ops[i].npart > 0 &&
+                (pass || !comps_only || g->ops[i].is_comp) &&
+                (!g->ops[i].is_comp || g->expanded + g->ops[i].ninst * copies <= MAX_EXPANDED) &&
+                fits(&g->ops[i], cur, in_layer))
+                cand[ncand++] = i;
     if (ncand == 0)
         return NULL;
     const GOp *op = &g->ops[cand[pick(r, (unsigned)ncand)]];
-    const Op *sig = op->sig;
+    const FuzzSig *sig = &op->sig;
+    g->expanded += op->ninst * copies;
 
     /* Bind the operator's dimensions to sizes. */
     int size[IR_MAX_DIMS];
@@ -475,11 +444,11 @@ static GTensor *gen_instance(Gen *g, const GTensor *cur, const char *result_name
 
     /* The arguments: cur first, then existing tensors of the right shape
      * or new weights. */
-    const char *args[IR_MAX_INPUTS];
-    char wname[IR_MAX_INPUTS][24];
+    const char *args[FUZZ_MAX_INPUTS];
+    char wname[FUZZ_MAX_INPUTS][24];
     args[0] = cur->name;
     for (int i = 1; i < sig->ninputs; ++i) {
-        const OpTensor *ot = &sig->inputs[i];
+        const FuzzTensor *ot = &sig->inputs[i];
         int dims[IR_MAX_DIMS] = {0};
         for (int d = 0; d < ot->ndims; ++d)
             dims[d] = size[ot->dims[d]];
@@ -498,6 +467,7 @@ static GTensor *gen_instance(Gen *g, const GTensor *cur, const char *result_name
             return NULL;
         put(g->out, "    weight %s", w->name);
         put_shape(g, w);
+        put_source(g, w->name, w->rank);
         put(g->out, ";\n");
         snprintf(wname[i], sizeof wname[i], "%s", w->name);
         args[i] = wname[i];
@@ -515,12 +485,21 @@ static GTensor *gen_instance(Gen *g, const GTensor *cur, const char *result_name
         snprintf(rname, sizeof rname, "%s", result_name);
     else
         snprintf(rname, sizeof rname, "t%d", g->counter++);
-    put(g->out, "    %s = %s(", oops(r) ? cur->name : rname, oops(r) ? "nope" : op->name);
+    const char *lhs = oops(r) ? cur->name : rname;
+    put(g->out, "    %s = %s(", lhs, oops(r) ? "nope" : sig->name);
+    if (g->ninst < MAX_INSTANCES) {
+        GInst *in = &g->inst[g->ninst++];
+        snprintf(in->name, sizeof in->name, "%s", lhs);
+        in->op = op;
+        in->block = g->block;
+        in->copies = g->block > 0 ? (int)(g->block_copies < 64 ? g->block_copies : 64) : 0;
+    }
     for (int i = 0; i < nargs; ++i)
         put(g->out, "%s%s", i ? ", " : "", i < sig->ninputs ? args[i] : "x");
     put(g->out, ")");
 
-    /* The partition: one that fits the mesh, bound in order or by name. */
+    /* The partition: one that fits the mesh, bound in order or by name, or
+     * one by role renamed onto the operator's dimensions. */
     int pc[MAX_PARTS], npc = 0;
     for (int k = 0; k < op->npart; ++k)
         if (op->part[k].naxes <= g->mesh_naxes)
@@ -531,15 +510,8 @@ static GTensor *gen_instance(Gen *g, const GTensor *cur, const char *result_name
     }
     if (npc > 0 && !oops(r)) {
         const GPart *p = &op->part[pc[pick(r, (unsigned)npc)]];
-        put(g->out, " use %s", oops(r) ? "square" : p->name);
-        if (p->naxes < g->mesh_naxes || pick(r, 4) == 3) {
-            unsigned off = pick(r, (unsigned)g->mesh_naxes);
-            put(g->out, "(");
-            for (int a = 0; a < p->naxes; ++a)
-                put(g->out, "%s%s: %s", a ? ", " : "", p->axis[a],
-                    g->mesh_axis[(off + (unsigned)a) % (unsigned)g->mesh_naxes]);
-            put(g->out, ")");
-        }
+        if (g->nroles == 0 || pick(r, 3) != 2 || !put_role_use(g, op))
+            put_use(g, op, p);
     }
     put(g->out, ";\n");
     if (result_name)
@@ -552,7 +524,7 @@ static const GTensor *gen_layer(Gen *g, const GTensor *cur) {
     Reader *r = g->r;
     int ok = 0;
     for (int i = 0; i < g->nops; ++i)
-        ok |= g->ops[i].sig->ninputs > 0 && g->ops[i].npart > 0 && fits(&g->ops[i], cur, 1);
+        ok |= g->ops[i].sig.ninputs > 0 && g->ops[i].npart > 0 && fits(&g->ops[i], cur, 1);
     if (!ok)
         return cur;
     char out[24];
@@ -564,6 +536,8 @@ static const GTensor *gen_layer(Gen *g, const GTensor *cur) {
     put(g->out, "    layer(%s -> %s) repeat %ld {\n", cur->name, out, rep);
     int keep = g->ntensors;
     g->depth++;
+    g->block = ++g->nblocks;
+    g->block_copies = rep;
     GTensor in = *cur;
     const GTensor *c = &in;
     int n = 1 + (int)pick(r, 4);
@@ -579,6 +553,7 @@ static const GTensor *gen_layer(Gen *g, const GTensor *cur) {
         /* residual: sometimes add the block's input back */
     }
     g->depth--;
+    g->block = 0;
     g->ntensors = keep;
     put(g->out, "    }\n");
     GTensor *res = new_tensor(g, "", in.rank, in.dims);
@@ -592,8 +567,12 @@ static void gen_model(Gen *g, int n) {
     static const int values[NPARAMS][4] = {
         {16, 32, 8, 64}, {16, 32, 64, 8}, {32, 64, 16, 128}, {4, 8, 2, 16}, {8, 4, 16, 2}};
     g->ntensors = 0;
+    g->ninst = 0;
     g->depth = 0;
-    put(g->out, "model m%d {\n    param", n);
+    g->nblocks = g->block = 0;
+    g->expanded = 0;
+    snprintf(g->model_name, sizeof g->model_name, "m%d", n);
+    put(g->out, "model %s {\n    param", g->model_name);
     for (int p = 0; p < NPARAMS; ++p) {
         put(g->out, "%s %s = ", p ? "," : "", param_names[p]);
         if (oops(r)) {
@@ -618,7 +597,9 @@ static void gen_model(Gen *g, int n) {
     /* At most 16 devices, so that an input takes well under a second in
      * the sanitized build (large meshes are planner benchmarks, not bugs). */
     int ndev = 1;
-    put(g->out, "    mesh(");
+    put(g->out, "    ");
+    size_t mesh_at = g->out->len;
+    put(g->out, "mesh(");
     for (int a = 0; a < g->mesh_naxes; ++a) {
         g->mesh_axis[a] = axis_sets[g->mesh_naxes - 1][a];
         put(g->out, "%s%s: ", a ? ", " : "", g->mesh_axis[a]);
@@ -631,7 +612,10 @@ static void gen_model(Gen *g, int n) {
         else
             put(g->out, "%d", size);
     }
-    put(g->out, ");\n");
+    put(g->out, ")");
+    snprintf(g->mesh_text, sizeof g->mesh_text, "%.*s", (int)(g->out->len - mesh_at),
+             g->out->p + mesh_at);
+    put(g->out, ";\n");
     if (pick(r, 8) == 7)
         put(g->out, "    strict;\n");
 
@@ -645,6 +629,7 @@ static void gen_model(Gen *g, int n) {
     }
     put(g->out, "    input x");
     put_shape(g, x);
+    put_source(g, "x", x->rank);
     put(g->out, ";\n");
 
     const GTensor *cur = x;
@@ -689,13 +674,15 @@ char *fuzz_gen_program(const FuzzTable *t, const uint8_t *data, size_t size, siz
         abort();
     g->r = &r;
     g->out = &out;
-    g->ops = calloc((size_t)t->nops + MAX_USER_OPS, sizeof *g->ops);
+    g->t = t;
+    g->ops =
+        calloc((size_t)t->nops + MAX_USER_OPS + (size_t)t->ncomps + MAX_USER_COMPS, sizeof *g->ops);
     if (!g->ops)
         abort();
     for (int i = 0; i < t->nops; ++i) {
         GOp *op = &g->ops[g->nops++];
-        op->name = t->ops[i]->name;
-        op->sig = t->ops[i];
+        sig_of_op(&op->sig, t->ops[i]);
+        op->ninst = 1;
         for (int k = 0; k < t->npart[i]; ++k) {
             const Partition *p = t->parts[i][k];
             const char *axes[IR_MAX_AXES];
@@ -723,10 +710,35 @@ char *fuzz_gen_program(const FuzzTable *t, const uint8_t *data, size_t size, siz
                                         : &g->ops[pick(&ur, (unsigned)t->nops)];
         gen_user_partition(g, op, npart++);
     }
+    /* The composites: the stdlib's, then the program's over every
+     * operator so far; partitions by role (which uses rename). */
+    for (int k = 0; k < t->ncomps; ++k) {
+        GOp *op = &g->ops[g->nops++];
+        const FuzzComposite *c = &t->comps[k];
+        op->sig = c->sig;
+        op->npart = c->npart;
+        memcpy(op->part, c->part, sizeof op->part);
+        op->comp = c;
+        op->is_comp = 1;
+        op->ninst = c->ninst;
+    }
+    int ncomp = (int)pick(&ur, 3);
+    for (int k = 0; k < ncomp; ++k) {
+        gen_user_composite(g, &g->ops[g->nops], k);
+        g->nops++;
+    }
+    int nroles = (int)pick(&ur, 3);
+    for (int k = 0; k < nroles; ++k)
+        gen_role_partition(g, k);
+    if (t->ncomps && oops(&ur)) /* a partition of a composite */
+        put(&out, "partition qc of %s on mesh(d: P) { }\n",
+            t->comps[pick(&ur, (unsigned)t->ncomps)].sig.name);
     g->r = &r;
     int nmodels = pick(&r, 5) == 4 ? 2 : 1;
-    for (int k = 0; k < nmodels; ++k)
+    for (int k = 0; k < nmodels; ++k) {
         gen_model(g, k);
+        gen_plan(g, k);
+    }
 
     free(g->ops);
     free(g);

@@ -58,7 +58,7 @@ void fuzz_model_init(void) {
         fprintf(stderr, "fuzz_model: the stdlib does not resolve\n");
         abort();
     }
-    fuzz_table_build(&table, &table_comp.module);
+    fuzz_table_build(&table, &table_comp.module, &table_comp.programs);
     const char *dir = getenv("TMPDIR");
     snprintf(path, sizeof path, "%s/prime_fuzz_XXXXXX", dir && strlen(dir) < 32 ? dir : "/tmp");
     fd = mkstemp(path);

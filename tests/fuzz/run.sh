@@ -42,7 +42,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
 "$build/tests/prime_fuzz" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
-    -max_len=1024 -len_control=0 -print_final_stats=1 \
+    -max_len=1024 -len_control=0 -report_slow_units=20 -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1 || status=$?
 grep -E '^(INFO: Seed|#[0-9]+ +DONE|stat::|fuzz_model:)' "$work/log" || true
 if [[ $status -ne 0 ]] || compgen -G "$work/artifacts/*" >/dev/null; then
