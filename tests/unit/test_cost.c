@@ -17,10 +17,12 @@
  * the line at fault.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <jansson.h>
@@ -42,15 +44,13 @@
 
 static char tmpdir[64];
 
-static int group_setup(void **state)
-{
+static int group_setup(void **state) {
     (void)state;
     strcpy(tmpdir, "/tmp/primec-test-cost-XXXXXX");
     return mkdtemp(tmpdir) ? 0 : -1;
 }
 
-static int group_teardown(void **state)
-{
+static int group_teardown(void **state) {
     (void)state;
     const char *names[] = {"model.prime", "out.profile"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
@@ -91,8 +91,7 @@ enum { NGOOD = sizeof good_lines / sizeof good_lines[0] };
 
 /* The good profile with line `line` (1-based) replaced by `with` (NULL:
  * removed; line 0: `with` appended). */
-static char *profile_text(int line, const char *with)
-{
+static char *profile_text(int line, const char *with) {
     static char buf[4096];
     size_t n = 0;
     buf[0] = '\0';
@@ -106,8 +105,7 @@ static char *profile_text(int line, const char *with)
     return buf;
 }
 
-static void test_profile_parse_good(void **state)
-{
+static void test_profile_parse_good(void **state) {
     (void)state;
     Profile p;
     char err[512] = "";
@@ -115,15 +113,18 @@ static void test_profile_parse_good(void **state)
     assert_string_equal(p.name, "test-gpu");
     assert_string_equal(p.description, "A test device");
     /* Free text after `description` may have any number of words. */
-    const char *long_desc = "description one two three four five six seven eight nine ten eleven twelve "
-                            "thirteen fourteen fifteen sixteen seventeen";
-    assert_int_equal(profile_parse(profile_text(3, long_desc), "t.profile", &p, err, sizeof err), 1);
+    const char *long_desc =
+        "description one two three four five six seven eight nine ten eleven twelve "
+        "thirteen fourteen fifteen sixteen seventeen";
+    assert_int_equal(profile_parse(profile_text(3, long_desc), "t.profile", &p, err, sizeof err),
+                     1);
     assert_string_equal(p.description, long_desc + 12);
     assert_int_equal(p.devices_per_node, 4);
     assert_true(p.peak_tflops == 100 && p.vector_tflops == 25);
     assert_true(p.mem_bandwidth_GBps == 1000 && p.mem_capacity_GB == 32);
     assert_true(p.gemm_eff_max == 0.8 && p.gemm_half_dim == 128 && p.kernel_overhead_us == 5);
-    assert_true(p.link[COMM_P2P][LINK_INTRA].alpha_us == 8 && p.link[COMM_P2P][LINK_INTRA].beta_GBps == 45);
+    assert_true(p.link[COMM_P2P][LINK_INTRA].alpha_us == 8 &&
+                p.link[COMM_P2P][LINK_INTRA].beta_GBps == 45);
     assert_true(p.link[COMM_ALLREDUCE][LINK_INTRA].beta_GBps == 130);
     assert_true(p.link[COMM_REDUCE_SCATTER][LINK_INTRA].beta_GBps == 120);
     assert_true(p.link[COMM_ALLGATHER][LINK_INTRA].beta_GBps == 110);
@@ -133,7 +134,8 @@ static void test_profile_parse_good(void **state)
     assert_true(p.link[COMM_ALLGATHER][LINK_INTER].beta_GBps == 8);
     /* eff(d) saturates at gemm_eff_max; half of it at gemm_half_dim. */
     assert_true(fabs(profile_gemm_efficiency(&p, 128) - 0.4) < 1e-12);
-    assert_true(profile_gemm_efficiency(&p, 1e9) < 0.8 && profile_gemm_efficiency(&p, 1e9) > 0.7999);
+    assert_true(profile_gemm_efficiency(&p, 1e9) < 0.8 &&
+                profile_gemm_efficiency(&p, 1e9) > 0.7999);
 }
 
 typedef struct BadCase {
@@ -142,43 +144,53 @@ typedef struct BadCase {
     const char *error; /* the whole message */
 } BadCase;
 
-static void test_profile_parse_errors(void **state)
-{
+static void test_profile_parse_errors(void **state) {
     (void)state;
     static const BadCase cases[] = {
         {5, "peak 100", "t.profile:5: error: unknown key 'peak'"},
         {0, "peak_tflops 90", "t.profile:21: error: 'peak_tflops' given twice (first on line 5)"},
         {6, "vector_tflops fast", "t.profile:6: error: vector_tflops expects a number, got 'fast'"},
         {6, "vector_tflops 25x", "t.profile:6: error: vector_tflops expects a number, got '25x'"},
-        {7, "mem_bandwidth_GBps -1", "t.profile:7: error: 'mem_bandwidth_GBps' must be positive, got -1"},
-        {7, "mem_bandwidth_GBps 0", "t.profile:7: error: 'mem_bandwidth_GBps' must be positive, got 0"},
+        {7, "mem_bandwidth_GBps -1",
+         "t.profile:7: error: 'mem_bandwidth_GBps' must be positive, got -1"},
+        {7, "mem_bandwidth_GBps 0",
+         "t.profile:7: error: 'mem_bandwidth_GBps' must be positive, got 0"},
         {9, "gemm_eff_max 1.5", "t.profile:9: error: 'gemm_eff_max' must be in (0, 1], got 1.5"},
-        {10, "gemm_half_dim -3", "t.profile:10: error: 'gemm_half_dim' must not be negative, got -3"},
+        {10, "gemm_half_dim -3",
+         "t.profile:10: error: 'gemm_half_dim' must not be negative, got -3"},
         {4, "devices_per_node 2.5",
          "t.profile:4: error: 'devices_per_node' must be a whole number of at least 1, got 2.5"},
         {4, "devices_per_node 0",
          "t.profile:4: error: 'devices_per_node' must be a whole number of at least 1, got 0"},
-        {8, "mem_capacity_GB 32 GB", "t.profile:8: error: 'mem_capacity_GB' takes one value, got 2"},
-        {11, "kernel_overhead_us", "t.profile:11: error: 'kernel_overhead_us' takes one value, got 0"},
+        {8, "mem_capacity_GB 32 GB",
+         "t.profile:8: error: 'mem_capacity_GB' takes one value, got 2"},
+        {11, "kernel_overhead_us",
+         "t.profile:11: error: 'kernel_overhead_us' takes one value, got 0"},
         {0, "name other", "t.profile:21: error: 'name' given twice (first on line 2)"},
         {2, "name", "t.profile:2: error: 'name' needs a value"},
-        {0, "description again", "t.profile:21: error: 'description' given twice (first on line 3)"},
+        {0, "description again",
+         "t.profile:21: error: 'description' given twice (first on line 3)"},
         {6, "vector_tflops 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16",
          "t.profile:6: error: too many words on one line (at most 16)"},
         {13, "link intranode p2p alpha_us 8 beta_GBps 45",
          "t.profile:13: error: unknown link class 'intranode' (expected intra or inter)"},
         {13, "link intra broadcast alpha_us 8 beta_GBps 45",
-         "t.profile:13: error: unknown communication kind 'broadcast' (expected p2p, allreduce, reduce_scatter or allgather)"},
+         "t.profile:13: error: unknown communication kind 'broadcast' (expected p2p, allreduce, "
+         "reduce_scatter or allgather)"},
         {14, "link intra allreduce alpha_us 12",
          "t.profile:14: error: expected 'link intra allreduce alpha_us A beta_GBps B'"},
         {14, "link intra allreduce beta_GBps 130 alpha_us 12",
          "t.profile:14: error: expected 'link intra allreduce alpha_us A beta_GBps B'"},
-        {14, "link intra", "t.profile:14: error: expected 'link CLASS KIND alpha_us A beta_GBps B'"},
+        {14, "link intra",
+         "t.profile:14: error: expected 'link CLASS KIND alpha_us A beta_GBps B'"},
         {0, "link intra p2p alpha_us 1 beta_GBps 2",
          "t.profile:21: error: 'link intra p2p' given twice (first on line 13)"},
-        {17, "link inter p2p alpha_us 10 beta_GBps 0", "t.profile:17: error: beta_GBps must be positive, got 0"},
-        {17, "link inter p2p alpha_us -1 beta_GBps 5", "t.profile:17: error: alpha_us must not be negative, got -1"},
-        {17, "link inter p2p alpha_us ten beta_GBps 5", "t.profile:17: error: alpha_us expects a number, got 'ten'"},
+        {17, "link inter p2p alpha_us 10 beta_GBps 0",
+         "t.profile:17: error: beta_GBps must be positive, got 0"},
+        {17, "link inter p2p alpha_us -1 beta_GBps 5",
+         "t.profile:17: error: alpha_us must not be negative, got -1"},
+        {17, "link inter p2p alpha_us ten beta_GBps 5",
+         "t.profile:17: error: alpha_us expects a number, got 'ten'"},
         {7, NULL, "t.profile: error: missing key 'mem_bandwidth_GBps'"},
         {2, NULL, "t.profile: error: missing key 'name'"},
         {20, NULL, "t.profile: error: missing row 'link inter allgather alpha_us A beta_GBps B'"},
@@ -186,17 +198,19 @@ static void test_profile_parse_errors(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         Profile p;
         char err[512] = "";
-        int ok = profile_parse(profile_text(cases[i].line, cases[i].with), "t.profile", &p, err, sizeof err);
+        int ok = profile_parse(profile_text(cases[i].line, cases[i].with), "t.profile", &p, err,
+                               sizeof err);
         if (ok || strcmp(err, cases[i].error) != 0)
-            fail_msg("case %zu (%s): got %s '%s', want '%s'", i, cases[i].with ? cases[i].with : "(removed)",
-                     ok ? "success" : "error", err, cases[i].error);
+            fail_msg("case %zu (%s): got %s '%s', want '%s'", i,
+                     cases[i].with ? cases[i].with : "(removed)", ok ? "success" : "error", err,
+                     cases[i].error);
     }
 }
 
-static void test_profile_load_shipped(void **state)
-{
+static void test_profile_load_shipped(void **state) {
     (void)state;
-    static const char *const names[] = {"v100-nvlink-ib", "a100-nvswitch", "h100-nvswitch", "h200-nvswitch"};
+    static const char *const names[] = {"v100-nvlink-ib", "a100-nvswitch", "h100-nvswitch",
+                                        "h200-nvswitch"};
     static const int per_node[] = {4, 8, 8, 8};
     for (int i = 0; i < 4; ++i) {
         Profile p;
@@ -220,11 +234,11 @@ static void test_profile_load_shipped(void **state)
     assert_non_null(strstr(err, "no profile 'tpu' in "));
     assert_non_null(strstr(err, "a100-nvswitch, h100-nvswitch, h200-nvswitch, v100-nvlink-ib"));
     assert_int_equal(profile_load("/nonexistent/x.profile", &p, err, sizeof err), 0);
-    assert_string_equal(err, "cannot read profile '/nonexistent/x.profile': No such file or directory");
+    assert_string_equal(err,
+                        "cannot read profile '/nonexistent/x.profile': No such file or directory");
 }
 
-static void test_profile_write_roundtrip(void **state)
-{
+static void test_profile_write_roundtrip(void **state) {
     (void)state;
     Profile a, b;
     char err[512] = "", path[128];
@@ -240,7 +254,8 @@ static void test_profile_write_roundtrip(void **state)
     assert_string_equal(a.description, b.description);
     assert_int_equal(a.devices_per_node, b.devices_per_node);
     assert_true(a.peak_tflops == b.peak_tflops && a.vector_tflops == b.vector_tflops);
-    assert_true(a.mem_bandwidth_GBps == b.mem_bandwidth_GBps && a.mem_capacity_GB == b.mem_capacity_GB);
+    assert_true(a.mem_bandwidth_GBps == b.mem_bandwidth_GBps &&
+                a.mem_capacity_GB == b.mem_capacity_GB);
     assert_true(a.gemm_eff_max == b.gemm_eff_max && a.gemm_half_dim == b.gemm_half_dim);
     assert_true(a.kernel_overhead_us == b.kernel_overhead_us);
     assert_memory_equal(a.link, b.link, sizeof a.link);
@@ -249,8 +264,7 @@ static void test_profile_write_roundtrip(void **state)
 /* ------------------------------------------------------------------ */
 /* Fits                                                                */
 
-static void test_fit_alpha_beta(void **state)
-{
+static void test_fit_alpha_beta(void **state) {
     (void)state;
     double x[8], y[8], alpha, beta;
     /* Exact points of alpha 12 µs, beta 50 GB/s. */
@@ -278,8 +292,7 @@ static void test_fit_alpha_beta(void **state)
     assert_int_equal(calibrate_fit_alpha_beta(x, down, 3, &alpha, &beta), 0);
 }
 
-static void test_fit_gemm(void **state)
-{
+static void test_fit_gemm(void **state) {
     (void)state;
     /* overhead 2 µs, peak 0.05 TFLOP/s (5e4 flops per µs), half_dim 40. */
     double d[6], us[6], o, peak, half;
@@ -301,8 +314,7 @@ typedef struct Run {
     const Schedule *s;
 } Run;
 
-static void run_matmul(Run *r, const char *partition, const char *mesh, long m, long k, long n)
-{
+static void run_matmul(Run *r, const char *partition, const char *mesh, long m, long k, long n) {
     snprintf(r->path, sizeof r->path, "%s/model.prime", tmpdir);
     FILE *f = fopen(r->path, "w");
     assert_non_null(f);
@@ -324,15 +336,13 @@ static void run_matmul(Run *r, const char *partition, const char *mesh, long m, 
     r->s = r->c.schedules.items[0];
 }
 
-static void load(Profile *p, const char *name)
-{
+static void load(Profile *p, const char *name) {
     char err[512];
     if (!profile_load(name, p, err, sizeof err))
         fail_msg("%s", err);
 }
 
-static const PhaseCost *phase_of(const CostReport *r, PhaseKind kind)
-{
+static const PhaseCost *phase_of(const CostReport *r, PhaseKind kind) {
     for (int i = 0; i < r->nphases; ++i)
         if (r->phases[i].phase->kind == kind)
             return &r->phases[i];
@@ -340,13 +350,11 @@ static const PhaseCost *phase_of(const CostReport *r, PhaseKind kind)
     return NULL;
 }
 
-static int close_to(double a, double b)
-{
+static int close_to(double a, double b) {
     return fabs(a - b) <= 1e-9 * (fabs(a) + fabs(b)) + 1e-12;
 }
 
-static void test_cost_formulas(void **state)
-{
+static void test_cost_formulas(void **state) {
     (void)state;
     Profile p;
     load(&p, "v100");
@@ -357,10 +365,14 @@ static void test_cost_formulas(void **state)
     assert_int_equal(cost_link_of_group(4, spans, 4), LINK_INTER);
     double n = 1 << 20;
     assert_true(close_to(cost_p2p_us(&p, LINK_INTRA, n), 8 + n / 45e3));
-    assert_true(close_to(cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTRA, n, 4), 12 + 1.5 * n / 130e3));
-    assert_true(close_to(cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTER, n, 8), 30 + 1.75 * n / 10e3));
-    assert_true(close_to(cost_collective_us(&p, COMM_REDUCE_SCATTER, LINK_INTRA, n, 4), 10 + 0.75 * n / 130e3));
-    assert_true(close_to(cost_collective_us(&p, COMM_ALLGATHER, LINK_INTER, n, 2), 20 + 0.5 * n / 10e3));
+    assert_true(
+        close_to(cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTRA, n, 4), 12 + 1.5 * n / 130e3));
+    assert_true(
+        close_to(cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTER, n, 8), 30 + 1.75 * n / 10e3));
+    assert_true(close_to(cost_collective_us(&p, COMM_REDUCE_SCATTER, LINK_INTRA, n, 4),
+                         10 + 0.75 * n / 130e3));
+    assert_true(
+        close_to(cost_collective_us(&p, COMM_ALLGATHER, LINK_INTER, n, 2), 20 + 0.5 * n / 10e3));
     assert_true(cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTRA, n, 1) == 0);
     /* A big GEMM is compute-bound at eff(d), a thin one memory-bound. */
     double big = cost_gemm_us(&p, 4096, 4096, 4096, 1, 2);
@@ -371,16 +383,14 @@ static void test_cost_formulas(void **state)
 }
 
 /* Σ over devices of the schedule's predicted bytes of one kind. */
-static long pred_sum(const Schedule *s, int kind)
-{
+static long pred_sum(const Schedule *s, int kind) {
     long n = 0;
     for (int d = 0; d < s->model->mesh.ndev; ++d)
         n += s->pred_bytes[kind][d];
     return n;
 }
 
-static void test_cost_square_overlaps(void **state)
-{
+static void test_cost_square_overlaps(void **state) {
     (void)state;
     Run r;
     run_matmul(&r, "square", "i: 2, j: 2", 512, 256, 384);
@@ -408,15 +418,15 @@ static void test_cost_square_overlaps(void **state)
     /* No collective anywhere; bytes are the schedule's. */
     assert_int_equal(rep.collective_bytes, 0);
     assert_int_equal(rep.shift_bytes, pred_sum(r.s, PRIME_BYTES_SHIFT));
-    assert_int_equal(rep.p2p_bytes, pred_sum(r.s, PRIME_BYTES_SHIFT) + pred_sum(r.s, PRIME_BYTES_REDIST));
+    assert_int_equal(rep.p2p_bytes,
+                     pred_sum(r.s, PRIME_BYTES_SHIFT) + pred_sum(r.s, PRIME_BYTES_REDIST));
     /* Per device: 2 * 256 * 384 / 4 flops per GEMM... every phase is
      * one GEMM of the whole problem split over 4 devices: 3 * 2mnk. */
     assert_true(close_to(rep.flops, 3 * 2.0 * 512 * 256 * 384));
     compilation_free(&r.c);
 }
 
-static void test_cost_row_allreduce(void **state)
-{
+static void test_cost_row_allreduce(void **state) {
     (void)state;
     Run r;
     const long m = 96, k = 64, n = 80;
@@ -431,7 +441,8 @@ static void test_cost_row_allreduce(void **state)
     double bytes = (double)(m * n) * 4;
     double want = 12 + 2.0 * 3 / 4 * bytes / 130e3;
     assert_true(close_to(fwd->collective_us, want));
-    assert_true(close_to(fwd->collective_us, cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTRA, bytes, 4)));
+    assert_true(
+        close_to(fwd->collective_us, cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTRA, bytes, 4)));
     assert_true(fwd->time_us >= fwd->compute_us + want - 1e-9);
     assert_int_equal(rep.collective_bytes, pred_sum(r.s, PRIME_BYTES_COLLECTIVE));
     assert_int_equal(rep.shift_bytes, 0);
@@ -457,8 +468,7 @@ static void test_cost_row_allreduce(void **state)
 }
 
 /* Σ over rank r's recorded stretches of one kind in phase q. */
-static double event_sum(const CostReport *rep, int r, int q, CostEventKind kind)
-{
+static double event_sum(const CostReport *rep, int r, int q, CostEventKind kind) {
     double sum = 0;
     for (int i = 0; i < rep->nevents; ++i) {
         const CostEvent *e = &rep->events[i];
@@ -472,10 +482,10 @@ static double event_sum(const CostReport *rep, int r, int q, CostEventKind kind)
  * per phase, the slowest rank's compute and collective stretches add up
  * to the phase's figures; a rank's stretches of one kind never overlap;
  * recording changes no figure. */
-static void test_cost_events(void **state)
-{
+static void test_cost_events(void **state) {
     (void)state;
-    static const char *const parts[][2] = {{"square", "i: 2, j: 2"}, {"row", "d: 4"}, {"ring", "d: 4"}};
+    static const char *const parts[][2] = {
+        {"square", "i: 2, j: 2"}, {"row", "d: 4"}, {"ring", "d: 4"}};
     Profile p;
     load(&p, "v100");
     for (size_t c = 0; c < sizeof parts / sizeof parts[0]; ++c) {
@@ -493,7 +503,8 @@ static void test_cost_events(void **state)
         for (int q = 0; q < rec.nphases; ++q) {
             double compute = 0, coll = 0;
             for (int d = 0; d < rec.ndev; ++d) {
-                double a = event_sum(&rec, d, q, COST_EV_COMPUTE), b = event_sum(&rec, d, q, COST_EV_COLLECTIVE);
+                double a = event_sum(&rec, d, q, COST_EV_COMPUTE),
+                       b = event_sum(&rec, d, q, COST_EV_COLLECTIVE);
                 compute = a > compute ? a : compute;
                 coll = b > coll ? b : coll;
             }
@@ -513,12 +524,11 @@ static void test_cost_events(void **state)
     }
 }
 
-static void test_cost_bytes_match_schedule(void **state)
-{
+static void test_cost_bytes_match_schedule(void **state) {
     (void)state;
     static const char *const parts[][2] = {
-        {"replicate", "d: 4"}, {"data", "d: 4"},   {"column", "d: 4"},
-        {"row", "d: 4"},       {"ring", "d: 4"},   {"square", "i: 2, j: 2"},
+        {"replicate", "d: 4"}, {"data", "d: 4"}, {"column", "d: 4"},
+        {"row", "d: 4"},       {"ring", "d: 4"}, {"square", "i: 2, j: 2"},
     };
     Profile p;
     load(&p, "h100");
@@ -537,8 +547,7 @@ static void test_cost_bytes_match_schedule(void **state)
     }
 }
 
-static void test_cost_training_memory(void **state)
-{
+static void test_cost_training_memory(void **state) {
     (void)state;
     Profile p;
     load(&p, "v100");
@@ -564,8 +573,7 @@ static void test_cost_training_memory(void **state)
 
 /* A training iteration composed from one layer's cost: each term of
  * cost_pipeline.h's formulas, checked against the report it came from. */
-static void test_cost_pipeline(void **state)
-{
+static void test_cost_pipeline(void **state) {
     (void)state;
     Run r;
     run_matmul(&r, "column", "d: 4", 64, 32, 48);
@@ -621,9 +629,11 @@ static void test_cost_pipeline(void **state)
     assert_true(close_to(c.pipeline_us, 4 * (tmax + c.p2p_us) + c.bubble_us));
     double pdev = (double)params * 2 + 96.0 / 4 * 32;
     assert_true(close_to(c.params_device, pdev));
-    assert_true(close_to(c.allreduce_us, cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTER, pdev * 4, 2)));
+    assert_true(
+        close_to(c.allreduce_us, cost_collective_us(&p, COMM_ALLREDUCE, LINK_INTER, pdev * 4, 2)));
     assert_true(c.embedding_us > 0);
-    assert_true(close_to(c.iteration_us, c.pipeline_us + c.allreduce_us + c.embedding_us + c.optimizer_us));
+    assert_true(
+        close_to(c.iteration_us, c.pipeline_us + c.allreduce_us + c.embedding_us + c.optimizer_us));
 
     /* Two chunks per stage: half the bubble's stages, twice the sends. */
     PipelineShape il = pp;
@@ -648,8 +658,7 @@ static void test_cost_pipeline(void **state)
     compilation_free(&r.c);
 }
 
-static void test_cost_print(void **state)
-{
+static void test_cost_print(void **state) {
     (void)state;
     Profile p;
     load(&p, "v100");
@@ -667,7 +676,8 @@ static void test_cost_print(void **state)
     f = open_memstream(&json, &jn);
     cost_print_json(&a, f);
     fclose(f);
-    assert_non_null(strstr(text, "cost of model t on 4 devices (mesh i:2 j:2) with profile v100-nvlink-ib"));
+    assert_non_null(
+        strstr(text, "cost of model t on 4 devices (mesh i:2 j:2) with profile v100-nvlink-ib"));
     assert_non_null(strstr(text, "forward of y"));
     assert_non_null(strstr(text, "step time"));
     /* The JSON parses, and carries the report's figures (doubles to 6
@@ -692,8 +702,7 @@ static void test_cost_print(void **state)
 /* ------------------------------------------------------------------ */
 /* Calibration                                                         */
 
-static void test_calibrate_quick(void **state)
-{
+static void test_calibrate_quick(void **state) {
     (void)state;
     CalibrateOptions opt;
     calibrate_options_quick(&opt);
@@ -730,8 +739,7 @@ static void test_calibrate_quick(void **state)
 }
 
 /* The text form of a world's samples: write, parse, fit. */
-static void test_calibrate_samples_text(void **state)
-{
+static void test_calibrate_samples_text(void **state) {
     (void)state;
     CalibrateOptions opt;
     calibrate_options_quick(&opt);
@@ -798,10 +806,14 @@ static void test_calibrate_samples_text(void **state)
     } bad[] = {
         {"comm p2p 1024 1\nend\n", "no 'primec-calibrate-samples 1' header"},
         {"primec-calibrate-samples 1 devices 0\nend\n", "line 1: bad header"},
-        {"primec-calibrate-samples 1 devices 2\ncomm p2p 1024 1\n", "the samples end early (no 'end' line after line 2)"},
-        {"primec-calibrate-samples 1 devices 2\ncomm bogus 1024 1\nend\n", "line 2: bad comm sample"},
-        {"primec-calibrate-samples 1 devices 2\ncomm p2p 1024\nend\n", "line 2: unexpected 'comm p2p 1024'"},
-        {"primec-calibrate-samples 1 devices 2\ngemm 16 -1\nend\n", "line 2: unexpected 'gemm 16 -1'"},
+        {"primec-calibrate-samples 1 devices 2\ncomm p2p 1024 1\n",
+         "the samples end early (no 'end' line after line 2)"},
+        {"primec-calibrate-samples 1 devices 2\ncomm bogus 1024 1\nend\n",
+         "line 2: bad comm sample"},
+        {"primec-calibrate-samples 1 devices 2\ncomm p2p 1024\nend\n",
+         "line 2: unexpected 'comm p2p 1024'"},
+        {"primec-calibrate-samples 1 devices 2\ngemm 16 -1\nend\n",
+         "line 2: unexpected 'gemm 16 -1'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         err[0] = '\0';
@@ -812,8 +824,7 @@ static void test_calibrate_samples_text(void **state)
     free(w);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_parse_good),
         cmocka_unit_test(test_profile_parse_errors),

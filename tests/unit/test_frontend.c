@@ -11,10 +11,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <limits.h>
@@ -217,11 +219,13 @@ static void test_lex_tokens(void **state) {
     Fx *fx = fx_new("t.prime", text, strlen(text));
     Lexed t[64];
     int n = lex_all(fx, t, 64);
-    const int kinds[] = {TOK_OP, TOK_PARTITION, TOK_OF, TOK_ON, TOK_MESH, TOK_STEPS, TOK_MODEL,
-                         TOK_PARAM, TOK_INPUT, TOK_WEIGHT, TOK_USE, TOK_STRICT, TOK_IMPORT,
-                         TOK_IDENT, TOK_IDENT, TOK_INT, TOK_STRING, '(', ')', '[', ']', '{', '}',
-                         ',', ';', ':', '=', TOK_PLUS_EQ, TOK_ARROW, '+', '-', '*', '/', '%', '^',
-                         TOK_IDENT, TOK_INT, TOK_YYEOF};
+    const int kinds[] = {TOK_OP,     TOK_PARTITION, TOK_OF,    TOK_ON,      TOK_MESH,   TOK_STEPS,
+                         TOK_MODEL,  TOK_PARAM,     TOK_INPUT, TOK_WEIGHT,  TOK_USE,    TOK_STRICT,
+                         TOK_IMPORT, TOK_IDENT,     TOK_IDENT, TOK_INT,     TOK_STRING, '(',
+                         ')',        '[',           ']',       '{',         '}',        ',',
+                         ';',        ':',           '=',       TOK_PLUS_EQ, TOK_ARROW,  '+',
+                         '-',        '*',           '/',       '%',         '^',        TOK_IDENT,
+                         TOK_INT,    TOK_YYEOF};
     int nk = (int)(sizeof kinds / sizeof kinds[0]);
     assert_int_equal(n, nk);
     for (int i = 0; i < nk; i++)
@@ -297,17 +301,18 @@ static void test_lex_unknown_char(void **state) {
 
 static void test_lex_unterminated_comment(void **state) {
     (void)state;
-    assert_errors("op f(X[m]) -> Y[m] {\n  Y = X; /* note\n  more\n",
-                  "t.prime:2:10: error: unterminated /* comment\n"
-                  "  Y = X; /* note\n"
-                  "         ^~\n"
-                  "t.prime:3:7: error: unexpected end of file, expecting identifier or 'grad' or '}'\n"
-                  "  more\n"
-                  "      ^\n"
-                  "t.prime:1:20: note: to match this '{'\n"
-                  "op f(X[m]) -> Y[m] {\n"
-                  "                   ^\n"
-                  "2 errors generated.\n");
+    assert_errors(
+        "op f(X[m]) -> Y[m] {\n  Y = X; /* note\n  more\n",
+        "t.prime:2:10: error: unterminated /* comment\n"
+        "  Y = X; /* note\n"
+        "         ^~\n"
+        "t.prime:3:7: error: unexpected end of file, expecting identifier or 'grad' or '}'\n"
+        "  more\n"
+        "      ^\n"
+        "t.prime:1:20: note: to match this '{'\n"
+        "op f(X[m]) -> Y[m] {\n"
+        "                   ^\n"
+        "2 errors generated.\n");
 }
 
 static void test_lex_int_overflow(void **state) {

@@ -8,10 +8,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <stdio.h>

@@ -10,10 +10,12 @@
  * the search, not the prices.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <math.h>
@@ -25,8 +27,7 @@
 #include "pipeline.h"
 #include "plan.h"
 
-static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx)
-{
+static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx) {
     (void)ctx;
     (void)scratch;
     PlanCost c;
@@ -60,16 +61,14 @@ static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx)
     return c;
 }
 
-static double bytes_move(long bytes, void *ctx)
-{
+static double bytes_move(long bytes, void *ctx) {
     (void)ctx;
     return 1e-6 * (double)bytes + 1e-6;
 }
 
 static char path[128];
 
-static void write_file(const char *text)
-{
+static void write_file(const char *text) {
     strcpy(path, "/tmp/primec-test-plan-XXXXXX");
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -79,8 +78,7 @@ static void write_file(const char *text)
 }
 
 /* Plan options over mesh (d: n) or (i: n, j: n), priced by bytes. */
-static PlanOptions bytes_options(long mesh_n, int square, long limit)
-{
+static PlanOptions bytes_options(long mesh_n, int square, long limit) {
     PlanOptions opt;
     memset(&opt, 0, sizeof opt);
     opt.mesh.naxes = square ? 2 : 1;
@@ -96,8 +94,7 @@ static PlanOptions bytes_options(long mesh_n, int square, long limit)
     return opt;
 }
 
-static void plan_and_compare(const char *text, long mesh_n, int square, long limit, int expect_ok)
-{
+static void plan_and_compare(const char *text, long mesh_n, int square, long limit, int expect_ok) {
     write_file(text);
     Compilation c;
     compilation_init(&c, path, NULL);
@@ -113,7 +110,8 @@ static void plan_and_compare(const char *text, long mesh_n, int square, long lim
         double ex = plan_exhaustive(&plan, 2000000, best);
         assert_true(ex >= 0);
         assert_true(fabs(ex - plan.time) <= 1e-12 * fabs(ex) + 1e-15);
-        assert_true(fabs(plan_assignment_time(&plan, plan.choice) - plan.time) <= 1e-12 * plan.time + 1e-15);
+        assert_true(fabs(plan_assignment_time(&plan, plan.choice) - plan.time) <=
+                    1e-12 * plan.time + 1e-15);
         if (plan.used_power)
             assert_true(fabs(plan.power_time - plan.time) <= 1e-12 * plan.time + 1e-15);
         free(best);
@@ -127,61 +125,54 @@ static void plan_and_compare(const char *text, long mesh_n, int square, long lim
     unlink(path);
 }
 
-static const char *mlp =
-    "model mlp {\n"
-    "    param t = 32, h = 16, f = 64;\n"
-    "    mesh(d: 4);\n"
-    "    input x[t, h];\n"
-    "    weight w1[h, f];\n"
-    "    weight w2[f, h];\n"
-    "    a = matmul(x, w1) use column;\n"
-    "    g = gelu(a) use cols;\n"
-    "    y = matmul(g, w2) use row;\n"
-    "}\n";
+static const char *mlp = "model mlp {\n"
+                         "    param t = 32, h = 16, f = 64;\n"
+                         "    mesh(d: 4);\n"
+                         "    input x[t, h];\n"
+                         "    weight w1[h, f];\n"
+                         "    weight w2[f, h];\n"
+                         "    a = matmul(x, w1) use column;\n"
+                         "    g = gelu(a) use cols;\n"
+                         "    y = matmul(g, w2) use row;\n"
+                         "}\n";
 
-static const char *residual =
-    "model res {\n"
-    "    param t = 32, h = 16;\n"
-    "    mesh(d: 4);\n"
-    "    input x[t, h];\n"
-    "    weight w1[h, h];\n"
-    "    a = matmul(x, w1) use column;\n"
-    "    g = relu(a) use cols;\n"
-    "    y = add(g, x) use cols;\n"
-    "}\n";
+static const char *residual = "model res {\n"
+                              "    param t = 32, h = 16;\n"
+                              "    mesh(d: 4);\n"
+                              "    input x[t, h];\n"
+                              "    weight w1[h, h];\n"
+                              "    a = matmul(x, w1) use column;\n"
+                              "    g = relu(a) use cols;\n"
+                              "    y = add(g, x) use cols;\n"
+                              "}\n";
 
-static const char *layers =
-    "model deep {\n"
-    "    param t = 16, h = 16;\n"
-    "    mesh(d: 2);\n"
-    "    input x[t, h];\n"
-    "    layer(x -> y) repeat 4 {\n"
-    "        weight w[h, h];\n"
-    "        a = matmul(x, w) use column;\n"
-    "        y = add(a, x) use cols;\n"
-    "    }\n"
-    "}\n";
+static const char *layers = "model deep {\n"
+                            "    param t = 16, h = 16;\n"
+                            "    mesh(d: 2);\n"
+                            "    input x[t, h];\n"
+                            "    layer(x -> y) repeat 4 {\n"
+                            "        weight w[h, h];\n"
+                            "        a = matmul(x, w) use column;\n"
+                            "        y = add(a, x) use cols;\n"
+                            "    }\n"
+                            "}\n";
 
-static void test_mlp_1d(void **state)
-{
+static void test_mlp_1d(void **state) {
     (void)state;
     plan_and_compare(mlp, 4, 0, 0, 1);
 }
 
-static void test_mlp_square(void **state)
-{
+static void test_mlp_square(void **state) {
     (void)state;
     plan_and_compare(mlp, 2, 1, 0, 1);
 }
 
-static void test_residual_keeps_state(void **state)
-{
+static void test_residual_keeps_state(void **state) {
     (void)state;
     plan_and_compare(residual, 4, 0, 0, 1);
 }
 
-static void test_layer_power(void **state)
-{
+static void test_layer_power(void **state) {
     (void)state;
     plan_and_compare(layers, 2, 0, 0, 1);
 }
@@ -189,23 +180,21 @@ static void test_layer_power(void **state)
 /* Many layers, with instances before and after them: too many
  * assignments to enumerate, so the layer power's choices are checked
  * against their own cost and (inside plan_model) the linear program. */
-static const char *long_stack =
-    "model long_stack {\n"
-    "    param t = 16, h = 16;\n"
-    "    mesh(d: 2);\n"
-    "    input x0[t, h];\n"
-    "    x = relu(x0) use cols;\n"
-    "    layer(x -> y) repeat 7 {\n"
-    "        weight w[h, h];\n"
-    "        a = matmul(x, w) use column;\n"
-    "        g = relu(a) use cols;\n"
-    "        y = add(g, x) use cols;\n"
-    "    }\n"
-    "    l = sumsq(y) use replicate;\n"
-    "}\n";
+static const char *long_stack = "model long_stack {\n"
+                                "    param t = 16, h = 16;\n"
+                                "    mesh(d: 2);\n"
+                                "    input x0[t, h];\n"
+                                "    x = relu(x0) use cols;\n"
+                                "    layer(x -> y) repeat 7 {\n"
+                                "        weight w[h, h];\n"
+                                "        a = matmul(x, w) use column;\n"
+                                "        g = relu(a) use cols;\n"
+                                "        y = add(g, x) use cols;\n"
+                                "    }\n"
+                                "    l = sumsq(y) use replicate;\n"
+                                "}\n";
 
-static void test_layer_power_long(void **state)
-{
+static void test_layer_power_long(void **state) {
     (void)state;
     write_file(long_stack);
     Compilation c;
@@ -220,21 +209,20 @@ static void test_layer_power_long(void **state)
         assert_int_equal(plan_model(c.arena, &c.sink, &c.module, m, &opt, &plan), 1);
         assert_int_equal(plan.used_power, 1);
         assert_true(fabs(plan.power_time - plan.time) <= 1e-12 * plan.time + 1e-15);
-        assert_true(fabs(plan_assignment_time(&plan, plan.choice) - plan.time) <= 1e-12 * plan.time + 1e-15);
+        assert_true(fabs(plan_assignment_time(&plan, plan.choice) - plan.time) <=
+                    1e-12 * plan.time + 1e-15);
     }
     compilation_free(&c);
     unlink(path);
 }
 
-static void test_memory_limit_unmet(void **state)
-{
+static void test_memory_limit_unmet(void **state) {
     (void)state;
     /* Every candidate needs more than 64 bytes. */
     plan_and_compare(mlp, 4, 0, 64, 0);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_1d),
         cmocka_unit_test(test_mlp_square),

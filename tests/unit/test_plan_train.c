@@ -12,10 +12,12 @@
  * profile.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <math.h>
@@ -29,8 +31,7 @@
 #include "plan_train.h"
 #include "profile.h"
 
-static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx)
-{
+static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx) {
     (void)ctx;
     (void)scratch;
     PlanCost c;
@@ -55,16 +56,14 @@ static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx)
     return c;
 }
 
-static double bytes_move(long bytes, void *ctx)
-{
+static double bytes_move(long bytes, void *ctx) {
     (void)ctx;
     return 1e-6 * (double)bytes + 1e-6;
 }
 
 static char path[128];
 
-static void write_file(const char *text)
-{
+static void write_file(const char *text) {
     strcpy(path, "/tmp/primec-test-plan-train-XXXXXX");
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -77,37 +76,34 @@ static void write_file(const char *text)
  * MLP with a residual; the sequence is 8 tokens, as many as the hidden
  * size (token dimensions are found by following the input's first axis,
  * not by their size). */
-static const char *layer =
-    "model small {\n"
-    "    param s = 8, h = 8, a = 2, e = 4, f = 16;\n"
-    "    input x[s, h];\n"
-    "    weight wq[h, a, e];\n"
-    "    weight wk[h, a, e];\n"
-    "    weight w1[h, f];\n"
-    "    weight w2[f, h];\n"
-    "    q = proj_heads(x, wq);\n"
-    "    k = proj_heads(x, wk);\n"
-    "    sc = scores(q, k);\n"
-    "    u = matmul(x, w1);\n"
-    "    g = relu(u);\n"
-    "    m = matmul(g, w2);\n"
-    "    y = add(m, x);\n"
-    "}\n";
+static const char *layer = "model small {\n"
+                           "    param s = 8, h = 8, a = 2, e = 4, f = 16;\n"
+                           "    input x[s, h];\n"
+                           "    weight wq[h, a, e];\n"
+                           "    weight wk[h, a, e];\n"
+                           "    weight w1[h, f];\n"
+                           "    weight w2[f, h];\n"
+                           "    q = proj_heads(x, wq);\n"
+                           "    k = proj_heads(x, wk);\n"
+                           "    sc = scores(q, k);\n"
+                           "    u = matmul(x, w1);\n"
+                           "    g = relu(u);\n"
+                           "    m = matmul(g, w2);\n"
+                           "    y = add(m, x);\n"
+                           "}\n";
 
 /* Small enough to enumerate: projections and their scores. */
-static const char *attention =
-    "model small {\n"
-    "    param s = 8, h = 6, a = 2, e = 3;\n"
-    "    input x[s, h];\n"
-    "    weight wq[h, a, e];\n"
-    "    weight wk[h, a, e];\n"
-    "    q = proj_heads(x, wq);\n"
-    "    k = proj_heads(x, wk);\n"
-    "    sc = scores(q, k);\n"
-    "}\n";
+static const char *attention = "model small {\n"
+                               "    param s = 8, h = 6, a = 2, e = 3;\n"
+                               "    input x[s, h];\n"
+                               "    weight wq[h, a, e];\n"
+                               "    weight wk[h, a, e];\n"
+                               "    q = proj_heads(x, wq);\n"
+                               "    k = proj_heads(x, wk);\n"
+                               "    sc = scores(q, k);\n"
+                               "}\n";
 
-static Mesh mesh_of(long n, int square)
-{
+static Mesh mesh_of(long n, int square) {
     Mesh m;
     memset(&m, 0, sizeof m);
     m.naxes = square ? 2 : 1;
@@ -129,8 +125,7 @@ typedef struct Fixture {
 
 /* The layer planned on (d: 1), (d: 2), (d: 4), (i: 2, j: 2) at micro-
  * batches of 1 and 2 sequences. */
-static void fixture_init(Fixture *f, const char *text)
-{
+static void fixture_init(Fixture *f, const char *text) {
     memset(f, 0, sizeof *f);
     write_file(text);
     compilation_init(&f->c, path, NULL);
@@ -168,16 +163,14 @@ static void fixture_init(Fixture *f, const char *text)
         }
 }
 
-static void fixture_free(Fixture *f)
-{
+static void fixture_free(Fixture *f) {
     for (int k = 0; k < f->nlayers; ++k)
         arena_destroy(f->arenas[k]);
     compilation_free(&f->c);
     unlink(path);
 }
 
-static TrainOptions options(const Fixture *f, long limit)
-{
+static TrainOptions options(const Fixture *f, long limit) {
     TrainOptions o;
     memset(&o, 0, sizeof o);
     o.devices = 4;
@@ -195,8 +188,7 @@ static TrainOptions options(const Fixture *f, long limit)
 
 /* The best iteration over everything, by enumeration; the least memory too. */
 static double brute_force(const Fixture *f, const TrainOptions *o, double *least_memory,
-                          long *assignments)
-{
+                          long *assignments) {
     double best = INFINITY;
     *least_memory = INFINITY;
     *assignments = 0;
@@ -234,8 +226,7 @@ static double brute_force(const Fixture *f, const TrainOptions *o, double *least
     return best;
 }
 
-static void test_exhaustive(void **state)
-{
+static void test_exhaustive(void **state) {
     (void)state;
     Fixture *f = malloc(sizeof *f);
     fixture_init(f, attention);
@@ -243,8 +234,8 @@ static void test_exhaustive(void **state)
     Arena *arena = arena_create(), *scratch = arena_create();
     TrainPlan best, smallest;
     long shapes = 0;
-    assert_int_equal(train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest,
-                                  &shapes), 1);
+    assert_int_equal(
+        train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest, &shapes), 1);
     double least = 0;
     long assignments = 0;
     double brute = brute_force(f, &o, &least, &assignments);
@@ -255,15 +246,16 @@ static void test_exhaustive(void **state)
     /* The plan returned costs what the search says it costs. */
     TrainPlan again;
     assert_int_equal(train_evaluate(&o, &f->layers[best.layer], best.choice, best.stages,
-                                    best.replicas, best.recompute, &again), 1);
+                                    best.replicas, best.recompute, &again),
+                     1);
     assert_true(again.time_s == best.time_s);
     /* Recomputation off, and on only: each the best of its own space. */
     for (int rc = TRAIN_RECOMPUTE_OFF; rc <= TRAIN_RECOMPUTE_ON; ++rc) {
         TrainOptions r = o;
         r.recompute = rc;
         TrainPlan b2;
-        assert_int_equal(train_search(&r, f->layers, f->nlayers, arena, scratch, &b2, &smallest,
-                                      &shapes), 1);
+        assert_int_equal(
+            train_search(&r, f->layers, f->nlayers, arena, scratch, &b2, &smallest, &shapes), 1);
         assert_int_equal(b2.recompute, rc == TRAIN_RECOMPUTE_ON);
         assert_true(b2.time_s >= best.time_s);
     }
@@ -277,8 +269,7 @@ static void test_exhaustive(void **state)
  * still exact against the enumeration; a shape with d replicas holds 1/d
  * of the state and steps 1/d of the parameters, and the best iteration is
  * no slower than unsharded. */
-static void test_exhaustive_sharded(void **state)
-{
+static void test_exhaustive_sharded(void **state) {
     (void)state;
     Fixture *f = malloc(sizeof *f);
     fixture_init(f, attention);
@@ -287,10 +278,11 @@ static void test_exhaustive_sharded(void **state)
     Arena *arena = arena_create(), *scratch = arena_create();
     TrainPlan best, unsharded, smallest;
     long shapes = 0;
-    assert_int_equal(train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest,
-                                  &shapes), 1);
-    assert_int_equal(train_search(&plain, f->layers, f->nlayers, arena, scratch, &unsharded,
-                                  &smallest, &shapes), 1);
+    assert_int_equal(
+        train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest, &shapes), 1);
+    assert_int_equal(
+        train_search(&plain, f->layers, f->nlayers, arena, scratch, &unsharded, &smallest, &shapes),
+        1);
     double least = 0;
     long assignments = 0;
     double brute = brute_force(f, &o, &least, &assignments);
@@ -327,8 +319,7 @@ static void test_exhaustive_sharded(void **state)
 
 /* Attention over b folded sequences costs b times one sequence's; the
  * projections (one token dimension) are scheduled at the folded size. */
-static void test_attention_per_sequence(void **state)
-{
+static void test_attention_per_sequence(void **state) {
     (void)state;
     Fixture *f = malloc(sizeof *f);
     fixture_init(f, layer);
@@ -357,8 +348,7 @@ static void test_attention_per_sequence(void **state)
     free(f);
 }
 
-static void test_memory_unmet(void **state)
-{
+static void test_memory_unmet(void **state) {
     (void)state;
     Fixture *f = malloc(sizeof *f);
     fixture_init(f, attention);
@@ -370,8 +360,8 @@ static void test_memory_unmet(void **state)
     Arena *arena = arena_create(), *scratch = arena_create();
     TrainPlan best, smallest;
     long shapes = 0;
-    assert_int_equal(train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest,
-                                  &shapes), 0);
+    assert_int_equal(
+        train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest, &shapes), 0);
     assert_true(smallest.stages > 0);
     assert_true(smallest.mem_total >= least);
     TrainPlan again;
@@ -380,8 +370,8 @@ static void test_memory_unmet(void **state)
                      1);
     assert_true(again.mem_total == smallest.mem_total);
     const char *dom = train_memory_dominant(&smallest);
-    double part = !strcmp(dom, "weights") ? smallest.mem_weights
-                  : !strcmp(dom, "gradients") ? smallest.mem_grads
+    double part = !strcmp(dom, "weights")       ? smallest.mem_weights
+                  : !strcmp(dom, "gradients")   ? smallest.mem_grads
                   : !strcmp(dom, "activations") ? smallest.mem_activations
                                                 : smallest.mem_optimizer;
     assert_true(part >= smallest.mem_weights && part >= smallest.mem_grads &&
@@ -392,8 +382,7 @@ static void test_memory_unmet(void **state)
     free(f);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exhaustive),
         cmocka_unit_test(test_exhaustive_sharded),

@@ -5,10 +5,12 @@
  * negative, huge), what libm gives at the special arguments, and the
  * masked softmax's -1e18 giving exactly 0.
  */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include "prime_math.h"
@@ -17,8 +19,7 @@
 
 /* The distance in ulps between a and b: 0 when both are NaN, huge when
  * only one is. */
-static long ulps(float a, float b)
-{
+static long ulps(float a, float b) {
     if (a == b || (a != a && b != b))
         return 0;
     if (a != a || b != b)
@@ -32,8 +33,7 @@ static long ulps(float a, float b)
 
 /* Every stride-th bit pattern, the stride odd so that every exponent and
  * both signs are visited. */
-static void sweep(float (*f)(float), double (*ref)(double), long *worst, float *at)
-{
+static void sweep(float (*f)(float), double (*ref)(double), long *worst, float *at) {
     *worst = 0;
     for (uint64_t i = 0; i <= 0xffffffffu; i += 4099) {
         float x = prime_u2f((uint32_t)i);
@@ -45,8 +45,7 @@ static void sweep(float (*f)(float), double (*ref)(double), long *worst, float *
     }
 }
 
-static void test_expf_sweep(void **state)
-{
+static void test_expf_sweep(void **state) {
     (void)state;
     long worst;
     float at = 0.0f;
@@ -59,8 +58,7 @@ static void test_expf_sweep(void **state)
         assert_true(ulps(prime_expf(x), (float)exp((double)x)) <= 1);
 }
 
-static void test_logf_sweep(void **state)
-{
+static void test_logf_sweep(void **state) {
     (void)state;
     long worst;
     float at = 0.0f;
@@ -72,12 +70,11 @@ static void test_logf_sweep(void **state)
         assert_true(ulps(prime_logf(x), (float)log((double)x)) <= 1);
 }
 
-static void test_special(void **state)
-{
+static void test_special(void **state) {
     (void)state;
-    const float args[] = {0.0f,      -0.0f,   1.0f,    -1.0f,   INFINITY, -INFINITY,
-                          NAN,       FLT_MAX, FLT_MIN, 1e-45f,  88.72f,   88.73f,
-                          -87.33f,   -103.9f, -104.1f, -1e18f,  1e18f,    -FLT_MAX};
+    const float args[] = {0.0f,    -0.0f,   1.0f,    -1.0f,  INFINITY, -INFINITY,
+                          NAN,     FLT_MAX, FLT_MIN, 1e-45f, 88.72f,   88.73f,
+                          -87.33f, -103.9f, -104.1f, -1e18f, 1e18f,    -FLT_MAX};
     for (size_t i = 0; i < sizeof args / sizeof args[0]; ++i) {
         float x = args[i];
         assert_true(ulps(prime_expf(x), (float)exp((double)x)) <= 1);
@@ -91,8 +88,7 @@ static void test_special(void **state)
     assert_true(prime_logf(-1.0f) != prime_logf(-1.0f));
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expf_sweep),
         cmocka_unit_test(test_logf_sweep),

@@ -14,10 +14,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include "prime_rt.h"
@@ -28,12 +30,12 @@
 
 static atomic_int failures;
 
-#define EXPECT(cond)                                                                     \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            atomic_fetch_add(&failures, 1);                                              \
-            fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                                \
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            atomic_fetch_add(&failures, 1);                                                        \
+            fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond);         \
+        }                                                                                          \
     } while (0)
 
 #define MAXDEV 8
@@ -47,15 +49,15 @@ typedef enum Op {
     OP_COUNT
 } Op;
 
-static int is_max(Op op)
-{
+static int is_max(Op op) {
     return op == OP_ALLREDUCE_MAX || op == OP_REDUCE_SCATTER_MAX;
 }
 
 /* The collective whose bytes op sends. */
-static Op bytes_like(Op op)
-{
-    return op == OP_ALLREDUCE_MAX ? OP_ALLREDUCE : op == OP_REDUCE_SCATTER_MAX ? OP_REDUCE_SCATTER : op;
+static Op bytes_like(Op op) {
+    return op == OP_ALLREDUCE_MAX        ? OP_ALLREDUCE
+           : op == OP_REDUCE_SCATTER_MAX ? OP_REDUCE_SCATTER
+                                         : op;
 }
 
 /* One collective call: each rank's group (NULL: idle this time). */
@@ -68,24 +70,20 @@ typedef struct Case {
     int repeat; /* calls in a row on the same tag */
 } Case;
 
-static float value(int rank, size_t i)
-{
+static float value(int rank, size_t i) {
     return (float)((rank + 1) * 1000 + (int)(i % 97));
 }
 
 /* For the maxima: negative, and the largest on a member that depends on i. */
-static float max_value(int rank, size_t i)
-{
+static float max_value(int rank, size_t i) {
     return -(float)(((size_t)rank * 5 + i * 3) % 11) - 1.0f;
 }
 
-static size_t lo(size_t n, int g, int c)
-{
+static size_t lo(size_t n, int g, int c) {
     return (size_t)c * n / (size_t)g;
 }
 
-static int position(const int *group, int g, int rank)
-{
+static int position(const int *group, int g, int rank) {
     for (int i = 0; group && i < g; i++) {
         if (group[i] == rank)
             return i;
@@ -94,8 +92,7 @@ static int position(const int *group, int g, int rank)
 }
 
 static PrimeStatus call(Op op, PrimeDev *dev, const int *group, int g, float *buf, size_t n,
-                        int tag)
-{
+                        int tag) {
     switch (op) {
     case OP_ALLREDUCE:
         return prime_allreduce_sum(dev, group, g, buf, n, tag);
@@ -112,8 +109,7 @@ static PrimeStatus call(Op op, PrimeDev *dev, const int *group, int g, float *bu
     return prime_allgather(dev, group, g, buf, n, tag);
 }
 
-static void case_fn(PrimeDev *dev, void *arg)
-{
+static void case_fn(PrimeDev *dev, void *arg) {
     const Case *c = arg;
     int me = prime_dev_rank(dev);
     const int *group = c->group[me];
@@ -159,8 +155,7 @@ static void case_fn(PrimeDev *dev, void *arg)
     EXPECT(prime_dev_status(dev) == PRIME_OK);
 }
 
-static uint64_t predicted(Op op, size_t n, int g, int p)
-{
+static uint64_t predicted(Op op, size_t n, int g, int p) {
     switch (bytes_like(op)) {
     case OP_ALLREDUCE:
         return prime_allreduce_bytes(n, g, p);
@@ -178,8 +173,7 @@ static uint64_t predicted(Op op, size_t n, int g, int p)
 /* The same counts worked out from the schedule, independently of the
  * runtime: reduce-scatter sends every chunk but p, all-gather every chunk
  * but p + 1. */
-static uint64_t by_hand(Op op, size_t n, int g, int p)
-{
+static uint64_t by_hand(Op op, size_t n, int g, int p) {
     op = bytes_like(op);
     if (g == 1)
         return 0;
@@ -191,8 +185,7 @@ static uint64_t by_hand(Op op, size_t n, int g, int p)
 }
 
 /* Runs the case and checks the counters of every rank of the world. */
-static void run_case(PrimeWorld *w, const Case *c)
-{
+static void run_case(PrimeWorld *w, const Case *c) {
     int nd = prime_world_size(w);
     atomic_store(&failures, 0);
     prime_world_reset_counters(w);
@@ -223,8 +216,7 @@ static const size_t sizes[] = {1, 3, 7, 64, 1000};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
 /* Whole-world groups of 1, 2, 3, 4 and 8, in rank order and reversed. */
-static void test_whole_world_groups(void **state)
-{
+static void test_whole_world_groups(void **state) {
     (void)state;
     static const int gs[] = {1, 2, 3, 4, 8};
     for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++) {
@@ -253,8 +245,7 @@ static void test_whole_world_groups(void **state)
 }
 
 /* Ranks {1, 3} of 4 and ring order {3, 0, 2} of 4, the rest idle. */
-static void test_subgroups(void **state)
-{
+static void test_subgroups(void **state) {
     (void)state;
     static const int pair[] = {1, 3}, triple[] = {3, 0, 2};
     PrimeWorld *w = NULL;
@@ -275,8 +266,7 @@ static void test_subgroups(void **state)
 }
 
 /* Two disjoint groups at once on the same tag, repeated on that tag. */
-static void test_concurrent_groups_repeated(void **state)
-{
+static void test_concurrent_groups_repeated(void **state) {
     (void)state;
     static const int low[] = {0, 1, 2}, high[] = {5, 3, 4};
     PrimeWorld *w = NULL;
@@ -296,8 +286,7 @@ static void test_concurrent_groups_repeated(void **state)
 
 /* A user message and a collective on the same tag never match each other,
  * and collectives of different kinds follow each other on one tag. */
-static void mixed_fn(PrimeDev *dev, void *arg)
-{
+static void mixed_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     static const int group[] = {0, 1};
     int me = prime_dev_rank(dev);
@@ -327,8 +316,7 @@ static void mixed_fn(PrimeDev *dev, void *arg)
     }
 }
 
-static void test_p2p_and_collectives_share_tag(void **state)
-{
+static void test_p2p_and_collectives_share_tag(void **state) {
     (void)state;
     PrimeWorld *w = NULL;
     assert_int_equal(prime_world_create(2, &w), PRIME_OK);
@@ -344,8 +332,7 @@ static void test_p2p_and_collectives_share_tag(void **state)
     prime_world_destroy(w);
 }
 
-static void test_prediction_values(void **state)
-{
+static void test_prediction_values(void **state) {
     (void)state;
     /* n = 7, g = 3: chunks [0,2) [2,4) [4,7). */
     assert_int_equal(prime_reduce_scatter_bytes(7, 3, 0), 20);
@@ -368,8 +355,7 @@ static void test_prediction_values(void **state)
     assert_int_equal(prime_allreduce_bytes(1024, 8, 5), 2 * 7 * 128 * 4);
 }
 
-static void bad_group_fn(PrimeDev *dev, void *arg)
-{
+static void bad_group_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     static const int dup[] = {0, 0}, without_me[] = {1, 2}, outside[] = {0, 9};
     float buf[4] = {0};
@@ -383,8 +369,7 @@ static void bad_group_fn(PrimeDev *dev, void *arg)
     EXPECT(prime_dev_status(dev) == PRIME_ERR_ARG);
 }
 
-static void test_bad_groups(void **state)
-{
+static void test_bad_groups(void **state) {
     (void)state;
     PrimeWorld *w = NULL;
     assert_int_equal(prime_world_create(3, &w), PRIME_OK);
@@ -396,8 +381,7 @@ static void test_bad_groups(void **state)
     prime_world_destroy(w);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prediction_values),
         cmocka_unit_test(test_whole_world_groups),

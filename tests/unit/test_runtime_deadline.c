@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 // clang-format on
 
@@ -166,8 +168,9 @@ static void test_collective_times_out(void **state) {
          * receive. */
         const char *ring = getenv("PRIME_COLLECTIVES");
         if (!ring || strcmp(ring, "ring") != 0)
-            assert_contains(why, "all-reduce of 4 devices (tag 0, collective) not completed: 3 of 4 "
-                                 "arrived, waiting for rank 3");
+            assert_contains(why,
+                            "all-reduce of 4 devices (tag 0, collective) not completed: 3 of 4 "
+                            "arrived, waiting for rank 3");
     }
     assert_true(explained >= 1);
     prime_world_destroy(w);

@@ -5,10 +5,12 @@
  * with offsets (and boxes outside their arrays, which copy nothing), the
  * splitmix64 random fill, and the max-norm relative error.
  */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include "prime_rt.h"
@@ -17,13 +19,11 @@
 #include <string.h>
 
 /* op(X)[i][j] of a row-major X with row stride ld. */
-static float at(const float *x, int ld, int trans, int i, int j)
-{
+static float at(const float *x, int ld, int trans, int i, int j) {
     return trans ? x[j * ld + i] : x[i * ld + j];
 }
 
-static void test_gemm_transposes(void **state)
-{
+static void test_gemm_transposes(void **state) {
     (void)state;
     enum { M = 5, N = 4, K = 3, PAD = 2 };
     for (int ta = 0; ta < 2; ta++) {
@@ -54,8 +54,7 @@ static void test_gemm_transposes(void **state)
     }
 }
 
-static void test_gemm_edge_cases(void **state)
-{
+static void test_gemm_edge_cases(void **state) {
     (void)state;
     float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1};
     float c[4] = {1, 2, 3, 4};
@@ -80,8 +79,7 @@ static void test_gemm_edge_cases(void **state)
  * reading Q and K in place (lda = a * e, batch stride e), K transposed;
  * then a batch that folds into M (B shared, rows contiguous): the same
  * as one GEMM per batch. */
-static void test_gemm_batched(void **state)
-{
+static void test_gemm_batched(void **state) {
     (void)state;
     enum { S = 4, A = 3, E = 2, KK = 5 };
     float q[S * A * E], k[KK * A * E], c[A * S * KK], want[A * S * KK];
@@ -122,8 +120,7 @@ static void test_gemm_batched(void **state)
     assert_true(d == ref || (d - ref < 1e-12 && ref - d < 1e-12));
 }
 
-static void test_add(void **state)
-{
+static void test_add(void **state) {
     (void)state;
     float d[5] = {1, 2, 3, 4, 5}, s[5] = {10, 20, 30, 40, 50};
     prime_add(d, s, 5);
@@ -133,14 +130,12 @@ static void test_add(void **state)
 }
 
 /* Fills x with its own flat indices. */
-static void iota(float *x, size_t n)
-{
+static void iota(float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         x[i] = (float)i;
 }
 
-static void test_copy_box_1d(void **state)
-{
+static void test_copy_box_1d(void **state) {
     (void)state;
     float src[10], dst[8];
     iota(src, 10);
@@ -152,8 +147,7 @@ static void test_copy_box_1d(void **state)
     assert_memory_equal(dst, want, sizeof want);
 }
 
-static void test_copy_box_2d(void **state)
-{
+static void test_copy_box_2d(void **state) {
     (void)state;
     float src[4 * 6], dst[5 * 5];
     iota(src, 24);
@@ -170,8 +164,7 @@ static void test_copy_box_2d(void **state)
     }
 }
 
-static void test_copy_box_3d(void **state)
-{
+static void test_copy_box_3d(void **state) {
     (void)state;
     enum { S0 = 3, S1 = 4, S2 = 5, D0 = 2, D1 = 3, D2 = 6 };
     float src[S0 * S1 * S2], dst[D0 * D1 * D2];
@@ -194,8 +187,7 @@ static void test_copy_box_3d(void **state)
     }
 }
 
-static void test_copy_box_rank0_and_rank8(void **state)
-{
+static void test_copy_box_rank0_and_rank8(void **state) {
     (void)state;
     float one = 7, out = 0;
     prime_copy_box(0, NULL, &one, NULL, NULL, &out, NULL, NULL);
@@ -230,8 +222,7 @@ static void test_copy_box_rank0_and_rank8(void **state)
     assert_int_equal(copied, 16);
 }
 
-static void test_copy_box_out_of_bounds(void **state)
-{
+static void test_copy_box_out_of_bounds(void **state) {
     (void)state;
     float src[4] = {1, 2, 3, 4}, dst[4] = {0};
     long ext[1] = {3}, s[1] = {4}, off_bad[1] = {2}, off_ok[1] = {0}, neg[1] = {-1};
@@ -243,16 +234,14 @@ static void test_copy_box_out_of_bounds(void **state)
         assert_true(dst[i] == 0);
 }
 
-static uint64_t splitmix64(uint64_t *state)
-{
+static uint64_t splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15u);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
     return z ^ (z >> 31);
 }
 
-static void test_fill_random(void **state)
-{
+static void test_fill_random(void **state) {
     (void)state;
     enum { N = 10000 };
     static float a[N], b[N], c[N];
@@ -283,8 +272,7 @@ static void test_fill_random(void **state)
     assert_memory_equal(a, b, 10 * sizeof(float));
 }
 
-static void test_max_rel_error(void **state)
-{
+static void test_max_rel_error(void **state) {
     (void)state;
     float a[3] = {1, 2, 3}, b[3] = {1, 2, 3}, c[3] = {1, 2, 4}, z[3] = {0, 0, 0};
     assert_true(prime_max_rel_error(a, b, 3) == 0.0);
@@ -300,8 +288,7 @@ static void test_max_rel_error(void **state)
     assert_true(isnan(prime_max_rel_error(b, n, 3)));
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_transposes),
         cmocka_unit_test(test_gemm_edge_cases),

@@ -29,14 +29,14 @@ static int failures;
 static int checks;
 static int my_rank;
 
-#define EXPECT(cond)                                                                        \
-    do {                                                                                    \
-        checks++;                                                                           \
-        if (!(cond)) {                                                                      \
-            failures++;                                                                     \
-            fprintf(stderr, "rank %d: %s:%d: expectation failed: %s\n", my_rank, __FILE__, \
-                    __LINE__, #cond);                                                       \
-        }                                                                                   \
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "rank %d: %s:%d: expectation failed: %s\n", my_rank, __FILE__,         \
+                    __LINE__, #cond);                                                              \
+        }                                                                                          \
     } while (0)
 
 enum { SHIFT_BASE = 100, SELF_N = 10, COLL_N = 1001, PAIR_N = 37 };
@@ -46,28 +46,24 @@ static const int pair_even[2] = {0, 2};
 static const int pair_odd[2] = {3, 1};
 static const int everyone[NDEV] = {0, 1, 2, 3};
 
-static const int *pair_of(int rank)
-{
+static const int *pair_of(int rank) {
     return rank % 2 == 0 ? pair_even : pair_odd;
 }
 
-static int pos_in(const int *group, int g, int rank)
-{
+static int pos_in(const int *group, int g, int rank) {
     for (int i = 0; i < g; i++)
         if (group[i] == rank)
             return i;
     return -1;
 }
 
-static float value(int rank, size_t i)
-{
+static float value(int rank, size_t i) {
     return (float)(rank * 1000 + (int)(i % 997));
 }
 
 /* Ring shift: rank r sends SHIFT_BASE + r floats to r + 1; and a copy to
  * itself counted as redistribution. */
-static void p2p_fn(PrimeDev *dev, void *arg)
-{
+static void p2p_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     int r = prime_dev_rank(dev), nd = prime_dev_count(dev);
     EXPECT(r == my_rank);
@@ -108,8 +104,7 @@ static void p2p_fn(PrimeDev *dev, void *arg)
 
 /* Collectives on everyone and on a pair; data buffers from malloc, so the
  * only counted allocations are the collectives' scratch. */
-static void coll_fn(PrimeDev *dev, void *arg)
-{
+static void coll_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     int r = prime_dev_rank(dev);
     float *a = malloc(COLL_N * sizeof *a), *b = malloc(COLL_N * sizeof *b);
@@ -160,8 +155,7 @@ static void coll_fn(PrimeDev *dev, void *arg)
     free(b);
 }
 
-static uint64_t expected_bytes(int rank, PrimeByteKind kind, int phase)
-{
+static uint64_t expected_bytes(int rank, PrimeByteKind kind, int phase) {
     if (phase == 0) {
         if (kind == PRIME_BYTES_SHIFT)
             return (SHIFT_BASE + (uint64_t)rank) * sizeof(float);
@@ -179,8 +173,7 @@ static uint64_t expected_bytes(int rank, PrimeByteKind kind, int phase)
            prime_allreduce_bytes(PAIR_N, 2, pos_in(pair_of(rank), 2, rank));
 }
 
-static void check_counters(PrimeWorld *w, int phase)
-{
+static void check_counters(PrimeWorld *w, int phase) {
     /* Every process checks every rank: the counters were gathered. */
     for (int r = 0; r < NDEV; r++) {
         for (int k = 0; k < PRIME_BYTES_KIND_COUNT; k++) {
@@ -192,15 +185,14 @@ static void check_counters(PrimeWorld *w, int phase)
                         (unsigned long long)want);
             EXPECT(got == want);
         }
-        uint64_t peak = phase == 0 ? 0
-                                   : (uint64_t)prime_collective_scratch(COLL_N, NDEV) * sizeof(float);
+        uint64_t peak =
+            phase == 0 ? 0 : (uint64_t)prime_collective_scratch(COLL_N, NDEV) * sizeof(float);
         EXPECT(prime_world_peak_bytes(w, r) == peak);
         EXPECT(prime_world_current_bytes(w, r) == 0);
     }
 }
 
-static void trace_fn(PrimeDev *dev, void *arg)
-{
+static void trace_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     prime_trace_begin(dev, "step");
     prime_trace_begin(dev, "kernel");
@@ -208,16 +200,14 @@ static void trace_fn(PrimeDev *dev, void *arg)
     prime_trace_end(dev);
 }
 
-static int count(const char *text, const char *what)
-{
+static int count(const char *text, const char *what) {
     int n = 0;
     for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
         n++;
     return n;
 }
 
-static void check_trace(PrimeWorld *w)
-{
+static void check_trace(PrimeWorld *w) {
     const char *path = "test_runtime_mpi_trace.json";
     prime_world_enable_trace(w, 1);
     EXPECT(prime_world_run(w, trace_fn, NULL) == PRIME_OK);
@@ -243,8 +233,7 @@ static void check_trace(PrimeWorld *w)
 
 /* Errors: rank 1 receives 5 floats into 8, rank 3 receives 5 into 3,
  * rank 2 names a rank that does not exist and a negative tag. */
-static void errors_fn(PrimeDev *dev, void *arg)
-{
+static void errors_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     int r = prime_dev_rank(dev);
     float buf[8] = {0};
@@ -271,8 +260,7 @@ static void errors_fn(PrimeDev *dev, void *arg)
     EXPECT(prime_dev_status(dev) == (r % 2 == 1 || r == 2 ? PRIME_ERR_ARG : PRIME_OK));
 }
 
-int main(void)
-{
+int main(void) {
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
         return 1;

@@ -10,10 +10,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include "prime_rt.h"
@@ -27,16 +29,15 @@
 
 static atomic_int failures;
 
-#define EXPECT(cond)                                                                     \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            atomic_fetch_add(&failures, 1);                                              \
-            fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                                \
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            atomic_fetch_add(&failures, 1);                                                        \
+            fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond);         \
+        }                                                                                          \
     } while (0)
 
-static PrimeWorld *make_world(int ndev)
-{
+static PrimeWorld *make_world(int ndev) {
     PrimeWorld *w = NULL;
     assert_int_equal(prime_world_create(ndev, &w), PRIME_OK);
     assert_non_null(w);
@@ -44,21 +45,18 @@ static PrimeWorld *make_world(int ndev)
     return w;
 }
 
-static void run_ok(PrimeWorld *w, PrimeRankFn fn, void *arg)
-{
+static void run_ok(PrimeWorld *w, PrimeRankFn fn, void *arg) {
     assert_int_equal(prime_world_run(w, fn, arg), PRIME_OK);
     assert_int_equal(atomic_load(&failures), 0);
 }
 
-static void sleep_ms(long ms)
-{
+static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
 /* Rank 0 sends to rank 1; `recv_first` orders the posts with a barrier. */
-static void order_fn(PrimeDev *dev, void *arg)
-{
+static void order_fn(PrimeDev *dev, void *arg) {
     int recv_first = *(int *)arg;
     float data[5] = {1, 2, 3, 4, 5}, got[5] = {0};
     PrimeReq req;
@@ -85,8 +83,7 @@ static void order_fn(PrimeDev *dev, void *arg)
     EXPECT(prime_dev_status(dev) == PRIME_OK);
 }
 
-static void test_recv_before_send(void **state)
-{
+static void test_recv_before_send(void **state) {
     (void)state;
     PrimeWorld *w = make_world(3);
     int recv_first = 1;
@@ -97,8 +94,7 @@ static void test_recv_before_send(void **state)
     prime_world_destroy(w);
 }
 
-static void test_send_before_recv(void **state)
-{
+static void test_send_before_recv(void **state) {
     (void)state;
     PrimeWorld *w = make_world(3);
     int recv_first = 0;
@@ -110,8 +106,7 @@ static void test_send_before_recv(void **state)
 /* Twenty messages alternate between tags 5 and 7; the receiver takes all
  * of tag 7 first, then tag 5, and each tag must arrive in sending order. */
 #define NMSG 20
-static void tags_fn(PrimeDev *dev, void *arg)
-{
+static void tags_fn(PrimeDev *dev, void *arg) {
     int recv_first = *(int *)arg;
     int r = prime_dev_rank(dev);
     float out[NMSG][3], in[NMSG][3];
@@ -152,22 +147,19 @@ static void tags_fn(PrimeDev *dev, void *arg)
     }
 }
 
-static void test_tag_matching_fifo(void **state)
-{
+static void test_tag_matching_fifo(void **state) {
     (void)state;
     PrimeWorld *w = make_world(2);
     for (int recv_first = 0; recv_first < 2; recv_first++)
         run_ok(w, tags_fn, &recv_first);
-    assert_int_equal(prime_world_bytes_sent(w, 0, PRIME_BYTES_SHIFT),
-                     2 * NMSG * 3 * sizeof(float));
+    assert_int_equal(prime_world_bytes_sent(w, 0, PRIME_BYTES_SHIFT), 2 * NMSG * 3 * sizeof(float));
     assert_int_equal(prime_world_bytes_sent(w, 1, PRIME_BYTES_SHIFT), 0);
     prime_world_destroy(w);
 }
 
 /* Every rank sends to every rank, itself included, n = 8 + src floats;
  * even destinations count as REDIST, odd ones as SHIFT. */
-static void all_to_all_fn(PrimeDev *dev, void *arg)
-{
+static void all_to_all_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     int me = prime_dev_rank(dev), nd = prime_dev_count(dev);
     float out[4][16], in[4][16];
@@ -190,8 +182,7 @@ static void all_to_all_fn(PrimeDev *dev, void *arg)
         EXPECT(prime_wait(dev, &sreq[d]) == PRIME_OK);
 }
 
-static void test_all_to_all_and_self(void **state)
-{
+static void test_all_to_all_and_self(void **state) {
     (void)state;
     PrimeWorld *w = make_world(4);
     run_ok(w, all_to_all_fn, NULL);
@@ -214,8 +205,7 @@ typedef struct LateRecv {
     float got[64];
 } LateRecv;
 
-static void late_recv_fn(PrimeDev *dev, void *arg)
-{
+static void late_recv_fn(PrimeDev *dev, void *arg) {
     LateRecv *lr = arg;
     float data[64];
     PrimeReq req;
@@ -235,8 +225,7 @@ static void late_recv_fn(PrimeDev *dev, void *arg)
     }
 }
 
-static void test_send_wait_needs_receiver(void **state)
-{
+static void test_send_wait_needs_receiver(void **state) {
     (void)state;
     PrimeWorld *w = make_world(2);
     static LateRecv lr;
@@ -257,8 +246,7 @@ typedef struct Overlap {
     float *dst;
 } Overlap;
 
-static void overlap_fn(PrimeDev *dev, void *arg)
-{
+static void overlap_fn(PrimeDev *dev, void *arg) {
     Overlap *ov = arg;
     PrimeReq req;
     if (prime_dev_rank(dev) == 0) {
@@ -280,8 +268,7 @@ static void overlap_fn(PrimeDev *dev, void *arg)
     }
 }
 
-static void test_transfer_overlaps_compute(void **state)
-{
+static void test_transfer_overlaps_compute(void **state) {
     (void)state;
     PrimeWorld *w = make_world(2);
     Overlap ov = {.sent = 0};
@@ -305,8 +292,7 @@ static void test_transfer_overlaps_compute(void **state)
  * computing on the current one, then wait and swap. */
 #define RING_STEPS 200
 #define RING_N 257
-static void ring_fn(PrimeDev *dev, void *arg)
-{
+static void ring_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     int me = prime_dev_rank(dev), nd = prime_dev_count(dev);
     float *cur = prime_alloc(dev, RING_N), *next = prime_alloc(dev, RING_N);
@@ -318,8 +304,7 @@ static void ring_fn(PrimeDev *dev, void *arg)
         cur[i] = (float)(me + i);
     for (int t = 0; t < RING_STEPS; t++) {
         PrimeReq s, r;
-        EXPECT(prime_isend(dev, (me + 1) % nd, t, cur, RING_N, PRIME_BYTES_SHIFT, &s) ==
-               PRIME_OK);
+        EXPECT(prime_isend(dev, (me + 1) % nd, t, cur, RING_N, PRIME_BYTES_SHIFT, &s) == PRIME_OK);
         EXPECT(prime_irecv(dev, (me + nd - 1) % nd, t, next, RING_N, &r) == PRIME_OK);
         acc += cur[0];
         EXPECT(prime_wait(dev, &r) == PRIME_OK);
@@ -339,8 +324,7 @@ static void ring_fn(PrimeDev *dev, void *arg)
     prime_free(dev, next, RING_N);
 }
 
-static void test_ring_shift_schedule(void **state)
-{
+static void test_ring_shift_schedule(void **state) {
     (void)state;
     PrimeWorld *w = make_world(4);
     run_ok(w, ring_fn, NULL);
@@ -354,8 +338,7 @@ static void test_ring_shift_schedule(void **state)
 }
 
 /* A size mismatch fails both sides with PRIME_ERR_ARG and copies nothing. */
-static void mismatch_fn(PrimeDev *dev, void *arg)
-{
+static void mismatch_fn(PrimeDev *dev, void *arg) {
     float *got = arg;
     float data[4] = {1, 2, 3, 4};
     PrimeReq req;
@@ -369,8 +352,7 @@ static void mismatch_fn(PrimeDev *dev, void *arg)
     EXPECT(prime_dev_status(dev) == PRIME_ERR_ARG);
 }
 
-static void test_size_mismatch(void **state)
-{
+static void test_size_mismatch(void **state) {
     (void)state;
     PrimeWorld *w = make_world(2);
     float got[5] = {-1, -1, -1, -1, -1};
@@ -381,8 +363,7 @@ static void test_size_mismatch(void **state)
     prime_world_destroy(w);
 }
 
-static void bad_args_fn(PrimeDev *dev, void *arg)
-{
+static void bad_args_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     float x = 0;
     PrimeReq req = {&x};
@@ -400,8 +381,7 @@ static void bad_args_fn(PrimeDev *dev, void *arg)
     }
 }
 
-static void test_bad_arguments(void **state)
-{
+static void test_bad_arguments(void **state) {
     (void)state;
     PrimeWorld *w = make_world(2);
     assert_int_equal(prime_world_run(w, bad_args_fn, NULL), PRIME_ERR_ARG);
@@ -414,31 +394,26 @@ static void test_bad_arguments(void **state)
 /* Requests never waited for, matched or not, are freed by
  * prime_world_destroy (LeakSanitizer checks this under PRIMEC_SANITIZE). */
 static float unwaited_bufs[4][32];
-static void unwaited_fn(PrimeDev *dev, void *arg)
-{
+static void unwaited_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     PrimeReq req;
     if (prime_dev_rank(dev) == 0) {
-        EXPECT(prime_isend(dev, 1, 1, unwaited_bufs[0], 32, PRIME_BYTES_SHIFT, &req) ==
-               PRIME_OK);
-        EXPECT(prime_isend(dev, 1, 2, unwaited_bufs[1], 32, PRIME_BYTES_SHIFT, &req) ==
-               PRIME_OK);
+        EXPECT(prime_isend(dev, 1, 1, unwaited_bufs[0], 32, PRIME_BYTES_SHIFT, &req) == PRIME_OK);
+        EXPECT(prime_isend(dev, 1, 2, unwaited_bufs[1], 32, PRIME_BYTES_SHIFT, &req) == PRIME_OK);
     } else {
         EXPECT(prime_irecv(dev, 0, 1, unwaited_bufs[2], 32, &req) == PRIME_OK);
         EXPECT(prime_irecv(dev, 0, 3, unwaited_bufs[3], 32, &req) == PRIME_OK);
     }
 }
 
-static void test_unwaited_requests_freed(void **state)
-{
+static void test_unwaited_requests_freed(void **state) {
     (void)state;
     PrimeWorld *w = make_world(2);
     run_ok(w, unwaited_fn, NULL);
     prime_world_destroy(w);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recv_before_send),
         cmocka_unit_test(test_send_before_recv),

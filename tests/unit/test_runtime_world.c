@@ -8,10 +8,12 @@
  */
 #define _GNU_SOURCE
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include "prime_rt.h"
@@ -25,16 +27,15 @@
 
 static atomic_int failures;
 
-#define EXPECT(cond)                                                                     \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            atomic_fetch_add(&failures, 1);                                              \
-            fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                                \
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            atomic_fetch_add(&failures, 1);                                                        \
+            fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond);         \
+        }                                                                                          \
     } while (0)
 
-static PrimeWorld *make_world(int ndev)
-{
+static PrimeWorld *make_world(int ndev) {
     PrimeWorld *w = NULL;
     assert_int_equal(prime_world_create(ndev, &w), PRIME_OK);
     assert_non_null(w);
@@ -42,8 +43,7 @@ static PrimeWorld *make_world(int ndev)
     return w;
 }
 
-static void test_create_arguments(void **state)
-{
+static void test_create_arguments(void **state) {
     (void)state;
     PrimeWorld *w = (PrimeWorld *)&w;
     assert_int_equal(prime_world_create(0, &w), PRIME_ERR_ARG);
@@ -61,8 +61,7 @@ static void test_create_arguments(void **state)
 
 /* Threads: one process reports, and its memory already holds every
  * rank's block, so sharing moves nothing. */
-static void test_root_and_share(void **state)
-{
+static void test_root_and_share(void **state) {
     (void)state;
     assert_int_equal(prime_world_is_root(NULL), 0);
     PrimeWorld *w = make_world(3);
@@ -78,8 +77,7 @@ static void test_root_and_share(void **state)
     prime_world_destroy(w);
 }
 
-static void test_names(void **state)
-{
+static void test_names(void **state) {
     (void)state;
     assert_string_equal(prime_status_name(PRIME_OK), "ok");
     assert_string_equal(prime_status_name(PRIME_ERR_ARG), "invalid argument");
@@ -98,16 +96,14 @@ typedef struct Ranks {
     atomic_int runs;
 } Ranks;
 
-static void ranks_fn(PrimeDev *dev, void *arg)
-{
+static void ranks_fn(PrimeDev *dev, void *arg) {
     Ranks *r = arg;
     EXPECT(prime_dev_count(dev) == 8);
     EXPECT(prime_dev_status(dev) == PRIME_OK);
     atomic_fetch_add(&r->seen[prime_dev_rank(dev)], 1);
 }
 
-static void test_every_rank_runs_once(void **state)
-{
+static void test_every_rank_runs_once(void **state) {
     (void)state;
     PrimeWorld *w = make_world(8);
     static Ranks r;
@@ -121,8 +117,7 @@ static void test_every_rank_runs_once(void **state)
 
 /* Nobody leaves a barrier before everybody has arrived. */
 #define ROUNDS 100
-static void barrier_fn(PrimeDev *dev, void *arg)
-{
+static void barrier_fn(PrimeDev *dev, void *arg) {
     atomic_int *arrived = arg;
     int nd = prime_dev_count(dev);
     for (int round = 0; round < ROUNDS; round++) {
@@ -133,8 +128,7 @@ static void barrier_fn(PrimeDev *dev, void *arg)
     }
 }
 
-static void test_barrier(void **state)
-{
+static void test_barrier(void **state) {
     (void)state;
     PrimeWorld *w = make_world(6);
     atomic_int arrived;
@@ -147,8 +141,7 @@ static void test_barrier(void **state)
 /* Rank r takes (r+1)*100 floats, then 50 more, frees the first block and
  * keeps the second across runs. */
 static float *kept[4];
-static void alloc_fn(PrimeDev *dev, void *arg)
-{
+static void alloc_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     int r = prime_dev_rank(dev);
     size_t n = (size_t)(r + 1) * 100;
@@ -165,8 +158,7 @@ static void alloc_fn(PrimeDev *dev, void *arg)
     prime_free(dev, a, n);
 }
 
-static void free_fn(PrimeDev *dev, void *arg)
-{
+static void free_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     prime_free(dev, kept[prime_dev_rank(dev)], 50);
     /* Zero floats still give a pointer, and count nothing. */
@@ -175,8 +167,7 @@ static void free_fn(PrimeDev *dev, void *arg)
     prime_free(dev, none, 0);
 }
 
-static void test_counted_allocation(void **state)
-{
+static void test_counted_allocation(void **state) {
     (void)state;
     PrimeWorld *w = make_world(4);
     assert_int_equal(prime_world_run(w, alloc_fn, NULL), PRIME_OK);
@@ -197,8 +188,7 @@ static void test_counted_allocation(void **state)
 }
 
 /* Errors are sticky per device; the run reports the lowest rank's. */
-static void errors_fn(PrimeDev *dev, void *arg)
-{
+static void errors_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     float x = 0;
     PrimeReq req;
@@ -218,8 +208,7 @@ static void errors_fn(PrimeDev *dev, void *arg)
         EXPECT(prime_dev_status(dev) == PRIME_OK);
 }
 
-static void test_sticky_errors(void **state)
-{
+static void test_sticky_errors(void **state) {
     (void)state;
     PrimeWorld *w = make_world(4);
     assert_int_equal(prime_world_run(w, errors_fn, NULL), PRIME_ERR_ARG);
@@ -229,14 +218,12 @@ static void test_sticky_errors(void **state)
 }
 
 /* A rank function may not start another run of its own world. */
-static void nested_fn(PrimeDev *dev, void *arg)
-{
+static void nested_fn(PrimeDev *dev, void *arg) {
     if (prime_dev_rank(dev) == 0)
         EXPECT(prime_world_run(arg, ranks_fn, NULL) == PRIME_ERR_ARG);
 }
 
-static void test_nested_run_refused(void **state)
-{
+static void test_nested_run_refused(void **state) {
     (void)state;
     PrimeWorld *w = make_world(2);
     assert_int_equal(prime_world_run(w, nested_fn, w), PRIME_OK);
@@ -244,8 +231,7 @@ static void test_nested_run_refused(void **state)
     prime_world_destroy(w);
 }
 
-static char *read_file(const char *path)
-{
+static char *read_file(const char *path) {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     static char text[1 << 16];
@@ -255,16 +241,14 @@ static char *read_file(const char *path)
     return text;
 }
 
-static int count(const char *text, const char *what)
-{
+static int count(const char *text, const char *what) {
     int n = 0;
     for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
         n++;
     return n;
 }
 
-static void trace_fn(PrimeDev *dev, void *arg)
-{
+static void trace_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     char longname[100];
     memset(longname, 'a', sizeof longname - 1);
@@ -286,8 +270,7 @@ static void trace_fn(PrimeDev *dev, void *arg)
     EXPECT(prime_dev_status(dev) == PRIME_OK);
 }
 
-static void test_trace_json(void **state)
-{
+static void test_trace_json(void **state) {
     (void)state;
     const char *path = "test_runtime_world_trace.json";
     PrimeWorld *w = make_world(3);
@@ -325,7 +308,8 @@ static void test_trace_json(void **state)
     assert_int_equal(count(text, "\"dur\":0.000,\"pid\""), 3);
     assert_int_equal(count(text, "{\"name\":\"step\",\"ph\":\"X\",\"ts\":"), 3);
     assert_int_equal(
-        count(text, ",\"args\":{\"kernel_us\":1.000,\"exposed_comm_us\":0.500,\"overhead_us\":"), 3);
+        count(text, ",\"args\":{\"kernel_us\":1.000,\"exposed_comm_us\":0.500,\"overhead_us\":"),
+        3);
     assert_int_equal(count(text, "\"kernel_us\""), 3);
     assert_int_equal(count(text, "\"name\":\"gemm \\\"q\\\\k\\\"\\u000a\""), 3);
     /* 63 characters kept, copied before the caller changed its buffer. */
@@ -343,15 +327,13 @@ static void test_trace_json(void **state)
     prime_world_destroy(w);
 }
 
-static void unbalanced_fn(PrimeDev *dev, void *arg)
-{
+static void unbalanced_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     prime_trace_end(dev);
     EXPECT(prime_dev_status(dev) == PRIME_ERR_ARG);
 }
 
-static void test_trace_unbalanced_end(void **state)
-{
+static void test_trace_unbalanced_end(void **state) {
     (void)state;
     PrimeWorld *w = make_world(2);
     prime_world_enable_trace(w, 1);
@@ -365,8 +347,7 @@ static void test_trace_unbalanced_end(void **state)
 static int pin_count[PIN_MAX_DEV];
 static int pin_first[PIN_MAX_DEV];
 
-static void pin_fn(PrimeDev *dev, void *arg)
-{
+static void pin_fn(PrimeDev *dev, void *arg) {
     (void)arg;
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -382,8 +363,7 @@ static void pin_fn(PrimeDev *dev, void *arg)
 /* PRIME_PIN=1: device r on the r-th core of the process (modulo their
  * number); PRIME_PIN=0: every core; PRIME_PIN=auto: pinned when there are
  * at least as many cores as devices. Read when the world is created. */
-static void test_pinning(void **state)
-{
+static void test_pinning(void **state) {
     (void)state;
     cpu_set_t all;
     CPU_ZERO(&all);
@@ -438,19 +418,13 @@ static void test_pinning(void **state)
     free(saved);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_arguments),
-        cmocka_unit_test(test_names),
-        cmocka_unit_test(test_root_and_share),
-        cmocka_unit_test(test_every_rank_runs_once),
-        cmocka_unit_test(test_barrier),
-        cmocka_unit_test(test_counted_allocation),
-        cmocka_unit_test(test_sticky_errors),
-        cmocka_unit_test(test_nested_run_refused),
-        cmocka_unit_test(test_trace_json),
-        cmocka_unit_test(test_trace_unbalanced_end),
+        cmocka_unit_test(test_create_arguments), cmocka_unit_test(test_names),
+        cmocka_unit_test(test_root_and_share),   cmocka_unit_test(test_every_rank_runs_once),
+        cmocka_unit_test(test_barrier),          cmocka_unit_test(test_counted_allocation),
+        cmocka_unit_test(test_sticky_errors),    cmocka_unit_test(test_nested_run_refused),
+        cmocka_unit_test(test_trace_json),       cmocka_unit_test(test_trace_unbalanced_end),
         cmocka_unit_test(test_pinning),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

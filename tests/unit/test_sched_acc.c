@@ -12,10 +12,12 @@
  * Random accumulators (duplicates included) are merged both ways and
  * compared field by field, through several reuses from the pool.
  */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <stdlib.h>

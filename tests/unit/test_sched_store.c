@@ -10,10 +10,12 @@
  * clears and a save and restore of the machine; the holder counts must
  * equal a recount of every store. Random operations, checked after each.
  */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <stdlib.h>

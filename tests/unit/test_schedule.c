@@ -10,10 +10,12 @@
  * replication, and the predicted bytes per device against closed forms.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <math.h>
@@ -33,15 +35,13 @@
 
 static char tmpdir[64];
 
-static int group_setup(void **state)
-{
+static int group_setup(void **state) {
     (void)state;
     strcpy(tmpdir, "/tmp/primec-test-schedule-XXXXXX");
     return mkdtemp(tmpdir) ? 0 : -1;
 }
 
-static int group_teardown(void **state)
-{
+static int group_teardown(void **state) {
     (void)state;
     char path[128];
     snprintf(path, sizeof path, "%s/model.prime", tmpdir);
@@ -62,8 +62,7 @@ typedef struct Run {
  * assertion jumps out of the test (so LeakSanitizer stays quiet). */
 static Run current;
 
-static void run_source(Run *r, const char *source, const char *last)
-{
+static void run_source(Run *r, const char *source, const char *last) {
     snprintf(r->path, sizeof r->path, "%s/model.prime", tmpdir);
     FILE *f = fopen(r->path, "w");
     assert_non_null(f);
@@ -78,8 +77,7 @@ static void run_source(Run *r, const char *source, const char *last)
 }
 
 /* A model of `y = matmul(x, w) use PARTITION` on MESH with shape m, k, n. */
-static void run_matmul(Run *r, const char *partition, const char *mesh, long m, long k, long n)
-{
+static void run_matmul(Run *r, const char *partition, const char *mesh, long m, long k, long n) {
     char source[1024];
     snprintf(source, sizeof source,
              "model t {\n"
@@ -98,15 +96,13 @@ static void run_matmul(Run *r, const char *partition, const char *mesh, long m, 
     }
 }
 
-static void run_free(Run *r)
-{
+static void run_free(Run *r) {
     if (r->active)
         compilation_free(&r->c);
     r->active = 0;
 }
 
-static int test_teardown(void **state)
-{
+static int test_teardown(void **state) {
     (void)state;
     run_free(&current);
     return 0;
@@ -115,8 +111,7 @@ static int test_teardown(void **state)
 /* ------------------------------------------------------------------ */
 /* Lookups in the Schedule IR. */
 
-static int tensor_id(const Schedule *s, const char *name)
-{
+static int tensor_id(const Schedule *s, const char *name) {
     for (int t = 0; t < s->ntensors; ++t)
         if (strcmp(s->tensors[t].name, name) == 0)
             return t;
@@ -125,8 +120,7 @@ static int tensor_id(const Schedule *s, const char *name)
 }
 
 /* The one phase of a kind (the models here have one instance). */
-static const PhaseSched *phase_of(const Schedule *s, PhaseKind kind)
-{
+static const PhaseSched *phase_of(const Schedule *s, PhaseKind kind) {
     const PhaseSched *found = NULL;
     for (int p = 0; p < s->phases.count; ++p) {
         const PhaseSched *ph = s->phases.items[p];
@@ -144,24 +138,21 @@ static const PhaseSched *phase_of(const Schedule *s, PhaseKind kind)
 static const PhaseKind compute_phases[] = {PHASE_FWD, PHASE_BWD, PHASE_GRAD};
 #define NCOMPUTE ((int)(sizeof compute_phases / sizeof compute_phases[0]))
 
-static int collective_count(const Schedule *s)
-{
+static int collective_count(const Schedule *s) {
     int n = 0;
     for (int p = 0; p < s->phases.count; ++p)
         n += ((const PhaseSched *)s->phases.items[p])->collectives.count;
     return n;
 }
 
-static int move_count(const Schedule *s)
-{
+static int move_count(const Schedule *s) {
     int n = 0;
     for (int p = 0; p < s->phases.count; ++p)
         n += ((const PhaseSched *)s->phases.items[p])->moves.count;
     return n;
 }
 
-static void assert_no_boundary_moves(const Schedule *s)
-{
+static void assert_no_boundary_moves(const Schedule *s) {
     for (int p = 0; p < s->phases.count; ++p) {
         const PhaseSched *ph = s->phases.items[p];
         for (int i = 0; i < ph->boundary.count; ++i) {
@@ -174,8 +165,7 @@ static void assert_no_boundary_moves(const Schedule *s)
 }
 
 /* The phase has exactly one collective, of tensor `name`, over every device. */
-static void assert_one_collective(const Schedule *s, PhaseKind kind, const char *name)
-{
+static void assert_one_collective(const Schedule *s, PhaseKind kind, const char *name) {
     const PhaseSched *ph = phase_of(s, kind);
     assert_int_equal(ph->collectives.count, 1);
     const Collective *c = ph->collectives.items[0];
@@ -187,8 +177,7 @@ static void assert_one_collective(const Schedule *s, PhaseKind kind, const char 
     assert_int_equal(collective_count(s), 1);
 }
 
-static int home_replication(const Schedule *s, const char *name)
-{
+static int home_replication(const Schedule *s, const char *name) {
     int t = tensor_id(s, name);
     assert_int_equal(s->home[t].ndev, s->model->mesh.ndev);
     return layout_replication(&s->home[t], s->tensors[t].ntiles);
@@ -197,8 +186,7 @@ static int home_replication(const Schedule *s, const char *name)
 /* ------------------------------------------------------------------ */
 /* square */
 
-static void check_square(long p, long m, long k, long n)
-{
+static void check_square(long p, long m, long k, long n) {
     char mesh[64];
     snprintf(mesh, sizeof mesh, "i: %ld, j: %ld", p, p);
     Run *r = &current;
@@ -247,14 +235,12 @@ static void check_square(long p, long m, long k, long n)
     run_free(r);
 }
 
-static void test_square_2x2(void **state)
-{
+static void test_square_2x2(void **state) {
     (void)state;
     check_square(2, 96, 64, 80);
 }
 
-static void test_square_4x4(void **state)
-{
+static void test_square_4x4(void **state) {
     (void)state;
     check_square(4, 96, 64, 80);
 }
@@ -262,8 +248,7 @@ static void test_square_4x4(void **state)
 /* ------------------------------------------------------------------ */
 /* Megatron row and column, data parallel */
 
-static void test_row_forward_all_reduce(void **state)
-{
+static void test_row_forward_all_reduce(void **state) {
     (void)state;
     Run *r = &current;
     run_matmul(r, "row", "d: 4", 96, 64, 80);
@@ -273,8 +258,7 @@ static void test_row_forward_all_reduce(void **state)
     run_free(r);
 }
 
-static void test_column_backward_all_reduce(void **state)
-{
+static void test_column_backward_all_reduce(void **state) {
     (void)state;
     Run *r = &current;
     run_matmul(r, "column", "d: 4", 96, 64, 80);
@@ -284,8 +268,7 @@ static void test_column_backward_all_reduce(void **state)
     run_free(r);
 }
 
-static void test_data_gradient_all_reduce(void **state)
-{
+static void test_data_gradient_all_reduce(void **state) {
     (void)state;
     Run *r = &current;
     run_matmul(r, "data", "d: 4", 96, 64, 80);
@@ -301,8 +284,7 @@ static void test_data_gradient_all_reduce(void **state)
 /* ------------------------------------------------------------------ */
 /* ring */
 
-static void test_ring_shifts_w(void **state)
-{
+static void test_ring_shifts_w(void **state) {
     (void)state;
     Run *r = &current;
     run_matmul(r, "ring", "d: 4", 96, 64, 80);
@@ -329,8 +311,7 @@ static void test_ring_shifts_w(void **state)
 
 /* The gradient can sweep so that the travelling dw accumulators end where
  * w lives: no redistribution at any boundary. */
-static void test_ring_needs_no_redistribution(void **state)
-{
+static void test_ring_needs_no_redistribution(void **state) {
     (void)state;
     Run *r = &current;
     run_matmul(r, "ring", "d: 4", 96, 64, 80);
@@ -343,8 +324,7 @@ static void test_ring_needs_no_redistribution(void **state)
 /* ------------------------------------------------------------------ */
 /* replicate */
 
-static void test_replicate_stores_everything_everywhere(void **state)
-{
+static void test_replicate_stores_everything_everywhere(void **state) {
     (void)state;
     Run *r = &current;
     run_matmul(r, "replicate", "d: 4", 96, 64, 80);
@@ -364,8 +344,7 @@ static void test_replicate_stores_everything_everywhere(void **state)
 /* ------------------------------------------------------------------ */
 /* coverage */
 
-static void test_double_count_has_no_schedule(void **state)
-{
+static void test_double_count_has_no_schedule(void **state) {
     (void)state;
     Run *r = &current;
     /* Two steps, no step in the DSI: each device adds its k slice twice. */
@@ -389,7 +368,8 @@ static void test_double_count_has_no_schedule(void **state)
     assert_true(r->c.sink.error_count >= 1);
     int found = 0;
     for (int i = 0; i < r->c.sink.count; ++i)
-        if (r->c.sink.items[i].level == DIAG_ERROR && strstr(r->c.sink.items[i].message, "double counts"))
+        if (r->c.sink.items[i].level == DIAG_ERROR &&
+            strstr(r->c.sink.items[i].message, "double counts"))
             found = 1;
     assert_true(found);
     run_free(r);
@@ -420,8 +400,7 @@ static void test_double_count_has_no_schedule(void **state)
  * equals the schedule with the other binding, transposed: the same bytes
  * and peak memory on each device and the same step time. */
 static void check_transposed(const char *use, const char *swapped, const char *mesh, long m, long k,
-                             long n)
-{
+                             long n) {
     Run a, b;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
@@ -459,19 +438,18 @@ static void check_transposed(const char *use, const char *swapped, const char *m
     run_free(&b);
 }
 
-static void test_transpose(void **state)
-{
+static void test_transpose(void **state) {
     (void)state;
     check_transposed("square(i: i, j: j)", "square(i: j, j: i)", "i: 2, j: 2", 96, 64, 80);
-    check_transposed("square_skew(i: i, j: j)", "square_skew(i: j, j: i)", "i: 4, j: 4", 96, 64, 80);
+    check_transposed("square_skew(i: i, j: j)", "square_skew(i: j, j: i)", "i: 4, j: 4", 96, 64,
+                     80);
     check_transposed("column(d: i)", "column(d: j)", "i: 2, j: 2", 96, 64, 80);
     check_transposed("row(d: j)", "row(d: i)", "i: 4, j: 4", 96, 64, 80);
     check_transposed("ring(d: i)", "ring(d: j)", "i: 4, j: 4", 96, 64, 80);
     check_transposed("data(d: i)", "data(d: j)", "i: 2, j: 2", 96, 64, 80);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_square_2x2, test_teardown),
         cmocka_unit_test_teardown(test_square_4x4, test_teardown),
