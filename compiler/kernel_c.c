@@ -17,13 +17,6 @@ typedef struct Ctx {
     unsigned looped; /* the dimensions that have a loop */
 } Ctx;
 
-static int dim_index(const Kernel *k, Sym name) {
-    for (int d = 0; d < k->ndims; ++d)
-        if (k->inst->op->dims[d] == name)
-            return d;
-    return -1;
-}
-
 static void print_ref(Ctx *c, int x) {
     long st = c->inner >= 0 ? c->k->stride[x][c->inner] : 0;
     if (!st)
@@ -43,7 +36,7 @@ static void print_expr(Ctx *c, const Expr *x) {
         break;
     case EXPR_NAME:
     case EXPR_INDEX: {
-        int d = x->kind == EXPR_NAME ? dim_index(k, x->name) : -1;
+        int d = x->kind == EXPR_NAME ? kernel_dim(k, x->name) : -1;
         if (d >= 0) {
             /* A dimension used as a value: its global index. In fp32
              * through int, which vectorises (long to float does not
@@ -76,7 +69,7 @@ static void print_expr(Ctx *c, const Expr *x) {
     case EXPR_CALL:
         if (strcmp(x->name, "size") == 0) {
             /* The whole dimension, whatever the tile. */
-            int d = dim_index(k, ((const Expr *)x->args.items[0])->name);
+            int d = kernel_dim(k, ((const Expr *)x->args.items[0])->name);
             if (d < 0)
                 ICE("size() of no dimension");
             printer_printf(p, c->dbl ? "%ld.0" : "%ld.0f", k->inst->dim_sizes[d]);

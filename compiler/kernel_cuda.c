@@ -23,13 +23,6 @@ typedef struct Ctx {
     unsigned looped; /* the dimensions that have a loop variable d<i> */
 } Ctx;
 
-static int dim_index(const Kernel *k, Sym name) {
-    for (int d = 0; d < k->ndims; ++d)
-        if (k->inst->op->dims[d] == name)
-            return d;
-    return -1;
-}
-
 /* The offset of operand x (KERNEL_OUT: the output) at the loop variables. */
 static void print_ref(Printer *p, const Kernel *k, int x, unsigned looped) {
     int any = 0;
@@ -57,7 +50,7 @@ static void print_expr(Ctx *c, const Expr *x) {
         break;
     case EXPR_NAME:
     case EXPR_INDEX: {
-        int d = x->kind == EXPR_NAME ? dim_index(k, x->name) : -1;
+        int d = x->kind == EXPR_NAME ? kernel_dim(k, x->name) : -1;
         if (d >= 0) {
             const char *off = c->host ? "off[" : "off.d[";
             if ((c->looped >> d) & 1u)
@@ -88,7 +81,7 @@ static void print_expr(Ctx *c, const Expr *x) {
         break;
     case EXPR_CALL:
         if (strcmp(x->name, "size") == 0) {
-            int d = dim_index(k, ((const Expr *)x->args.items[0])->name);
+            int d = kernel_dim(k, ((const Expr *)x->args.items[0])->name);
             if (d < 0)
                 ICE("size() of no dimension");
             printer_printf(p, "%ld.0f", k->inst->dim_sizes[d]);

@@ -13,8 +13,7 @@ int kernel_operand(const PhaseSched *ph, Sym name) {
     ICE("no operand '%s'", name);
 }
 
-/* The operator dimension a name is, or -1. */
-static int dim_of(const Kernel *k, Sym name) {
+int kernel_dim(const Kernel *k, Sym name) {
     for (int d = 0; d < k->ndims; ++d)
         if (k->inst->op->dims[d] == name)
             return d;
@@ -22,7 +21,7 @@ static int dim_of(const Kernel *k, Sym name) {
 }
 
 static int is_operand_ref(const Kernel *k, const Expr *x) {
-    return x->kind == EXPR_INDEX || (x->kind == EXPR_NAME && dim_of(k, x->name) < 0);
+    return x->kind == EXPR_INDEX || (x->kind == EXPR_NAME && kernel_dim(k, x->name) < 0);
 }
 
 /* The operator dimensions x depends on (through its operands or an index
@@ -30,8 +29,8 @@ static int is_operand_ref(const Kernel *k, const Expr *x) {
 static unsigned expr_dims(const Kernel *k, const Expr *x, unsigned *operands) {
     if (!x)
         return 0;
-    if (x->kind == EXPR_NAME && dim_of(k, x->name) >= 0)
-        return 1u << dim_of(k, x->name);
+    if (x->kind == EXPR_NAME && kernel_dim(k, x->name) >= 0)
+        return 1u << kernel_dim(k, x->name);
     if (is_operand_ref(k, x)) {
         int i = kernel_operand(k->ph, x->name);
         *operands |= 1u << i;
@@ -60,7 +59,7 @@ static int uses_dim_value(const Kernel *k, const Expr *x) {
     if (!x)
         return 0;
     if (x->kind == EXPR_NAME)
-        return dim_of(k, x->name) >= 0;
+        return kernel_dim(k, x->name) >= 0;
     if (x->kind == EXPR_CALL && strcmp(x->name, "size") == 0)
         return 0;
     int u = uses_dim_value(k, x->lhs) || uses_dim_value(k, x->rhs);

@@ -131,6 +131,10 @@ typedef enum KernelLang { KLANG_C64, KLANG_C32, KLANG_CUDA, KLANG_CUDA_HOST } Ke
  * printer); an intrinsic without a lowering is an internal error. */
 const char *kernel_intrinsic(const char *name, KernelLang lang);
 
+/* The operator dimension `name` is (its index in the operator's
+ * dimensions), or -1 when it names no dimension. */
+int kernel_dim(const Kernel *kernel, Sym name);
+
 /* The index of the operand the body names `name`. */
 int kernel_operand(const PhaseSched *ph, Sym name);
 
