@@ -69,6 +69,10 @@ def check_json(j, cost):
         fail("step_time %r is not positive" % st)
     if st != t["wall_time"]:
         fail("step_time %g differs from timing.wall_time %g" % (st, t["wall_time"]))
+    if not t.get("process_cpu_time", 0) > 0:
+        fail("timing.process_cpu_time %r is not positive" % t.get("process_cpu_time"))
+    if not t.get("blas_core"):
+        fail("timing.blas_core is empty")
     if t["repeat"] != REPEAT:
         fail("timing.repeat %d, not %d" % (t["repeat"], REPEAT))
     check_row("step", t, st)
