@@ -1,7 +1,8 @@
 /*
  * plan_internal.h — what the planner's files share: its edges, its state
  * and its dynamic program (plan_dp.c). plan.c builds the candidates and
- * edges and drives the search; plan.h is the interface.
+ * drives the search, plan_edges.c prices the edges between them; plan.h
+ * is the interface.
  */
 #ifndef PRIMEC_PLAN_INTERNAL_H
 #define PRIMEC_PLAN_INTERNAL_H
@@ -76,6 +77,15 @@ static inline double own_time(const Planner *p, int i, int c) {
 static inline double edge_cost(const Planner *p, double t) {
     return p->w.time == 1 ? t : isinf(t) ? t : p->w.time * t;
 }
+
+/* Every model tensor's first reader (p->first_inst, first_arg, prev_inst,
+ * prev_arg), in one pass (plan_edges.c). */
+void plan_find_first_readers(Planner *p);
+/* The edges between every producer's and consumer's candidates. */
+void plan_build_edges(Planner *p);
+/* p->future_cls: the classes of candidates every edge leaving an
+ * instance prices alike. */
+void plan_future_classes(Planner *p);
 
 /* The objective of an assignment under the planner's prices and edges. */
 double plan_objective(const Planner *p, const int *choice);
