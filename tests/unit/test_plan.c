@@ -26,56 +26,7 @@
 
 #include "pipeline.h"
 #include "plan.h"
-
-static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx) {
-    (void)ctx;
-    (void)scratch;
-    PlanCost c;
-    memset(&c, 0, sizeof c);
-    long worst = 0, peak = 0;
-    for (int d = 0; d < s->model->mesh.ndev; ++d) {
-        long b = 0;
-        for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
-            b += s->pred_bytes[k][d];
-        if (b > worst)
-            worst = b;
-        if (s->pred_peak[d] > peak)
-            peak = s->pred_peak[d];
-    }
-    /* Compute shrinks with the devices that share the work: model it by
-     * the peak (smaller tiles, smaller peak). */
-    c.time = 1e-6 * (double)worst + 1e-7 * (double)peak;
-    c.coll_bytes = worst;
-    c.peak = peak;
-    /* Gradient all-reduces per input, priced like the rest. */
-    for (int q = 0; q < s->phases.count; ++q) {
-        const PhaseSched *ph = s->phases.items[q];
-        if (ph->inst != 0 || (ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD))
-            continue;
-        for (int g = 0; g < ph->groups.count; ++g) {
-            const Collective *col = ph->groups.items[g];
-            c.reduce_bytes[ph->wrt] += col->bytes / s->model->mesh.ndev;
-            c.reduce_time[ph->wrt] += 1e-6 * (double)(col->bytes / s->model->mesh.ndev);
-        }
-    }
-    return c;
-}
-
-static double bytes_move(long bytes, void *ctx) {
-    (void)ctx;
-    return 1e-6 * (double)bytes + 1e-6;
-}
-
-static char path[128];
-
-static void write_file(const char *text) {
-    strcpy(path, "/tmp/primec-test-plan-XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    fputs(text, f);
-    fclose(f);
-}
+#include "plan_fixture.h"
 
 /* Plan options over mesh (d: n) or (i: n, j: n), priced by bytes. */
 static PlanOptions bytes_options(long mesh_n, int square, long limit) {

@@ -28,49 +28,9 @@
 
 #include "pipeline.h"
 #include "plan.h"
+#include "plan_fixture.h"
 #include "plan_train.h"
 #include "profile.h"
-
-static PlanCost bytes_cost(const Schedule *s, Arena *scratch, void *ctx) {
-    (void)ctx;
-    (void)scratch;
-    PlanCost c;
-    memset(&c, 0, sizeof c);
-    long worst = 0, peak = 0, coll = 0;
-    for (int d = 0; d < s->model->mesh.ndev; ++d) {
-        long b = 0;
-        for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
-            b += s->pred_bytes[k][d];
-        if (b > worst)
-            worst = b;
-        if (s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] > coll)
-            coll = s->pred_bytes[PRIME_BYTES_COLLECTIVE][d];
-        if (s->pred_peak[d] > peak)
-            peak = s->pred_peak[d];
-    }
-    c.time = 1e-6 * (double)worst + 1e-7 * (double)peak;
-    c.fwd_time = 0.4 * c.time;
-    c.coll_bytes = coll;
-    c.coll_time = 1e-6 * (double)coll;
-    c.peak = peak;
-    return c;
-}
-
-static double bytes_move(long bytes, void *ctx) {
-    (void)ctx;
-    return 1e-6 * (double)bytes + 1e-6;
-}
-
-static char path[128];
-
-static void write_file(const char *text) {
-    strcpy(path, "/tmp/primec-test-plan-train-XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    fputs(text, f);
-    fclose(f);
-}
 
 /* One layer: projections, attention scores over the sequence, and an
  * MLP with a residual; the sequence is 8 tokens, as many as the hidden
