@@ -17,39 +17,16 @@ compared with the prediction.
 Prints a Markdown table on stdout.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from primec_tools import explain, fmt_bytes, measure, models_in  # noqa: E402
+
 
 def runs_in(primec, path):
-    out = subprocess.run([primec, "check", path], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr)
-        raise SystemExit("primec check failed on %s" % path)
-    names = [line.split(":")[0] for line in out.stdout.splitlines() if ": ok:" in line]
-    return [n for n in names if n.endswith("_dp")]
-
-
-def explain(primec, path, model):
-    out = subprocess.run([primec, "explain", path, "--model", model, "--json"],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
-
-
-def measure(primec, path, model, workdir):
-    subprocess.run([primec, "build", path, "--model", model, "-o", workdir],
-                   capture_output=True, text=True, check=True)
-    js = os.path.join(workdir, model + ".json")
-    run = subprocess.run([os.path.join(workdir, model), "--check", "--json", js],
-                         capture_output=True, text=True)
-    if run.returncode != 0 or "check passed" not in run.stdout:
-        sys.stderr.write(run.stdout + run.stderr)
-        raise SystemExit("%s --check failed" % model)
-    with open(js) as f:
-        return json.load(f)
+    return [n for n in models_in(primec, path) if n.endswith("_dp")]
 
 
 def grad_bytes(ex):
@@ -62,13 +39,6 @@ def grad_bytes(ex):
             for rank in c["group"]:
                 per[rank] += c["bytes"] / len(c["group"])
     return max(per)
-
-
-def fmt_bytes(n):
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return "%.2f %s" % (n / size, unit)
-    return "%d B" % n
 
 
 def main():
