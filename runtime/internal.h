@@ -5,7 +5,7 @@
  * Nothing here is part of the public interface; emitted programs include
  * only prime_rt.h. The runtime is built twice from one set of common
  * objects (device.c, collective.c, trace.c, kernels.c, prime_sched.c,
- * prime_program.c) and one backend each:
+ * prime_options.c, prime_program.c) and one backend each:
  *
  *   prime_rt      threads: world_threads.c, transport_threads.c
  *                 (private structures in threads_internal.h)

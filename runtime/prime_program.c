@@ -1,6 +1,6 @@
 /*
  * prime_program.c — the driver of an emitted program (see
- * prime_program.h): options, inputs, the run on the devices, the check
+ * prime_program.h): inputs, the run on the devices, the check
  * against the dense reference, and the counter report.
  *
  * The driver is the same for both runtime backends. Every process fills
@@ -31,6 +31,7 @@
 #include "prime_devops.h"
 #include "prime_weights.h"
 
+#include "prime_options.h"
 #include "prime_progress.h"
 #include "prime_timing.h"
 
@@ -319,147 +320,6 @@ static PrimeStatus check_rank(PrimeDev *dev, Run *run) {
     return status;
 }
 
-static void usage(const char *argv0) {
-    fprintf(stderr,
-            "usage: %s [--check] [--seed N] [--init fan-in|uniform] [--trace FILE] [--json FILE] "
-            "[--repeat N] [--timeout SECONDS] [--weights DIR] [--weights-map FILE] "
-            "[--save-grads DIR] [--list-weights]\n",
-            argv0);
-}
-
-/* The options of an emitted program (prime_program.h). */
-typedef struct Options {
-    int check;
-    int repeat;
-    unsigned long long seed;
-    double timeout; /* seconds, 0: none */
-    int fan_in;     /* --init fan-in (1, the default) or uniform (0) */
-    const char *trace;
-    const char *json;
-    const char *weights;     /* --weights DIR */
-    const char *weights_map; /* --weights-map FILE */
-    const char *save_grads;  /* --save-grads DIR */
-    int list_weights;        /* --list-weights */
-} Options;
-
-/* Longest --timeout accepted: about 31 years. */
-#define TIMEOUT_MAX_S 1e9
-
-/* A whole decimal argument of digits only, within 64 bits. */
-static int parse_u64(const char *s, unsigned long long *out) {
-    if (*s < '0' || *s > '9')
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    *out = strtoull(s, &end, 10);
-    return errno == 0 && *end == '\0';
-}
-
-/* A whole decimal number of seconds, finite, in [0, TIMEOUT_MAX_S]. */
-static int parse_seconds(const char *s, double *out) {
-    if ((*s < '0' || *s > '9') && *s != '.')
-        return 0;
-    for (const char *p = s; *p; ++p)
-        if (!strchr("0123456789.eE+-", *p))
-            return 0;
-    char *end = NULL;
-    errno = 0;
-    *out = strtod(s, &end);
-    return errno == 0 && *end == '\0' && end != s && isfinite(*out) && *out >= 0 &&
-           *out <= TIMEOUT_MAX_S;
-}
-
-/* 0: run with *o; 1: --help was asked for (printed); 2: a bad command
- * line (said why). */
-static int parse_options(const char *name, int argc, char **argv, Options *o) {
-    memset(o, 0, sizeof *o);
-    o->repeat = 1;
-    o->seed = 1;
-    o->timeout = PRIME_RT_DEFAULT_TIMEOUT_S;
-    o->fan_in = 1;
-    for (int i = 1; i < argc; ++i) {
-        const char *opt = argv[i];
-        int takes_value = strcmp(opt, "--seed") == 0 || strcmp(opt, "--trace") == 0 ||
-                          strcmp(opt, "--json") == 0 || strcmp(opt, "--repeat") == 0 ||
-                          strcmp(opt, "--timeout") == 0 || strcmp(opt, "--init") == 0 ||
-                          strcmp(opt, "--weights") == 0 || strcmp(opt, "--weights-map") == 0 ||
-                          strcmp(opt, "--save-grads") == 0;
-        if (strcmp(opt, "--check") == 0 || strcmp(opt, "--list-weights") == 0) {
-            *(strcmp(opt, "--check") == 0 ? &o->check : &o->list_weights) = 1;
-            continue;
-        }
-        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
-            usage(argv[0]);
-            return 1;
-        }
-        if (!takes_value) {
-            fprintf(stderr, "%s: unknown option '%s'\n", name, opt);
-            usage(argv[0]);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "%s: option '%s' needs a value\n", name, opt);
-            usage(argv[0]);
-            return 2;
-        }
-        const char *val = argv[++i];
-        unsigned long long n = 0;
-        if (strcmp(opt, "--trace") == 0 || strcmp(opt, "--json") == 0) {
-            if (!*val) {
-                fprintf(stderr, "%s: option '%s' needs a file name\n", name, opt);
-                return 2;
-            }
-            *(strcmp(opt, "--trace") == 0 ? &o->trace : &o->json) = val;
-        } else if (strcmp(opt, "--weights") == 0 || strcmp(opt, "--weights-map") == 0 ||
-                   strcmp(opt, "--save-grads") == 0) {
-            if (!*val) {
-                fprintf(stderr, "%s: option '%s' needs a path\n", name, opt);
-                return 2;
-            }
-            *(strcmp(opt, "--weights") == 0      ? &o->weights
-              : strcmp(opt, "--save-grads") == 0 ? &o->save_grads
-                                                 : &o->weights_map) = val;
-        } else if (strcmp(opt, "--init") == 0) {
-            if (strcmp(val, "fan-in") == 0 || strcmp(val, "uniform") == 0) {
-                o->fan_in = strcmp(val, "fan-in") == 0;
-            } else {
-                fprintf(stderr, "%s: --init takes 'fan-in' or 'uniform', not '%s'\n", name, val);
-                return 2;
-            }
-        } else if (strcmp(opt, "--seed") == 0) {
-            if (!parse_u64(val, &o->seed)) {
-                fprintf(stderr, "%s: --seed needs an integer from 0 to %llu, not '%s'\n", name,
-                        ULLONG_MAX, val);
-                return 2;
-            }
-        } else if (strcmp(opt, "--repeat") == 0) {
-            if (!parse_u64(val, &n) || n < 1 || n > INT_MAX) {
-                fprintf(stderr, "%s: --repeat needs an integer from 1 to %d, not '%s'\n", name,
-                        INT_MAX, val);
-                return 2;
-            }
-            o->repeat = (int)n;
-        } else if (!parse_seconds(val, &o->timeout)) {
-            fprintf(stderr,
-                    "%s: --timeout needs a number of seconds from 0 (no deadline) to %g, not "
-                    "'%s'\n",
-                    name, TIMEOUT_MAX_S, val);
-            return 2;
-        }
-    }
-    return 0;
-}
-
-/* Opens an output file (mode "w") before the run, so that a missing
- * folder or a read-only file is reported before any work; NULL after
- * saying why. */
-static FILE *open_output(const char *name, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        fprintf(stderr, "%s: cannot write '%s': %s\n", name, path, strerror(errno));
-    return f;
-}
-
 /* Prints what every device of this process that failed says about it
  * (who waited for whom, where) and the verdict, on the root and on every
  * process that has something to say; returns EXIT_TIMEOUT. */
@@ -603,16 +463,6 @@ static void run_free(Run *run) {
     free(run->status);
 }
 
-/* Whether dir is a directory this process may write in. */
-static int dir_writable(const char *name, const char *dir) {
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK) != 0) {
-        fprintf(stderr, "%s: --save-grads needs a writable directory, not '%s'\n", name, dir);
-        return 0;
-    }
-    return 1;
-}
-
 /* --list-weights, --weights and --save-grads before the values are made:
  * 0 to run, -1 when listed (exit 0), or the exit code. Without --check,
  * --weights opens the files for the devices to read their tiles from
@@ -631,7 +481,7 @@ static int weights_setup(const PrimeProgram *prog, const Options *opt, PrimeWeig
         rc = prime_weights_open(prog, names, opt->weights, wfiles);
     if (rc == 0 && opt->save_grads)
         rc = prime_grads_init(grads, prog, names);
-    if (rc == 0 && opt->save_grads && !dir_writable(prog->name, opt->save_grads))
+    if (rc == 0 && opt->save_grads && !prime_dir_writable(prog->name, opt->save_grads))
         rc = 2;
     return rc;
 }
@@ -655,7 +505,7 @@ static int save_grads(const PrimeProgram *prog, PrimeWorld *world, const Options
 static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *device, int argc,
                        char **argv) {
     Options opt;
-    int parsed = parse_options(prog->name, argc, argv, &opt);
+    int parsed = prime_parse_options(prog->name, argc, argv, &opt);
     if (parsed != 0)
         return parsed == 1 ? 0 : 2;
     /* Before the first allocation, and again before the first GEMMs. */
@@ -814,9 +664,9 @@ static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *devic
     FILE *js = NULL;
     int bad_output = 0;
     if (json && root)
-        bad_output |= !(js = open_output(prog->name, json));
+        bad_output |= !(js = prime_open_output(prog->name, json));
     if (trace && root && !bad_output) {
-        FILE *t = open_output(prog->name, trace);
+        FILE *t = prime_open_output(prog->name, trace);
         bad_output |= !t;
         if (t)
             fclose(t);

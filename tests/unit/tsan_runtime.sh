@@ -28,7 +28,7 @@ pkg-config --exists openblas cmocka jansson || skip "pkg-config finds no openbla
 
 flags="-std=c11 -g -O1 -fsanitize=thread -I$src/runtime $(pkg-config --cflags openblas cmocka jansson)"
 libs="$(pkg-config --libs openblas cmocka jansson) -lpthread -lm"
-rt="abi.c collective.c device.c devops_host.c kernels.c prime_form.c prime_program.c prime_sched.c prime_timing.c prime_weights.c progress.c safetensors.c trace.c world_threads.c transport_threads.c collective_threads.c"
+rt="abi.c collective.c device.c devops_host.c kernels.c prime_form.c prime_options.c prime_program.c prime_sched.c prime_timing.c prime_weights.c progress.c safetensors.c trace.c world_threads.c transport_threads.c collective_threads.c"
 objs=""
 for f in $rt; do
     o="$out/${f%.c}.o"
