@@ -170,15 +170,17 @@ void prime_copy_box(int rank, const long *extent, const float *src, const long *
 
 /* Element i is k_i * 2^-23 - 1, exactly, where k_i is the top 24 bits of
  * the (i+1)-th output of splitmix64 started from state `seed`. */
+float prime_random_at(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + (i + 1) * UINT64_C(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return (float)(z >> 40) / 8388608.0f - 1.0f;
+}
+
 void prime_fill_random(float *p, size_t n, uint64_t seed) {
-    uint64_t state = seed;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t z = (state += UINT64_C(0x9e3779b97f4a7c15));
-        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-        z ^= z >> 31;
-        p[i] = (float)(z >> 40) / 8388608.0f - 1.0f;
-    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = prime_random_at(seed, i);
 }
 
 static double absd(double x) {

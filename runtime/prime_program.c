@@ -3,8 +3,12 @@
  * prime_program.h): inputs, the run on the devices, the check
  * against the dense reference, and the counter report.
  *
- * The driver is the same for both runtime backends. Every process fills
- * the whole inputs and computes the reference (they are deterministic),
+ * The driver is the same for both runtime backends. Without --check no
+ * process holds a whole value: each device makes its own tiles of the
+ * random inputs from the seed, element by element (the same floats the
+ * whole value would have), or reads them from --weights. With --check
+ * every process fills the whole inputs and computes the reference (they
+ * are deterministic),
  * but with MPI a process runs only its own device, so whatever the
  * devices write for the report lives in arrays laid out per rank (status,
  * err, seen) that prime_world_share completes on every process. Every
@@ -66,6 +70,10 @@ typedef struct Run {
     /* --weights without --check: the files, from which each device reads
      * its own tiles of the values whose whole[v] is NULL. */
     const PrimeWeightFiles *wfiles;
+    /* Without --check no whole value exists: a device makes its tiles of
+     * the random values itself, element by element from the seed. */
+    unsigned long long seed;
+    const double *scale; /* per value: the init scale (NULL: 1) */
 } Run;
 
 static long elems_of(const long *shape, int ndims) {
@@ -98,6 +106,30 @@ void prime_layout_tile(const PrimeProgram *prog, const PrimeLayout *l, int rank,
     }
 }
 
+/* The values the filled input `value` has in the box at off of extent
+ * tile (row-major in shape), as prime_fill_random gives the whole value
+ * and the init scale scales it: the same floats, without the whole. */
+static void random_box(const Run *run, int value, int ndims, const long *shape, const long *off,
+                       const long *tile, float *dst) {
+    const uint64_t seed = run->seed * 1000003ull + (unsigned long long)value;
+    const double sc = run->scale ? run->scale[value] : 1.0;
+    long rows = 1, idx[PRIME_MAX_DIMS] = {0};
+    for (int x = 0; x + 1 < ndims; ++x)
+        rows *= tile[x];
+    const long inner = ndims ? tile[ndims - 1] : 1;
+    for (long r = 0; r < rows; ++r) {
+        uint64_t base = 0;
+        for (int x = 0; x < ndims; ++x)
+            base = base * (uint64_t)shape[x] + (uint64_t)(off[x] + (x + 1 < ndims ? idx[x] : 0));
+        for (long i = 0; i < inner; ++i) {
+            float v = prime_random_at(seed, base + (uint64_t)i);
+            dst[r * inner + i] = sc != 1.0 ? (float)(v * sc) : v;
+        }
+        for (int x = ndims - 2; x >= 0 && ++idx[x] == tile[x]; --x)
+            idx[x] = 0;
+    }
+}
+
 static PrimeStatus fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
     const PrimeTensorDesc *t = &run->prog->tensors[tensor];
     const int rank = prime_dev_rank(dev);
@@ -119,6 +151,8 @@ static PrimeStatus fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
         if (run->whole[t->value])
             prime_copy_box(t->ndims, t->tile, run->whole[t->value], t->shape, off, dst, t->tile,
                            zero);
+        else if (!prime_weights_has(run->wfiles, t->value))
+            random_box(run, t->value, t->ndims, t->shape, off, t->tile, dst);
         else if (prime_weights_read_box(run->wfiles, t->value, t, off, t->tile, dst) != 0)
             status = prime_dev_fail_text(dev, PRIME_ERR_NOMEM, "out of memory reading a tile");
         if (host && status == PRIME_OK)
@@ -567,10 +601,12 @@ static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *devic
     PrimeWeightFiles *wfiles = NULL;
     rc = weights_setup(prog, &opt, &names, &grads, &wfiles);
     run.wfiles = wfiles;
+    run.seed = seed;
+    run.scale = fan_in ? prog->value_scale : NULL;
     for (int v = 0; rc == 0 && v < prog->nvalues; ++v) {
         size_t n = (size_t)prog->value_elems[v];
-        if (prime_weights_has(wfiles, v))
-            continue; /* whole[v] stays NULL: read by tiles */
+        if (prime_weights_has(wfiles, v) || !check)
+            continue; /* whole[v] stays NULL: read or made by tiles */
         run.whole[v] = calloc(n ? n : 1, sizeof(float));
         /* The dense references exist with --check only. */
         if (check)

@@ -262,6 +262,9 @@ void prime_copy_box(int rank, const long *extent, const float *src, const long *
 
 /* Deterministic pseudo-random values in [-1, 1) from a seed (splitmix64). */
 void prime_fill_random(float *p, size_t n, uint64_t seed);
+/* Element i of prime_fill_random's values from `seed`, alone: a device
+ * fills its own tiles without the whole array. */
+float prime_random_at(uint64_t seed, uint64_t i);
 /* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the relative error of a
  * against the reference b, in the max norm. */
 double prime_max_rel_error(const float *a, const float *b, size_t n);

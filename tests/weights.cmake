@@ -11,7 +11,7 @@ if(NOT Python3_Interpreter_FOUND)
   return()
 endif()
 
-foreach(case matmul map opt bad fuzz names)
+foreach(case matmul map opt bad fuzz names random)
   add_test(NAME weights/${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/weights/weights_test.py
                    $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/weights/${case}

@@ -20,6 +20,11 @@ CASE is one of
   bad     bad files and maps: exit code 2 and the message
   fuzz    every truncation of a small file and seeded byte flips of its
           header: exit code 0 or 2, never a crash
+  random  without --check no process holds a whole input: each device
+          makes its own tiles from the seed; the gradients saved without
+          --check are the same bytes as with it (matmul_square and
+          opt_small_square and _megatron, both --init kinds, two seeds);
+          the mpi case checks the same across 4 processes
 
 The safetensors files are written here with struct and json only.
 """
@@ -183,6 +188,37 @@ def check_matmul(prog, work, dtype, names, map_file=None, extra=False, x_dtype="
     close(grads[names["x"]][1], dx, "%s dx" % dtype)
 
 
+def same_without_check(prog, work, *extra):
+    """The gradients of a run without --check (tiles made by the devices)
+    are byte for byte those of a run with it (tiles cut from the whole
+    inputs), and differ for another seed."""
+    saved = {}
+    for mode, seed in (("check", "1"), ("tiles", "1"), ("tiles", "2")):
+        gdir = fresh(os.path.join(work, "grads-%s-%s" % (mode, seed)))
+        args = ["--seed", seed, "--save-grads", gdir, *extra] + (["--check"] if mode == "check" else [])
+        r = run(prog, *args)
+        if r.returncode != 0 or ("check passed" in r.stdout) != (mode == "check"):
+            fail("%s %s: exit %d\n%s%s" % (prog, " ".join(args), r.returncode, r.stdout, r.stderr))
+        names = sorted(os.listdir(gdir))
+        if not names:
+            fail("%s: no gradients saved" % prog)
+        saved[(mode, seed)] = b"".join(open(os.path.join(gdir, n), "rb").read() for n in names)
+    if saved[("check", "1")] != saved[("tiles", "1")]:
+        fail("%s %s: the gradients without --check differ from those with it" % (prog, " ".join(extra)))
+    if saved[("tiles", "1")] == saved[("tiles", "2")]:
+        fail("%s: seeds 1 and 2 gave the same gradients" % prog)
+    print("%s %s: %d gradient bytes equal with and without --check" %
+          (os.path.basename(prog), " ".join(extra), len(saved[("check", "1")])))
+
+
+def case_random(primec, src, work):
+    for path, model in (("matmul_square.prime", "matmul_square"), ("opt_layer.prime", "opt_small_square"),
+                        ("opt_layer.prime", "opt_small_megatron")):
+        prog = build(primec, os.path.join(src, "examples", path), model, fresh(os.path.join(work, model)))
+        for init in ("fan-in", "uniform"):
+            same_without_check(prog, work, "--init", init)
+
+
 def case_matmul(primec, src, work):
     prog = build(primec, os.path.join(src, "examples/matmul_square.prime"), "matmul_square",
                  os.path.join(work, "bin"))
@@ -199,6 +235,7 @@ def case_mpi(primec, src, work):
                  os.path.join(work, "bin"), "--target", "mpi")
     check_matmul(prog, work, "BF16", {"w": "w", "x": "x", "dy": "dy"})
     check_matmul(prog, work, "BF16", {"w": "w", "x": "x", "dy": "dy"}, tiles=True)
+    same_without_check(prog, work, "--init", "fan-in")
 
 
 def case_map(primec, src, work):
@@ -438,7 +475,7 @@ def main():
         LAUNCH.extend(sys.argv[5:] + ["-n", "4"])
     os.makedirs(work, exist_ok=True)
     {"matmul": case_matmul, "mpi": case_mpi, "map": case_map, "opt": case_opt, "bad": case_bad,
-     "fuzz": case_fuzz, "names": case_names}[case](primec, src, work)
+     "fuzz": case_fuzz, "names": case_names, "random": case_random}[case](primec, src, work)
     print("ok")
 
 
