@@ -170,6 +170,15 @@ double plan_exhaustive(const Plan *plan, long limit, int *best_choice);
 /* The instance's candidate as `use` text: "square(i: i, j: j)". */
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst);
 
+/* The mesh axis along which the chosen partitions split every token
+ * dimension, and nothing else (each instance with tokens has a partition
+ * axis that is the whole DSI of each of its token dimensions, whose size
+ * nothing else in the partition uses, bound to this mesh axis; no
+ * instance without tokens lies along it), or -1. Then D data-parallel
+ * replicas of the plan are the same rules on the mesh with that axis D
+ * times longer and the tokens whole (plan_replica.c). */
+int plan_replica_axis(const Plan *plan);
+
 /* The schedule of s with the two axes of its square mesh (i: n, j: n)
  * swapped: device (i, j) does what (j, i) did in s. Per-rank action
  * lists, peers, collective groups, slices, layouts, moves and

@@ -251,7 +251,7 @@ static void write_plan_prime(FILE *f, const Model *m, const Result *r, const cha
     const char **uses = ARENA_ARRAY(arena, const char *, m->ninstances + 1);
     for (int i = 0; i < m->ninstances; ++i)
         uses[i] = plan_use_text(arena, &r->plan, i);
-    plan_write_prime(f, m, uses, &r->mesh, r->dp, source, arena);
+    plan_write_prime(f, m, uses, &r->mesh, r->dp, plan_replica_axis(&r->plan), source, arena);
 }
 
 static void print_plan(const Model *m, const Result *r, const Profile *prof, Arena *arena,

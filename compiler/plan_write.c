@@ -78,7 +78,7 @@ static Sym token_param(const PtrVec *items) {
 }
 
 void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Mesh *mesh, int dp,
-                      const char *source, Arena *arena) {
+                      int replica_axis, const char *source, Arena *arena) {
     const ModelDecl *src = m->source ? m->source : m->decl;
     Walk wk = {0};
     wk.cap = count_items(&src->items);
@@ -86,11 +86,21 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
     wk.m = m;
     wk.uses = uses;
     walk_block(&wk, &src->items);
-    fprintf(f,
-            "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
-            "// replica%s of the mesh below. Check it with `primec check`.\n",
-            m->name, mesh->ndev * dp, dp, dp == 1 ? "" : "s");
-    if (dp > 1)
+    const int merged = dp > 1 && replica_axis >= 0 && replica_axis < mesh->naxes;
+    if (merged)
+        fprintf(f,
+                "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
+                "// replicas of the searched mesh, written as its axis %s %d times longer:\n"
+                "// every instance splits the tokens along it, so the program runs all the\n"
+                "// replicas and all-reduces the weight gradients across them. Check it with\n"
+                "// `primec check`.\n",
+                m->name, mesh->ndev * dp, dp, mesh->names[replica_axis], dp);
+    else
+        fprintf(f,
+                "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
+                "// replica%s of the mesh below. Check it with `primec check`.\n",
+                m->name, mesh->ndev * dp, dp, dp == 1 ? "" : "s");
+    if (dp > 1 && !merged)
         fprintf(f,
                 "// The run is one replica: its activations hold 1/%d of the tokens. The\n"
                 "// all-reduce of weight gradients across the replicas is in the plan's cost\n"
@@ -112,7 +122,8 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
     }
     fprintf(f, "import \"%s\";\n\nplan %s_planned of %s on mesh(", source, m->name, src->name.name);
     for (int a = 0; a < mesh->naxes; ++a)
-        fprintf(f, "%s%s: %ld", a ? ", " : "", mesh->names[a], mesh->sizes[a]);
+        fprintf(f, "%s%s: %ld", a ? ", " : "", mesh->names[a],
+                mesh->sizes[a] * (merged && a == replica_axis ? dp : 1));
     fprintf(f, ") {\n");
     if (dflt)
         fprintf(f, "    default use %s;\n", dflt);
@@ -143,7 +154,7 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
         }
     }
     fprintf(f, "}\n\nrun %s_planned = %s_planned on %s", m->name, m->name, src->name.name);
-    Sym token = dp > 1 ? token_param(&src->items) : NULL;
+    Sym token = dp > 1 && !merged ? token_param(&src->items) : NULL;
     for (int p = 0; p < m->nparams; ++p) {
         long v = m->param_values[p];
         if (m->param_names[p] == token)

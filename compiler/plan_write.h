@@ -12,11 +12,14 @@
 /* Writes `import "SOURCE"; plan M_planned of MODEL on mesh(...) {rules}
  * run M_planned = M_planned on MODEL(params);` for model m (a written
  * model or a run), whose instance i gets the `use` text uses[i], on mesh
- * as one of dp data-parallel replicas (the token parameter divided by
- * dp). The rules name the written instances (one rule covers every copy
- * of a layer), so the text does not grow with the layer count. */
+ * with dp data-parallel replicas: with replica_axis >= 0 (see
+ * plan_replica_axis) as the whole program, that mesh axis dp times
+ * longer and the tokens whole; otherwise as one replica (the token
+ * parameter divided by dp). The rules name the written instances (one
+ * rule covers every copy of a layer), so the text does not grow with the
+ * layer count. */
 void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Mesh *mesh, int dp,
-                      const char *source, Arena *arena);
+                      int replica_axis, const char *source, Arena *arena);
 
 /* The path of `target` relative to the directory of the file `from`
  * (both as given on the command line), for an import. */

@@ -29,6 +29,14 @@ add_test(NAME lang/plan-writes-plan
                  ${CMAKE_CURRENT_BINARY_DIR}/lang-plan)
 set_tests_properties(lang/plan-writes-plan PROPERTIES LABELS golden TIMEOUT 300)
 
+# A batched model's replicas, written as the mesh axis its plan splits the
+# batch along (tests/plan/replicas_written.sh): every device, the whole
+# batch, the gradient all-reduce across the replicas, --check passes.
+add_test(NAME lang/plan-writes-replicas
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plan/replicas_written.sh $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/examples ${CMAKE_CURRENT_BINARY_DIR}/lang-plan-replicas)
+set_tests_properties(lang/plan-writes-replicas PROPERTIES LABELS golden TIMEOUT 300)
+
 # Meshes of any size (label "run"): the square grid on 3 x 3 devices, the
 # ring and the row split on 6, built and run with --check (results against
 # the dense reference, counters against the prediction); the Megatron-LM

@@ -1,0 +1,89 @@
+/*
+ * plan_replica.c — whether a plan's data-parallel replicas can be
+ * written as one longer mesh axis (see plan.h, plan_replica_axis).
+ */
+#include "plan.h"
+#include "plan_internal.h"
+
+/* Whether expression e names sym anywhere (an index's dimension names
+ * are not expressions). Expressions are bounded in depth by the parser. */
+static int mentions(const Expr *e, Sym sym) {
+    if (!e)
+        return 0;
+    if ((e->kind == EXPR_NAME || e->kind == EXPR_CALL) && e->name == sym)
+        return 1;
+    if (mentions(e->lhs, sym) || mentions(e->rhs, sym))
+        return 1;
+    if (e->kind == EXPR_CALL || e->kind == EXPR_RADIX)
+        for (int i = 0; i < e->args.count; ++i)
+            if (mentions(e->args.items[i], sym))
+                return 1;
+    return 0;
+}
+
+/* Whether partition axis k of part may grow with the replicas: its size
+ * is a name no other axis, step or DSI uses, every dimension in `tok` has
+ * exactly the axis as its DSI, and no other dimension's DSI mentions it. */
+static int replica_axis_of(const Partition *part, int k, unsigned tok, int ndims) {
+    const AxisDecl *ax = part->axes[k];
+    if (!ax->size || ax->size->kind != EXPR_NAME)
+        return 0;
+    Sym size = ax->size->name, name = ax->name.name;
+    for (int a = 0; a < part->naxes; ++a)
+        if (a != k && mentions(part->axes[a]->size, size))
+            return 0;
+    if (part->steps && mentions(part->steps->size, size))
+        return 0;
+    for (int d = 0; d < ndims; ++d) {
+        const DsiAssign *dsi = part->dsi[d];
+        if (tok & (1u << d)) {
+            if (!dsi || dsi->value->kind != EXPR_NAME || dsi->value->name != name)
+                return 0;
+        } else if (dsi && (mentions(dsi->value, name) || mentions(dsi->value, size))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int plan_replica_axis(const Plan *plan) {
+    const Planner *p = plan->planner;
+    if (!p || !p->token_dims)
+        return -1;
+    int axis = -1;
+    for (int i = 0; i < plan->ninst; ++i) {
+        const PlanCandidate *pc = plan->cands[i].items[plan->choice[i]];
+        const Partition *part = pc->partition;
+        const unsigned tok = p->token_dims[i];
+        const int ndims = pc->inst.op->ndims;
+        int found = -1;
+        for (int k = 0; k < part->naxes; ++k) {
+            if (!tok) {
+                /* An instance without tokens is the same on every replica:
+                 * none of its axes may lie along the replica axis. */
+                if (axis >= 0 && pc->axis_map[k] == axis)
+                    return -1;
+                continue;
+            }
+            if (replica_axis_of(part, k, tok, ndims)) {
+                found = pc->axis_map[k];
+                break;
+            }
+        }
+        if (!tok)
+            continue;
+        if (found < 0 || (axis >= 0 && found != axis))
+            return -1;
+        axis = found;
+    }
+    /* The instances without tokens seen before the axis was known. */
+    for (int i = 0; axis >= 0 && i < plan->ninst; ++i) {
+        const PlanCandidate *pc = plan->cands[i].items[plan->choice[i]];
+        if (p->token_dims[i])
+            continue;
+        for (int k = 0; k < pc->partition->naxes; ++k)
+            if (pc->axis_map[k] == axis)
+                return -1;
+    }
+    return axis;
+}
