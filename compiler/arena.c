@@ -13,12 +13,14 @@
  */
 #include "arena.h"
 
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "diag.h"
 
 /* Every allocation is aligned for any object. */
@@ -61,6 +63,15 @@ static void *xmalloc(size_t size) {
     return p;
 }
 
+#ifdef PRIMEC_ARENA_MALLOC
+/* One allocation's block, given back (the budget counts what malloc
+ * reserved for it). */
+static void free_block(void *p) {
+    budget_release(malloc_usable_size(p));
+    free(p);
+}
+#endif
+
 Arena *arena_create(void) {
     Arena *arena = xmalloc(sizeof(Arena));
     memset(arena, 0, sizeof(*arena));
@@ -72,13 +83,14 @@ void arena_destroy(Arena *arena) {
         return;
 #ifdef PRIMEC_ARENA_MALLOC
     for (size_t i = 0; i < arena->nblocks; i++)
-        free(arena->blocks[i]);
+        free_block(arena->blocks[i]);
     free(arena->blocks);
 #else
     for (int list = 0; list < 2; ++list) {
         Chunk *c = list ? arena->spare : arena->chunks;
         while (c) {
             Chunk *next = c->next;
+            budget_release(CHUNK_HEADER + c->size);
             free(c);
             c = next;
         }
@@ -91,7 +103,7 @@ void arena_destroy(Arena *arena) {
 void arena_reset(Arena *arena) {
 #ifdef PRIMEC_ARENA_MALLOC
     for (size_t i = 0; i < arena->nblocks; i++)
-        free(arena->blocks[i]);
+        free_block(arena->blocks[i]);
     arena->nblocks = 0;
 #else
     Chunk *c = arena->chunks;
@@ -124,6 +136,7 @@ static Chunk *take_chunk(Arena *arena, size_t need) {
     }
     size_t cap = need > ARENA_CHUNK_SIZE ? need : ARENA_CHUNK_SIZE;
     Chunk *fresh = xmalloc(CHUNK_HEADER + cap);
+    budget_charge(CHUNK_HEADER + cap);
     fresh->size = cap;
     fresh->used = 0;
     return fresh;
@@ -150,6 +163,7 @@ void *arena_alloc_uninit(Arena *arena, size_t size) {
     if (!p)
         ICE("out of memory (allocating %zu bytes)", size);
     arena->blocks[arena->nblocks++] = p;
+    budget_charge(malloc_usable_size(p));
     return p;
 #else
     if (size > SIZE_MAX - ARENA_ALIGN - CHUNK_HEADER)

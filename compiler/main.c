@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "cost_cli.h"
 #include "emit_cuda.h"
 #include "explain.h"
@@ -68,6 +69,9 @@ static void usage(FILE *out) {
         "                         prime_program_main(prime_model_M(), argc, argv) runs it)\n"
         "  --cc CC                build: the C compiler (default: %s; cuda: nvcc)\n"
         "  --dump-after=PASS      print the IR after PASS and stop (%s)\n"
+        "  --max-memory BYTES     stop with an error past BYTES of the compiler's memory\n"
+        "                         (8G, 512M, none; default: PRIMEC_MAX_MEMORY, else half of\n"
+        "                         this machine's memory)\n"
         "  --help                 this text\n"
         "  --version              the version\n"
         "  --print-paths          where primec finds the runtime and the profiles\n"
@@ -284,6 +288,10 @@ int main(int argc, char **argv) {
     ParamOverride params[64];
     int nparams = 0;
 
+    /* The memory budget (budget.h), for every command but the language
+     * server's. */
+    if (!(argc > 1 && strcmp(argv[1], "lsp") == 0) && !budget_init_from_env())
+        return EXIT_USAGE;
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return plan_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "calibrate") == 0)
@@ -328,6 +336,22 @@ int main(int argc, char **argv) {
                 return EXIT_USAGE;
             }
             nparams++;
+        } else if (strcmp(a, "--max-memory") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
+                return EXIT_USAGE;
+            }
+            const char *v = argv[++i];
+            int ok = 1;
+            long b = strcmp(v, "none") == 0 ? 0 : budget_parse_bytes(v, &ok);
+            if (!ok) {
+                fprintf(stderr,
+                        "primec: error: --max-memory takes a byte count such as 8G, 512M, "
+                        "2000000000, or none, not '%s'\n",
+                        v);
+                return EXIT_USAGE;
+            }
+            budget_set((size_t)b);
         } else if (strcmp(a, "--ranks") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "primec: error: option '%s' needs a value\n", a);

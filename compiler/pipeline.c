@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "emit_c.h"
 #include "form.h"
 #include "kernel_ir.h"
@@ -353,6 +354,12 @@ static int pass_schedule(Compilation *c) {
             continue;
         const SliceTable *const *slices = (const SliceTable *const *)c->slice_tables.items + k;
         k += m->ninstances;
+        budget_context(&c->sink, &m->name_span,
+                       arena_printf(c->arena, "the schedule of '%s' on %d devices%s", m->name,
+                                    m->mesh.ndev,
+                                    m->layer_count > 1
+                                        ? arena_printf(c->arena, " with %d layers", m->layer_count)
+                                        : ""));
         Schedule *s = schedule_build_from(c->arena, &c->sink, m, slices, c->phase_lists.items[n++]);
         if (!s)
             ok = 0;
@@ -481,6 +488,7 @@ int pipeline_run(Compilation *c, const char *last) {
     for (int i = 0; i < NPASSES; ++i) {
         c->pass = passes[i].name;
         fault_point(passes[i].name);
+        budget_context(&c->sink, NULL, arena_printf(c->arena, "the %s pass", passes[i].name));
         if (!passes[i].run(c))
             return 0;
         if (c->dump_after && strcmp(c->dump_after, passes[i].name) == 0) {

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "cost.h"
 #include "json_out.h"
 #include "pipeline.h"
@@ -31,33 +32,6 @@
 #include "plan_write.h"
 #include "profile.h"
 #include "svg.h"
-
-static long parse_bytes(const char *s, int *ok) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v)) {
-        *ok = 0;
-        return 0;
-    }
-    double mul = 1;
-    if (!strcmp(end, "K") || !strcmp(end, "KiB"))
-        mul = 1024.0;
-    else if (!strcmp(end, "M") || !strcmp(end, "MiB"))
-        mul = 1024.0 * 1024;
-    else if (!strcmp(end, "G") || !strcmp(end, "GiB"))
-        mul = 1024.0 * 1024 * 1024;
-    else if (!strcmp(end, "GB"))
-        mul = 1e9;
-    else if (*end) {
-        *ok = 0;
-        return 0;
-    }
-    /* A positive byte count that fits a long with room for the sums the
-     * planner makes of it. */
-    *ok = v > 0 && v * mul < 0x1p62;
-    return *ok ? (long)(v * mul) : 0;
-}
 
 /* The most devices plan accepts (data-parallel replicas of meshes of at
  * most PLAN_MAX_MESH devices, the limit of a model's mesh). */
@@ -512,7 +486,7 @@ int plan_main(int argc, char **argv) {
             if (!strcmp(argv[++i], "none"))
                 memory_limit = 0;
             else
-                memory_limit = parse_bytes(argv[i], &ok);
+                memory_limit = budget_parse_bytes(argv[i], &ok);
             if (!ok) {
                 fprintf(stderr,
                         "primec: error: bad --memory-limit '%s' (e.g. 16G, 512M, 1000000, none)\n",
@@ -609,6 +583,8 @@ int plan_main(int argc, char **argv) {
             break;
         }
         long n = devices ? devices : m->mesh.ndev;
+        budget_context(&c.sink, &m->name_span,
+                       arena_printf(c.arena, "planning '%s' on %ld devices", m->name, n));
         if (space.naxes && n % space.tp_max) {
             diag_error_plain(&c.sink,
                              "--mesh needs a multiple of %ld devices; '%s' is planned on %ld "

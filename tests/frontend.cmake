@@ -21,6 +21,7 @@ set(PRIMEC_FRONTEND_COMPILER_DIR ${CMAKE_CURRENT_SOURCE_DIR}/../compiler)
 add_executable(test_frontend_arena_malloc
   ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_frontend.c
   ${PRIMEC_FRONTEND_COMPILER_DIR}/arena.c
+  ${PRIMEC_FRONTEND_COMPILER_DIR}/budget.c
   ${PRIMEC_FRONTEND_COMPILER_DIR}/source.c
   ${PRIMEC_FRONTEND_COMPILER_DIR}/diag.c)
 target_include_directories(test_frontend_arena_malloc PRIVATE ${PRIMEC_FRONTEND_COMPILER_DIR})
