@@ -5,7 +5,7 @@ best mesh and data-parallel degree, under the same cost model.
 
     bench/plan_table.py [--primec build-rel/compiler/primec] [--profile v100]
                         [--elem-bytes 2] [--repeat 5] [--set layers|mlp|training]
-                        [--shard-optimizer]
+                        [--shard-optimizer] [--uneven-stages]
 
 --set training: whole models trained (`primec plan --training`): OPT,
 Llama 2 and BLOOM at ~7B and at their largest published size, on 8, 16
@@ -18,6 +18,9 @@ memory ratios, and the search time. Ends with `geomean SET: R.RRx` per
 device set (over the rows where both plans fit the devices' memory).
 With --shard-optimizer both searches shard the optimizer state and step
 over the data-parallel replicas (ZeRO-1, `primec plan --shard-optimizer`).
+With --uneven-stages both searches also take stage counts that do not
+divide the layers (`primec plan --uneven-stages`: the first L mod p
+stages hold one layer more).
 
 --set layers (default): one decoder layer of OPT-175B, Llama-2-70B and
 BLOOM-176B (batch of one sequence) on 4, 8, 16, 32 and 4096 devices.
@@ -130,7 +133,8 @@ def training(args):
                                               "--layers", str(layers), "--global-batch", str(batch),
                                               "--vocab", str(vocab), "--devices", str(n), "--profile",
                                               profile, "--elem-bytes", args.elem_bytes, "--json"]
-                                             + (["--shard-optimizer"] if args.shard_optimizer else []),
+                                             + (["--shard-optimizer"] if args.shard_optimizer else [])
+                                             + (["--uneven-stages"] if args.uneven_stages else []),
                                              capture_output=True, text=True)
                         if out.returncode != 0:
                             err = unmet(out.stderr)
@@ -186,6 +190,8 @@ def main():
     ap.add_argument("--shard-optimizer", action="store_true",
                     help="--set training: optimizer state and step sharded over the replicas "
                          "(ZeRO-1), for both plans")
+    ap.add_argument("--uneven-stages", action="store_true",
+                    help="--set training: stage counts that do not divide the layers too")
     args = ap.parse_args()
     if args.repeat is None:
         args.repeat = 1 if args.set == "training" else 5

@@ -127,7 +127,7 @@ int cost_command_main(int argc, char **argv) {
     if (piped && !stages)
         stages = 1;
     PipelineShape shape = {(int)stages, (int)chunks, (int)replicas, layers, micro,
-                           global,      vocab,       recompute,     0};
+                           global,      vocab,       recompute,     0,      0};
     Profile prof;
     char err[512];
     if (!profile_load(profile, &prof, err, sizeof err)) {

@@ -74,6 +74,14 @@ int cost_pipeline(const CostReport *r, long layers_in_report, const PipelineShap
     return pipeline_compose(&l, sh, p, out, err, errlen);
 }
 
+long pipeline_stage_layers(long layers, long stages, int uneven) {
+    if (stages < 1 || layers < stages)
+        return 0;
+    if (layers % stages == 0)
+        return layers / stages;
+    return uneven ? (layers + stages - 1) / stages : 0;
+}
+
 int pipeline_compose(const PipelineLayer *l, const PipelineShape *sh, const Profile *p,
                      PipelineCost *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -84,7 +92,7 @@ int pipeline_compose(const PipelineLayer *l, const PipelineShape *sh, const Prof
         snprintf(err, errlen, "stages, chunks, replicas, layers and batches must be positive");
         return 0;
     }
-    if (sh->layers % (pp * v) != 0) {
+    if (sh->layers % (pp * v) != 0 && (!sh->uneven || v > 1 || pp > sh->layers)) {
         snprintf(err, errlen, "%ld layers do not split into %ld stage%s of %ld chunk%s", sh->layers,
                  pp, pp == 1 ? "" : "s", v, v == 1 ? "" : "s");
         return 0;
@@ -107,7 +115,9 @@ int pipeline_compose(const PipelineLayer *l, const PipelineShape *sh, const Prof
     out->hidden = l->hidden;
     const double elem = l->elem_bytes;
     const long m = out->micro_batches, b = sh->micro_batch;
-    const long layers_per_stage = sh->layers / pp;
+    const long layers_per_stage = pipeline_stage_layers(sh->layers, pp, sh->uneven);
+    /* Uneven stages: the last stage holds the fewest layers, L / p. */
+    const long last_layers = sh->layers / pp;
 
     out->layer_fwd_us = l->fwd_us / (double)b;
     out->layer_bwd_us = l->bwd_us / (double)b;
@@ -123,9 +133,9 @@ int pipeline_compose(const PipelineLayer *l, const PipelineShape *sh, const Prof
         out->head_us = 3 * cost_gemm_us(p, tokens, vocab_dev, (double)out->hidden, 1, (int)elem);
         head_flops = 3 * 2 * tokens * vocab_dev * (double)out->hidden;
     }
-    const double t_last = out->stage_us + out->head_us;
+    const double t_last = (double)last_layers * per_layer + out->head_us;
     const double t_max = t_last > out->stage_us ? t_last : out->stage_us;
-    const double t_mean = out->stage_us + out->head_us / (double)pp;
+    const double t_mean = (double)sh->layers / (double)pp * per_layer + out->head_us / (double)pp;
 
     /* Stage boundaries: each device sends its 1/t of the activation (and
      * receives its gradient) per micro-batch and model chunk. */

@@ -60,7 +60,15 @@ typedef struct PipelineShape {
     long vocab;          /* vocabulary of the LM head; 0: no head */
     int recompute;       /* full activation recomputation */
     int shard_optimizer; /* optimizer state and step split over the d replicas (ZeRO-1) */
+    /* Stages may hold different layer counts (p need not divide L; with
+     * one model chunk only): the first L mod p stages hold one layer more,
+     * and the busiest stage, ceil(L / p) layers, sets the pace. */
+    int uneven;
 } PipelineShape;
+
+/* The layers of the busiest stage: L / p, or ceil(L / p) for uneven
+ * stages; 0 when p stages cannot hold L layers that way. */
+long pipeline_stage_layers(long layers, long stages, int uneven);
 
 typedef struct PipelineCost {
     PipelineShape shape;

@@ -388,7 +388,8 @@ int plan_main(int argc, char **argv) {
                 "       primec plan FILE --training --layers L --global-batch B [--micro-batch b]\n"
                 "                   [--vocab V] [--recompute auto|on|off] [--devices N] [--profile "
                 "P]\n"
-                "                   [--memory BYTES|none] [--shard-optimizer] [--json]\n"
+                "                   [--memory BYTES|none] [--shard-optimizer] [--uneven-stages] "
+                "[--json]\n"
                 "chooses a partition for every operator instance of each model in FILE (or M)\n"
                 "for N devices (default: the model's mesh) on profile P (default h100), over\n"
                 "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
@@ -409,6 +410,8 @@ int plan_main(int argc, char **argv) {
             train.on = 1;
         } else if (!strcmp(a, "--shard-optimizer")) {
             train.shard_optimizer = 1;
+        } else if (!strcmp(a, "--uneven-stages")) {
+            train.uneven_stages = 1;
         } else if (!strcmp(a, "--recompute") && has) {
             const char *v = argv[++i];
             if (!strcmp(v, "auto") || !strcmp(v, "on") || !strcmp(v, "off")) {

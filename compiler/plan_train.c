@@ -15,7 +15,7 @@ int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *ch
                    int replicas, int recompute, TrainPlan *out) {
     memset(out, 0, sizeof *out);
     const long t = layer->plan->mesh.ndev, b = layer->micro_batch;
-    if (stages < 1 || replicas < 1 || o->layers % stages ||
+    if (stages < 1 || replicas < 1 || !pipeline_stage_layers(o->layers, stages, o->uneven_stages) ||
         t * stages * (long)replicas != o->devices || o->global_batch % (b * replicas))
         return 0;
     plan_sums(layer->plan, choice, &out->sums);
@@ -30,8 +30,8 @@ int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *ch
     l.fwd_us = s->fwd_time * 1e6;
     l.bwd_us = (s->time - s->fwd_time) * 1e6;
     l.params = (double)s->weight_elems;
-    PipelineShape sh = {stages,          1,        replicas,  o->layers,         b,
-                        o->global_batch, o->vocab, recompute, o->shard_optimizer};
+    PipelineShape sh = {stages,          1,        replicas,  o->layers,          b,
+                        o->global_batch, o->vocab, recompute, o->shard_optimizer, o->uneven_stages};
     char err[256];
     if (!pipeline_compose(&l, &sh, o->profile, &out->pipe, err, sizeof err))
         return 0;
@@ -42,7 +42,8 @@ int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *ch
     out->micro_batch = b;
     out->micro_batches = c->micro_batches;
     out->time_s = c->iteration_us * 1e-6;
-    const double m = (double)c->micro_batches, n = (double)(o->layers / stages);
+    const double m = (double)c->micro_batches,
+                 n = (double)pipeline_stage_layers(o->layers, stages, o->uneven_stages);
     const double eb = o->elem_bytes, d = replicas;
     const double vocab_dev = o->vocab ? (double)((o->vocab + t - 1) / t) : 0;
     out->coll_time_s = m * n * s->coll_time + (c->allreduce_us + c->embedding_us) * 1e-6;
@@ -85,7 +86,7 @@ const char *train_memory_dominant(const TrainPlan *p) {
  * n (m + p - 1) layer passes of the critical path. */
 static PlanWeights time_weights(const TrainOptions *o, long t, int stages, int replicas,
                                 long micro_batch, int recompute) {
-    const double n = (double)(o->layers / stages);
+    const double n = (double)pipeline_stage_layers(o->layers, stages, o->uneven_stages);
     const double m = (double)(o->global_batch / (micro_batch * replicas));
     double per_elem_us = PIPELINE_ADAM_BYTES_PER_PARAM / (o->profile->mem_bandwidth_GBps * 1e3);
     if (o->shard_optimizer)
@@ -105,7 +106,7 @@ static PlanWeights time_weights(const TrainOptions *o, long t, int stages, int r
 /* The weights of the least-memory layer plan of a shape. */
 static PlanWeights memory_weights(const TrainOptions *o, int stages, int replicas, long micro_batch,
                                   int recompute) {
-    const double n = (double)(o->layers / stages);
+    const double n = (double)pipeline_stage_layers(o->layers, stages, o->uneven_stages);
     const double m = (double)(o->global_batch / (micro_batch * replicas));
     const double in_flight = stages < m ? stages : m;
     PlanWeights w = {0, 0, 0, 0, 0};
@@ -165,12 +166,12 @@ static int layer_shapes(const TrainOptions *o, const TrainLayer *layer, int rc, 
     const long t = plan->mesh.ndev, b = layer->micro_batch;
     int n = 0;
     for (long p = 1; p <= o->layers; ++p)
-        n += o->layers % p == 0 && o->devices % (t * p) == 0 &&
+        n += pipeline_stage_layers(o->layers, p, o->uneven_stages) && o->devices % (t * p) == 0 &&
              o->global_batch % (b * (o->devices / (t * p))) == 0;
     Shape *sh = ARENA_ARRAY(keep_in, Shape, n + 1);
     n = 0;
     for (long p = 1; p <= o->layers; ++p) {
-        if (o->layers % p || o->devices % (t * p))
+        if (!pipeline_stage_layers(o->layers, p, o->uneven_stages) || o->devices % (t * p))
             continue;
         const long d = o->devices / (t * p);
         if (o->global_batch % (b * d))
@@ -269,7 +270,9 @@ int train_search(const TrainOptions *o, const TrainLayer *layers, int nlayers, A
                     const int *choice = sh[k].choice;
                     if (o->memory_limit && tp.mem_total > limit) {
                         /* No assignment holds fewer weights than min_w. */
-                        double floor = ((double)(o->layers / sh[k].stages) * min_w +
+                        double floor = ((double)pipeline_stage_layers(o->layers, sh[k].stages,
+                                                                      o->uneven_stages) *
+                                            min_w +
                                         vocab_dev * (double)layer->hidden) *
                                        (2.0 * o->elem_bytes + train_state_bytes(o, sh[k].replicas));
                         if (pass == 0 && floor > limit)

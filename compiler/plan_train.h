@@ -45,6 +45,7 @@ typedef struct TrainOptions {
     int elem_bytes;
     int state_bytes_per_param; /* optimizer state beyond weight and gradient */
     int shard_optimizer;       /* the state and the step split over the replicas (ZeRO-1) */
+    int uneven_stages;         /* stages need not divide L (PipelineShape.uneven) */
     int devices_per_node;
     const Profile *profile;
 } TrainOptions;

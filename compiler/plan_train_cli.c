@@ -150,6 +150,9 @@ static json_t *plan_json(const Search *s, const Model *m, Arena *arena) {
     json_object_set_new(o, "pipeline", cost_pipeline_json(&p->pipe));
     json_object_set_new(o, "optimizer_sharded",
                         json_boolean(p->pipe.shape.shard_optimizer && p->replicas > 1));
+    json_object_set_new(
+        o, "stage_layers",
+        json_integer(pipeline_stage_layers(p->pipe.shape.layers, p->stages, p->pipe.shape.uneven)));
     json_object_set_new(o, "instances", uses);
     json_object_set_new(o, "layer_plans", json_integer(s->nlayers));
     json_object_set_new(o, "shapes", json_integer(s->shapes));
@@ -162,9 +165,15 @@ static void print_plan(const char *title, const Search *s, const Model *m, Arena
     const TrainPlan *p = &s->best;
     Plan *plan = s->layers[p->layer].plan;
     memcpy(plan->choice, p->choice, sizeof(int) * (size_t)plan->ninst);
-    printf("%s: mesh %s x %d stage%s x %d replica%s; micro-batch %ld (%ld per replica)%s%s\n",
-           title, mesh_text(arena, &plan->mesh), p->stages, p->stages == 1 ? "" : "s", p->replicas,
-           p->replicas == 1 ? "" : "s", p->micro_batch, p->micro_batches,
+    const long layers = p->pipe.shape.layers;
+    const char *uneven = p->stages > 0 && layers % p->stages
+                             ? arena_printf(arena, " (%ld layers: %ld stages of %ld, %ld of %ld)",
+                                            layers, layers % p->stages, layers / p->stages + 1,
+                                            p->stages - layers % p->stages, layers / p->stages)
+                             : "";
+    printf("%s: mesh %s x %d stage%s%s x %d replica%s; micro-batch %ld (%ld per replica)%s%s\n",
+           title, mesh_text(arena, &plan->mesh), p->stages, p->stages == 1 ? "" : "s", uneven,
+           p->replicas, p->replicas == 1 ? "" : "s", p->micro_batch, p->micro_batches,
            p->recompute ? ", activations recomputed" : "",
            p->least_memory ? " (the least-memory layer plan of its shape)" : "");
     const int sharded = p->pipe.shape.shard_optimizer && p->replicas > 1;
@@ -242,6 +251,7 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
     o.elem_bytes = ctx->opt.elem_bytes;
     o.state_bytes_per_param = COST_ADAM_STATE_BYTES;
     o.shard_optimizer = a->shard_optimizer;
+    o.uneven_stages = a->uneven_stages;
     o.devices_per_node =
         ctx->opt.devices_per_node > 0 ? ctx->opt.devices_per_node : ctx->profile->devices_per_node;
     o.profile = ctx->profile;

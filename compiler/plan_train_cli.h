@@ -18,6 +18,7 @@ typedef struct PlanTrainArgs {
     long vocab;          /* --vocab V; 0: no LM head */
     int recompute;       /* --recompute off|on|auto (TRAIN_RECOMPUTE_*) */
     int shard_optimizer; /* --shard-optimizer: ZeRO-1 (both searches) */
+    int uneven_stages;   /* --uneven-stages: stages need not divide the layers (both searches) */
     long memory_limit;   /* bytes per device; 0: none */
     long tp_max;         /* tensor-parallel devices at most */
     int mesh_naxes;      /* --mesh: 1 or 2 axes (0: any) */

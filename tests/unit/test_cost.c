@@ -597,7 +597,7 @@ static void test_cost_pipeline(void **state) {
     PipelineCost c;
 
     /* One stage, one replica, one micro-batch of one sequence. */
-    PipelineShape one = {1, 1, 1, 1, 1, 1, 0, 0, 0};
+    PipelineShape one = {1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
     assert_int_equal(cost_pipeline(&rep, 1, &one, &p, &c, err, sizeof err), 1);
     assert_true(close_to(c.layer_fwd_us, fwd) && close_to(c.layer_bwd_us, bwd));
     assert_true(close_to(c.stage_us, fwd + bwd));
@@ -608,13 +608,13 @@ static void test_cost_pipeline(void **state) {
     assert_int_equal(c.hidden, 32);
 
     /* Recomputation adds one forward per layer, sequence and micro-batch. */
-    PipelineShape rec = {1, 1, 1, 3, 2, 2, 0, 1, 0};
+    PipelineShape rec = {1, 1, 1, 3, 2, 2, 0, 1, 0, 0};
     assert_int_equal(cost_pipeline(&rep, 1, &rec, &p, &c, err, sizeof err), 1);
     assert_true(close_to(c.stage_us, 2 * 3 * (2 * fwd + bwd)));
 
     /* 4 stages of 2 layers, 2 replicas, micro-batches of 2, global batch
      * 16: m = 4 per replica; the LM head on the last stage. */
-    PipelineShape pp = {4, 1, 2, 8, 2, 16, 96, 0, 0};
+    PipelineShape pp = {4, 1, 2, 8, 2, 16, 96, 0, 0, 0};
     assert_int_equal(cost_pipeline(&rep, 1, &pp, &p, &c, err, sizeof err), 1);
     assert_int_equal(c.micro_batches, 4);
     assert_int_equal(c.devices, 32);

@@ -277,6 +277,64 @@ static void test_exhaustive_sharded(void **state) {
     free(f);
 }
 
+/* Uneven stages: 5 layers on 4 devices, where only 1 and 5 stages divide
+ * the layers, also take 2 stages (3 + 2 layers) and 4 (2 + 1 + 1 + 1).
+ * The search is exact against the enumeration over that larger space, no
+ * slower than with even stages only, and the busiest stage of an uneven
+ * split sets its time and holds its weights. */
+static void test_exhaustive_uneven(void **state) {
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, attention);
+    TrainOptions even = options(f, 0), o = even;
+    even.layers = o.layers = 5;
+    o.uneven_stages = 1;
+    Arena *arena = arena_create(), *scratch = arena_create();
+    TrainPlan best, best_even, smallest;
+    long shapes = 0, shapes_even = 0;
+    assert_int_equal(
+        train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest, &shapes), 1);
+    assert_int_equal(train_search(&even, f->layers, f->nlayers, arena, scratch, &best_even,
+                                  &smallest, &shapes_even),
+                     1);
+    double least = 0;
+    long assignments = 0;
+    double brute = brute_force(f, &o, &least, &assignments);
+    printf("uneven: search %.9g s (%d stages), enumeration of %ld plans %.9g s; even only %.9g "
+           "s (%ld shapes against %ld)\n",
+           best.time_s, best.stages, assignments, brute, best_even.time_s, shapes, shapes_even);
+    assert_true(assignments > 1000);
+    assert_true(fabs(best.time_s - brute) <= 1e-12 * brute);
+    assert_true(best.time_s <= best_even.time_s);
+    assert_true(shapes > shapes_even);
+    /* One layer plan on a 1-device mesh: 2 stages of 3 and 2 layers exist
+     * only as uneven stages, and cost like 3 layers per stage where the
+     * time and the weights are concerned. */
+    int checked = 0;
+    for (int li = 0; li < f->nlayers && !checked; ++li) {
+        if (f->layers[li].plan->mesh.ndev != 1)
+            continue;
+        int *choice = calloc((size_t)f->layers[li].plan->ninst + 1, sizeof(int));
+        TrainPlan two, three;
+        assert_int_equal(train_evaluate(&even, &f->layers[li], choice, 2, 2, 0, &two), 0);
+        assert_int_equal(train_evaluate(&o, &f->layers[li], choice, 2, 2, 0, &two), 1);
+        TrainOptions six = o;
+        six.layers = 6; /* 2 even stages of 3 layers */
+        assert_int_equal(train_evaluate(&six, &f->layers[li], choice, 2, 2, 0, &three), 1);
+        assert_true(two.mem_weights == three.mem_weights);
+        assert_true(two.pipe.stage_us == three.pipe.stage_us);
+        assert_true(two.pipe.bubble_us < three.pipe.bubble_us);
+        assert_true(two.time_s <= three.time_s);
+        checked = 1;
+        free(choice);
+    }
+    assert_true(checked);
+    arena_destroy(arena);
+    arena_destroy(scratch);
+    fixture_free(f);
+    free(f);
+}
+
 /* Attention over b folded sequences costs b times one sequence's; the
  * projections (one token dimension) are scheduled at the folded size. */
 static void test_attention_per_sequence(void **state) {
@@ -344,9 +402,8 @@ static void test_memory_unmet(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exhaustive),
-        cmocka_unit_test(test_exhaustive_sharded),
-        cmocka_unit_test(test_attention_per_sequence),
+        cmocka_unit_test(test_exhaustive),        cmocka_unit_test(test_exhaustive_sharded),
+        cmocka_unit_test(test_exhaustive_uneven), cmocka_unit_test(test_attention_per_sequence),
         cmocka_unit_test(test_memory_unmet),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
