@@ -95,6 +95,15 @@ add_test(NAME plan/cli/training-memory
 set_tests_properties(plan/cli/training-memory PROPERTIES LABELS unit TIMEOUT 300 WILL_FAIL FALSE
                      PASS_REGULAR_EXPRESSION "opt_layer.prime:[0-9]+:[0-9]+: error: no training plan of 'opt_megatron' fits in 34360000000 bytes per device: the smallest peak any plan reaches is [0-9]+ bytes .*dominated by optimizer state")
 
+# --uneven-stages: BLOOM-176B's 70 layers on 256 H100s fit only with a
+# stage count that does not divide them (16 stages of 5 and 4 layers);
+# with even stages no plan fits (meshes of at most 4 devices, micro-batches
+# of 2, recomputation on, to stay fast).
+add_test(NAME plan/cli/training-uneven-stages
+         COMMAND sh -c "set -e; a=\"--model bloom_megatron --training --layers 70 --global-batch 2048 --vocab 250880 --devices 256 --profile h100 --elem-bytes 2 --tp-max 4 --micro-batch 2 --recompute on\"; ! \"$1\" plan \"$2\" $a >/dev/null 2>&1; \"$1\" plan \"$2\" $a --uneven-stages --json | python3 -c 'import json, sys; s = json.load(sys.stdin)[\"search\"]; p, n = s[\"stages\"], s[\"stage_layers\"]; print(p, n, s[\"memory\"][\"total\"]); sys.exit(0 if 70 % p and n == -(-70 // p) and s[\"memory\"][\"total\"] <= 85.9e9 else 1)'"
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/bloom_layer.prime)
+set_tests_properties(plan/cli/training-uneven-stages PROPERTIES LABELS unit TIMEOUT 300)
+
 # --training needs the layer count and the global batch.
 add_test(NAME plan/cli/training-options
          COMMAND $<TARGET_FILE:primec> plan ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
