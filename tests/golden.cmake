@@ -1,6 +1,7 @@
 # Golden tests (label "golden"): tests/golden/<stage>/<case>.prime next to
 # one expected file (.err, .explain, .c, .dump; cli cases are <case>.args
-# next to <case>.out). golden/golden.sh runs one case and prints a unified
+# next to <case>.out; gen cases are <case>.sh, a script that prints the
+# program, next to <case>.err). golden/golden.sh runs one case and prints a unified
 # diff on a mismatch; `cmake --build BUILD --target update-golden`
 # rewrites every expected file for review with `git diff`.
 
@@ -8,9 +9,11 @@ set(PRIMEC_GOLDEN_DIR ${CMAKE_CURRENT_SOURCE_DIR}/golden)
 set(PRIMEC_GOLDEN_WORK ${CMAKE_CURRENT_BINARY_DIR}/golden)
 set(PRIMEC_GOLDEN_SH ${PRIMEC_GOLDEN_DIR}/golden.sh)
 
-foreach(stage check cli explain dump emit)
+foreach(stage check cli explain dump emit gen)
   if(stage STREQUAL "cli")
     set(pattern ${PRIMEC_GOLDEN_DIR}/${stage}/*.args)
+  elseif(stage STREQUAL "gen")
+    set(pattern ${PRIMEC_GOLDEN_DIR}/${stage}/*.sh)
   else()
     set(pattern ${PRIMEC_GOLDEN_DIR}/${stage}/*.prime)
   endif()
