@@ -166,6 +166,13 @@ static int check_models(Compilation *c) {
     return c->sink.error_count == 0;
 }
 
+/* After an error found in a run (its errors point into the model its
+ * plan names, the same text for every run of it): which run it was. */
+static void note_run(Compilation *c, const Model *m, int errors_before) {
+    if (m->run && c->sink.error_count > errors_before)
+        diag_note(&c->sink, m->run->name.span, "found while checking run '%s'", m->name);
+}
+
 static int pass_partition(Compilation *c) {
     if (!check_models(c))
         return 0;
@@ -176,8 +183,10 @@ static int pass_partition(Compilation *c) {
             continue;
         for (int k = 0; k < m->ninstances; ++k) {
             SliceTable *st = ARENA_NEW(c->arena, SliceTable);
+            int errors = c->sink.error_count;
             if (!partition_eval(c->arena, &c->sink, m, &m->instances[k], st))
                 ok = 0;
+            note_run(c, m, errors);
             ptrvec_push(c->arena, &c->slice_tables, st);
         }
     }
@@ -330,9 +339,11 @@ static int pass_phases(Compilation *c) {
         const Model *m = c->module.models.items[i];
         if (!selected(c, m))
             continue;
+        int errors = c->sink.error_count;
         PhaseList *pl = phases_derive(c->arena, &c->sink, m);
         if (!pl)
             ok = 0;
+        note_run(c, m, errors);
         ptrvec_push(c->arena, &c->phase_lists, pl);
     }
     return ok;
@@ -360,7 +371,9 @@ static int pass_schedule(Compilation *c) {
                                     m->layer_count > 1
                                         ? arena_printf(c->arena, " with %d layers", m->layer_count)
                                         : ""));
+        int errors = c->sink.error_count;
         Schedule *s = schedule_build_from(c->arena, &c->sink, m, slices, c->phase_lists.items[n++]);
+        note_run(c, m, errors);
         if (!s)
             ok = 0;
         else

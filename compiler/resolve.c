@@ -878,6 +878,16 @@ static void resolve_model(Resolver *r, const ModelDecl *written) {
     }
 }
 
+long resolve_layer_count(Resolver *r, const Model *m, const ModelItem *layer) {
+    ParamVal *params = ARENA_ARRAY(r->arena, ParamVal, m->nparams + 1);
+    for (int i = 0; i < m->nparams; ++i)
+        params[i] = (ParamVal){.name = m->param_names[i], .value = m->param_values[i]};
+    long count;
+    if (!eval_param_expr(r, layer->repeat, params, m->nparams, &count))
+        ICE("the repeat count of a layer of the resolved model '%s' does not evaluate", m->name);
+    return count;
+}
+
 const ModelDecl *resolve_find_model_decl(Resolver *r, Sym name) {
     for (int f = 0; f < r->nprograms; ++f) {
         for (int i = 0; i < r->programs[f]->decls.count; ++i) {

@@ -47,6 +47,10 @@ Model *resolve_model_decl(Resolver *r, const ModelDecl *decl);
  * parameters unset); 0 after reporting. */
 int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use);
 
+/* How many times a layer block of the declaration m was resolved from
+ * repeats, at m's parameter values. */
+long resolve_layer_count(Resolver *r, const Model *m, const ModelItem *layer);
+
 /* The written model of that name, its composites expanded (compose.h), or NULL. */
 const ModelDecl *resolve_find_model_decl(Resolver *r, Sym name);
 

@@ -10,6 +10,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,8 +133,9 @@ static int plan_chain(Resolver *r, const PlanDecl *plan, PlanChain *chain, int r
 /* One instance as written: in the model's top level or a layer body. */
 typedef struct WrittenInstance {
     const ModelItem *item;
-    const PtrVec *block; /* the items it is one of */
-    int index;           /* its index in block */
+    const PtrVec *block;    /* the items it is one of */
+    const ModelItem *layer; /* the layer block it is in; NULL at the top level */
+    int index;              /* its index in block */
 } WrittenInstance;
 
 typedef struct Instances {
@@ -142,13 +144,13 @@ typedef struct Instances {
     const ModelDecl *model;
 } Instances;
 
-static void collect_block(Instances *in, const PtrVec *block, int cap) {
+static void collect_block(Instances *in, const PtrVec *block, const ModelItem *layer, int cap) {
     for (int i = 0; i < block->count; ++i) {
         const ModelItem *it = block->items[i];
         if (it->kind == MITEM_INSTANCE && in->count < cap)
-            in->items[in->count++] = (WrittenInstance){it, block, i};
+            in->items[in->count++] = (WrittenInstance){it, block, layer, i};
         else if (it->kind == MITEM_LAYER)
-            collect_block(in, &it->items, cap);
+            collect_block(in, &it->items, it, cap);
     }
 }
 
@@ -168,7 +170,7 @@ static void collect_instances(Resolver *r, const ModelDecl *model, Instances *in
     in->items = ARENA_ARRAY(r->arena, WrittenInstance, cap + 1);
     in->count = 0;
     in->model = model;
-    collect_block(in, &model->items, cap);
+    collect_block(in, &model->items, NULL, cap);
 }
 
 /* The instance of that name (or, for the part computing a composite's
@@ -222,10 +224,9 @@ static const ModelItem *find_tensor_item(const PtrVec *block, Sym name) {
 }
 
 /* `y_1`: one copy of the layer body's instance y, or of the parts of the
- * composite instance y: [*lo, *hi] in in and the copy's suffix `_1`; 0
- * when the name is not of that form. */
-static int copy_target(Resolver *r, const Instances *in, Sym name, int *lo, int *hi,
-                       const char **suffix) {
+ * composite instance y: [*lo, *hi] in in and the copy's index (LONG_MAX
+ * when it does not fit); 0 when the name is not of that form. */
+static int copy_target(Resolver *r, const Instances *in, Sym name, int *lo, int *hi, long *copy) {
     const char *us = strrchr(name, '_');
     if (!us || !us[1] || strspn(us + 1, "0123456789") != strlen(us + 1))
         return 0;
@@ -235,21 +236,52 @@ static int copy_target(Resolver *r, const Instances *in, Sym name, int *lo, int 
         if (*lo < 0)
             return 0;
     }
-    *suffix = us;
-    return in->items[*lo].block != &in->model->items;
+    errno = 0;
+    *copy = strtol(us + 1, NULL, 10);
+    if (errno)
+        *copy = LONG_MAX;
+    return in->items[*lo].layer != NULL;
+}
+
+/* Where a written instance is declared: the use of the composite it is
+ * a part of, or the instance itself. */
+static Span written_span(const WrittenInstance *wi) {
+    return wi->item->site ? wi->item->site->name.span : wi->item->name.span;
+}
+
+/* A target that names both an instance (`a_1`) and one copy of a layer
+ * body's instance (copy 1 of `a`): reported at the target. */
+static void report_ambiguous(Resolver *r, const Instances *in, const PlanTarget *t, int k, int lo,
+                             long copy) {
+    const WrittenInstance *named = &in->items[k], *base = &in->items[lo];
+    const char *us = strrchr(t->first.name, '_');
+    const char *base_name =
+        arena_printf(r->arena, "%.*s", (int)(us - t->first.name), t->first.name);
+    diag_error(r->sink, t->first.span,
+               "'%s' is ambiguous: it names the instance '%s' and copy %ld of the layer body's "
+               "instance '%s'; rename one of them",
+               t->first.name, t->first.name, copy, base_name);
+    diag_note(r->sink, written_span(named), "instance '%s' is defined here", t->first.name);
+    diag_note(r->sink, written_span(base),
+              "'%s' is defined here, in a layer body whose copies are '%s_0', '%s_1', ...",
+              base_name, base_name, base_name);
 }
 
 /* The instances [*lo, *hi] a target names (indices into in): 1, or 2 for
- * one copy of a layer body's instance (`y_1`); 0 after reporting (when
- * report is set). */
+ * one copy of a layer body's instance (`y_1`, copy *copy); 0 after
+ * reporting (when report is set). */
 static int target_range(Resolver *r, const Instances *in, const PlanTarget *t, int report, int *lo,
-                        int *hi) {
+                        int *hi, long *copy) {
     const Ident *ends[2] = {&t->first, &t->last};
     int k[2];
-    const char *suffix;
-    if (!t->is_range && range_end(in, t->first.name, 0) < 0 &&
-        copy_target(r, in, t->first.name, lo, hi, &suffix))
-        return 2;
+    if (!t->is_range && copy_target(r, in, t->first.name, lo, hi, copy)) {
+        int named = range_end(in, t->first.name, 0);
+        if (named < 0)
+            return 2;
+        if (report)
+            report_ambiguous(r, in, t, named, *lo, *copy);
+        return 0;
+    }
     for (int e = 0; e < 2; ++e) {
         k[e] = range_end(in, ends[e]->name, e);
         if (k[e] < 0) {
@@ -317,23 +349,30 @@ static int has_partition(Resolver *r, const WrittenInstance *wi, const PlanRule 
     return 0;
 }
 
-/* A rule naming one copy of a layer body's instance, or of its parts
- * [lo, hi]: a target per instance (`y_1`, `y_mu_1`) for bind_copies. */
+/* A rule naming one copy of a layer body's instance, applied by
+ * bind_copies to the resolved model. */
+typedef struct CopyRule {
+    const PlanTarget *target; /* as written: `y_1` */
+    Sym base;                 /* the body's instance (or one part of it): `y`, `y_mu` */
+    const ModelItem *layer;   /* its layer block */
+    long copy;
+    const PlanRule *rule;
+    const PlanDecl *plan;
+} CopyRule;
+
+/* A rule naming copy `copy` of a layer body's instance, or of its parts
+ * [lo, hi]: a CopyRule per instance (`y`, `y_mu`) in copies. */
 static int rule_copies(Resolver *r, const Instances *in, const PlanTarget *tg, const PlanRule *rule,
-                       const PlanDecl *plan, int lo, int hi, PtrVec *copies, int report) {
-    const char *suffix = strrchr(tg->first.name, '_');
+                       const PlanDecl *plan, int lo, int hi, long copy, PtrVec *copies,
+                       int report) {
     for (int k = lo; k <= hi; ++k) {
         if (!has_partition(r, &in->items[k], rule, tg->span, report))
             return 0;
         if (!copies)
             continue;
-        PlanTarget *one = ARENA_NEW(r->arena, PlanTarget);
-        *one = *tg;
-        const char *name = arena_printf(r->arena, "%s%s", in->items[k].item->name.name, suffix);
-        one->first.name = one->last.name = arena_intern(r->arena, name, strlen(name));
-        ptrvec_push(r->arena, copies, one);
-        ptrvec_push(r->arena, copies, (void *)rule);
-        ptrvec_push(r->arena, copies, (void *)plan);
+        CopyRule *cr = ARENA_NEW(r->arena, CopyRule);
+        *cr = (CopyRule){tg, in->items[k].item->name.name, in->items[k].layer, copy, rule, plan};
+        ptrvec_push(r->arena, copies, cr);
     }
     return 1;
 }
@@ -367,13 +406,15 @@ static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in
             }
             for (int t = 0; t < rule->targets.count; ++t) {
                 const PlanTarget *tg = rule->targets.items[t];
-                int lo, hi, kind = target_range(r, in, tg, report, &lo, &hi);
+                int lo, hi;
+                long copy = 0;
+                int kind = target_range(r, in, tg, report, &lo, &hi, &copy);
                 if (!kind) {
                     ok = 0;
                     continue;
                 }
                 if (kind == 2) { /* one copy: applied to the resolved model */
-                    ok &= rule_copies(r, in, tg, rule, plan, lo, hi, copies, report);
+                    ok &= rule_copies(r, in, tg, rule, plan, lo, hi, copy, copies, report);
                     continue;
                 }
                 const PtrVec *block = in->items[lo].block;
@@ -746,39 +787,61 @@ static UseClause **run_uses(Resolver *r, const Instances *in, const PlanRule **c
     return uses;
 }
 
+/* The instance of m of that name, or NULL. */
+static Instance *model_instance(Model *m, Sym name) {
+    for (int k = 0; k < m->ninstances; ++k)
+        if (m->instances[k].name == name)
+            return &m->instances[k];
+    return NULL;
+}
+
 /* Rules naming one copy of a layer (`y_1`) rebind that copy, after the
- * rules that name the layer body's instances. */
+ * rules that name the layer body's instances. Copy l of a body's
+ * instance y is y_l, and the last copy of the layer's output keeps its
+ * name (resolve.c). */
 static int bind_copies(Resolver *r, Model *m, const PtrVec *copies) {
-    for (int i = 0; i + 2 < copies->count; i += 3) {
-        const PlanTarget *tg = copies->items[i];
-        const PlanRule *rule = copies->items[i + 1];
-        const PlanDecl *plan = copies->items[i + 2];
-        Instance *inst = NULL;
-        /* The last copy of the layer's output keeps the output's name. */
-        Sym name = tg->first.name;
-        const char *us = strrchr(name, '_');
-        Sym base = arena_intern(r->arena, name, (size_t)(us - name));
-        if (atol(us + 1) == m->layer_count - 1 && m->layer_count > 0 &&
-            m->instances[m->layer_first + m->layer_count * m->layer_size - 1].name == base)
-            name = base;
-        for (int k = m->layer_first; k < m->layer_first + m->layer_count * m->layer_size && !inst;
-             ++k)
-            if (m->instances[k].name == name)
-                inst = &m->instances[k];
-        if (!inst) {
-            diag_error(r->sink, tg->span, "run '%s' has no instance '%s' (a layer has %d copies)",
-                       m->name, tg->first.name, m->layer_count);
+    for (int i = 0; i < copies->count; ++i) {
+        const CopyRule *cr = copies->items[i];
+        long count = resolve_layer_count(r, m, cr->layer);
+        if (cr->copy >= count) {
+            const char *copies_text =
+                count == 1
+                    ? "1 time (copy 0)"
+                    : arena_printf(r->arena, "%ld times (copies 0 to %ld)", count, count - 1);
+            diag_error(r->sink, cr->target->span,
+                       "run '%s' has no instance '%s': the layer of '%s' repeats %s", m->name,
+                       cr->target->first.name, cr->base, copies_text);
+            diag_note(r->sink, cr->layer->repeat->span, "the layer's repeat count");
             return 0;
         }
+        Sym name = cr->base;
+        if (cr->base != cr->layer->layer_out.name || cr->copy != count - 1) {
+            const char *text = arena_printf(r->arena, "%s_%ld", cr->base, cr->copy);
+            name = arena_intern(r->arena, text, strlen(text));
+        }
+        Instance *inst = model_instance(m, name);
+        if (!inst)
+            ICE("run '%s' has no instance '%s' for the rule naming '%s'", m->name, name,
+                cr->target->first.name);
         UseClause *u = ARENA_NEW(r->arena, UseClause);
-        *u = *rule->use;
-        u->origin = arena_printf(r->arena, "plan %s, rule at %s", plan->name.name,
-                                 where_text(r, rule->span));
+        *u = *cr->rule->use;
+        u->origin = arena_printf(r->arena, "plan %s, rule at %s", cr->plan->name.name,
+                                 where_text(r, cr->rule->span));
         inst->nsize_params = 0;
         if (!resolve_bind_partition(r, m, inst, u))
             return 0;
     }
     return 1;
+}
+
+/* Did the written model of that name resolve (with its own values)? */
+static int model_resolved(const Resolver *r, Sym name) {
+    for (int i = 0; i < r->module->models.count; ++i) {
+        const Model *m = r->module->models.items[i];
+        if (m->name == name && !m->run)
+            return 1;
+    }
+    return 0;
 }
 
 static void resolve_run(Resolver *r, const RunDecl *run) {
@@ -791,6 +854,8 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     if (!plan_chain(r, plan, &chain, 0))
         return; /* reported at the plan */
     const ModelDecl *model = chain.model;
+    if (!model_resolved(r, model->name.name))
+        return; /* reported at the model: the run would repeat its errors */
     ParamSet ps = {model, ARENA_ARRAY(r->arena, const Expr *, model->items.count + 1)};
     if (run->shape.name && run->shape.name != model->name.name) {
         const Decl *sd = find_decl(r, DECL_SHAPE, run->shape.name);
@@ -827,8 +892,14 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     decl->span = run->span;
     decl->items = written_items(r, &model->items, &ps, &in, run_uses(r, &in, chosen, chosen_plan),
                                 run_mesh(r, chain.mesh_plan, &sz));
+    int errors = r->sink->error_count;
     Model *m = resolve_model_decl(r, decl);
-    if (!m || !bind_copies(r, m, &copies))
+    if (!m) {
+        if (r->sink->error_count > errors) /* they point into the model */
+            diag_note(r->sink, run->name.span, "found while checking run '%s'", run->name.name);
+        return;
+    }
+    if (!bind_copies(r, m, &copies))
         return;
     m->source = model;
     m->run = run;

@@ -274,7 +274,9 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
         Machine whole; /* checks that the trial touches nothing else */
-        sched_machine_copy(b, &whole, &b->m);
+        int check = b->m.ntensors <= SCHED_DEBUG_CHECK_TENSORS;
+        if (check)
+            sched_machine_copy(b, &whole, &b->m);
 #endif
         int was_dry = b->dry, was_failed = b->failed, tag = b->next_tag;
         /* A trial may flush or replace the deferred all-reduces of the
@@ -294,7 +296,8 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         b->pending[mt] = pending;
         b->deferred = deferred;
 #ifndef NDEBUG
-        sched_machine_check_untouched(b, &whole, touched, ntouched);
+        if (check)
+            sched_machine_check_untouched(b, &whole, touched, ntouched);
 #endif
         sched_machine_restore(b, &saved);
         b->m.ntensors = saved_ntensors;
@@ -415,7 +418,7 @@ void sched_free_dead(Builder *b, int p) {
         }
     }
 #ifndef NDEBUG
-    for (int t = 0; t < b->s->ntensors; ++t)
+    for (int t = 0; t < b->s->ntensors && b->s->ntensors <= SCHED_DEBUG_CHECK_TENSORS; ++t)
         if (dead_after(b, t, p))
             ICE("storage tensor '%s' is dead after phase %d but was not freed",
                 b->s->tensors[t].name, p);

@@ -278,6 +278,12 @@ void sched_machine_save(Builder *b, MachineSave *sv, const int *tensors, int n);
 void sched_machine_restore(Builder *b, const MachineSave *sv);
 #ifndef NDEBUG
 void sched_machine_check_untouched(Builder *b, const Machine *whole, const int *touched, int n);
+/* Debug builds check each trial run against a copy of the whole machine,
+ * and liveness against a scan of every tensor after each phase: both are
+ * quadratic in the model's size (a chain of 1,000 instances took 12 GB
+ * under ASan), so they run on machines of at most this many storage
+ * tensors, which every example and test model is. */
+#define SCHED_DEBUG_CHECK_TENSORS 512
 #endif
 PrimeAction *sched_act(Builder *b, int dev, int op);
 int sched_slot_alloc(Builder *b, int tensor, int dev);

@@ -621,7 +621,9 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
     sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
     Machine whole; /* checks that the trials touch nothing else */
-    sched_machine_copy(b, &whole, &b->m);
+    int check = b->m.ntensors <= SCHED_DEBUG_CHECK_TENSORS;
+    if (check)
+        sched_machine_copy(b, &whole, &b->m);
 #endif
     int was_dry = b->dry, was_failed = b->failed, was_tag = b->next_tag;
     b->dry = 1;
@@ -662,7 +664,8 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
     for (int i = 0; i < nins; ++i)
         b->track_need[ins[i]] = 0;
 #ifndef NDEBUG
-    sched_machine_check_untouched(b, &whole, touched, ntouched);
+    if (check)
+        sched_machine_check_untouched(b, &whole, touched, ntouched);
 #endif
     sched_machine_restore(b, &saved);
     b->dry = was_dry;

@@ -419,8 +419,7 @@ static int common_parts(Gen *g, int first, int last, GPart *common) {
  * instance (`t3_1`, `t3_mean_1`), or a range of instances of one block
  * (`t2 .. t5`); with a partition of its operator (or one by role,
  * renamed). Mistakes: a part the composite does not have, a copy past
- * the layer's last or in a model of several layer blocks; those of
- * put_use. */
+ * the layer's last; those of put_use. */
 static void put_rule(Gen *g) {
     Reader *r = g->r;
     int first = (int)pick(r, (unsigned)g->ninst);
@@ -439,8 +438,7 @@ static void put_rule(Gen *g) {
             whole = 0;
         }
     }
-    /* (copies are named in a model with one layer block only) */
-    if (in->copies > 0 && (g->nblocks == 1 || oops(r)) && pick(r, 4) == 3) {
+    if (in->copies > 0 && pick(r, 4) == 3) {
         unsigned copy = pick(r, (unsigned)in->copies);
         put(g->out, "_%u", oops(r) ? (unsigned)in->copies : copy);
     } else if (whole && pick(r, 5) == 4) {

@@ -15,9 +15,12 @@
 #   dump     .prime    .dump      stdout of `primec check CASE.prime --dump-after=PASS`, where
 #                                 the case's first line is `// dump-after: PASS`
 #   cli      .args     .out       stderr+stdout of `primec $(cat CASE.args)`, then `exit: N`
+#   gen      .sh       .err       as check, on the program `sh CASE.sh` prints (written to
+#                                 WORK_DIR/gen/CASE.prime): inputs too large to keep in git
 #
-# Every command runs inside GOLDEN_DIR/STAGE with a relative file name, so
-# the file names in diagnostics and generated comments are stable.
+# Every command runs inside GOLDEN_DIR/STAGE (gen: WORK_DIR/gen) with a
+# relative file name, so the file names in diagnostics and generated
+# comments are stable.
 set -u
 
 mode=$1
@@ -40,6 +43,11 @@ produce() {
     case $stage in
     check)
         "$primec" check "$cname.prime" >"$actual" 2>&1
+        printf 'exit: %d\n' $? >>"$actual"
+        ;;
+    gen)
+        sh "$cname.sh" >"$work/gen/$cname.prime" || fail "$stage/$cname.sh failed"
+        (cd "$work/gen" && "$primec" check "$cname.prime") >"$actual" 2>&1
         printf 'exit: %d\n' $? >>"$actual"
         ;;
     cli)
@@ -75,7 +83,7 @@ produce() {
 
 expected_of() {
     case $1 in
-    check) echo "$golden/$1/$2.err" ;;
+    check | gen) echo "$golden/$1/$2.err" ;;
     cli) echo "$golden/$1/$2.out" ;;
     explain) echo "$golden/$1/$2.explain" ;;
     dump) echo "$golden/$1/$2.dump" ;;
@@ -117,9 +125,10 @@ check | update)
     run_one "$mode" "$5" "$6"
     ;;
 update-all)
-    for stage in check cli explain dump emit; do
+    for stage in check cli explain dump emit gen; do
         ext=prime
         [ "$stage" = cli ] && ext=args
+        [ "$stage" = gen ] && ext=sh
         for input in "$golden/$stage"/*.$ext; do
             [ -f "$input" ] || continue
             name=${input##*/}
