@@ -104,7 +104,8 @@ static void print_offset(Printer *p, const char *base, const Kernel *k, int x, c
         printer_printf(p, "0");
 }
 
-static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl) {
+/* set: C = alpha op(A) op(B), beta 0 (C is not read), else C += ... */
+static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl, int set) {
     const char *f = dbl ? "" : "f";
     int outer = g->nbatch > 0 ? g->nbatch - 1 : 0;
     for (int j = 0; j < outer; ++j) {
@@ -127,7 +128,7 @@ static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl
     const long ld[3] = {g->lda, g->ldb, g->ldc};
     for (int r = 0; r < 3; ++r) {
         if (r == 2)
-            printer_printf(p, ", 1.0%s, out", f);
+            printer_printf(p, ", %s%s, out", set ? "0.0" : "1.0", f);
         else
             printer_printf(p, ", in[%d]", x3[r]);
         for (int j = 0; j < outer; ++j)
@@ -250,7 +251,7 @@ static int row_dim(const Kernel *k, const KernelLoop *l, unsigned ops, int dbl) 
  * acc[o] += terms for each r, in r's order (one double accumulator per
  * output of the row, deterministic), then the row added to the output. */
 static void print_loop_rows(Printer *p, const Kernel *k, const KernelLoop *l, unsigned ops,
-                            unsigned looped, int o) {
+                            unsigned looped, int o, int set) {
     const int *dims = l->loop_dim;
     int n = l->nloops, nout = n - 1, r = dims[n - 1];
     int at[IR_MAX_DIMS + 1];
@@ -281,7 +282,7 @@ static void print_loop_rows(Printer *p, const Kernel *k, const KernelLoop *l, un
     print_offset(p, "out", k, KERNEL_OUT, dims, nout - 1);
     printer_printf(p, ";\n");
     open_loop(p, k, o, 0);
-    printer_printf(p, "y[d%d] += (float)(", o);
+    printer_printf(p, "y[d%d] %s (float)(", o, set ? "=" : "+=");
     if (l->scale != 1)
         printer_printf(p, "%ld.0 * ", l->scale);
     printer_printf(p, "acc[d%d]);\n", o);
@@ -289,7 +290,9 @@ static void print_loop_rows(Printer *p, const Kernel *k, const KernelLoop *l, un
     close_loops(p, nout - 1, 1);
 }
 
-static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl) {
+/* set: the node writes every output element without reading it (a
+ * maximum from its identity, -inf), else it folds into the output. */
+static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl, int set) {
     const char *type = dbl ? "double" : "float";
     const int *dims = l->loop_dim;
     int n = l->nloops, outer = n > 0 ? n - 1 : 0, nout = n - l->nreduce;
@@ -302,7 +305,7 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
     const char *identity = max ? "-INFINITY" : "0.0";
     const int lanes = loop_lanes(k, l, dbl), row = row_dim(k, l, ops, dbl);
     if (row >= 0) {
-        print_loop_rows(p, k, l, ops, looped, row);
+        print_loop_rows(p, k, l, ops, looped, row, set);
         return;
     }
     const char *acc_type = max ? type : "double";
@@ -355,13 +358,17 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         close_loops(p, l->nreduce - 1, 1);
         printer_printf(p, "out[");
         print_offset(p, "0", k, KERNEL_OUT, dims, nout);
-        if (max) {
+        if (max && set) {
+            /* acc is never NaN (a NaN term leaves it as it is), so it is
+             * max(-inf, acc). */
+            printer_printf(p, "] = (%s)acc;\n", type);
+        } else if (max) {
             /* out = max(out, acc): the output holds the maximum so far. */
             printer_printf(p, "] = %s(out[", dbl ? "fmax" : "fmaxf");
             print_offset(p, "0", k, KERNEL_OUT, dims, nout);
             printer_printf(p, "], (%s)acc);\n", type);
         } else {
-            printer_printf(p, "] += (%s)(", type);
+            printer_printf(p, "] %s (%s)(", set ? "=" : "+=", type);
             if (l->scale != 1)
                 printer_printf(p, "%ld.0 * ", l->scale);
             if (lanes)
@@ -376,13 +383,19 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
     printer_printf(p, "o[");
     print_ref(&c, KERNEL_OUT);
     if (max) {
-        printer_printf(p, "] = %s(o[", dbl ? "fmax" : "fmaxf");
-        print_ref(&c, KERNEL_OUT);
-        printer_printf(p, "], ");
+        printer_printf(p, "] = %s(", dbl ? "fmax" : "fmaxf");
+        if (set) {
+            printer_printf(p, "-INFINITY");
+        } else {
+            printer_printf(p, "o[");
+            print_ref(&c, KERNEL_OUT);
+            printer_printf(p, "]");
+        }
+        printer_printf(p, ", ");
         print_terms(&c, l, 0);
         printer_printf(p, ");\n");
     } else {
-        printer_printf(p, "] += ");
+        printer_printf(p, "] %s ", set ? "=" : "+=");
         print_terms(&c, l, 1);
         printer_printf(p, ";\n");
     }
@@ -391,7 +404,7 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
     close_loops(p, outer, 1);
 }
 
-void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
+void kernel_c_body_mode(Printer *p, const Kernel *k, int dbl, int overwrite) {
     if (!k->uses_off)
         printer_printf(p, "(void)off;\n");
     /* A maximum over whole tensors (the reference) starts from the
@@ -408,9 +421,16 @@ void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
         char what[160];
         kernel_describe_node(k, i, what, sizeof what);
         printer_printf(p, "/* %s */\n", what);
+        /* Every node writes each element of the output once: the first
+         * one of an overwriting kernel sets it. */
+        int set = overwrite && i == 0;
         if (k->nodes[i].kind == KNODE_GEMM)
-            print_gemm(p, k, &k->nodes[i].gemm, dbl);
+            print_gemm(p, k, &k->nodes[i].gemm, dbl, set);
         else
-            print_loop(p, k, &k->nodes[i].loop, dbl);
+            print_loop(p, k, &k->nodes[i].loop, dbl, set);
     }
+}
+
+void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
+    kernel_c_body_mode(p, k, dbl, 0);
 }
