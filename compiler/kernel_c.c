@@ -292,6 +292,20 @@ static void print_loop_rows(Printer *p, const Kernel *k, const KernelLoop *l, un
 
 /* set: the node writes every output element without reading it (a
  * maximum from its identity, -inf), else it folds into the output. */
+/* A maximum in fp32 whose innermost loop has at least 16 iterations
+ * (and at most KERNEL_ROW_MAX) computes that loop's terms into a row on
+ * the stack, a loop that vectorises, and folds the row into acc with
+ * prime_max_row (runtime/prime_math.h: 16 lanes of v > m ? v : m), where
+ * the compare in loop order vectorises in no compiler without
+ * -ffinite-math-only. The same maximum: a NaN term never wins either
+ * way, only the sign of a zero maximum may differ. */
+static long max_row(const Kernel *k, const KernelLoop *l, int dbl) {
+    if (dbl || l->combiner != KCOMB_MAX || !l->nreduce)
+        return 0;
+    long e = k->extent[l->loop_dim[l->nloops - 1]];
+    return e >= 16 && e <= KERNEL_ROW_MAX ? e : 0;
+}
+
 static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl, int set) {
     const char *type = dbl ? "double" : "float";
     const int *dims = l->loop_dim;
@@ -304,6 +318,7 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
     const int max = l->combiner == KCOMB_MAX;
     const char *identity = max ? "-INFINITY" : "0.0";
     const int lanes = loop_lanes(k, l, dbl), row = row_dim(k, l, ops, dbl);
+    const long mrow = max_row(k, l, dbl);
     if (row >= 0) {
         print_loop_rows(p, k, l, ops, looped, row, set);
         return;
@@ -331,13 +346,21 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         printer_printf(p, ";\n");
     }
     Ctx c = {p, k, dbl, n > 0 ? dims[n - 1] : -1, looped};
+    if (mrow)
+        printer_printf(p, "float row[%ld];\n", mrow);
     if (lanes) {
         print_lanes(&c, l);
     } else if (n > 0) {
         open_loop(p, k, dims[n - 1], 0);
     }
     if (l->nreduce) {
-        if (!lanes && max) {
+        if (mrow) {
+            printer_printf(p, "row[d%d] = ", dims[n - 1]);
+            print_terms(&c, l, 0);
+            printer_printf(p, ";\n");
+            close_loops(p, 1, 0);
+            printer_printf(p, "acc = prime_max_row(row, %ld, acc);\n", mrow);
+        } else if (!lanes && max) {
             /* v > acc ? v : acc: fmax's result (a NaN term leaves acc as
              * it is), inline, where fmax is a call per element. */
             printer_printf(p, "{\n");
