@@ -43,23 +43,25 @@ static inline float prime_u2f(uint32_t u) {
  * -ffinite-math-only). The fp32 kernels' max= reductions fold each row of
  * terms with it. */
 static inline float prime_max_row(const float *restrict x, long n, float acc) {
-    long i = 0;
+    long whole = 0;
 #if defined(__GNUC__)
     typedef float prime_v16f __attribute__((vector_size(64)));
     typedef int32_t prime_v16i __attribute__((vector_size(64)));
+    whole = n / 16;
     prime_v16f m = {0};
     m += acc;
-    for (; i + 16 <= n; i += 16) {
+    for (long b = 0; b < whole; ++b) {
         prime_v16f v;
-        memcpy(&v, x + i, sizeof v);
+        memcpy(&v, x + 16 * b, sizeof v);
         prime_v16i gt = v > m;
         m = (prime_v16f)(((prime_v16i)v & gt) | ((prime_v16i)m & ~gt));
     }
     for (int j = 0; j < 16; ++j)
         acc = m[j] > acc ? m[j] : acc;
+    whole *= 16;
 #endif
-    for (; i < n; ++i)
-        acc = x[i] > acc ? x[i] : acc;
+    for (long r = 0; r < n - whole; ++r)
+        acc = x[whole + r] > acc ? x[whole + r] : acc;
     return acc;
 }
 
