@@ -273,6 +273,95 @@ static PrimeStatus run_collective(PrimeDev *dev, const PrimeRankPhase *phase, co
     return st;
 }
 
+/* Posts a SEND or RECV of the whole tile p into pd. A send reads the
+ * tile; a receive writes all of it. */
+static PrimeStatus post_transfer(PrimeDev *dev, PrimeStore *store, const PrimeAction *a, float *p,
+                                 size_t elems, Pending *pd, PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    PrimeStatus st = PRIME_OK;
+    if (a->op == PRIME_ACT_SEND)
+        st = settle(dev, store, a->tensor, a->slot, acc);
+    else
+        overwritten(store, a->tensor, a->slot, acc);
+    if (st != PRIME_OK)
+        return st;
+    memset(pd, 0, sizeof *pd);
+    pd->posted_ns = prime_clock_ns();
+    pd->op = a->op;
+    pd->peer = a->peer;
+    pd->kind = a->kind;
+    if (a->op == PRIME_ACT_SEND)
+        st = ops->isend(dev, a->peer, a->tag, p, elems, (PrimeByteKind)a->kind, &pd->req);
+    else
+        st = ops->irecv(dev, a->peer, a->tag, p, elems, &pd->req);
+    if (st == PRIME_OK)
+        ++*(a->op == PRIME_ACT_SEND ? &acc->sends : &acc->recvs);
+    return st;
+}
+
+/* Posts a SEND_BOX (box b of tile p packed into a buffer, sent) or a
+ * RECV_BOX (received into a buffer, unpacked into p at the wait) into
+ * pd. Packing reads the tile, unpacking writes a box of it. */
+static PrimeStatus post_box(PrimeDev *dev, PrimeStore *store, const PrimeAction *a,
+                            const PrimeBox *b, float *p, Pending *pd, PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    static const long zero[8] = {0};
+    PrimeStatus st = PRIME_OK;
+    if (a->op == PRIME_ACT_RECV_BOX && box_covers_dst(b))
+        overwritten(store, a->tensor, a->slot, acc);
+    else
+        st = settle(dev, store, a->tensor, a->slot, acc);
+    if (st != PRIME_OK)
+        return st;
+    memset(pd, 0, sizeof *pd);
+    pd->temp_n = (size_t)box_elems(b);
+    pd->temp = alloc_box_buffer(dev, pd->temp_n, acc);
+    if (!pd->temp)
+        return alloc_failure(dev);
+    pd->box = b;
+    pd->posted_ns = prime_clock_ns();
+    pd->op = a->op;
+    pd->peer = a->peer;
+    pd->kind = a->kind;
+    if (a->op == PRIME_ACT_SEND_BOX) {
+        st = ops->copy_box(dev, b->ndims, b->ext, p, b->src_tile, b->src_off, pd->temp, b->ext,
+                           zero);
+        if (st == PRIME_OK)
+            st = ops->isend(dev, a->peer, a->tag, pd->temp, pd->temp_n, (PrimeByteKind)a->kind,
+                            &pd->req);
+    } else {
+        pd->unpack_to = p;
+        st = ops->irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);
+    }
+    if (st == PRIME_OK)
+        ++*(a->op == PRIME_ACT_SEND_BOX ? &acc->sends : &acc->recvs);
+    else
+        ops->free(dev, pd->temp, pd->temp_n);
+    return st;
+}
+
+/* Completes every pending transfer (unpacking received boxes, freeing
+ * the packed buffers); the first failure. */
+static PrimeStatus wait_all(PrimeDev *dev, Pending *pending, int npending, PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    static const long zero[8] = {0};
+    PrimeStatus st = PRIME_OK;
+    for (int r = 0; r < npending; ++r) {
+        Pending *pd = &pending[r];
+        PrimeStatus w = wait_pending(dev, pd, acc);
+        if (st == PRIME_OK)
+            st = w;
+        if (pd->unpack_to && w == PRIME_OK)
+            w = ops->copy_box(dev, pd->box->ndims, pd->box->ext, pd->temp, pd->box->ext, zero,
+                              pd->unpack_to, pd->box->dst_tile, pd->box->dst_off);
+        if (st == PRIME_OK)
+            st = w;
+        if (pd->temp)
+            ops->free(dev, pd->temp, pd->temp_n);
+    }
+    return st;
+}
+
 /* Runs `phase`, the view of `src` on the device's rank. */
 static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRankPhase *phase,
                             PrimeStore *store, PrimeSchedStats *acc) {
@@ -281,7 +370,6 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
     const PrimeDevOps *ops = prime_dev_ops(dev);
     Pending pending[MAX_PENDING];
     int npending = 0;
-    static const long zero[8] = {0};
     int in_step = 0, step = -1;
     uint64_t step_kernel = 0, step_comm = 0; /* acc's times when the step began */
     PrimeStatus st = PRIME_OK;
@@ -333,27 +421,8 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
                 st = PRIME_ERR_ARG;
                 break;
             }
-            /* A send reads the tile; a receive writes all of it. */
-            if (a->op == PRIME_ACT_SEND)
-                st = settle(dev, store, a->tensor, a->slot, acc);
-            else
-                overwritten(store, a->tensor, a->slot, acc);
-            if (st != PRIME_OK)
-                break;
-            memset(&pending[npending], 0, sizeof pending[npending]);
-            pending[npending].posted_ns = prime_clock_ns();
-            pending[npending].op = a->op;
-            pending[npending].peer = a->peer;
-            pending[npending].kind = a->kind;
-            if (a->op == PRIME_ACT_SEND)
-                st = ops->isend(dev, a->peer, a->tag, *ref, elems, (PrimeByteKind)a->kind,
-                                &pending[npending].req);
-            else
-                st = ops->irecv(dev, a->peer, a->tag, *ref, elems, &pending[npending].req);
-            if (st == PRIME_OK) {
-                ++npending;
-                ++*(a->op == PRIME_ACT_SEND ? &acc->sends : &acc->recvs);
-            }
+            st = post_transfer(dev, store, a, *ref, elems, &pending[npending], acc);
+            npending += st == PRIME_OK;
             break;
         case PRIME_ACT_SEND_BOX:
         case PRIME_ACT_RECV_BOX: {
@@ -362,42 +431,8 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
                 st = PRIME_ERR_ARG;
                 break;
             }
-            /* Packing reads the tile, unpacking writes a box of it. */
-            if (a->op == PRIME_ACT_RECV_BOX && box_covers_dst(b))
-                overwritten(store, a->tensor, a->slot, acc);
-            else
-                st = settle(dev, store, a->tensor, a->slot, acc);
-            if (st != PRIME_OK)
-                break;
-            Pending *pd = &pending[npending];
-            memset(pd, 0, sizeof *pd);
-            pd->temp_n = (size_t)box_elems(b);
-            pd->temp = alloc_box_buffer(dev, pd->temp_n, acc);
-            if (!pd->temp) {
-                st = alloc_failure(dev);
-                break;
-            }
-            pd->box = b;
-            pd->posted_ns = prime_clock_ns();
-            pd->op = a->op;
-            pd->peer = a->peer;
-            pd->kind = a->kind;
-            if (a->op == PRIME_ACT_SEND_BOX) {
-                st = ops->copy_box(dev, b->ndims, b->ext, *ref, b->src_tile, b->src_off, pd->temp,
-                                   b->ext, zero);
-                if (st == PRIME_OK)
-                    st = ops->isend(dev, a->peer, a->tag, pd->temp, pd->temp_n,
-                                    (PrimeByteKind)a->kind, &pd->req);
-            } else {
-                pd->unpack_to = *ref;
-                st = ops->irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);
-            }
-            if (st == PRIME_OK) {
-                ++npending;
-                ++*(a->op == PRIME_ACT_SEND_BOX ? &acc->sends : &acc->recvs);
-            } else {
-                ops->free(dev, pd->temp, pd->temp_n);
-            }
+            st = post_box(dev, store, a, b, *ref, &pending[npending], acc);
+            npending += st == PRIME_OK;
             break;
         }
         case PRIME_ACT_COPY_BOX: {
@@ -419,19 +454,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
             break;
         }
         case PRIME_ACT_WAIT:
-            for (int r = 0; r < npending; ++r) {
-                Pending *pd = &pending[r];
-                PrimeStatus w = wait_pending(dev, pd, acc);
-                if (st == PRIME_OK)
-                    st = w;
-                if (pd->unpack_to && w == PRIME_OK)
-                    w = ops->copy_box(dev, pd->box->ndims, pd->box->ext, pd->temp, pd->box->ext,
-                                      zero, pd->unpack_to, pd->box->dst_tile, pd->box->dst_off);
-                if (st == PRIME_OK)
-                    st = w;
-                if (pd->temp)
-                    ops->free(dev, pd->temp, pd->temp_n);
-            }
+            st = wait_all(dev, pending, npending, acc);
             npending = 0;
             break;
         case PRIME_ACT_KERNEL:
