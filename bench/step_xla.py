@@ -19,7 +19,10 @@ run; each process steps --repeat times and reports its last step:
 - both: the processor time of all the process's threads in that step
   (primec's --json timing.process_cpu_time of its median repeat, XLA's
   time.process_time()), which other work on the machine inflates far
-  less than the wall time.
+  less than the wall time;
+- primec: the schedule overhead of its median repeat (--json
+  timing.overhead_time over timing.wall_time: the executor's own time,
+  neither in kernels nor blocked on communication, docs/timing.md).
 
 Prints the medians over the runs and the ratios primec / XLA Megatron.
 jax[cpu] is installed from PyPI into the venv on first use (a benchmark
@@ -88,7 +91,9 @@ def primec_step(exe, gemm, repeat):
     trace, js = exe + ".trace.json", exe + ".json"
     run([exe, "--repeat", str(repeat), "--trace", trace, "--json", js])
     with open(js) as fh:
-        cpu = json.load(fh)["timing"]["process_cpu_time"]
+        timing = json.load(fh)["timing"]
+    cpu = timing["process_cpu_time"]
+    over = timing["overhead_time"] / timing["wall_time"] if timing["wall_time"] else 0
     with open(trace) as fh:
         data = json.load(fh)
     ev = data["traceEvents"] if isinstance(data, dict) else data
@@ -105,7 +110,7 @@ def primec_step(exe, gemm, repeat):
                 gem[dev] = gem.get(dev, 0) + x["dur"]
     share = [gem.get(t, 0) / kern[t] if gemm is not None else float("nan") for t in sorted(kern)]
     compute = [kern[t] / (end - start) for t in sorted(kern)]
-    return (end - start) / 1e6, share, compute, cpu
+    return (end - start) / 1e6, share, compute, cpu, over
 
 
 def xla_step(py, shape, layers, repeat):
@@ -137,10 +142,12 @@ def main():
         shares = {m: [] for m in MODELS}
         computes = {m: [] for m in MODELS}
         cpus = {m: [] for m in MODELS}
+        overs = {m: [] for m in MODELS}
         xla, xla_cpu = [], []
         for _ in range(args.runs):
             for m in MODELS:
-                t, share, compute, cpu = primec_step(*progs[m], args.repeat)
+                t, share, compute, cpu, over = primec_step(*progs[m], args.repeat)
+                overs[m].append(over)
                 steps[m].append(t)
                 cpus[m].append(cpu)
                 shares[m].append(share)
@@ -166,7 +173,8 @@ def main():
                   f", processor {cpu * 1e3:7.1f} ms{cratio}"
                   f"; GEMM share of kernel time per device "
                   + " ".join(f"{x:4.0%}" for x in share)
-                  + "; kernel time / step " + " ".join(f"{x:4.0%}" for x in comp))
+                  + "; kernel time / step " + " ".join(f"{x:4.0%}" for x in comp)
+                  + f"; schedule overhead {statistics.median(overs[m]):4.0%}")
         sys.stdout.flush()
 
 

@@ -342,8 +342,9 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, in
     }
     int compute = ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
     if (compute)
-        printer_printf(p, "static const PrimeKernelFn phase%d_kernels[] = {kernel%d};\n", index,
-                       e->kernel_of[index]);
+        printer_printf(p,
+                       "static const PrimeKernelFn phase%d_kernels[] = {kernel%d, kernel%d_set};\n",
+                       index, e->kernel_of[index], e->kernel_of[index]);
     printer_printf(p, "static const PrimePhase phase%d = {\"%s%s%s\", ", index,
                    phase_name(ph->kind), ph->inst >= 0 ? " " : "",
                    ph->inst >= 0 ? s->model->instances[ph->inst].name : "");
@@ -371,7 +372,7 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, in
         printer_printf(p, "&phase%d_form, ", index);
     else
         printer_printf(p, "NULL, ");
-    printer_printf(p, "%.17g};\n\n", compute ? cost_kernel_flops(s, ph) : 0.0);
+    printer_printf(p, "%.17g, %d};\n\n", compute ? cost_kernel_flops(s, ph) : 0.0, compute);
 }
 
 static void emit_layout_form(Emitter *e, const char *tname, const char *what,

@@ -10,8 +10,10 @@
 
 /* The body of a phase's kernel (whole: over whole tensors, for the
  * reference), as text: the phase's kernel IR printed as C (kernel_c.h;
- * the forward of `max=` folds with max from the combiner's identity). */
-static char *kernel_body(const Schedule *s, const PhaseSched *ph, int whole, int dbl) {
+ * the forward of `max=` folds with max from the combiner's identity);
+ * with overwrite, the kernel that sets its tile instead of adding to it. */
+static char *kernel_body(const Schedule *s, const PhaseSched *ph, int whole, int dbl,
+                         int overwrite) {
     Printer p;
     printer_init(&p);
     printer_indent(&p, 1);
@@ -19,7 +21,7 @@ static char *kernel_body(const Schedule *s, const PhaseSched *ph, int whole, int
     if (!k)
         ICE("out of memory");
     kernel_build(k, s, ph, whole);
-    kernel_c_body(&p, k, dbl);
+    kernel_c_body_mode(&p, k, dbl, overwrite);
     free(k);
     size_t len;
     char *body = printer_take(&p, &len);
@@ -96,7 +98,7 @@ void emit_c_kernels(Printer *out, const Schedule *s, int whole, int dbl, int *ca
             continue;
         }
         table[slot] = k;
-        bodies[k] = kernel_body(s, ph, whole, dbl);
+        bodies[k] = kernel_body(s, ph, whole, dbl, 0);
         hash[k] = bytes_hash(bodies[k], strlen(bodies[k]));
         canon[k] = k;
         for (int j = 0; j < k; ++j)
@@ -113,6 +115,15 @@ void emit_c_kernels(Printer *out, const Schedule *s, int whole, int dbl, int *ca
                                : "kernel",
                        k, type, type);
         printer_printf(out, "%s}\n\n", bodies[k]);
+        if (whole || dbl)
+            continue;
+        /* The tile kernel that overwrites (PrimePhase.kernel_overwrites). */
+        char *set = kernel_body(s, ph, 0, 0, 1);
+        printer_printf(out,
+                       "static void kernel%d_set(float *out, const float *const *in, const long "
+                       "*off)\n{\n%s}\n\n",
+                       k, set);
+        free(set);
     }
     for (int k = 0; k < n; ++k)
         free(bodies[k]);

@@ -104,7 +104,8 @@ static void print_offset(Printer *p, const char *base, const Kernel *k, int x, c
         printer_printf(p, "0");
 }
 
-static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl) {
+/* set: C = alpha op(A) op(B), beta 0 (C is not read), else C += ... */
+static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl, int set) {
     const char *f = dbl ? "" : "f";
     int outer = g->nbatch > 0 ? g->nbatch - 1 : 0;
     for (int j = 0; j < outer; ++j) {
@@ -127,7 +128,7 @@ static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl
     const long ld[3] = {g->lda, g->ldb, g->ldc};
     for (int r = 0; r < 3; ++r) {
         if (r == 2)
-            printer_printf(p, ", 1.0%s, out", f);
+            printer_printf(p, ", %s%s, out", set ? "0.0" : "1.0", f);
         else
             printer_printf(p, ", in[%d]", x3[r]);
         for (int j = 0; j < outer; ++j)
@@ -250,7 +251,7 @@ static int row_dim(const Kernel *k, const KernelLoop *l, unsigned ops, int dbl) 
  * acc[o] += terms for each r, in r's order (one double accumulator per
  * output of the row, deterministic), then the row added to the output. */
 static void print_loop_rows(Printer *p, const Kernel *k, const KernelLoop *l, unsigned ops,
-                            unsigned looped, int o) {
+                            unsigned looped, int o, int set) {
     const int *dims = l->loop_dim;
     int n = l->nloops, nout = n - 1, r = dims[n - 1];
     int at[IR_MAX_DIMS + 1];
@@ -281,7 +282,7 @@ static void print_loop_rows(Printer *p, const Kernel *k, const KernelLoop *l, un
     print_offset(p, "out", k, KERNEL_OUT, dims, nout - 1);
     printer_printf(p, ";\n");
     open_loop(p, k, o, 0);
-    printer_printf(p, "y[d%d] += (float)(", o);
+    printer_printf(p, "y[d%d] %s (float)(", o, set ? "=" : "+=");
     if (l->scale != 1)
         printer_printf(p, "%ld.0 * ", l->scale);
     printer_printf(p, "acc[d%d]);\n", o);
@@ -289,7 +290,23 @@ static void print_loop_rows(Printer *p, const Kernel *k, const KernelLoop *l, un
     close_loops(p, nout - 1, 1);
 }
 
-static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl) {
+/* set: the node writes every output element without reading it (a
+ * maximum from its identity, -inf), else it folds into the output. */
+/* A maximum in fp32 whose innermost loop has at least 16 iterations
+ * (and at most KERNEL_ROW_MAX) computes that loop's terms into a row on
+ * the stack, a loop that vectorises, and folds the row into acc with
+ * prime_max_row (runtime/prime_math.h: 16 lanes of v > m ? v : m), where
+ * the compare in loop order vectorises in no compiler without
+ * -ffinite-math-only. The same maximum: a NaN term never wins either
+ * way, only the sign of a zero maximum may differ. */
+static long max_row(const Kernel *k, const KernelLoop *l, int dbl) {
+    if (dbl || l->combiner != KCOMB_MAX || !l->nreduce)
+        return 0;
+    long e = k->extent[l->loop_dim[l->nloops - 1]];
+    return e >= 16 && e <= KERNEL_ROW_MAX ? e : 0;
+}
+
+static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl, int set) {
     const char *type = dbl ? "double" : "float";
     const int *dims = l->loop_dim;
     int n = l->nloops, outer = n > 0 ? n - 1 : 0, nout = n - l->nreduce;
@@ -301,8 +318,9 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
     const int max = l->combiner == KCOMB_MAX;
     const char *identity = max ? "-INFINITY" : "0.0";
     const int lanes = loop_lanes(k, l, dbl), row = row_dim(k, l, ops, dbl);
+    const long mrow = max_row(k, l, dbl);
     if (row >= 0) {
-        print_loop_rows(p, k, l, ops, looped, row);
+        print_loop_rows(p, k, l, ops, looped, row, set);
         return;
     }
     const char *acc_type = max ? type : "double";
@@ -328,13 +346,21 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         printer_printf(p, ";\n");
     }
     Ctx c = {p, k, dbl, n > 0 ? dims[n - 1] : -1, looped};
+    if (mrow)
+        printer_printf(p, "float row[%ld];\n", mrow);
     if (lanes) {
         print_lanes(&c, l);
     } else if (n > 0) {
         open_loop(p, k, dims[n - 1], 0);
     }
     if (l->nreduce) {
-        if (!lanes && max) {
+        if (mrow) {
+            printer_printf(p, "row[d%d] = ", dims[n - 1]);
+            print_terms(&c, l, 0);
+            printer_printf(p, ";\n");
+            close_loops(p, 1, 0);
+            printer_printf(p, "acc = prime_max_row(row, %ld, acc);\n", mrow);
+        } else if (!lanes && max) {
             /* v > acc ? v : acc: fmax's result (a NaN term leaves acc as
              * it is), inline, where fmax is a call per element. */
             printer_printf(p, "{\n");
@@ -355,13 +381,17 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         close_loops(p, l->nreduce - 1, 1);
         printer_printf(p, "out[");
         print_offset(p, "0", k, KERNEL_OUT, dims, nout);
-        if (max) {
+        if (max && set) {
+            /* acc is never NaN (a NaN term leaves it as it is), so it is
+             * max(-inf, acc). */
+            printer_printf(p, "] = (%s)acc;\n", type);
+        } else if (max) {
             /* out = max(out, acc): the output holds the maximum so far. */
             printer_printf(p, "] = %s(out[", dbl ? "fmax" : "fmaxf");
             print_offset(p, "0", k, KERNEL_OUT, dims, nout);
             printer_printf(p, "], (%s)acc);\n", type);
         } else {
-            printer_printf(p, "] += (%s)(", type);
+            printer_printf(p, "] %s (%s)(", set ? "=" : "+=", type);
             if (l->scale != 1)
                 printer_printf(p, "%ld.0 * ", l->scale);
             if (lanes)
@@ -376,13 +406,19 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
     printer_printf(p, "o[");
     print_ref(&c, KERNEL_OUT);
     if (max) {
-        printer_printf(p, "] = %s(o[", dbl ? "fmax" : "fmaxf");
-        print_ref(&c, KERNEL_OUT);
-        printer_printf(p, "], ");
+        printer_printf(p, "] = %s(", dbl ? "fmax" : "fmaxf");
+        if (set) {
+            printer_printf(p, "-INFINITY");
+        } else {
+            printer_printf(p, "o[");
+            print_ref(&c, KERNEL_OUT);
+            printer_printf(p, "]");
+        }
+        printer_printf(p, ", ");
         print_terms(&c, l, 0);
         printer_printf(p, ");\n");
     } else {
-        printer_printf(p, "] += ");
+        printer_printf(p, "] %s ", set ? "=" : "+=");
         print_terms(&c, l, 1);
         printer_printf(p, ";\n");
     }
@@ -391,7 +427,7 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
     close_loops(p, outer, 1);
 }
 
-void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
+void kernel_c_body_mode(Printer *p, const Kernel *k, int dbl, int overwrite) {
     if (!k->uses_off)
         printer_printf(p, "(void)off;\n");
     /* A maximum over whole tensors (the reference) starts from the
@@ -408,9 +444,16 @@ void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
         char what[160];
         kernel_describe_node(k, i, what, sizeof what);
         printer_printf(p, "/* %s */\n", what);
+        /* Every node writes each element of the output once: the first
+         * one of an overwriting kernel sets it. */
+        int set = overwrite && i == 0;
         if (k->nodes[i].kind == KNODE_GEMM)
-            print_gemm(p, k, &k->nodes[i].gemm, dbl);
+            print_gemm(p, k, &k->nodes[i].gemm, dbl, set);
         else
-            print_loop(p, k, &k->nodes[i].loop, dbl);
+            print_loop(p, k, &k->nodes[i].loop, dbl, set);
     }
+}
+
+void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
+    kernel_c_body_mode(p, k, dbl, 0);
 }

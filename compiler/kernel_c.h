@@ -12,5 +12,10 @@
 /* The body of `void f(float *out, const float *const *in, const long
  * *off)` (double with dbl: the fp64 reference), at p's indentation. */
 void kernel_c_body(Printer *p, const Kernel *k, int dbl);
+/* The same, with overwrite: out = f(in...) instead of out += f(in...),
+ * every element of the tile written and none read (its first node sets
+ * the output, the others add to it), for a tile whose fill the runtime
+ * skipped (PrimePhase.kernel_overwrites). */
+void kernel_c_body_mode(Printer *p, const Kernel *k, int dbl, int overwrite);
 
 #endif

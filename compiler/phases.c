@@ -166,15 +166,32 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
         collect_operands(ph, ph->expr, inst->op, NULL);
     }
     add_phase(pl, PHASE_DYIN, -1);
+    /* has_grad[t]: t's gradient gets a contribution: dy-in's for the
+     * outputs (activations nothing reads), a phase's for the others. */
+    unsigned char *has_grad = ARENA_ARRAY(arena, unsigned char, model->ntensors + 1);
+    memset(has_grad, 0, (size_t)model->ntensors + 1);
+    for (int t = 0; t < model->ntensors; ++t)
+        has_grad[t] = model->tensors[t].role == TENSOR_ACTIVATION;
+    for (int i = 0; i < model->ninstances; ++i)
+        for (int a = 0; a < model->instances[i].op->ninputs; ++a)
+            has_grad[model->instances[i].args[a]] = 0;
     for (int i = model->ninstances - 1; i >= 0; --i) {
         const Instance *inst = &model->instances[i];
         Sym dy_name = grad_name(arena, inst->op->output.name);
+        /* No gradient arrives at the result: every one of its inputs' is 0. */
+        if (!has_grad[inst->result])
+            continue;
         for (int a = 0; a < inst->op->ninputs; ++a) {
+            /* A stated `grad X = 0;` stops the gradient: no phase. */
+            const Expr *stated = stated_grad(inst->op, inst->op->inputs[a].name);
+            if (stated && ad_is_zero(stated))
+                continue;
             const ModelTensor *mt = &model->tensors[inst->args[a]];
             Phase *ph = add_phase(pl, mt->role == TENSOR_WEIGHT ? PHASE_GRAD : PHASE_BWD, i);
             ph->dy_name = dy_name;
             if (!derive_input(arena, sink, inst, a, ph))
                 return NULL;
+            has_grad[inst->args[a]] = 1;
         }
     }
     return pl;

@@ -183,6 +183,8 @@ PrimeStatus prime_rt_fault_point(PrimeDev *dev) {
     return prime_rt_fail(dev, PRIME_ERR_ABORTED);
 }
 
+static PrimeTileFill read_tile_fill(void);
+
 PrimeWorld *prime_rt_world_new(int ndev) {
     PrimeWorld *w = calloc(1, sizeof *w);
     if (!w)
@@ -203,6 +205,7 @@ PrimeWorld *prime_rt_world_new(int ndev) {
         atomic_init(&w->devs[i].ctx_action, -1);
     }
     read_fault(w);
+    w->tile_fill = read_tile_fill();
     return w;
 }
 
@@ -295,8 +298,9 @@ static void kept_release(PrimeDev *dev, uint64_t keep) {
     }
 }
 
-/* A kept tile of exactly nfloats, zeroed, or NULL; the newest first. */
-static float *kept_take(PrimeDev *dev, size_t nfloats) {
+/* A kept tile of exactly nfloats, zeroed when `zero`, or NULL; the newest
+ * first. */
+static float *kept_take(PrimeDev *dev, size_t nfloats, int zero) {
     for (int i = dev->nkept - 1; i >= 0; --i) {
         if (dev->kept[i].nfloats != nfloats)
             continue;
@@ -305,7 +309,8 @@ static float *kept_take(PrimeDev *dev, size_t nfloats) {
         dev->nkept--;
         dev->kept_bytes -= (uint64_t)nfloats * sizeof(float);
         UNPOISON(p, kept_size(nfloats));
-        memset(p, 0, kept_size(nfloats));
+        if (zero)
+            memset(p, 0, kept_size(nfloats));
         return p;
     }
     return NULL;
@@ -342,11 +347,11 @@ void prime_rt_kept_free(PrimeDev *dev) {
 }
 
 /* A request for zero floats still returns a distinct pointer (and counts
- * nothing), so NULL always means failure. Memory comes zeroed: a kept
- * tile of the same size where there is one, otherwise malloc's, after
- * releasing kept tiles so that live and kept bytes stay within the most
- * ever live at once. */
-float *prime_alloc(PrimeDev *dev, size_t nfloats) {
+ * nothing), so NULL always means failure. A kept tile of the same size
+ * where there is one, otherwise malloc's, after releasing kept tiles so
+ * that live and kept bytes stay within the most ever live at once;
+ * zeroed when `zero`. */
+static float *alloc_tile(PrimeDev *dev, size_t nfloats, int zero) {
     if (!dev)
         return NULL;
     if (nfloats > SIZE_MAX / sizeof(float)) {
@@ -354,7 +359,7 @@ float *prime_alloc(PrimeDev *dev, size_t nfloats) {
         return NULL;
     }
     uint64_t bytes = (uint64_t)nfloats * sizeof(float);
-    float *p = nfloats ? kept_take(dev, nfloats) : NULL;
+    float *p = nfloats ? kept_take(dev, nfloats, zero) : NULL;
     if (!p) {
         uint64_t high =
             dev->cur_bytes + bytes > dev->high_bytes ? dev->cur_bytes + bytes : dev->high_bytes;
@@ -364,7 +369,7 @@ float *prime_alloc(PrimeDev *dev, size_t nfloats) {
          * page on the first read (an accumulating kernel reads first) and
          * fault again, flushing every core's TLB, on the first write. */
         p = malloc(kept_size(nfloats));
-        if (p)
+        if (p && zero)
             memset(p, 0, kept_size(nfloats));
     }
     if (!p) {
@@ -377,6 +382,46 @@ float *prime_alloc(PrimeDev *dev, size_t nfloats) {
     if (dev->cur_bytes > dev->high_bytes)
         dev->high_bytes = dev->cur_bytes;
     return p;
+}
+
+float *prime_alloc(PrimeDev *dev, size_t nfloats) {
+    return alloc_tile(dev, nfloats, 1);
+}
+
+/* PRIME_TILE_FILL, read at world creation: "eager", "nan" or the default
+ * (lazy; nan in builds with assertions or AddressSanitizer, so that their
+ * tests prove no tile is read before it is written). */
+static PrimeTileFill read_tile_fill(void) {
+    const char *v = getenv("PRIME_TILE_FILL");
+    if (v && strcmp(v, "eager") == 0)
+        return PRIME_TILE_FILL_EAGER;
+    if (v && strcmp(v, "nan") == 0)
+        return PRIME_TILE_FILL_NAN;
+    if (v && strcmp(v, "lazy") == 0)
+        return PRIME_TILE_FILL_LAZY;
+#if defined(PRIME_ASAN) || !defined(NDEBUG)
+    return PRIME_TILE_FILL_NAN;
+#else
+    return PRIME_TILE_FILL_LAZY;
+#endif
+}
+
+/* A quiet NaN with a payload that says where it came from. */
+static void fill_nan(float *p, size_t n) {
+    const uint32_t bits = 0x7fc0dead;
+    for (size_t i = 0; i < n; ++i)
+        memcpy(&p[i], &bits, sizeof bits);
+}
+
+float *prime_alloc_uninit(PrimeDev *dev, size_t nfloats) {
+    float *p = alloc_tile(dev, nfloats, 0);
+    if (p && dev->world->tile_fill == PRIME_TILE_FILL_NAN)
+        fill_nan(p, nfloats);
+    return p;
+}
+
+PrimeTileFill prime_dev_tile_fill(const PrimeDev *dev) {
+    return dev ? dev->world->tile_fill : PRIME_TILE_FILL_EAGER;
 }
 
 /* Freeing more than is allocated is recorded as PRIME_ERR_ARG and leaves

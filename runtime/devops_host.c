@@ -21,6 +21,20 @@ static float *host_alloc(PrimeDev *dev, size_t n, int combine) {
     return p;
 }
 
+static PrimeStatus host_fill(PrimeDev *dev, float *p, size_t n, int combine) {
+    (void)dev;
+    if (combine == PRIME_COMBINE_MAX)
+        prime_fill_neg_inf(p, n);
+    else
+        memset(p, 0, (n ? n : 1) * sizeof(float));
+    return PRIME_OK;
+}
+
+static float *host_alloc_lazy(PrimeDev *dev, size_t n, int combine, int *filled) {
+    *filled = prime_dev_tile_fill(dev) == PRIME_TILE_FILL_EAGER;
+    return *filled ? host_alloc(dev, n, combine) : prime_alloc_uninit(dev, n);
+}
+
 static void host_free(PrimeDev *dev, float *p, size_t n) {
     prime_free(dev, p, n);
 }
@@ -37,6 +51,13 @@ static PrimeStatus host_kernel(PrimeDev *dev, const PrimePhase *phase, float *ou
                                const float *const *in, const long *off) {
     (void)dev;
     phase->kernels[0](out, in, off);
+    return PRIME_OK;
+}
+
+static PrimeStatus host_kernel_set(PrimeDev *dev, const PrimePhase *phase, float *out,
+                                   const float *const *in, const long *off) {
+    (void)dev;
+    phase->kernels[1](out, in, off);
     return PRIME_OK;
 }
 
@@ -65,10 +86,13 @@ const PrimeDevOps prime_host_ops = {
     .name = "host",
     .alloc = host_alloc,
     .free = host_free,
+    .alloc_lazy = host_alloc_lazy,
+    .fill = host_fill,
     .upload = NULL,
     .download = NULL,
     .copy_box = host_copy_box,
     .kernel = host_kernel,
+    .kernel_set = host_kernel_set,
     .combine = host_combine,
     .isend = prime_isend,
     .irecv = prime_irecv,

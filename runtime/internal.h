@@ -132,6 +132,7 @@ struct PrimeWorld {
     /* PRIME_FAULT=stall:RANK:N, read at creation: fault_rank -1 when unset. */
     int fault_rank;
     uint64_t fault_after;
+    PrimeTileFill tile_fill; /* PRIME_TILE_FILL, read at creation */
     PrimeWorldBackend *be;
 };
 

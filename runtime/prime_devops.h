@@ -56,6 +56,12 @@ typedef struct PrimeDevOps {
      * counted; NULL on failure (the device's status says why). */
     float *(*alloc)(PrimeDev *dev, size_t n, int combine);
     void (*free)(PrimeDev *dev, float *p, size_t n);
+    /* Optional (NULL: every tile comes from alloc, filled): n floats,
+     * counted as alloc counts them, that the executor fills with `fill`
+     * only where their first use reads them (prime_rt.h, PrimeTileFill).
+     * *filled = 1 when the tile holds the identity of `combine` already. */
+    float *(*alloc_lazy)(PrimeDev *dev, size_t n, int combine, int *filled);
+    PrimeStatus (*fill)(PrimeDev *dev, float *p, size_t n, int combine);
     /* n floats from host memory into a tile, and back; NULL when tiles
      * are host memory. */
     PrimeStatus (*upload)(PrimeDev *dev, float *dst, const float *host, size_t n);
@@ -67,6 +73,10 @@ typedef struct PrimeDevOps {
     /* The tile kernel of `phase`: out += f(in...) (prime_sched.h). */
     PrimeStatus (*kernel)(PrimeDev *dev, const PrimePhase *phase, float *out,
                           const float *const *in, const long *off);
+    /* Optional: the same kernel writing out = f(in...) without reading
+     * out, for a phase that has one (PrimePhase.kernel_overwrites). */
+    PrimeStatus (*kernel_set)(PrimeDev *dev, const PrimePhase *phase, float *out,
+                              const float *const *in, const long *off);
     /* dst[i] = dst[i] + src[i], or the maximum (PrimeCombine). */
     PrimeStatus (*combine)(PrimeDev *dev, float *dst, const float *src, size_t n, int combine);
     /* Point-to-point transfers, as prime_isend / prime_irecv / prime_wait. */

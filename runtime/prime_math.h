@@ -35,6 +35,36 @@ static inline float prime_u2f(uint32_t u) {
     return x;
 }
 
+/* The largest of acc and x[0..n) by v > m ? v : m, as a loop in order
+ * computes it (a NaN never wins; only the sign of a zero maximum may
+ * differ): with GCC's vector extensions (clang has them too) in 16 lanes,
+ * lane j over the elements j mod 16, and then the lanes, so that it
+ * vectorises (a compare-and-select in loop order does not without
+ * -ffinite-math-only). The fp32 kernels' max= reductions fold each row of
+ * terms with it. */
+static inline float prime_max_row(const float *restrict x, long n, float acc) {
+    long whole = 0;
+#if defined(__GNUC__)
+    typedef float prime_v16f __attribute__((vector_size(64)));
+    typedef int32_t prime_v16i __attribute__((vector_size(64)));
+    whole = n / 16;
+    prime_v16f m = {0};
+    m += acc;
+    for (long b = 0; b < whole; ++b) {
+        prime_v16f v;
+        memcpy(&v, x + 16 * b, sizeof v);
+        prime_v16i gt = v > m;
+        m = (prime_v16f)(((prime_v16i)v & gt) | ((prime_v16i)m & ~gt));
+    }
+    for (int j = 0; j < 16; ++j)
+        acc = m[j] > acc ? m[j] : acc;
+    whole *= 16;
+#endif
+    for (long r = 0; r < n - whole; ++r)
+        acc = x[whole + r] > acc ? x[whole + r] : acc;
+    return acc;
+}
+
 /* exp(x) = 2^n exp(r), n = round(x / ln 2), |r| <= ln 2 / 2. x is
  * clamped to [-104, 89] (outside, the result is 0 or inf); 2^n is
  * applied as two factors 2^(n/2) 2^(n - n/2) so that results near

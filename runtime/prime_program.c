@@ -157,6 +157,7 @@ static PrimeStatus fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
             status = prime_dev_fail_text(dev, PRIME_ERR_NOMEM, "out of memory reading a tile");
         if (host && status == PRIME_OK)
             status = ops->upload(dev, slot, host, n);
+        prime_store_written(st, tensor, s);
     }
     free(host);
     return status;
@@ -330,7 +331,7 @@ static PrimeStatus check_rank(PrimeDev *dev, Run *run) {
             int s;
             prime_layout_tile(prog, &t->final_layout, rank, i, &id, &s);
             prime_tile_offset(t, id, off);
-            const float *slot = run->stores[rank].slots[tensor][s];
+            const float *slot = prime_store_tile(dev, &run->stores[rank], tensor, s);
             if (!slot)
                 continue;
             if (host) {

@@ -142,6 +142,27 @@ void prime_dev_set_context(PrimeDev *dev, const char *phase, int step, int actio
  * device's status becomes PRIME_ERR_NOMEM). prime_free takes the same n. */
 float *prime_alloc(PrimeDev *dev, size_t nfloats);
 void prime_free(PrimeDev *dev, float *p, size_t nfloats);
+/* The same, counted alike, for a tile whose first writer writes every
+ * element: its contents are undefined (with PRIME_TILE_FILL_NAN, every
+ * float a quiet NaN, so that a read before the first write shows in the
+ * results). */
+float *prime_alloc_uninit(PrimeDev *dev, size_t nfloats);
+
+/* How the schedule executor fills new tiles with their identity (the
+ * environment's PRIME_TILE_FILL, read when a world is created):
+ *   - LAZY ("lazy", the default of a release build): a tile is filled
+ *     just before its first use reads it, and not at all when its first
+ *     use overwrites it whole (a kernel that writes every element of its
+ *     output, a receive of the whole tile, the driver's fill);
+ *   - NAN ("nan", the default with assertions or AddressSanitizer): the
+ *     same, and a tile allocated unfilled holds NaNs until then;
+ *   - EAGER ("eager"): every tile is filled when it is allocated. */
+typedef enum PrimeTileFill {
+    PRIME_TILE_FILL_LAZY = 0,
+    PRIME_TILE_FILL_NAN = 1,
+    PRIME_TILE_FILL_EAGER = 2
+} PrimeTileFill;
+PrimeTileFill prime_dev_tile_fill(const PrimeDev *dev);
 
 /* Counters, read after prime_world_run returns. */
 uint64_t prime_world_bytes_sent(const PrimeWorld *world, int rank, PrimeByteKind kind);

@@ -67,7 +67,8 @@ PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile
     store->tile_elems = malloc(sizeof(size_t) * n);
     store->nslots = calloc(n, sizeof(int));
     store->slots = calloc(n, sizeof(float **));
-    if (!store->tile_elems || !store->nslots || !store->slots) {
+    store->owed = calloc(n, sizeof(unsigned char *));
+    if (!store->tile_elems || !store->nslots || !store->slots || !store->owed) {
         prime_store_release(NULL, store);
         return PRIME_ERR_NOMEM;
     }
@@ -76,7 +77,8 @@ PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile
         store->tile_elems[t] = tile_elems[t];
         if (max_slots[t] > 0) {
             store->slots[t] = calloc((size_t)max_slots[t], sizeof(float *));
-            if (!store->slots[t]) {
+            store->owed[t] = calloc((size_t)max_slots[t], 1);
+            if (!store->slots[t] || !store->owed[t]) {
                 prime_store_release(NULL, store);
                 return PRIME_ERR_NOMEM;
             }
@@ -94,10 +96,13 @@ void prime_store_release(PrimeDev *dev, PrimeStore *store) {
                 ops->free(dev, store->slots[t][s], store->tile_elems[t]);
         }
         free(store->slots[t]);
+        if (store->owed)
+            free(store->owed[t]);
     }
     free(store->tile_elems);
     free(store->nslots);
     free(store->slots);
+    free(store->owed);
     memset(store, 0, sizeof *store);
 }
 
@@ -105,6 +110,128 @@ static float **slot_ref(PrimeStore *store, int tensor, int slot) {
     if (tensor < 0 || tensor >= store->ntensors || slot < 0 || slot >= store->nslots[tensor])
         return NULL;
     return &store->slots[tensor][slot];
+}
+
+/* What slot s of tensor t owes (0: nothing), or NULL out of range. */
+static unsigned char *owed_ref(PrimeStore *store, int t, int s) {
+    if (!store->owed || t < 0 || t >= store->ntensors || s < 0 || s >= store->nslots[t] ||
+        !store->owed[t])
+        return NULL;
+    return &store->owed[t][s];
+}
+
+/* Gives the tile in slot s of tensor t the identity it is owed, before a
+ * use that reads it. */
+static PrimeStatus settle(PrimeDev *dev, PrimeStore *store, int t, int s, PrimeSchedStats *acc) {
+    unsigned char *owed = owed_ref(store, t, s);
+    if (!owed || !*owed || !store->slots[t][s])
+        return PRIME_OK;
+    PrimeStatus st =
+        prime_dev_ops(dev)->fill(dev, store->slots[t][s], store->tile_elems[t], *owed - 1);
+    *owed = 0;
+    if (acc)
+        acc->tiles_filled++;
+    return st;
+}
+
+/* The first writer of slot s of tensor t writes every element: whatever
+ * it owed is skipped. */
+static void overwritten(PrimeStore *store, int t, int s, PrimeSchedStats *acc) {
+    unsigned char *owed = owed_ref(store, t, s);
+    if (owed && *owed) {
+        *owed = 0;
+        acc->tiles_unfilled++;
+    }
+}
+
+float *prime_store_tile(PrimeDev *dev, PrimeStore *store, int t, int s) {
+    if (!owed_ref(store, t, s))
+        return NULL;
+    if (settle(dev, store, t, s, NULL) != PRIME_OK)
+        return NULL;
+    return store->slots[t][s];
+}
+
+void prime_store_written(PrimeStore *store, int t, int s) {
+    unsigned char *owed = owed_ref(store, t, s);
+    if (owed)
+        *owed = 0;
+}
+
+/* A new tile for an ALLOC action: filled at once, or owing its identity
+ * where the table allocates lazily. */
+static float *alloc_slot(PrimeDev *dev, PrimeStore *store, const PrimeAction *a, size_t elems,
+                         PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    int filled = 1;
+    float *p = ops->alloc_lazy && ops->fill ? ops->alloc_lazy(dev, elems, a->kind, &filled)
+                                            : ops->alloc(dev, elems, a->kind);
+    if (!p)
+        return NULL;
+    *owed_ref(store, a->tensor, a->slot) = filled ? 0 : (unsigned char)(1 + a->kind);
+    acc->tiles_filled += filled;
+    return p;
+}
+
+/* The packed buffer of a box transfer, written whole by the packing or
+ * the receive: never filled where the table allows. */
+static float *alloc_box_buffer(PrimeDev *dev, size_t n, PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    int filled = 1;
+    float *p = ops->alloc_lazy && ops->fill ? ops->alloc_lazy(dev, n, PRIME_COMBINE_SUM, &filled)
+                                            : ops->alloc(dev, n, PRIME_COMBINE_SUM);
+    if (p)
+        *(filled ? &acc->tiles_filled : &acc->tiles_unfilled) += 1;
+    return p;
+}
+
+/* Whether box b covers the whole destination tile. */
+static int box_covers_dst(const PrimeBox *b) {
+    for (int x = 0; x < b->ndims; ++x)
+        if (b->dst_off[x] != 0 || b->ext[x] != b->dst_tile[x])
+            return 0;
+    return 1;
+}
+
+/* Runs a KERNEL action's kernel on its tiles: the overwriting form where
+ * the output tile owes its fill (and is none of the inputs), else the
+ * accumulating one on a filled tile. */
+static PrimeStatus run_kernel(PrimeDev *dev, const PrimePhase *src, const PrimeRankPhase *phase,
+                              PrimeStore *store, const PrimeAction *a, float *out,
+                              PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    const float *in[PRIME_MAX_KERNEL_INPUTS] = {0};
+    if (a->nin > PRIME_MAX_KERNEL_INPUTS)
+        return PRIME_ERR_ARG;
+    int aliased = 0;
+    for (int k = 0; k < a->nin; ++k) {
+        float **r = slot_ref(store, a->in_tensor[k], a->in_slot[k]);
+        if (!r || !*r)
+            return PRIME_ERR_ARG;
+        PrimeStatus st = settle(dev, store, a->in_tensor[k], a->in_slot[k], acc);
+        if (st != PRIME_OK)
+            return st;
+        in[k] = *r;
+        aliased |= *r == out;
+    }
+    const unsigned char *owed = owed_ref(store, a->tensor, a->slot);
+    int set = owed && *owed && !aliased && ops->kernel_set && src->kernel_overwrites;
+    if (set) {
+        overwritten(store, a->tensor, a->slot, acc);
+    } else {
+        PrimeStatus st = settle(dev, store, a->tensor, a->slot, acc);
+        if (st != PRIME_OK)
+            return st;
+    }
+    static const long no_offsets[8] = {0};
+    const long *off = phase->offsets ? phase->offsets[a->arg] : no_offsets;
+    prime_trace_begin(dev, phase->name);
+    uint64_t t0 = prime_clock_ns();
+    PrimeStatus st = (set ? ops->kernel_set : ops->kernel)(dev, src, out, in, off);
+    acc->kernel_ns += prime_clock_ns() - t0;
+    acc->kernels++;
+    prime_trace_end(dev);
+    return st;
 }
 
 /* The name of a transfer's span: "send shift to 3", "recv from 2". */
@@ -146,6 +273,95 @@ static PrimeStatus run_collective(PrimeDev *dev, const PrimeRankPhase *phase, co
     return st;
 }
 
+/* Posts a SEND or RECV of the whole tile p into pd. A send reads the
+ * tile; a receive writes all of it. */
+static PrimeStatus post_transfer(PrimeDev *dev, PrimeStore *store, const PrimeAction *a, float *p,
+                                 size_t elems, Pending *pd, PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    PrimeStatus st = PRIME_OK;
+    if (a->op == PRIME_ACT_SEND)
+        st = settle(dev, store, a->tensor, a->slot, acc);
+    else
+        overwritten(store, a->tensor, a->slot, acc);
+    if (st != PRIME_OK)
+        return st;
+    memset(pd, 0, sizeof *pd);
+    pd->posted_ns = prime_clock_ns();
+    pd->op = a->op;
+    pd->peer = a->peer;
+    pd->kind = a->kind;
+    if (a->op == PRIME_ACT_SEND)
+        st = ops->isend(dev, a->peer, a->tag, p, elems, (PrimeByteKind)a->kind, &pd->req);
+    else
+        st = ops->irecv(dev, a->peer, a->tag, p, elems, &pd->req);
+    if (st == PRIME_OK)
+        ++*(a->op == PRIME_ACT_SEND ? &acc->sends : &acc->recvs);
+    return st;
+}
+
+/* Posts a SEND_BOX (box b of tile p packed into a buffer, sent) or a
+ * RECV_BOX (received into a buffer, unpacked into p at the wait) into
+ * pd. Packing reads the tile, unpacking writes a box of it. */
+static PrimeStatus post_box(PrimeDev *dev, PrimeStore *store, const PrimeAction *a,
+                            const PrimeBox *b, float *p, Pending *pd, PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    static const long zero[8] = {0};
+    PrimeStatus st = PRIME_OK;
+    if (a->op == PRIME_ACT_RECV_BOX && box_covers_dst(b))
+        overwritten(store, a->tensor, a->slot, acc);
+    else
+        st = settle(dev, store, a->tensor, a->slot, acc);
+    if (st != PRIME_OK)
+        return st;
+    memset(pd, 0, sizeof *pd);
+    pd->temp_n = (size_t)box_elems(b);
+    pd->temp = alloc_box_buffer(dev, pd->temp_n, acc);
+    if (!pd->temp)
+        return alloc_failure(dev);
+    pd->box = b;
+    pd->posted_ns = prime_clock_ns();
+    pd->op = a->op;
+    pd->peer = a->peer;
+    pd->kind = a->kind;
+    if (a->op == PRIME_ACT_SEND_BOX) {
+        st = ops->copy_box(dev, b->ndims, b->ext, p, b->src_tile, b->src_off, pd->temp, b->ext,
+                           zero);
+        if (st == PRIME_OK)
+            st = ops->isend(dev, a->peer, a->tag, pd->temp, pd->temp_n, (PrimeByteKind)a->kind,
+                            &pd->req);
+    } else {
+        pd->unpack_to = p;
+        st = ops->irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);
+    }
+    if (st == PRIME_OK)
+        ++*(a->op == PRIME_ACT_SEND_BOX ? &acc->sends : &acc->recvs);
+    else
+        ops->free(dev, pd->temp, pd->temp_n);
+    return st;
+}
+
+/* Completes every pending transfer (unpacking received boxes, freeing
+ * the packed buffers); the first failure. */
+static PrimeStatus wait_all(PrimeDev *dev, Pending *pending, int npending, PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    static const long zero[8] = {0};
+    PrimeStatus st = PRIME_OK;
+    for (int r = 0; r < npending; ++r) {
+        Pending *pd = &pending[r];
+        PrimeStatus w = wait_pending(dev, pd, acc);
+        if (st == PRIME_OK)
+            st = w;
+        if (pd->unpack_to && w == PRIME_OK)
+            w = ops->copy_box(dev, pd->box->ndims, pd->box->ext, pd->temp, pd->box->ext, zero,
+                              pd->unpack_to, pd->box->dst_tile, pd->box->dst_off);
+        if (st == PRIME_OK)
+            st = w;
+        if (pd->temp)
+            ops->free(dev, pd->temp, pd->temp_n);
+    }
+    return st;
+}
+
 /* Runs `phase`, the view of `src` on the device's rank. */
 static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRankPhase *phase,
                             PrimeStore *store, PrimeSchedStats *acc) {
@@ -154,7 +370,6 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
     const PrimeDevOps *ops = prime_dev_ops(dev);
     Pending pending[MAX_PENDING];
     int npending = 0;
-    static const long zero[8] = {0};
     int in_step = 0, step = -1;
     uint64_t step_kernel = 0, step_comm = 0; /* acc's times when the step began */
     PrimeStatus st = PRIME_OK;
@@ -187,7 +402,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
                 st = PRIME_ERR_ARG;
                 break;
             }
-            *ref = ops->alloc(dev, elems, a->kind);
+            *ref = alloc_slot(dev, store, a, elems, acc);
             if (!*ref)
                 st = alloc_failure(dev);
             break;
@@ -198,6 +413,7 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
             }
             ops->free(dev, *ref, elems);
             *ref = NULL;
+            prime_store_written(store, a->tensor, a->slot);
             break;
         case PRIME_ACT_SEND:
         case PRIME_ACT_RECV:
@@ -205,20 +421,8 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
                 st = PRIME_ERR_ARG;
                 break;
             }
-            memset(&pending[npending], 0, sizeof pending[npending]);
-            pending[npending].posted_ns = prime_clock_ns();
-            pending[npending].op = a->op;
-            pending[npending].peer = a->peer;
-            pending[npending].kind = a->kind;
-            if (a->op == PRIME_ACT_SEND)
-                st = ops->isend(dev, a->peer, a->tag, *ref, elems, (PrimeByteKind)a->kind,
-                                &pending[npending].req);
-            else
-                st = ops->irecv(dev, a->peer, a->tag, *ref, elems, &pending[npending].req);
-            if (st == PRIME_OK) {
-                ++npending;
-                ++*(a->op == PRIME_ACT_SEND ? &acc->sends : &acc->recvs);
-            }
+            st = post_transfer(dev, store, a, *ref, elems, &pending[npending], acc);
+            npending += st == PRIME_OK;
             break;
         case PRIME_ACT_SEND_BOX:
         case PRIME_ACT_RECV_BOX: {
@@ -227,35 +431,8 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
                 st = PRIME_ERR_ARG;
                 break;
             }
-            Pending *pd = &pending[npending];
-            memset(pd, 0, sizeof *pd);
-            pd->temp_n = (size_t)box_elems(b);
-            pd->temp = ops->alloc(dev, pd->temp_n, PRIME_COMBINE_SUM);
-            if (!pd->temp) {
-                st = alloc_failure(dev);
-                break;
-            }
-            pd->box = b;
-            pd->posted_ns = prime_clock_ns();
-            pd->op = a->op;
-            pd->peer = a->peer;
-            pd->kind = a->kind;
-            if (a->op == PRIME_ACT_SEND_BOX) {
-                st = ops->copy_box(dev, b->ndims, b->ext, *ref, b->src_tile, b->src_off, pd->temp,
-                                   b->ext, zero);
-                if (st == PRIME_OK)
-                    st = ops->isend(dev, a->peer, a->tag, pd->temp, pd->temp_n,
-                                    (PrimeByteKind)a->kind, &pd->req);
-            } else {
-                pd->unpack_to = *ref;
-                st = ops->irecv(dev, a->peer, a->tag, pd->temp, pd->temp_n, &pd->req);
-            }
-            if (st == PRIME_OK) {
-                ++npending;
-                ++*(a->op == PRIME_ACT_SEND_BOX ? &acc->sends : &acc->recvs);
-            } else {
-                ops->free(dev, pd->temp, pd->temp_n);
-            }
+            st = post_box(dev, store, a, b, *ref, &pending[npending], acc);
+            npending += st == PRIME_OK;
             break;
         }
         case PRIME_ACT_COPY_BOX: {
@@ -265,59 +442,39 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
                 st = PRIME_ERR_ARG;
                 break;
             }
+            st = settle(dev, store, a->in_tensor[0], a->in_slot[0], acc);
+            if (st == PRIME_OK && box_covers_dst(b))
+                overwritten(store, a->tensor, a->slot, acc);
+            else if (st == PRIME_OK)
+                st = settle(dev, store, a->tensor, a->slot, acc);
+            if (st != PRIME_OK)
+                break;
             st = ops->copy_box(dev, b->ndims, b->ext, *src, b->src_tile, b->src_off, *ref,
                                b->dst_tile, b->dst_off);
             break;
         }
         case PRIME_ACT_WAIT:
-            for (int r = 0; r < npending; ++r) {
-                Pending *pd = &pending[r];
-                PrimeStatus w = wait_pending(dev, pd, acc);
-                if (st == PRIME_OK)
-                    st = w;
-                if (pd->unpack_to && w == PRIME_OK)
-                    w = ops->copy_box(dev, pd->box->ndims, pd->box->ext, pd->temp, pd->box->ext,
-                                      zero, pd->unpack_to, pd->box->dst_tile, pd->box->dst_off);
-                if (st == PRIME_OK)
-                    st = w;
-                if (pd->temp)
-                    ops->free(dev, pd->temp, pd->temp_n);
-            }
+            st = wait_all(dev, pending, npending, acc);
             npending = 0;
             break;
-        case PRIME_ACT_KERNEL: {
-            const float *in[PRIME_MAX_KERNEL_INPUTS] = {0};
-            if (!*ref || a->nin > PRIME_MAX_KERNEL_INPUTS) {
+        case PRIME_ACT_KERNEL:
+            if (!*ref) {
                 st = PRIME_ERR_ARG;
                 break;
             }
-            for (int k = 0; k < a->nin; ++k) {
-                float **r = slot_ref(store, a->in_tensor[k], a->in_slot[k]);
-                if (!r || !*r) {
-                    st = PRIME_ERR_ARG;
-                    break;
-                }
-                in[k] = *r;
-            }
-            if (st != PRIME_OK)
-                break;
-            prime_trace_begin(dev, phase->name);
-            static const long no_offsets[8] = {0};
-            uint64_t t0 = prime_clock_ns();
-            st = ops->kernel(dev, src, *ref, in,
-                             phase->offsets ? phase->offsets[a->arg] : no_offsets);
-            acc->kernel_ns += prime_clock_ns() - t0;
-            acc->kernels++;
-            prime_trace_end(dev);
+            st = run_kernel(dev, src, phase, store, a, *ref, acc);
             break;
-        }
         case PRIME_ACT_ADD: {
             float **r = slot_ref(store, a->in_tensor[0], a->in_slot[0]);
             if (!*ref || !r || !*r) {
                 st = PRIME_ERR_ARG;
                 break;
             }
-            st = ops->combine(dev, *ref, *r, elems, a->kind);
+            st = settle(dev, store, a->in_tensor[0], a->in_slot[0], acc);
+            if (st == PRIME_OK)
+                st = settle(dev, store, a->tensor, a->slot, acc);
+            if (st == PRIME_OK)
+                st = ops->combine(dev, *ref, *r, elems, a->kind);
             break;
         }
         case PRIME_ACT_ALLREDUCE:
@@ -327,7 +484,9 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
                 st = PRIME_ERR_ARG;
                 break;
             }
-            st = run_collective(dev, phase, a, *ref, elems, acc);
+            st = settle(dev, store, a->tensor, a->slot, acc);
+            if (st == PRIME_OK)
+                st = run_collective(dev, phase, a, *ref, elems, acc);
             break;
         case PRIME_ACT_STEP:
             if (in_step)
@@ -393,6 +552,8 @@ PrimeStatus prime_sched_run_timed(PrimeDev *dev, const PrimePhase *phase, PrimeS
         acc->recvs += local.recvs;
         acc->collectives += local.collectives;
         acc->steps += local.steps;
+        acc->tiles_filled += local.tiles_filled;
+        acc->tiles_unfilled += local.tiles_unfilled;
     }
     return st;
 }

@@ -106,6 +106,10 @@ typedef struct PrimePhase {
     /* FLOPs of one KERNEL action, as the compiler's cost model counts
      * them (docs/timing.md); 0 for a phase without kernels. */
     double kernel_flops;
+    /* 1 when kernels[1] is kernels[0] writing out = f(in...) instead of
+     * adding to out: every element of the tile, none of it read. The
+     * executor runs it on a tile whose fill it skipped (PrimeTileFill). */
+    int kernel_overwrites;
 } PrimePhase;
 
 typedef struct PrimeStore {
@@ -113,6 +117,10 @@ typedef struct PrimeStore {
     size_t *tile_elems; /* per tensor */
     int *nslots;        /* per tensor */
     float ***slots;     /* slots[t][s]: NULL when free */
+    /* owed[t][s]: 0, or 1 + the PrimeCombine whose identity the tile was
+     * allocated without (PrimeTileFill): it gets it before a first use
+     * that reads it. */
+    unsigned char **owed;
 } PrimeStore;
 
 /* Sets up an empty store; max_slots[t] slots for tensor t. */
@@ -121,6 +129,14 @@ PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile
 /* Frees every live tile (through prime_free on dev) and the slot arrays;
  * dev may be NULL for a store that holds no tile. */
 void prime_store_release(PrimeDev *dev, PrimeStore *store);
+
+/* The tile in slot s of tensor t (NULL when free), filled with the
+ * identity it is owed first, for a reader outside the executor (the
+ * driver's checks). */
+float *prime_store_tile(PrimeDev *dev, PrimeStore *store, int t, int s);
+/* Says that slot s of tensor t was overwritten whole (the driver's fill
+ * of inputs and weights), so it owes nothing. */
+void prime_store_written(PrimeStore *store, int t, int s);
 
 /* Runs the phase's actions for this device's rank. Returns the first
  * error; the store stays consistent for release. */
@@ -143,6 +159,11 @@ typedef struct PrimeSchedStats {
     long recvs;       /* RECV and RECV_BOX actions */
     long collectives; /* ALLREDUCE, REDUCE_SCATTER and ALLGATHER actions */
     long steps;       /* STEP actions */
+    /* New tiles filled with their identity (at allocation, or before a
+     * first use that reads them), and those whose first writer wrote
+     * every element instead (PrimeTileFill; box buffers included). */
+    long tiles_filled;
+    long tiles_unfilled;
 } PrimeSchedStats;
 
 /* prime_sched_run_shifted that adds what the run spent into *acc (when

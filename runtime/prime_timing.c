@@ -142,7 +142,7 @@ static int median_repeat(const PrimeTiming *t, int row) {
 /* One row of the report, medians and counts of the last repeat. */
 typedef struct Row {
     double wall, kernel, exposed, overhead, flops, cpu;
-    long kernels, sends, collectives, steps, runs;
+    long kernels, sends, collectives, steps, runs, tiles_filled, tiles_unfilled;
 } Row;
 
 /* A phase's FLOPs, kernels and transfers summed over the ranks, steps of
@@ -164,6 +164,8 @@ static Row row_of(const PrimeTiming *t, int row) {
             w.kernels += s->kernels;
             w.sends += s->sends;
             w.collectives += s->collectives;
+            w.tiles_filled += s->tiles_filled;
+            w.tiles_unfilled += s->tiles_unfilled;
             w.flops += (double)s->kernels * kf;
             if (row < t->nphases && s->steps > w.steps)
                 w.steps = s->steps;
@@ -222,9 +224,9 @@ static void json_row(FILE *js, const Row *w) {
     fprintf(js,
             "\"wall_time\": %.9g, \"flops\": %.17g, \"gflops\": %.9g, \"kernel_time\": %.9g, "
             "\"exposed_comm_time\": %.9g, \"overhead_time\": %.9g, \"kernels\": %ld, \"sends\": "
-            "%ld, \"collectives\": %ld",
+            "%ld, \"collectives\": %ld, \"tiles_filled\": %ld, \"tiles_unfilled\": %ld",
             w->wall, w->flops, gflops(w->flops, w->wall), w->kernel, w->exposed, w->overhead,
-            w->kernels, w->sends, w->collectives);
+            w->kernels, w->sends, w->collectives, w->tiles_filled, w->tiles_unfilled);
 }
 
 void prime_timing_json(const PrimeTiming *t, FILE *js) {

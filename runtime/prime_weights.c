@@ -444,7 +444,7 @@ void prime_grads_free(PrimeGrads *g) {
  * (through `host` and dev's download where its tiles are not host memory),
  * or, with st NULL, from the rank's block into the dense tensor. */
 static PrimeStatus copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int i, int rank,
-                              PrimeDev *dev, const PrimeStore *st, float *host, float *dense) {
+                              PrimeDev *dev, PrimeStore *st, float *host, float *dense) {
     const PrimeTensorDesc *t = &prog->tensors[g->tensor[i]];
     static const long zero[PRIME_MAX_DIMS] = {0};
     const float *block = g->buf + (size_t)rank * g->total + g->off[i];
@@ -458,7 +458,7 @@ static PrimeStatus copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int
         prime_layout_tile(prog, &t->final_layout, rank, k, &id, &s);
         prime_tile_offset(t, id, off);
         if (st) {
-            const float *slot = st->slots[g->tensor[i]][s];
+            const float *slot = prime_store_tile(dev, st, g->tensor[i], s);
             if (slot && ops && ops->download) {
                 PrimeStatus status = ops->download(dev, host, slot, tile_n);
                 if (status != PRIME_OK)
@@ -476,7 +476,7 @@ static PrimeStatus copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int
 }
 
 PrimeStatus prime_grads_collect(PrimeGrads *g, const PrimeProgram *prog, PrimeDev *dev,
-                                const PrimeStore *st) {
+                                PrimeStore *st) {
     const int rank = prime_dev_rank(dev);
     const PrimeDevOps *ops = prime_dev_ops(dev);
     float *host = NULL;

@@ -90,7 +90,7 @@ void prime_grads_free(PrimeGrads *g);
  * into its block, downloaded first where the device's table has a
  * download (CUDA); a failed download is the returned status. */
 PrimeStatus prime_grads_collect(PrimeGrads *g, const PrimeProgram *prog, PrimeDev *dev,
-                                const PrimeStore *st);
+                                PrimeStore *st);
 /* On the root, after every block was shared: DIR/grads.safetensors. */
 int prime_grads_write(const PrimeGrads *g, const PrimeProgram *prog, const PrimeWeightNames *names,
                       const char *dir);

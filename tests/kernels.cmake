@@ -18,3 +18,16 @@ foreach(case matmul:gemm transposed:gemm heads:gemm bias:gemm elementwise:loop r
                        PASS_REGULAR_EXPRESSION "check passed.*kernels: PASS"
                        FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+
+# New tiles are not filled where their first writer overwrites them
+# (run/tile_fill.py, docs/kernels.md): a square matmul, whose tiles
+# accumulate in place over the steps, emits each kernel's overwriting form
+# with a beta-0 GEMM, and --check passes with every unfilled tile holding
+# NaNs (PRIME_TILE_FILL=nan), counting no fill, and with every tile filled
+# at its allocation (eager).
+add_test(NAME kernels/tile-fill
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/run/tile_fill.py $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/examples/matmul_square.prime matmul_square
+                 ${CMAKE_CURRENT_BINARY_DIR}/kernels/tile-fill)
+set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")

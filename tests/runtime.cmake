@@ -1,5 +1,6 @@
-# Unit tests of the runtime (runtime/): one cmocka executable per area.
-foreach(part world p2p collective kernels)
+# Unit tests of the runtime (runtime/): one cmocka executable per area
+# (fill: new tiles filled only where their first use reads them).
+foreach(part world p2p collective kernels fill)
   add_executable(test_runtime_${part} ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_runtime_${part}.c)
   target_link_libraries(test_runtime_${part} PRIVATE prime_rt PkgConfig::CMOCKA)
   target_compile_options(test_runtime_${part} PRIVATE ${PRIMEC_WARNINGS})

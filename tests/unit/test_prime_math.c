@@ -3,7 +3,8 @@
  * (runtime/prime_math.h) against fp64 libm rounded to fp32: at most 1 ulp
  * over a strided sweep of every fp32 bit pattern (normal, denormal,
  * negative, huge), what libm gives at the special arguments, and the
- * masked softmax's -1e18 giving exactly 0.
+ * masked softmax's -1e18 giving exactly 0; and prime_max_row (the max=
+ * reductions' rows) against the compare in loop order.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,11 +89,45 @@ static void test_special(void **state) {
     assert_true(prime_logf(-1.0f) != prime_logf(-1.0f));
 }
 
+/* prime_max_row against v > acc ? v : acc in loop order, over rows of
+ * every length up to 70 (whole lanes and remainders), from several
+ * starting values, with NaNs, infinities, ties and the masked scores'
+ * -1e18: the same value, NaN never winning. */
+static void test_max_row(void **state) {
+    (void)state;
+    float x[70];
+    unsigned seed = 12345;
+    const float starts[] = {-INFINITY, 0.0f, 3.0f, -1e18f};
+    for (int round = 0; round < 200; ++round) {
+        for (int i = 0; i < 70; ++i) {
+            seed = seed * 1103515245u + 12345u;
+            int pick = (int)((seed >> 16) % 16);
+            x[i] = pick == 0   ? NAN
+                   : pick == 1 ? -INFINITY
+                   : pick == 2 ? -1e18f
+                   : pick == 3 ? 2.5f
+                               : (float)((int)((seed >> 8) % 2001) - 1000) / 7.0f;
+        }
+        if (round % 7 == 0)
+            x[round % 70] = INFINITY;
+        for (long n = 0; n <= 70; ++n)
+            for (int s = 0; s < 4; ++s) {
+                float want = starts[s];
+                for (long i = 0; i < n; ++i)
+                    want = x[i] > want ? x[i] : want;
+                float got = prime_max_row(x, n, starts[s]);
+                assert_false(isnan(got));
+                assert_true(got == want);
+            }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expf_sweep),
         cmocka_unit_test(test_logf_sweep),
         cmocka_unit_test(test_special),
+        cmocka_unit_test(test_max_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1217,67 +1217,8 @@ int phase84(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in
     return 0;
 }
 
-/* phase 85: backward of ex_1 = causal_exp_shift at examples/opt_layer.prime:53:9 */
-__global__ void phase85_causal_exp_shift_node0(float *__restrict__ out, const float *__restrict__ x0, const float *__restrict__ x1, const float *__restrict__ x2, PrimeCudaOff off)
-{
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 32L;
-         i += (long)gridDim.x * blockDim.x) {
-        long r = i;
-        const long d1 = r % 16L;
-        r /= 16L;
-        const long d0 = r;
-        double acc = 0.0;
-        for (long d2 = 0; d2 < 16L; ++d2)
-            acc += (double)(x0[d0 * 256L + d1 * 16L + d2] * (expf(((x1[d0 * 256L + d1 * 16L + d2] - x2[d0 * 16L + d1]) - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1])))))) * (-1.0f)));
-        out[d0 * 16L + d1] += (float)(acc);
-    }
-}
-
+/* phase 85: backward of sc_1 = scores at examples/opt_layer.prime:51:9 */
 int phase85(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
-    const long *off)
-{
-    (void)h;
-    PrimeCudaOff o;
-    for (int d = 0; d < 8; ++d)
-        o.d[d] = d < 3 ? off[d] : 0;
-    /* node 0: loop sum points 32 loops 3 reduce 1 terms 1 */
-    phase85_causal_exp_shift_node0<<<1, 256, 0, s>>>(out, in[0], in[1], in[2], o);
-    if (cudaGetLastError() != cudaSuccess)
-        return -1;
-    return 0;
-}
-
-/* phase 86: backward of sb_1 = causal_bound at examples/opt_layer.prime:52:9 */
-__global__ void phase86_causal_bound_node0(float *__restrict__ out, const float *__restrict__ x0, const float *__restrict__ x1, const float *__restrict__ x2, PrimeCudaOff off)
-{
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 512L;
-         i += (long)gridDim.x * blockDim.x) {
-        long r = i;
-        const long d2 = r % 16L;
-        r /= 16L;
-        const long d1 = r % 16L;
-        r /= 16L;
-        const long d0 = r;
-        out[d0 * 256L + d1 * 16L + d2] += (x0[d0 * 16L + d1] * prime_eq((x1[d0 * 256L + d1 * 16L + d2] - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1]))))), x2[d0 * 16L + d1]));
-    }
-}
-
-int phase86(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
-    const long *off)
-{
-    (void)h;
-    PrimeCudaOff o;
-    for (int d = 0; d < 8; ++d)
-        o.d[d] = d < 3 ? off[d] : 0;
-    /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
-    phase86_causal_bound_node0<<<2, 256, 0, s>>>(out, in[0], in[1], in[2], o);
-    if (cudaGetLastError() != cudaSuccess)
-        return -1;
-    return 0;
-}
-
-/* phase 87: backward of sc_1 = scores at examples/opt_layer.prime:51:9 */
-int phase87(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     const long *off)
 {
     (void)off;
@@ -1298,8 +1239,8 @@ int phase87(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in
     return 0;
 }
 
-/* phase 88: backward of sc_1 = scores at examples/opt_layer.prime:51:9 */
-int phase88(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
+/* phase 86: backward of sc_1 = scores at examples/opt_layer.prime:51:9 */
+int phase86(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     const long *off)
 {
     (void)off;
@@ -1320,8 +1261,8 @@ int phase88(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in
     return 0;
 }
 
-/* phase 89: backward of v_1 = proj_heads_bias at examples/opt_layer.prime:50:9 */
-int phase89(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
+/* phase 87: backward of v_1 = proj_heads_bias at examples/opt_layer.prime:50:9 */
+int phase87(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     const long *off)
 {
     (void)off;
@@ -1342,8 +1283,8 @@ int phase89(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in
     return 0;
 }
 
-/* phase 90: gradient of v_1 = proj_heads_bias at examples/opt_layer.prime:50:9 */
-int phase90(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
+/* phase 88: gradient of v_1 = proj_heads_bias at examples/opt_layer.prime:50:9 */
+int phase88(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     const long *off)
 {
     (void)off;
@@ -1364,8 +1305,8 @@ int phase90(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in
     return 0;
 }
 
-/* phase 91: gradient of v_1 = proj_heads_bias at examples/opt_layer.prime:50:9 */
-__global__ void phase91_proj_heads_bias_node0(float *__restrict__ out, const float *__restrict__ x0)
+/* phase 89: gradient of v_1 = proj_heads_bias at examples/opt_layer.prime:50:9 */
+__global__ void phase89_proj_heads_bias_node0(float *__restrict__ out, const float *__restrict__ x0)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
          i += (long)gridDim.x * blockDim.x) {
@@ -1380,220 +1321,214 @@ __global__ void phase91_proj_heads_bias_node0(float *__restrict__ out, const flo
     }
 }
 
-int phase91(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
+int phase89(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     const long *off)
 {
     (void)off;
     (void)h;
     /* node 0: loop sum points 16 loops 3 reduce 1 terms 1 */
-    phase91_proj_heads_bias_node0<<<1, 256, 0, s>>>(out, in[0]);
+    phase89_proj_heads_bias_node0<<<1, 256, 0, s>>>(out, in[0]);
     if (cudaGetLastError() != cudaSuccess)
         return -1;
     return 0;
 }
 
-/* phase 92: backward of k_1 = proj_heads at examples/opt_layer.prime:49:9 */
-/* runs phase89 */
-
-/* phase 93: gradient of k_1 = proj_heads at examples/opt_layer.prime:49:9 */
-/* runs phase90 */
-
-/* phase 94: backward of q_1 = proj_heads_bias at examples/opt_layer.prime:48:9 */
-/* runs phase89 */
-
-/* phase 95: gradient of q_1 = proj_heads_bias at examples/opt_layer.prime:48:9 */
-/* runs phase90 */
-
-/* phase 96: gradient of q_1 = proj_heads_bias at examples/opt_layer.prime:48:9 */
-/* runs phase91 */
-
-/* phase 97: backward of l1_1 = scale_shift at examples/opt_layer.prime:47:9 */
-/* runs phase64 */
-
-/* phase 98: gradient of l1_1 = scale_shift at examples/opt_layer.prime:47:9 */
-/* runs phase65 */
-
-/* phase 99: gradient of l1_1 = scale_shift at examples/opt_layer.prime:47:9 */
-/* runs phase57 */
-
-/* phase 100: backward of n1_1 = norm_apply at examples/opt_layer.prime:46:9 */
-/* runs phase67 */
-
-/* phase 101: backward of n1_1 = norm_apply at examples/opt_layer.prime:46:9 */
-/* runs phase68 */
-
-/* phase 102: backward of n1_1 = norm_apply at examples/opt_layer.prime:46:9 */
-/* runs phase69 */
-
-/* phase 103: backward of v1_1 = norm_var at examples/opt_layer.prime:45:9 */
-/* runs phase70 */
-
-/* phase 104: backward of v1_1 = norm_var at examples/opt_layer.prime:45:9 */
-/* runs phase71 */
-
-/* phase 105: backward of m1_1 = norm_mean at examples/opt_layer.prime:44:9 */
-/* runs phase72 */
-
-/* phase 106: backward of y_0 = add at examples/opt_layer.prime:68:9 */
-/* runs phase54 */
-
-/* phase 107: backward of y_0 = add at examples/opt_layer.prime:68:9 */
-/* runs phase54 */
-
-/* phase 108: backward of ml_0 = bias at examples/opt_layer.prime:67:9 */
-/* runs phase54 */
-
-/* phase 109: gradient of ml_0 = bias at examples/opt_layer.prime:67:9 */
-/* runs phase57 */
-
-/* phase 110: backward of mo_0 = matmul at examples/opt_layer.prime:66:9 */
-/* runs phase58 */
-
-/* phase 111: gradient of mo_0 = matmul at examples/opt_layer.prime:66:9 */
-/* runs phase59 */
-
-/* phase 112: backward of ac_0 = relu at examples/opt_layer.prime:65:9 */
-/* runs phase60 */
-
-/* phase 113: backward of hd_0 = linear at examples/opt_layer.prime:64:9 */
-/* runs phase58 */
-
-/* phase 114: gradient of hd_0 = linear at examples/opt_layer.prime:64:9 */
-/* runs phase59 */
-
-/* phase 115: gradient of hd_0 = linear at examples/opt_layer.prime:64:9 */
-/* runs phase63 */
-
-/* phase 116: backward of l2_0 = scale_shift at examples/opt_layer.prime:63:9 */
-/* runs phase64 */
-
-/* phase 117: gradient of l2_0 = scale_shift at examples/opt_layer.prime:63:9 */
-/* runs phase65 */
-
-/* phase 118: gradient of l2_0 = scale_shift at examples/opt_layer.prime:63:9 */
-/* runs phase57 */
-
-/* phase 119: backward of n2_0 = norm_apply at examples/opt_layer.prime:62:9 */
-/* runs phase67 */
-
-/* phase 120: backward of n2_0 = norm_apply at examples/opt_layer.prime:62:9 */
-/* runs phase68 */
-
-/* phase 121: backward of n2_0 = norm_apply at examples/opt_layer.prime:62:9 */
-/* runs phase69 */
-
-/* phase 122: backward of v2_0 = norm_var at examples/opt_layer.prime:61:9 */
-/* runs phase70 */
-
-/* phase 123: backward of v2_0 = norm_var at examples/opt_layer.prime:61:9 */
-/* runs phase71 */
-
-/* phase 124: backward of m2_0 = norm_mean at examples/opt_layer.prime:60:9 */
-/* runs phase72 */
-
-/* phase 125: backward of r1_0 = add at examples/opt_layer.prime:59:9 */
-/* runs phase54 */
-
-/* phase 126: backward of r1_0 = add at examples/opt_layer.prime:59:9 */
-/* runs phase54 */
-
-/* phase 127: backward of at_0 = bias at examples/opt_layer.prime:58:9 */
-/* runs phase54 */
-
-/* phase 128: gradient of at_0 = bias at examples/opt_layer.prime:58:9 */
-/* runs phase57 */
-
-/* phase 129: backward of ao_0 = out_heads at examples/opt_layer.prime:57:9 */
-/* runs phase77 */
-
-/* phase 130: gradient of ao_0 = out_heads at examples/opt_layer.prime:57:9 */
-/* runs phase78 */
-
-/* phase 131: backward of o_0 = attend at examples/opt_layer.prime:56:9 */
-/* runs phase79 */
-
-/* phase 132: backward of o_0 = attend at examples/opt_layer.prime:56:9 */
-/* runs phase80 */
-
-/* phase 133: backward of pr_0 = softmax_div at examples/opt_layer.prime:55:9 */
-/* runs phase81 */
-
-/* phase 134: backward of pr_0 = softmax_div at examples/opt_layer.prime:55:9 */
-/* runs phase82 */
-
-/* phase 135: backward of z_0 = softmax_sum at examples/opt_layer.prime:54:9 */
-/* runs phase83 */
-
-/* phase 136: backward of ex_0 = causal_exp_shift at examples/opt_layer.prime:53:9 */
-/* runs phase84 */
-
-/* phase 137: backward of ex_0 = causal_exp_shift at examples/opt_layer.prime:53:9 */
-/* runs phase85 */
-
-/* phase 138: backward of sb_0 = causal_bound at examples/opt_layer.prime:52:9 */
-/* runs phase86 */
-
-/* phase 139: backward of sc_0 = scores at examples/opt_layer.prime:51:9 */
+/* phase 90: backward of k_1 = proj_heads at examples/opt_layer.prime:49:9 */
 /* runs phase87 */
 
-/* phase 140: backward of sc_0 = scores at examples/opt_layer.prime:51:9 */
+/* phase 91: gradient of k_1 = proj_heads at examples/opt_layer.prime:49:9 */
 /* runs phase88 */
 
-/* phase 141: backward of v_0 = proj_heads_bias at examples/opt_layer.prime:50:9 */
+/* phase 92: backward of q_1 = proj_heads_bias at examples/opt_layer.prime:48:9 */
+/* runs phase87 */
+
+/* phase 93: gradient of q_1 = proj_heads_bias at examples/opt_layer.prime:48:9 */
+/* runs phase88 */
+
+/* phase 94: gradient of q_1 = proj_heads_bias at examples/opt_layer.prime:48:9 */
 /* runs phase89 */
 
-/* phase 142: gradient of v_0 = proj_heads_bias at examples/opt_layer.prime:50:9 */
-/* runs phase90 */
-
-/* phase 143: gradient of v_0 = proj_heads_bias at examples/opt_layer.prime:50:9 */
-/* runs phase91 */
-
-/* phase 144: backward of k_0 = proj_heads at examples/opt_layer.prime:49:9 */
-/* runs phase89 */
-
-/* phase 145: gradient of k_0 = proj_heads at examples/opt_layer.prime:49:9 */
-/* runs phase90 */
-
-/* phase 146: backward of q_0 = proj_heads_bias at examples/opt_layer.prime:48:9 */
-/* runs phase89 */
-
-/* phase 147: gradient of q_0 = proj_heads_bias at examples/opt_layer.prime:48:9 */
-/* runs phase90 */
-
-/* phase 148: gradient of q_0 = proj_heads_bias at examples/opt_layer.prime:48:9 */
-/* runs phase91 */
-
-/* phase 149: backward of l1_0 = scale_shift at examples/opt_layer.prime:47:9 */
+/* phase 95: backward of l1_1 = scale_shift at examples/opt_layer.prime:47:9 */
 /* runs phase64 */
 
-/* phase 150: gradient of l1_0 = scale_shift at examples/opt_layer.prime:47:9 */
+/* phase 96: gradient of l1_1 = scale_shift at examples/opt_layer.prime:47:9 */
 /* runs phase65 */
 
-/* phase 151: gradient of l1_0 = scale_shift at examples/opt_layer.prime:47:9 */
+/* phase 97: gradient of l1_1 = scale_shift at examples/opt_layer.prime:47:9 */
 /* runs phase57 */
 
-/* phase 152: backward of n1_0 = norm_apply at examples/opt_layer.prime:46:9 */
+/* phase 98: backward of n1_1 = norm_apply at examples/opt_layer.prime:46:9 */
 /* runs phase67 */
 
-/* phase 153: backward of n1_0 = norm_apply at examples/opt_layer.prime:46:9 */
+/* phase 99: backward of n1_1 = norm_apply at examples/opt_layer.prime:46:9 */
 /* runs phase68 */
 
-/* phase 154: backward of n1_0 = norm_apply at examples/opt_layer.prime:46:9 */
+/* phase 100: backward of n1_1 = norm_apply at examples/opt_layer.prime:46:9 */
 /* runs phase69 */
 
-/* phase 155: backward of v1_0 = norm_var at examples/opt_layer.prime:45:9 */
+/* phase 101: backward of v1_1 = norm_var at examples/opt_layer.prime:45:9 */
 /* runs phase70 */
 
-/* phase 156: backward of v1_0 = norm_var at examples/opt_layer.prime:45:9 */
+/* phase 102: backward of v1_1 = norm_var at examples/opt_layer.prime:45:9 */
 /* runs phase71 */
 
-/* phase 157: backward of m1_0 = norm_mean at examples/opt_layer.prime:44:9 */
+/* phase 103: backward of m1_1 = norm_mean at examples/opt_layer.prime:44:9 */
+/* runs phase72 */
+
+/* phase 104: backward of y_0 = add at examples/opt_layer.prime:68:9 */
+/* runs phase54 */
+
+/* phase 105: backward of y_0 = add at examples/opt_layer.prime:68:9 */
+/* runs phase54 */
+
+/* phase 106: backward of ml_0 = bias at examples/opt_layer.prime:67:9 */
+/* runs phase54 */
+
+/* phase 107: gradient of ml_0 = bias at examples/opt_layer.prime:67:9 */
+/* runs phase57 */
+
+/* phase 108: backward of mo_0 = matmul at examples/opt_layer.prime:66:9 */
+/* runs phase58 */
+
+/* phase 109: gradient of mo_0 = matmul at examples/opt_layer.prime:66:9 */
+/* runs phase59 */
+
+/* phase 110: backward of ac_0 = relu at examples/opt_layer.prime:65:9 */
+/* runs phase60 */
+
+/* phase 111: backward of hd_0 = linear at examples/opt_layer.prime:64:9 */
+/* runs phase58 */
+
+/* phase 112: gradient of hd_0 = linear at examples/opt_layer.prime:64:9 */
+/* runs phase59 */
+
+/* phase 113: gradient of hd_0 = linear at examples/opt_layer.prime:64:9 */
+/* runs phase63 */
+
+/* phase 114: backward of l2_0 = scale_shift at examples/opt_layer.prime:63:9 */
+/* runs phase64 */
+
+/* phase 115: gradient of l2_0 = scale_shift at examples/opt_layer.prime:63:9 */
+/* runs phase65 */
+
+/* phase 116: gradient of l2_0 = scale_shift at examples/opt_layer.prime:63:9 */
+/* runs phase57 */
+
+/* phase 117: backward of n2_0 = norm_apply at examples/opt_layer.prime:62:9 */
+/* runs phase67 */
+
+/* phase 118: backward of n2_0 = norm_apply at examples/opt_layer.prime:62:9 */
+/* runs phase68 */
+
+/* phase 119: backward of n2_0 = norm_apply at examples/opt_layer.prime:62:9 */
+/* runs phase69 */
+
+/* phase 120: backward of v2_0 = norm_var at examples/opt_layer.prime:61:9 */
+/* runs phase70 */
+
+/* phase 121: backward of v2_0 = norm_var at examples/opt_layer.prime:61:9 */
+/* runs phase71 */
+
+/* phase 122: backward of m2_0 = norm_mean at examples/opt_layer.prime:60:9 */
+/* runs phase72 */
+
+/* phase 123: backward of r1_0 = add at examples/opt_layer.prime:59:9 */
+/* runs phase54 */
+
+/* phase 124: backward of r1_0 = add at examples/opt_layer.prime:59:9 */
+/* runs phase54 */
+
+/* phase 125: backward of at_0 = bias at examples/opt_layer.prime:58:9 */
+/* runs phase54 */
+
+/* phase 126: gradient of at_0 = bias at examples/opt_layer.prime:58:9 */
+/* runs phase57 */
+
+/* phase 127: backward of ao_0 = out_heads at examples/opt_layer.prime:57:9 */
+/* runs phase77 */
+
+/* phase 128: gradient of ao_0 = out_heads at examples/opt_layer.prime:57:9 */
+/* runs phase78 */
+
+/* phase 129: backward of o_0 = attend at examples/opt_layer.prime:56:9 */
+/* runs phase79 */
+
+/* phase 130: backward of o_0 = attend at examples/opt_layer.prime:56:9 */
+/* runs phase80 */
+
+/* phase 131: backward of pr_0 = softmax_div at examples/opt_layer.prime:55:9 */
+/* runs phase81 */
+
+/* phase 132: backward of pr_0 = softmax_div at examples/opt_layer.prime:55:9 */
+/* runs phase82 */
+
+/* phase 133: backward of z_0 = softmax_sum at examples/opt_layer.prime:54:9 */
+/* runs phase83 */
+
+/* phase 134: backward of ex_0 = causal_exp_shift at examples/opt_layer.prime:53:9 */
+/* runs phase84 */
+
+/* phase 135: backward of sc_0 = scores at examples/opt_layer.prime:51:9 */
+/* runs phase85 */
+
+/* phase 136: backward of sc_0 = scores at examples/opt_layer.prime:51:9 */
+/* runs phase86 */
+
+/* phase 137: backward of v_0 = proj_heads_bias at examples/opt_layer.prime:50:9 */
+/* runs phase87 */
+
+/* phase 138: gradient of v_0 = proj_heads_bias at examples/opt_layer.prime:50:9 */
+/* runs phase88 */
+
+/* phase 139: gradient of v_0 = proj_heads_bias at examples/opt_layer.prime:50:9 */
+/* runs phase89 */
+
+/* phase 140: backward of k_0 = proj_heads at examples/opt_layer.prime:49:9 */
+/* runs phase87 */
+
+/* phase 141: gradient of k_0 = proj_heads at examples/opt_layer.prime:49:9 */
+/* runs phase88 */
+
+/* phase 142: backward of q_0 = proj_heads_bias at examples/opt_layer.prime:48:9 */
+/* runs phase87 */
+
+/* phase 143: gradient of q_0 = proj_heads_bias at examples/opt_layer.prime:48:9 */
+/* runs phase88 */
+
+/* phase 144: gradient of q_0 = proj_heads_bias at examples/opt_layer.prime:48:9 */
+/* runs phase89 */
+
+/* phase 145: backward of l1_0 = scale_shift at examples/opt_layer.prime:47:9 */
+/* runs phase64 */
+
+/* phase 146: gradient of l1_0 = scale_shift at examples/opt_layer.prime:47:9 */
+/* runs phase65 */
+
+/* phase 147: gradient of l1_0 = scale_shift at examples/opt_layer.prime:47:9 */
+/* runs phase57 */
+
+/* phase 148: backward of n1_0 = norm_apply at examples/opt_layer.prime:46:9 */
+/* runs phase67 */
+
+/* phase 149: backward of n1_0 = norm_apply at examples/opt_layer.prime:46:9 */
+/* runs phase68 */
+
+/* phase 150: backward of n1_0 = norm_apply at examples/opt_layer.prime:46:9 */
+/* runs phase69 */
+
+/* phase 151: backward of v1_0 = norm_var at examples/opt_layer.prime:45:9 */
+/* runs phase70 */
+
+/* phase 152: backward of v1_0 = norm_var at examples/opt_layer.prime:45:9 */
+/* runs phase71 */
+
+/* phase 153: backward of m1_0 = norm_mean at examples/opt_layer.prime:44:9 */
 /* runs phase72 */
 
 typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *,
     const float *const *, const long *);
 extern const int prime_cuda_nphases;
-const int prime_cuda_nphases = 158;
+const int prime_cuda_nphases = 154;
 extern const PrimeCudaPhaseFn prime_cuda_phases[];
 const PrimeCudaPhaseFn prime_cuda_phases[] = {
     NULL,
@@ -1686,13 +1621,11 @@ const PrimeCudaPhaseFn prime_cuda_phases[] = {
     phase87,
     phase88,
     phase89,
-    phase90,
-    phase91,
+    phase87,
+    phase88,
+    phase87,
+    phase88,
     phase89,
-    phase90,
-    phase89,
-    phase90,
-    phase91,
     phase64,
     phase65,
     phase57,
@@ -1738,13 +1671,11 @@ const PrimeCudaPhaseFn prime_cuda_phases[] = {
     phase87,
     phase88,
     phase89,
-    phase90,
-    phase91,
+    phase87,
+    phase88,
+    phase87,
+    phase88,
     phase89,
-    phase90,
-    phase89,
-    phase90,
-    phase91,
     phase64,
     phase65,
     phase57,

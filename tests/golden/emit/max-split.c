@@ -39,6 +39,20 @@ static void kernel1(float *out, const float *const *in, const long *off) {
     }
 }
 
+static void kernel1_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop max points 4 loops 2 reduce 1 terms 1 */
+    for (long d0 = 0; d0 < 4; ++d0) {
+        float acc = -INFINITY;
+        const float *restrict x0 = in[0] + d0 * 4L;
+        for (long d1 = 0; d1 < 4; ++d1) {
+            const float v = x0[d1];
+            acc = v > acc ? v : acc;
+        }
+        out[d0 * 1L] = (float)acc;
+    }
+}
+
 static void kernel3(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: loop sum points 16 loops 2 reduce 0 terms 1 */
@@ -49,6 +63,19 @@ static void kernel3(float *out, const float *const *in, const long *off) {
         const float *restrict x2 = in[2] + d0 * 1L;
         for (long d1 = 0; d1 < 4; ++d1)
             o[d1] += (x0[0] * prime_eq(x1[d1], x2[0]));
+    }
+}
+
+static void kernel3_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop sum points 16 loops 2 reduce 0 terms 1 */
+    for (long d0 = 0; d0 < 4; ++d0) {
+        float *restrict o = out + d0 * 4L;
+        const float *restrict x0 = in[0] + d0 * 1L;
+        const float *restrict x1 = in[1] + d0 * 4L;
+        const float *restrict x2 = in[2] + d0 * 1L;
+        for (long d1 = 0; d1 < 4; ++d1)
+            o[d1] = (x0[0] * prime_eq(x1[d1], x2[0]));
     }
 }
 
@@ -140,7 +167,7 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0};
+static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0};
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -170,15 +197,15 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
 static const PrimeGroupForm phase1_group_forms[] = {{0x1u, 0, {0}}};
 static const PrimePhaseForm phase1_form = {&mesh, 5, phase1_forms, phase1_offset_forms,
                                            phase1_group_forms};
-static const PrimeKernelFn phase1_kernels[] = {kernel1};
-static const PrimePhase phase1 = {"forward m", NULL,         NULL, phase1_kernels, NULL, NULL,
-                                  NULL,        &phase1_form, 16};
+static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
+static const PrimePhase phase1 = {"forward m",  NULL, NULL, phase1_kernels, NULL, NULL, NULL,
+                                  &phase1_form, 16,   1};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm, .slot = 0}},
 };
 static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
-static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0};
+static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -200,9 +227,9 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
     {2, {4, 4}, {{0, 1, {0}, 0}, {0, 2, {1}, 0}}},
 };
 static const PrimePhaseForm phase3_form = {&mesh, 6, phase3_forms, phase3_offset_forms, NULL};
-static const PrimeKernelFn phase3_kernels[] = {kernel3};
-static const PrimePhase phase3 = {"backward m", NULL,         NULL, phase3_kernels, NULL, NULL,
-                                  NULL,         &phase3_form, 48};
+static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
+static const PrimePhase phase3 = {"backward m", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+                                  &phase3_form, 48,   1};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3};
 /* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */

@@ -57,6 +57,22 @@ static void kernel1(float *out, const float *const *in, const long *off) {
     }
 }
 
+static void kernel1_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
+    for (long d0 = 0; d0 < 2; ++d0) {
+        double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        const float *restrict x0 = in[0] + d0 * 32L;
+        for (long q1 = 0; q1 < 32; q1 += 8)
+            for (long j = 0; j < 8; ++j) {
+                const long d1 = q1 + j;
+                acc[j] += (x0[d1] / 32.0f);
+            }
+        out[d0 * 1L] = (float)((((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                                ((acc[4] + acc[5]) + (acc[6] + acc[7]))));
+    }
+}
+
 static void kernel2(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
@@ -74,6 +90,23 @@ static void kernel2(float *out, const float *const *in, const long *off) {
     }
 }
 
+static void kernel2_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
+    for (long d0 = 0; d0 < 2; ++d0) {
+        double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        const float *restrict x0 = in[0] + d0 * 32L;
+        const float *restrict x1 = in[1] + d0 * 1L;
+        for (long q1 = 0; q1 < 32; q1 += 8)
+            for (long j = 0; j < 8; ++j) {
+                const long d1 = q1 + j;
+                acc[j] += (((x0[d1] - x1[0]) * (x0[d1] - x1[0])) / 32.0f);
+            }
+        out[d0 * 1L] = (float)((((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                                ((acc[4] + acc[5]) + (acc[6] + acc[7]))));
+    }
+}
+
 static void kernel3(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
@@ -83,6 +116,18 @@ static void kernel3(float *out, const float *const *in, const long *off) {
         for (long d1 = 0; d1 < 12; ++d1)
             acc += (x0[d1] / 12.0f);
         out[d0 * 1L] += (float)(acc);
+    }
+}
+
+static void kernel3_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
+    for (long d0 = 0; d0 < 2; ++d0) {
+        double acc = 0.0;
+        const float *restrict x0 = in[0] + d0 * 12L;
+        for (long d1 = 0; d1 < 12; ++d1)
+            acc += (x0[d1] / 12.0f);
+        out[d0 * 1L] = (float)(acc);
     }
 }
 
@@ -97,6 +142,17 @@ static void kernel5(float *out, const float *const *in, const long *off) {
     }
 }
 
+static void kernel5_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop sum points 24 loops 2 reduce 0 terms 1 */
+    for (long d0 = 0; d0 < 2; ++d0) {
+        float *restrict o = out + d0 * 12L;
+        const float *restrict x0 = in[0] + d0 * 1L;
+        for (long d1 = 0; d1 < 12; ++d1)
+            o[d1] = (x0[0] * (1.0f / 12.0f));
+    }
+}
+
 static void kernel6(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: loop sum points 64 loops 2 reduce 0 terms 1 */
@@ -107,6 +163,19 @@ static void kernel6(float *out, const float *const *in, const long *off) {
         const float *restrict x2 = in[2] + d0 * 1L;
         for (long d1 = 0; d1 < 32; ++d1)
             o[d1] += (x0[0] * (((x1[d1] - x2[0]) + (x1[d1] - x2[0])) / 32.0f));
+    }
+}
+
+static void kernel6_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop sum points 64 loops 2 reduce 0 terms 1 */
+    for (long d0 = 0; d0 < 2; ++d0) {
+        float *restrict o = out + d0 * 32L;
+        const float *restrict x0 = in[0] + d0 * 1L;
+        const float *restrict x1 = in[1] + d0 * 32L;
+        const float *restrict x2 = in[2] + d0 * 1L;
+        for (long d1 = 0; d1 < 32; ++d1)
+            o[d1] = (x0[0] * (((x1[d1] - x2[0]) + (x1[d1] - x2[0])) / 32.0f));
     }
 }
 
@@ -129,6 +198,25 @@ static void kernel7(float *out, const float *const *in, const long *off) {
     }
 }
 
+static void kernel7_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
+    for (long d0 = 0; d0 < 2; ++d0) {
+        double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        const float *restrict x0 = in[0] + d0 * 1L;
+        const float *restrict x1 = in[1] + d0 * 32L;
+        const float *restrict x2 = in[2] + d0 * 1L;
+        for (long q1 = 0; q1 < 32; q1 += 8)
+            for (long j = 0; j < 8; ++j) {
+                const long d1 = q1 + j;
+                acc[j] += (x0[0] *
+                           ((((-1.0f) * (x1[d1] - x2[0])) + ((x1[d1] - x2[0]) * (-1.0f))) / 32.0f));
+            }
+        out[d0 * 1L] = (float)((((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                                ((acc[4] + acc[5]) + (acc[6] + acc[7]))));
+    }
+}
+
 static void kernel8(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: loop sum points 64 loops 2 reduce 0 terms 1 */
@@ -137,6 +225,17 @@ static void kernel8(float *out, const float *const *in, const long *off) {
         const float *restrict x0 = in[0] + d0 * 1L;
         for (long d1 = 0; d1 < 32; ++d1)
             o[d1] += (x0[0] * (1.0f / 32.0f));
+    }
+}
+
+static void kernel8_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: loop sum points 64 loops 2 reduce 0 terms 1 */
+    for (long d0 = 0; d0 < 2; ++d0) {
+        float *restrict o = out + d0 * 32L;
+        const float *restrict x0 = in[0] + d0 * 1L;
+        for (long d1 = 0; d1 < 32; ++d1)
+            o[d1] = (x0[0] * (1.0f / 32.0f));
     }
 }
 
@@ -396,7 +495,7 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0};
+static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0};
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -416,9 +515,9 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase1_form = {&mesh, 4, phase1_forms, phase1_offset_forms, NULL};
-static const PrimeKernelFn phase1_kernels[] = {kernel1};
-static const PrimePhase phase1 = {"forward m1", NULL,         NULL, phase1_kernels, NULL, NULL,
-                                  NULL,         &phase1_form, 128};
+static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
+static const PrimePhase phase1 = {"forward m1", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
+                                  &phase1_form, 128,  1};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -438,9 +537,9 @@ static const PrimeOffsetForm phase2_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase2_form = {&mesh, 4, phase2_forms, phase2_offset_forms, NULL};
-static const PrimeKernelFn phase2_kernels[] = {kernel2};
-static const PrimePhase phase2 = {"forward v1", NULL,         NULL, phase2_kernels, NULL, NULL,
-                                  NULL,         &phase2_form, 320};
+static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
+static const PrimePhase phase2 = {"forward v1", NULL, NULL, phase2_kernels, NULL, NULL, NULL,
+                                  &phase2_form, 320,  1};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -461,16 +560,16 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
     {2, {2, 12}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase3_form = {&mesh, 5, phase3_forms, phase3_offset_forms, NULL};
-static const PrimeKernelFn phase3_kernels[] = {kernel3};
-static const PrimePhase phase3 = {"forward m2", NULL,         NULL, phase3_kernels, NULL, NULL,
-                                  NULL,         &phase3_form, 48};
+static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
+static const PrimePhase phase3 = {"forward m2", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+                                  &phase3_form, 48,   1};
 
 static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dv1, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm2, .slot = 0}},
 };
 static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL};
-static const PrimePhase phase4 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase4_form, 0};
+static const PrimePhase phase4 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase4_form, 0, 0};
 
 static const PrimeActionForm phase5_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -491,9 +590,9 @@ static const PrimeOffsetForm phase5_offset_forms[] = {
     {2, {2, 12}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase5_form = {&mesh, 5, phase5_forms, phase5_offset_forms, NULL};
-static const PrimeKernelFn phase5_kernels[] = {kernel5};
-static const PrimePhase phase5 = {"backward m2", NULL,         NULL, phase5_kernels, NULL, NULL,
-                                  NULL,          &phase5_form, 72};
+static const PrimeKernelFn phase5_kernels[] = {kernel5, kernel5_set};
+static const PrimePhase phase5 = {"backward m2", NULL, NULL, phase5_kernels, NULL, NULL, NULL,
+                                  &phase5_form,  72,   1};
 
 static const PrimeActionForm phase6_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -513,9 +612,9 @@ static const PrimeOffsetForm phase6_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase6_form = {&mesh, 4, phase6_forms, phase6_offset_forms, NULL};
-static const PrimeKernelFn phase6_kernels[] = {kernel6};
-static const PrimePhase phase6 = {"backward v1", NULL,         NULL, phase6_kernels, NULL, NULL,
-                                  NULL,          &phase6_form, 384};
+static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
+static const PrimePhase phase6 = {"backward v1", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
+                                  &phase6_form,  384,  1};
 
 static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -538,9 +637,9 @@ static const PrimeOffsetForm phase7_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase7_form = {&mesh, 7, phase7_forms, phase7_offset_forms, NULL};
-static const PrimeKernelFn phase7_kernels[] = {kernel7};
-static const PrimePhase phase7 = {"backward v1", NULL,         NULL, phase7_kernels, NULL, NULL,
-                                  NULL,          &phase7_form, 640};
+static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
+static const PrimePhase phase7 = {"backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
+                                  &phase7_form,  640,  1};
 
 static const PrimeActionForm phase8_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -568,9 +667,9 @@ static const PrimeOffsetForm phase8_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase8_form = {&mesh, 7, phase8_forms, phase8_offset_forms, NULL};
-static const PrimeKernelFn phase8_kernels[] = {kernel8};
-static const PrimePhase phase8 = {"backward m1", NULL,         NULL, phase8_kernels, NULL, NULL,
-                                  NULL,          &phase8_form, 192};
+static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
+static const PrimePhase phase8 = {"backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
+                                  &phase8_form,  192,  1};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4,
                                            &phase5, &phase6, &phase7, &phase8};

@@ -33,16 +33,34 @@ static void kernel1(float *out, const float *const *in, const long *off) {
     prime_gemm(0, 0, 4, 3, 2, 1.0f, in[0], 2, in[1], 3, 1.0f, out, 3);
 }
 
+static void kernel1_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: gemm m 4 n 3 k 2 batch 1 trans 00 */
+    prime_gemm(0, 0, 4, 3, 2, 1.0f, in[0], 2, in[1], 3, 0.0f, out, 3);
+}
+
 static void kernel3(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: gemm m 4 n 2 k 3 batch 1 trans 01 */
     prime_gemm(0, 1, 4, 2, 3, 1.0f, in[0], 3, in[1], 3, 1.0f, out, 2);
 }
 
+static void kernel3_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: gemm m 4 n 2 k 3 batch 1 trans 01 */
+    prime_gemm(0, 1, 4, 2, 3, 1.0f, in[0], 3, in[1], 3, 0.0f, out, 2);
+}
+
 static void kernel4(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: gemm m 2 n 3 k 4 batch 1 trans 10 */
     prime_gemm(1, 0, 2, 3, 4, 1.0f, in[1], 2, in[0], 3, 1.0f, out, 3);
+}
+
+static void kernel4_set(float *out, const float *const *in, const long *off) {
+    (void)off;
+    /* node 0: gemm m 2 n 3 k 4 batch 1 trans 10 */
+    prime_gemm(1, 0, 2, 3, 4, 1.0f, in[1], 2, in[0], 3, 0.0f, out, 3);
 }
 
 static void reference1(float *out, const float *const *in, const long *off) {
@@ -120,7 +138,7 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0};
+static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0};
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -178,15 +196,15 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase1_form = {&mesh, 15, phase1_forms, phase1_offset_forms, NULL};
-static const PrimeKernelFn phase1_kernels[] = {kernel1};
-static const PrimePhase phase1 = {"forward y", NULL,         NULL, phase1_kernels, NULL, NULL,
-                                  NULL,        &phase1_form, 48};
+static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
+static const PrimePhase phase1 = {"forward y",  NULL, NULL, phase1_kernels, NULL, NULL, NULL,
+                                  &phase1_form, 48,   1};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0}},
 };
 static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
-static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0};
+static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -252,9 +270,9 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase3_form = {&mesh, 18, phase3_forms, phase3_offset_forms, NULL};
-static const PrimeKernelFn phase3_kernels[] = {kernel3};
-static const PrimePhase phase3 = {"backward y", NULL,         NULL, phase3_kernels, NULL, NULL,
-                                  NULL,         &phase3_form, 48};
+static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
+static const PrimePhase phase3 = {"backward y", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+                                  &phase3_form, 48,   1};
 
 static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -322,9 +340,9 @@ static const PrimeOffsetForm phase4_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase4_form = {&mesh, 20, phase4_forms, phase4_offset_forms, NULL};
-static const PrimeKernelFn phase4_kernels[] = {kernel4};
-static const PrimePhase phase4 = {"gradient y", NULL,         NULL, phase4_kernels, NULL, NULL,
-                                  NULL,         &phase4_form, 48};
+static const PrimeKernelFn phase4_kernels[] = {kernel4, kernel4_set};
+static const PrimePhase phase4 = {"gradient y", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
+                                  &phase4_form, 48,   1};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4};
 /* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */
