@@ -213,8 +213,18 @@ int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClaus
         diag_note(r->sink, m->mesh.span, "mesh declared here");
         return 0;
     }
-    for (int a = 0; a < p->naxes; ++a)
-        inst->axis_map[a] = use->bindings.count > nrenames ? -1 : a;
+    if (use->bindings.count <= nrenames && m->stages_item && p->naxes == m->mesh.naxes) {
+        diag_error(r->sink, use->span,
+                   "partition '%s' needs %d mesh ax%s besides the stages' '%s'; the mesh of '%s' "
+                   "has %d",
+                   p->name, p->naxes, p->naxes == 1 ? "is" : "es", m->mesh.names[m->stage_axis],
+                   m->name, m->mesh.naxes - 1);
+        return 0;
+    }
+    for (int a = 0; a < p->naxes; ++a) /* in order, the stages' axis left out */
+        inst->axis_map[a] = use->bindings.count > nrenames         ? -1
+                            : m->stages_item && a >= m->stage_axis ? a + 1
+                                                                   : a;
     for (int i = 0; i < use->bindings.count; ++i) {
         const AxisBinding *bnd = use->bindings.items[i];
         if (bnd->is_rename)
@@ -509,7 +519,7 @@ static void model_composite(Resolver *r, ModelCtx *mc, const ModelItem *it, cons
 static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
     if (rn && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STRICT ||
-               it->kind == MITEM_LAYER || it->kind == MITEM_INPUT)) {
+               it->kind == MITEM_STAGES || it->kind == MITEM_LAYER || it->kind == MITEM_INPUT)) {
         if (rn->index == 0)
             diag_error(r->sink, it->span,
                        "only weights and operator instances may appear inside a layer");
@@ -775,6 +785,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
         case MITEM_STRICT:
             m->strict = 1;
             break;
+        case MITEM_STAGES:
+            mc->ok &= resolve_stages_item(r, m, it);
+            break;
         case MITEM_COMPOSITE:
             model_composite(r, mc, it, rn);
             break;
@@ -854,6 +867,8 @@ Model *resolve_model_decl(Resolver *r, const ModelDecl *decl) {
     mc->params = ARENA_ARRAY(r->arena, ParamVal, decl->items.count + 1);
     model_items(r, mc, &decl->items, NULL);
     if (!mc->ok)
+        return NULL;
+    if (!resolve_stages(r, m))
         return NULL;
     /* No mesh: a computation (a `use` without a mesh was reported). */
     m->computation = !mc->have_mesh;

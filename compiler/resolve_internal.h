@@ -43,6 +43,12 @@ const Partition *resolve_renamed_partition(Resolver *r, const Op *op, const UseC
  * its errors. A model without a mesh is a computation. */
 Model *resolve_model_decl(Resolver *r, const ModelDecl *decl);
 
+/* Pipeline stages (resolve_stages.c): a model's `stages` item, recorded
+ * (0 after reporting a second one); then, once its instances are bound,
+ * each instance's stage, and the checks (0 after reporting). */
+int resolve_stages_item(Resolver *r, Model *m, const ModelItem *it);
+int resolve_stages(Resolver *r, Model *m);
+
 /* Binds the `use` clause's partition to an instance of m (its size
  * parameters unset); 0 after reporting. */
 int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use);

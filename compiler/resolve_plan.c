@@ -604,8 +604,8 @@ static PtrVec written_items(Resolver *r, const PtrVec *items, const ParamSet *ps
         ptrvec_push(r->arena, &out, (void *)mesh);
     for (int i = 0; i < items->count; ++i) {
         const ModelItem *it = items->items[i];
-        if (mesh && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH))
-            continue;
+        if (mesh && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STAGES))
+            continue; /* the plan's mesh and stages replace the model's */
         ModelItem *copy = ARENA_NEW(r->arena, ModelItem);
         *copy = *it;
         if (it->kind == MITEM_PARAM && ps && ps->values[i])
@@ -781,6 +781,18 @@ static int bind_copies(Resolver *r, Model *m, const PtrVec *copies) {
     return 1;
 }
 
+/* The last `stages` clause of the plan's chain (a derived plan's wins), or NULL. */
+static const ModelItem *plan_stages(const PlanChain *chain) {
+    const ModelItem *stages = NULL;
+    for (int p = 0; p < chain->n; ++p)
+        for (int i = 0; i < chain->plans[p]->rules.count; ++i) {
+            const PlanRule *rule = chain->plans[p]->rules.items[i];
+            if (rule->stages)
+                stages = rule->stages;
+        }
+    return stages;
+}
+
 static void resolve_run(Resolver *r, const RunDecl *run) {
     const PlanDecl *plan = find_plan(r, run->plan.name);
     if (!plan) {
@@ -827,8 +839,20 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     decl->span = run->span;
     decl->items = written_items(r, &model->items, &ps, &in, run_uses(r, &in, chosen, chosen_plan),
                                 run_mesh(r, chain.mesh_plan, &sz));
+    const ModelItem *stages = plan_stages(&chain);
+    if (stages) { /* right after the mesh, before the instances it places */
+        int at = 0;
+        while (((const ModelItem *)decl->items.items[at])->kind != MITEM_MESH)
+            ++at;
+        ptrvec_push(r->arena, &decl->items, NULL);
+        memmove(&decl->items.items[at + 2], &decl->items.items[at + 1],
+                sizeof(void *) * (size_t)(decl->items.count - at - 2));
+        decl->items.items[at + 1] = (void *)stages;
+    }
     Model *m = resolve_model_decl(r, decl);
     if (!m || !bind_copies(r, m, &copies))
+        return;
+    if (copies.count && !resolve_stages(r, m)) /* a rebound copy may bind the stage axis */
         return;
     m->source = model;
     m->run = run;

@@ -1,0 +1,102 @@
+/*
+ * resolve_stages.c — pipeline stages: `stages s;` (a model item, or a
+ * plan's clause that a run writes as one) puts the copies of the model's
+ * repeated layer, in S equal runs, on the S groups of devices along mesh
+ * axis s (docs/language.md, "Pipeline stages"). The instances before the
+ * layer run on the first stage and those after it on the last. A
+ * partition of a staged instance binds the other axes; the schedule
+ * runs an instance on its stage's devices only.
+ */
+#include "resolve_internal.h"
+
+/* The mesh axis the stages run along; -1 after reporting. */
+static int stage_axis(Resolver *r, const Model *m, const ModelItem *it) {
+    if (m->mesh.naxes == 0) {
+        diag_error(r->sink, it->span, "'stages' needs the model's mesh declared before it");
+        return -1;
+    }
+    for (int a = 0; a < m->mesh.naxes; ++a)
+        if (m->mesh.names[a] == it->name.name)
+            return a;
+    diag_error(r->sink, it->name.span, "the stages run along mesh axis '%s', which the mesh lacks",
+               it->name.name);
+    diag_note(r->sink, m->mesh.span, "the mesh is declared here");
+    return -1;
+}
+
+int resolve_stages_item(Resolver *r, Model *m, const ModelItem *it) {
+    if (m->stages_item) {
+        diag_error(r->sink, it->span, "the model's stages are declared twice");
+        diag_note(r->sink, m->stages_item->span, "first declared here");
+        return 0;
+    }
+    if (m->ninstances > 0) {
+        diag_error(r->sink, it->span, "'stages' comes before the model's operator instances");
+        diag_note(r->sink, m->instances[0].span, "the first instance");
+        return 0;
+    }
+    int axis = stage_axis(r, m, it);
+    if (axis < 0)
+        return 0;
+    m->stages_item = it;
+    m->stage_axis = axis;
+    return 1;
+}
+
+/* A partition that binds the stage axis (its instance would be split over
+ * the stages instead of running on one); 0 after reporting the first. */
+static int check_bindings(Resolver *r, const Model *m, const ModelItem *it) {
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        if (!inst->partition)
+            continue;
+        for (int a = 0; a < inst->partition->naxes; ++a) {
+            if (inst->axis_map[a] != m->stage_axis)
+                continue;
+            diag_error(r->sink, inst->use_span,
+                       "partition '%s' of '%s' binds mesh axis '%s', the axis of the pipeline "
+                       "stages",
+                       inst->partition->name, inst->name, m->mesh.names[m->stage_axis]);
+            diag_note(r->sink, it->span,
+                      "the stages are declared here; a staged instance's partition binds the "
+                      "other axes");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int resolve_stages(Resolver *r, Model *m) {
+    const ModelItem *it = m->stages_item;
+    if (!it)
+        return 1;
+    int axis = m->stage_axis;
+    if (m->layer_count == 0) {
+        diag_error(r->sink, it->span,
+                   "stages split the copies of a model's repeated layer, and model '%s' has %s",
+                   m->name, m->nlayer_blocks > 1 ? "several layer blocks" : "no layer block");
+        return 0;
+    }
+    long nstages = m->mesh.sizes[axis];
+    if (m->layer_count % nstages != 0) {
+        diag_error(r->sink, it->span, "%ld stages do not divide the layer's %d copies", nstages,
+                   m->layer_count);
+        diag_note(r->sink, m->mesh.spans[axis], "mesh axis '%s' has size %ld", it->name.name,
+                  nstages);
+        return 0;
+    }
+    m->stage_axis = axis;
+    m->nstages = (int)nstages;
+    long per = m->layer_count / nstages;
+    int end = m->layer_first + m->layer_size * m->layer_count;
+    for (int i = 0; i < m->ninstances; ++i) {
+        Instance *inst = &m->instances[i];
+        if (i < m->layer_first)
+            inst->stage = 0;
+        else if (i >= end)
+            inst->stage = (int)nstages - 1;
+        else
+            inst->stage = (int)((i - m->layer_first) / m->layer_size / per);
+    }
+    return check_bindings(r, m, it);
+}
