@@ -143,13 +143,21 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
     for (int a = 0; a < m->mesh.naxes; ++a)
         fprintf(out, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
     fprintf(out, ")\n");
+    if (m->nstages)
+        fprintf(out, "pipeline stages: %d along mesh axis %s, %d cop%s of the layer each\n",
+                m->nstages, m->mesh.names[m->stage_axis], m->layer_count / m->nstages,
+                m->layer_count / m->nstages == 1 ? "y" : "ies");
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
         fprintf(out, "%s = %s(", inst->name, inst->op->name);
         for (int a = 0; a < inst->op->ninputs; ++a)
             fprintf(out, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
-        fprintf(out, ") under partition '%s', %ld step%s\n", inst->partition->name, inst->steps,
+        fprintf(out, ") under partition '%s', %ld step%s", inst->partition->name, inst->steps,
                 inst->steps == 1 ? "" : "s");
+        if (m->nstages)
+            fprintf(out, ", on pipeline stage %d (%s = %d)", inst->stage,
+                    m->mesh.names[m->stage_axis], inst->stage);
+        fprintf(out, "\n");
         if (inst->rule)
             fprintf(out, "  chosen by %s\n", inst->rule);
         for (int d = 0; d < inst->op->ndims; ++d) {
@@ -198,10 +206,16 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
                     ph->ntravel_acc == 1 ? "" : "s", ph->collectives.count,
                     ph->collectives.count == 1 ? "" : "s", ph->replication,
                     ph->replication == 1 ? "" : "s");
+            if (m->nstages)
+                fprintf(out,
+                        "  pipeline stage %d of %d: the devices with %s = %d; the others skip it\n",
+                        inst->stage, m->nstages, m->mesh.names[m->stage_axis], inst->stage);
             for (long st = 0; st < inst->steps; ++st) {
                 long t = sched_op_step(s, ph, st);
                 fprintf(out, "  step %ld (t = %ld):\n", st, t);
                 for (int d = 0; d < shown; ++d) {
+                    if (!sched_device_computes(s, ph, d))
+                        continue;
                     fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d),
                             s->tensors[ph->out.tensor].name,
                             sched_tile_name(arena, s, ph->out.tensor,
@@ -383,6 +397,8 @@ static json_t *json_steps(const Schedule *s, const PhaseSched *ph, int shown) {
         long t = sched_op_step(s, ph, st);
         json_t *devices = json_array();
         for (int d = 0; d < shown; ++d) {
+            if (!sched_device_computes(s, ph, d))
+                continue; /* another pipeline stage */
             json_t *tiles = json_object();
             json_object_set_new(
                 tiles, s->tensors[ph->out.tensor].name,
@@ -464,6 +480,8 @@ static json_t *json_phase(const Schedule *s, Arena *arena, const PhaseSched *ph,
         json_object_set_new(o, "accumulators", json_integer(ph->nlocal_acc));
         json_object_set_new(o, "accumulator_moves", json_integer(ph->ntravel_acc));
         json_object_set_new(o, "steps", json_steps(s, ph, shown));
+        if (m->nstages)
+            json_object_set_new(o, "stage", json_integer(m->instances[ph->inst].stage));
     }
     json_object_set_new(o, "moves", json_moves(s, arena, ph));
     json_object_set_new(o, "collectives_total", json_integer(ph->collectives.count));

@@ -213,18 +213,19 @@ int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClaus
         diag_note(r->sink, m->mesh.span, "mesh declared here");
         return 0;
     }
-    if (use->bindings.count <= nrenames && m->stages_item && p->naxes == m->mesh.naxes) {
+    int stage_axis = m->stages_item ? m->stage_axis : -1; /* bound by no partition */
+    if (use->bindings.count <= nrenames && stage_axis >= 0 && p->naxes == m->mesh.naxes) {
         diag_error(r->sink, use->span,
-                   "partition '%s' needs %d mesh ax%s besides the stages' '%s'; the mesh of '%s' "
-                   "has %d",
-                   p->name, p->naxes, p->naxes == 1 ? "is" : "es", m->mesh.names[m->stage_axis],
+                   "partition '%s' needs %d mesh ax%s besides '%s', the stages' axis; the mesh "
+                   "of '%s' has %d other",
+                   p->name, p->naxes, p->naxes == 1 ? "is" : "es", m->mesh.names[stage_axis],
                    m->name, m->mesh.naxes - 1);
         return 0;
     }
     for (int a = 0; a < p->naxes; ++a) /* in order, the stages' axis left out */
-        inst->axis_map[a] = use->bindings.count > nrenames         ? -1
-                            : m->stages_item && a >= m->stage_axis ? a + 1
-                                                                   : a;
+        inst->axis_map[a] = use->bindings.count > nrenames       ? -1
+                            : stage_axis >= 0 && a >= stage_axis ? a + 1
+                                                                 : a;
     for (int i = 0; i < use->bindings.count; ++i) {
         const AxisBinding *bnd = use->bindings.items[i];
         if (bnd->is_rename)
@@ -786,7 +787,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             m->strict = 1;
             break;
         case MITEM_STAGES:
-            mc->ok &= resolve_stages_item(r, m, it);
+            resolve_stages_item(r, m, it);
             break;
         case MITEM_COMPOSITE:
             model_composite(r, mc, it, rn);
@@ -1010,8 +1011,11 @@ void resolve_dump(const Module *module, FILE *out) {
         fprintf(out, "model %s mesh(", m->name);
         for (int a = 0; a < m->mesh.naxes; ++a)
             fprintf(out, "%s%s:%ld", a ? " " : "", m->mesh.names[a], m->mesh.sizes[a]);
-        fprintf(out, ") devices %d%s%s\n", m->mesh.ndev, m->strict ? " strict" : "",
+        fprintf(out, ") devices %d%s%s", m->mesh.ndev, m->strict ? " strict" : "",
                 m->computation ? " computation" : "");
+        if (m->nstages)
+            fprintf(out, " stages %s:%d", m->mesh.names[m->stage_axis], m->nstages);
+        fprintf(out, "\n");
         for (int t = 0; t < m->ntensors; ++t) {
             const ModelTensor *mt = &m->tensors[t];
             fprintf(out, "  tensor %s %s [", mt->name,
@@ -1027,8 +1031,9 @@ void resolve_dump(const Module *module, FILE *out) {
             fprintf(out, "  instance %s = %s(", inst->name, inst->op->name);
             for (int a = 0; a < inst->op->ninputs; ++a)
                 fprintf(out, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
-            fprintf(out, ") use %s steps %ld\n", inst->partition ? inst->partition->name : "(none)",
+            fprintf(out, ") use %s steps %ld", inst->partition ? inst->partition->name : "(none)",
                     inst->steps);
+            fprintf(out, m->nstages ? " stage %d\n" : "\n", inst->stage);
         }
     }
 }

@@ -44,9 +44,10 @@ const Partition *resolve_renamed_partition(Resolver *r, const Op *op, const UseC
 Model *resolve_model_decl(Resolver *r, const ModelDecl *decl);
 
 /* Pipeline stages (resolve_stages.c): a model's `stages` item, recorded
- * (0 after reporting a second one); then, once its instances are bound,
- * each instance's stage, and the checks (0 after reporting). */
-int resolve_stages_item(Resolver *r, Model *m, const ModelItem *it);
+ * with its axis (an error in it is reported and makes resolve_stages
+ * fail, after the model's other items); then, once its instances are
+ * bound, each instance's stage, and the checks (0 after reporting). */
+void resolve_stages_item(Resolver *r, Model *m, const ModelItem *it);
 int resolve_stages(Resolver *r, Model *m);
 
 /* Binds the `use` clause's partition to an instance of m (its size

@@ -407,6 +407,36 @@ static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in
     return ok;
 }
 
+static int mesh_has_axis(const PlanDecl *mesh_plan, Sym name) {
+    for (int a = 0; a < mesh_plan->mesh.count; ++a)
+        if (((const AxisDecl *)mesh_plan->mesh.items[a])->name.name == name)
+            return 1;
+    return 0;
+}
+
+/* A plan's own `stages` clause: one, along an axis of its mesh (a run
+ * reports the rest: the layer's copies and the partitions). */
+static void check_stages(Resolver *r, const PlanDecl *plan, const PlanDecl *mesh_plan) {
+    const PlanRule *first = NULL;
+    for (int i = 0; i < plan->rules.count; ++i) {
+        const PlanRule *rule = plan->rules.items[i];
+        if (!rule->stages)
+            continue;
+        if (first) {
+            diag_error(r->sink, rule->span, "plan '%s' declares its stages twice", plan->name.name);
+            diag_note(r->sink, first->span, "first declared here");
+            return;
+        }
+        first = rule;
+        if (mesh_plan && !mesh_has_axis(mesh_plan, rule->stages->name.name)) {
+            diag_error(r->sink, rule->stages->name.span,
+                       "the stages run along mesh axis '%s', which the mesh of plan '%s' lacks",
+                       rule->stages->name.name, plan->name.name);
+            diag_note(r->sink, mesh_plan->mesh_span, "the mesh is declared here");
+        }
+    }
+}
+
 /* Checks every plan once: its chain, its mesh, its rules against its model. */
 static void check_plan(Resolver *r, const PlanDecl *plan) {
     PlanChain chain;
@@ -418,6 +448,7 @@ static void check_plan(Resolver *r, const PlanDecl *plan) {
     const PlanDecl **chosen_plan = ARENA_ARRAY(r->arena, const PlanDecl *, in.count + 1);
     /* Report each plan's own rules only (a base's are its own errors). */
     choose_rules(r, &chain, &in, chosen, chosen_plan, NULL, chain.n - 1);
+    check_stages(r, plan, chain.mesh_plan);
 }
 
 /* ------------------------------------------------------------------ */
@@ -840,6 +871,8 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     decl->items = written_items(r, &model->items, &ps, &in, run_uses(r, &in, chosen, chosen_plan),
                                 run_mesh(r, chain.mesh_plan, &sz));
     const ModelItem *stages = plan_stages(&chain);
+    if (stages && !mesh_has_axis(chain.mesh_plan, stages->name.name))
+        return;   /* reported at the plan */
     if (stages) { /* right after the mesh, before the instances it places */
         int at = 0;
         while (((const ModelItem *)decl->items.items[at])->kind != MITEM_MESH)

@@ -24,23 +24,24 @@ static int stage_axis(Resolver *r, const Model *m, const ModelItem *it) {
     return -1;
 }
 
-int resolve_stages_item(Resolver *r, Model *m, const ModelItem *it) {
+void resolve_stages_item(Resolver *r, Model *m, const ModelItem *it) {
     if (m->stages_item) {
         diag_error(r->sink, it->span, "the model's stages are declared twice");
         diag_note(r->sink, m->stages_item->span, "first declared here");
-        return 0;
+        m->nstages = -1;
+        return;
     }
+    m->stages_item = it;
+    m->stage_axis = -1;
     if (m->ninstances > 0) {
         diag_error(r->sink, it->span, "'stages' comes before the model's operator instances");
         diag_note(r->sink, m->instances[0].span, "the first instance");
-        return 0;
+        m->nstages = -1;
+        return;
     }
-    int axis = stage_axis(r, m, it);
-    if (axis < 0)
-        return 0;
-    m->stages_item = it;
-    m->stage_axis = axis;
-    return 1;
+    m->stage_axis = stage_axis(r, m, it);
+    if (m->stage_axis < 0)
+        m->nstages = -1; /* the model's other items are still resolved; resolve_stages fails */
 }
 
 /* A partition that binds the stage axis (its instance would be split over
@@ -70,6 +71,8 @@ int resolve_stages(Resolver *r, Model *m) {
     const ModelItem *it = m->stages_item;
     if (!it)
         return 1;
+    if (m->nstages < 0)
+        return 0; /* reported at the item */
     int axis = m->stage_axis;
     if (m->layer_count == 0) {
         diag_error(r->sink, it->span,

@@ -108,8 +108,11 @@ endforeach()
 # replicas of the 2 x 2 square grid (8 processes), and OPT as 4
 # data-parallel replicas. --check compares the gradients with the dense
 # reference over the whole batch, and the counted bytes (the replicas'
-# gradient all-reduces included) with the prediction.
-foreach(case opt:dp:4 opt:megatron_dp:4 opt:megatron_sp_dp:4 opt:square_dp:8
+# gradient all-reduces included) with the prediction. OPT's megatron_pp is
+# the same Megatron-LM replicas on 2 pipeline stages of one layer each (8
+# processes): the boundary activation and its gradient sent between the
+# stages are counted too.
+foreach(case opt:dp:4 opt:megatron_dp:4 opt:megatron_sp_dp:4 opt:square_dp:8 opt:megatron_pp:8
              llama2:megatron_dp:4 llama2:square_dp:8 bloom:megatron_dp:4 bloom:square_dp:8)
   string(REPLACE ":" ";" parts ${case})
   list(GET parts 0 family)
