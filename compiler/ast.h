@@ -140,6 +140,7 @@ typedef enum ModelItemKind {
     MITEM_STRICT,   /* strict; */
     MITEM_LAYER,    /* layer(x -> y) repeat L { items }: the items, L times */
     MITEM_STAGES,   /* stages s;  the layer's copies in runs over mesh axis s (name) */
+    MITEM_MICRO,    /* microbatches b: M;  param b split into M micro-batches (name, value) */
     MITEM_COMPOSITE /* made by compose.c before a composite's parts: the use's arguments,
                      * checked against the composite's signature */
 } ModelItemKind;
@@ -239,6 +240,7 @@ typedef struct PlanRule {
     PtrVec targets; /* PlanTarget*; empty for the default */
     UseClause *use;
     ModelItem *stages; /* MITEM_STAGES: the plan's pipeline stages */
+    ModelItem *micro;  /* MITEM_MICRO: the plan's micro-batches */
 } PlanRule;
 
 /* plan NAME of MODEL on mesh(axes) { rules }, or
@@ -328,6 +330,8 @@ ModelItem *ast_new_instance_item(Arena *a, Span span, Ident result, Ident op, Pt
 ModelItem *ast_new_strict_item(Arena *a, Span span);
 /* `stages AXIS;` (a model item, or a plan's clause: ast_new_plan_stages). */
 ModelItem *ast_new_stages_item(Arena *a, Span span, Ident axis);
+/* `microbatches PARAM: COUNT;` (a model item, or a plan's clause). */
+ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count);
 ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat, PtrVec items);
 UseClause *ast_new_use(Arena *a, Span span, Ident partition, PtrVec bindings);
 AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_axis);
@@ -345,6 +349,7 @@ ShapeDecl *ast_new_shape(Arena *a, Span span, Ident name, Ident of_model, PtrVec
 PlanTarget *ast_new_plan_target(Arena *a, Span span, Ident first, Ident last, int is_range);
 PlanRule *ast_new_plan_rule(Arena *a, Span span, int is_default, PtrVec targets, UseClause *use);
 PlanRule *ast_new_plan_stages(Arena *a, Span span, Ident axis);
+PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count);
 /* of_model or base has a NULL name where absent; mesh is empty when !has_mesh. */
 PlanDecl *ast_new_plan(Arena *a, Span span, Ident name, Ident of_model, Ident base, int has_mesh,
                        Span mesh_span, PtrVec mesh, PtrVec rules);

@@ -135,6 +135,14 @@ static void form_text(const Schedule *s, Arena *arena, FILE *out) {
     }
 }
 
+/* The value of the micro-batched parameter in one micro-batch. */
+static long micro_param(const Model *m) {
+    for (int i = 0; i < m->nparams; ++i)
+        if (m->param_names[i] == m->micro_item->name.name)
+            return m->param_values[i];
+    return 0;
+}
+
 void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
@@ -145,8 +153,13 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
     fprintf(out, ")\n");
     if (m->nstages)
         fprintf(out, "pipeline stages: %d along mesh axis %s, %d cop%s of the layer each\n",
-                m->nstages, m->mesh.names[m->stage_axis], m->layer_count / m->nstages,
-                m->layer_count / m->nstages == 1 ? "y" : "ies");
+                m->nstages, m->mesh.names[m->stage_axis], m->stage_copies,
+                m->stage_copies == 1 ? "y" : "ies");
+    if (m->nmicro > 1)
+        fprintf(out,
+                "micro-batches: %d of %s = %ld each (micro-batch m's tensors NAME_mbm for m > 0, "
+                "the weights shared)\n",
+                m->nmicro, m->micro_item->name.name, micro_param(m));
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
         fprintf(out, "%s = %s(", inst->name, inst->op->name);

@@ -130,7 +130,15 @@ typedef struct Model {
      * instances before the layer on stage 0, after it on the last). */
     int nstages;
     int stage_axis;
+    int stage_copies; /* layer copies per stage */
     const ModelItem *stages_item;
+    /* Micro-batches (`microbatches b: M;`): 0 without; else the model's
+     * items resolved nmicro times with param b divided by nmicro, micro-batch
+     * m's inputs and activations named NAME_mbM (m > 0), the weights shared;
+     * instances in micro-batch order (layer_count is then 0: no copies are
+     * folded). */
+    int nmicro;
+    const ModelItem *micro_item;
     /* The model as written: decl itself for a model, the model a run's
      * plan names for a run (decl is then the run's resolved copy). */
     const ModelDecl *source;

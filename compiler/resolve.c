@@ -309,6 +309,7 @@ typedef struct ModelCtx {
     PtrVec failed; /* Sym: results of instances that had errors (no cascades) */
     int mesh_bad;  /* the mesh had an error: partitions are not bound to it */
     int skip;      /* parts of a composite use in error still to skip */
+    int micro;     /* the micro-batch whose items are being resolved (Model.nmicro) */
     /* The model's tensors by name (open addressing over interned names,
      * at most half full): index + 1, 0 for an empty slot. */
     int *by_name;
@@ -374,7 +375,7 @@ static int tensor_source(Resolver *r, const ModelItem *it, ModelTensor *t, int i
     return 1;
 }
 
-static Sym map_def(Resolver *r, const Rename *rn, Sym name) {
+static Sym layer_def(Resolver *r, const Rename *rn, Sym name) {
     if (!rn)
         return name;
     if (name == rn->layer->layer_out.name && rn->index == rn->count - 1)
@@ -382,7 +383,7 @@ static Sym map_def(Resolver *r, const Rename *rn, Sym name) {
     return suffixed(r, name, rn->index);
 }
 
-static Sym map_use(Resolver *r, const Rename *rn, Sym name) {
+static Sym layer_use(Resolver *r, const Rename *rn, Sym name) {
     if (!rn)
         return name;
     if (name == rn->layer->layer_in.name && !is_local(rn, name))
@@ -390,6 +391,27 @@ static Sym map_use(Resolver *r, const Rename *rn, Sym name) {
     if (is_local(rn, name))
         return suffixed(r, name, rn->index);
     return name;
+}
+
+static int find_tensor(const ModelCtx *mc, Sym name);
+
+/* In micro-batch m > 0, every name but a weight's is NAME_mbM. */
+static Sym micro_name(Resolver *r, const ModelCtx *mc, Sym name, int is_def) {
+    if (mc->micro == 0)
+        return name;
+    int t = is_def ? -1 : find_tensor(mc, name);
+    if (t >= 0 && mc->m->tensors[t].role == TENSOR_WEIGHT)
+        return name;
+    const char *s = arena_printf(r->arena, "%s_mb%d", name, mc->micro);
+    return arena_intern(r->arena, s, strlen(s));
+}
+
+static Sym map_def(Resolver *r, const ModelCtx *mc, const Rename *rn, Sym name) {
+    return micro_name(r, mc, layer_def(r, rn, name), 1);
+}
+
+static Sym map_use(Resolver *r, const ModelCtx *mc, const Rename *rn, Sym name) {
+    return micro_name(r, mc, layer_use(r, rn, name), 0);
 }
 
 static size_t name_slot(Sym name, int cap) {
@@ -482,7 +504,7 @@ static void missing_arg(Resolver *r, const ModelCtx *mc, const Rename *rn, const
                         const Ident *arg) {
     const ModelItem *later = defined_later(mc, rn, it, arg->name);
     for (int f = 0; f < mc->failed.count; ++f)
-        if (mc->failed.items[f] == (void *)map_use(r, rn, arg->name))
+        if (mc->failed.items[f] == (void *)map_use(r, mc, rn, arg->name))
             return;
     if (later) {
         diag_error(r->sink, arg->span,
@@ -501,7 +523,7 @@ static void model_composite(Resolver *r, ModelCtx *mc, const ModelItem *it, cons
     const ModelTensor **args = ARENA_ARRAY(r->arena, const ModelTensor *, it->args.count + 1);
     for (int a = 0; a < it->args.count; ++a) {
         const Ident *arg = it->args.items[a];
-        int ti = find_tensor(mc, map_use(r, rn, arg->name));
+        int ti = find_tensor(mc, map_use(r, mc, rn, arg->name));
         if (ti < 0) {
             missing_arg(r, mc, rn, it, arg);
             mc->ok = 0;
@@ -513,20 +535,24 @@ static void model_composite(Resolver *r, ModelCtx *mc, const ModelItem *it, cons
     if (!compose_check_use(r, it, args)) {
         mc->ok = 0;
         mc->skip = it->nparts;
-        ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, rn, it->name.name));
+        ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, mc, rn, it->name.name));
     }
 }
 
 static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
     if (rn && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STRICT ||
-               it->kind == MITEM_STAGES || it->kind == MITEM_LAYER || it->kind == MITEM_INPUT)) {
+               it->kind == MITEM_STAGES || it->kind == MITEM_MICRO || it->kind == MITEM_LAYER ||
+               it->kind == MITEM_INPUT)) {
         if (rn->index == 0)
             diag_error(r->sink, it->span,
                        "only weights and operator instances may appear inside a layer");
         mc->ok = 0;
         return;
     }
+    if (mc->micro > 0 && it->kind != MITEM_INPUT && it->kind != MITEM_INSTANCE &&
+        it->kind != MITEM_COMPOSITE && it->kind != MITEM_LAYER)
+        return; /* a later micro-batch: the params, mesh and weights are the first's */
     {
         switch (it->kind) {
         case MITEM_PARAM: {
@@ -619,7 +645,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             break;
         case MITEM_INPUT:
         case MITEM_WEIGHT: {
-            Sym defname = map_def(r, rn, it->name.name);
+            Sym defname = map_def(r, mc, rn, it->name.name);
             if (find_tensor(mc, defname) >= 0) {
                 diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
                 diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span,
@@ -667,6 +693,12 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 ptrvec_push(r->arena, &mc->failed, (void *)defname); /* no cascades */
                 break;
             }
+            if (it->file_name && it->kind == MITEM_INPUT && m->nmicro > 1 && mc->micro == 0) {
+                diag_error(r->sink, it->file_span,
+                           "an input loaded from a file is not split into micro-batches");
+                diag_note(r->sink, m->micro_item->span, "the micro-batches are declared here");
+                mc->ok = 0;
+            }
             if (it->file_name && !tensor_source(r, it, t, rn != NULL))
                 mc->ok = 0; /* the tensor stays defined: no cascade */
             m->ntensors++;
@@ -680,7 +712,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 mc->ok = 0;
                 break;
             }
-            Sym defname = map_def(r, rn, it->name.name);
+            Sym defname = map_def(r, mc, rn, it->name.name);
             if (find_tensor(mc, defname) >= 0) {
                 diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
                 diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span,
@@ -707,7 +739,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             }
             for (int a = 0; a < it->args.count && iok; ++a) {
                 const Ident *arg = it->args.items[a];
-                int ti = find_tensor(mc, map_use(r, rn, arg->name));
+                int ti = find_tensor(mc, map_use(r, mc, rn, arg->name));
                 if (ti < 0) {
                     missing_arg(r, mc, rn, it, arg);
                     iok = 0;
@@ -789,6 +821,17 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
         case MITEM_STAGES:
             resolve_stages_item(r, m, it);
             break;
+        case MITEM_MICRO: {
+            long count = 0;
+            long *value = NULL;
+            for (int j = 0; j < mc->nparams; ++j)
+                if (mc->params[j].name == it->name.name)
+                    value = &mc->params[j].value;
+            if (!eval_param_expr(r, it->value, mc->params, mc->nparams, &count) ||
+                !resolve_micro_item(r, m, it, value, count))
+                mc->ok = 0;
+            break;
+        }
         case MITEM_COMPOSITE:
             model_composite(r, mc, it, rn);
             break;
@@ -804,7 +847,7 @@ static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Re
         const ModelItem *it = items->items[i];
         if (mc->skip && it->kind == MITEM_INSTANCE) { /* a part of a composite in error */
             mc->skip--;
-            ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, rn, it->name.name));
+            ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, mc, rn, it->name.name));
             continue;
         }
         model_item(r, mc, it, rn);
@@ -846,6 +889,8 @@ static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it) {
         model_items(r, mc, &it->items, &rn);
     }
     Model *m = mc->m;
+    if (mc->micro > 0)
+        return; /* the first micro-batch's block is the model's */
     m->nlayer_blocks++;
     m->layer_first = first;
     m->layer_count = (int)count;
@@ -867,6 +912,8 @@ Model *resolve_model_decl(Resolver *r, const ModelDecl *decl) {
     mc->ok = 1;
     mc->params = ARENA_ARRAY(r->arena, ParamVal, decl->items.count + 1);
     model_items(r, mc, &decl->items, NULL);
+    for (mc->micro = 1; mc->ok && mc->micro < m->nmicro; ++mc->micro)
+        model_items(r, mc, &decl->items, NULL);
     if (!mc->ok)
         return NULL;
     if (!resolve_stages(r, m))
@@ -1015,6 +1062,8 @@ void resolve_dump(const Module *module, FILE *out) {
                 m->computation ? " computation" : "");
         if (m->nstages)
             fprintf(out, " stages %s:%d", m->mesh.names[m->stage_axis], m->nstages);
+        if (m->nmicro)
+            fprintf(out, " microbatches %s:%d", m->micro_item->name.name, m->nmicro);
         fprintf(out, "\n");
         for (int t = 0; t < m->ntensors; ++t) {
             const ModelTensor *mt = &m->tensors[t];

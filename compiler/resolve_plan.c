@@ -635,8 +635,9 @@ static PtrVec written_items(Resolver *r, const PtrVec *items, const ParamSet *ps
         ptrvec_push(r->arena, &out, (void *)mesh);
     for (int i = 0; i < items->count; ++i) {
         const ModelItem *it = items->items[i];
-        if (mesh && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STAGES))
-            continue; /* the plan's mesh and stages replace the model's */
+        if (mesh && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH ||
+                     it->kind == MITEM_STAGES || it->kind == MITEM_MICRO))
+            continue; /* the plan's mesh, stages and micro-batches replace the model's */
         ModelItem *copy = ARENA_NEW(r->arena, ModelItem);
         *copy = *it;
         if (it->kind == MITEM_PARAM && ps && ps->values[i])
@@ -801,6 +802,13 @@ static int bind_copies(Resolver *r, Model *m, const PtrVec *copies) {
                        m->name, tg->first.name, m->layer_count);
             return 0;
         }
+        if (m->nmicro > 1) {
+            diag_error(r->sink, tg->span,
+                       "a rule naming one copy of a layer does not apply to a run with "
+                       "micro-batches");
+            diag_note(r->sink, m->micro_item->span, "the micro-batches are declared here");
+            return 0;
+        }
         UseClause *u = ARENA_NEW(r->arena, UseClause);
         *u = *rule->use;
         u->origin = arena_printf(r->arena, "plan %s, rule at %s", plan->name.name,
@@ -812,16 +820,28 @@ static int bind_copies(Resolver *r, Model *m, const PtrVec *copies) {
     return 1;
 }
 
-/* The last `stages` clause of the plan's chain (a derived plan's wins), or NULL. */
-static const ModelItem *plan_stages(const PlanChain *chain) {
-    const ModelItem *stages = NULL;
+/* The last `stages` (or `microbatches`) clause of the plan's chain (a
+ * derived plan's wins), or NULL. */
+static const ModelItem *plan_clause(const PlanChain *chain, int micro) {
+    const ModelItem *last = NULL;
     for (int p = 0; p < chain->n; ++p)
         for (int i = 0; i < chain->plans[p]->rules.count; ++i) {
             const PlanRule *rule = chain->plans[p]->rules.items[i];
-            if (rule->stages)
-                stages = rule->stages;
+            if (micro ? rule->micro != NULL : rule->stages != NULL)
+                last = micro ? rule->micro : rule->stages;
         }
-    return stages;
+    return last;
+}
+
+/* Puts item right after the mesh of decl, before the items it applies to. */
+static void insert_after_mesh(Resolver *r, ModelDecl *decl, const ModelItem *item) {
+    int at = 0;
+    while (((const ModelItem *)decl->items.items[at])->kind != MITEM_MESH)
+        ++at;
+    ptrvec_push(r->arena, &decl->items, NULL);
+    memmove(&decl->items.items[at + 2], &decl->items.items[at + 1],
+            sizeof(void *) * (size_t)(decl->items.count - at - 2));
+    decl->items.items[at + 1] = (void *)item;
 }
 
 static void resolve_run(Resolver *r, const RunDecl *run) {
@@ -870,18 +890,13 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     decl->span = run->span;
     decl->items = written_items(r, &model->items, &ps, &in, run_uses(r, &in, chosen, chosen_plan),
                                 run_mesh(r, chain.mesh_plan, &sz));
-    const ModelItem *stages = plan_stages(&chain);
+    const ModelItem *stages = plan_clause(&chain, 0), *micro = plan_clause(&chain, 1);
     if (stages && !mesh_has_axis(chain.mesh_plan, stages->name.name))
-        return;   /* reported at the plan */
-    if (stages) { /* right after the mesh, before the instances it places */
-        int at = 0;
-        while (((const ModelItem *)decl->items.items[at])->kind != MITEM_MESH)
-            ++at;
-        ptrvec_push(r->arena, &decl->items, NULL);
-        memmove(&decl->items.items[at + 2], &decl->items.items[at + 1],
-                sizeof(void *) * (size_t)(decl->items.count - at - 2));
-        decl->items.items[at + 1] = (void *)stages;
-    }
+        return; /* reported at the plan */
+    if (micro)
+        insert_after_mesh(r, decl, micro);
+    if (stages)
+        insert_after_mesh(r, decl, stages);
     Model *m = resolve_model_decl(r, decl);
     if (!m || !bind_copies(r, m, &copies))
         return;

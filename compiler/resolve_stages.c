@@ -6,6 +6,14 @@
  * layer run on the first stage and those after it on the last. A
  * partition of a staged instance binds the other axes; the schedule
  * runs an instance on its stage's devices only.
+ *
+ * `microbatches b: M;` resolves the model's items M times with parameter
+ * b divided by M: micro-batch m's inputs and activations are new tensors
+ * (NAME_mbM for m > 0), its instances read the weights of the first, so
+ * the schedule sums each weight's gradient over the micro-batches like
+ * any gradient of a tensor read several times, and runs the micro-batches'
+ * phases in order (every forward, then every backward in reverse): a
+ * stage starts on micro-batch m + 1 while the next works on m.
  */
 #include "resolve_internal.h"
 
@@ -67,10 +75,8 @@ static int check_bindings(Resolver *r, const Model *m, const ModelItem *it) {
     return 1;
 }
 
-int resolve_stages(Resolver *r, Model *m) {
-    const ModelItem *it = m->stages_item;
-    if (!it)
-        return 1;
+/* Each instance's stage: by its layer copy within its micro-batch. */
+static int assign_stages(Resolver *r, Model *m, const ModelItem *it) {
     if (m->nstages < 0)
         return 0; /* reported at the item */
     int axis = m->stage_axis;
@@ -88,18 +94,59 @@ int resolve_stages(Resolver *r, Model *m) {
                   nstages);
         return 0;
     }
-    m->stage_axis = axis;
     m->nstages = (int)nstages;
-    long per = m->layer_count / nstages;
+    m->stage_copies = (int)(m->layer_count / nstages);
+    int per_micro = m->nmicro > 1 ? m->ninstances / m->nmicro : m->ninstances;
     int end = m->layer_first + m->layer_size * m->layer_count;
     for (int i = 0; i < m->ninstances; ++i) {
         Instance *inst = &m->instances[i];
-        if (i < m->layer_first)
+        int j = i % per_micro; /* the same instance of the first micro-batch */
+        if (j < m->layer_first)
             inst->stage = 0;
-        else if (i >= end)
+        else if (j >= end)
             inst->stage = (int)nstages - 1;
         else
-            inst->stage = (int)((i - m->layer_first) / m->layer_size / per);
+            inst->stage = (j - m->layer_first) / m->layer_size / m->stage_copies;
     }
     return check_bindings(r, m, it);
+}
+
+int resolve_stages(Resolver *r, Model *m) {
+    int ok = !m->stages_item || assign_stages(r, m, m->stages_item);
+    if (m->nmicro > 1)
+        m->layer_count = 0; /* the micro-batches' copies are not folded */
+    return ok;
+}
+
+int resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value, long count) {
+    if (m->micro_item) {
+        diag_error(r->sink, it->span, "the model's micro-batches are declared twice");
+        diag_note(r->sink, m->micro_item->span, "first declared here");
+        return 0;
+    }
+    if (m->ntensors > 0) {
+        diag_error(r->sink, it->span,
+                   "'microbatches' comes before the model's inputs, weights and instances");
+        diag_note(r->sink, m->tensors[0].span, "the first tensor");
+        return 0;
+    }
+    if (!value) {
+        diag_error(r->sink, it->name.span,
+                   "the model has no parameter '%s' to split into micro-batches", it->name.name);
+        return 0;
+    }
+    if (count < 1 || count > 64) {
+        diag_error(r->sink, it->value->span, "a batch splits into 1 to 64 micro-batches, not %ld",
+                   count);
+        return 0;
+    }
+    if (*value % count != 0) {
+        diag_error(r->sink, it->span, "%ld micro-batches do not divide parameter '%s' = %ld", count,
+                   it->name.name, *value);
+        return 0;
+    }
+    *value /= count;
+    m->micro_item = it;
+    m->nmicro = (int)count;
+    return 1;
 }
