@@ -7,6 +7,7 @@
  */
 #include "resolve.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -827,9 +828,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             for (int j = 0; j < mc->nparams; ++j)
                 if (mc->params[j].name == it->name.name)
                     value = &mc->params[j].value;
-            if (!eval_param_expr(r, it->value, mc->params, mc->nparams, &count) ||
-                !resolve_micro_item(r, m, it, value, count))
-                mc->ok = 0;
+            if (!eval_param_expr(r, it->value, mc->params, mc->nparams, &count))
+                count = LONG_MIN; /* reported; resolve_micro_item records the failure */
+            resolve_micro_item(r, m, it, value, count);
             break;
         }
         case MITEM_COMPOSITE:

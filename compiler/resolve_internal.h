@@ -48,10 +48,11 @@ Model *resolve_model_decl(Resolver *r, const ModelDecl *decl);
  * fail, after the model's other items); then, once its instances are
  * bound, each instance's stage, and the checks (0 after reporting). */
 void resolve_stages_item(Resolver *r, Model *m, const ModelItem *it);
-/* A model's `microbatches` item: count micro-batches of the parameter
- * whose value is *value (NULL: the model has none); divides it. 0 after
- * reporting. */
-int resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value, long count);
+/* A model's `microbatches` item: count micro-batches (LONG_MIN: its
+ * expression was reported) of the parameter whose value is *value (NULL: the model
+ * has none); divides it. An error is reported and makes resolve_stages
+ * fail. */
+void resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value, long count);
 int resolve_stages(Resolver *r, Model *m);
 
 /* Binds the `use` clause's partition to an instance of m (its size

@@ -414,18 +414,26 @@ static int mesh_has_axis(const PlanDecl *mesh_plan, Sym name) {
     return 0;
 }
 
-/* A plan's own `stages` clause: one, along an axis of its mesh (a run
- * reports the rest: the layer's copies and the partitions). */
+/* A plan's own `stages` clause: one, along an axis of its mesh; and one
+ * `microbatches` clause (a run reports the rest: the layer's copies, the
+ * partitions, the parameter). */
 static void check_stages(Resolver *r, const PlanDecl *plan, const PlanDecl *mesh_plan) {
-    const PlanRule *first = NULL;
+    const PlanRule *first = NULL, *first_micro = NULL;
     for (int i = 0; i < plan->rules.count; ++i) {
         const PlanRule *rule = plan->rules.items[i];
+        if (rule->micro && first_micro) {
+            diag_error(r->sink, rule->span, "plan '%s' declares its micro-batches twice",
+                       plan->name.name);
+            diag_note(r->sink, first_micro->span, "first declared here");
+        } else if (rule->micro) {
+            first_micro = rule;
+        }
         if (!rule->stages)
             continue;
         if (first) {
             diag_error(r->sink, rule->span, "plan '%s' declares its stages twice", plan->name.name);
             diag_note(r->sink, first->span, "first declared here");
-            return;
+            continue;
         }
         first = rule;
         if (mesh_plan && !mesh_has_axis(mesh_plan, rule->stages->name.name)) {
@@ -785,6 +793,13 @@ static int bind_copies(Resolver *r, Model *m, const PtrVec *copies) {
         const PlanTarget *tg = copies->items[i];
         const PlanRule *rule = copies->items[i + 1];
         const PlanDecl *plan = copies->items[i + 2];
+        if (m->nmicro > 1) {
+            diag_error(r->sink, tg->span,
+                       "a rule naming one copy of a layer does not apply to a run with "
+                       "micro-batches");
+            diag_note(r->sink, m->micro_item->span, "the micro-batches are declared here");
+            return 0;
+        }
         Instance *inst = NULL;
         /* The last copy of the layer's output keeps the output's name. */
         Sym name = tg->first.name;
@@ -800,13 +815,6 @@ static int bind_copies(Resolver *r, Model *m, const PtrVec *copies) {
         if (!inst) {
             diag_error(r->sink, tg->span, "run '%s' has no instance '%s' (a layer has %d copies)",
                        m->name, tg->first.name, m->layer_count);
-            return 0;
-        }
-        if (m->nmicro > 1) {
-            diag_error(r->sink, tg->span,
-                       "a rule naming one copy of a layer does not apply to a run with "
-                       "micro-batches");
-            diag_note(r->sink, m->micro_item->span, "the micro-batches are declared here");
             return 0;
         }
         UseClause *u = ARENA_NEW(r->arena, UseClause);

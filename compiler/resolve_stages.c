@@ -15,6 +15,8 @@
  * phases in order (every forward, then every backward in reverse): a
  * stage starts on micro-batch m + 1 while the next works on m.
  */
+#include <limits.h>
+
 #include "resolve_internal.h"
 
 /* The mesh axis the stages run along; -1 after reporting. */
@@ -112,41 +114,56 @@ static int assign_stages(Resolver *r, Model *m, const ModelItem *it) {
 }
 
 int resolve_stages(Resolver *r, Model *m) {
+    if (m->nmicro < 0)
+        return 0; /* reported at the item */
     int ok = !m->stages_item || assign_stages(r, m, m->stages_item);
     if (m->nmicro > 1)
         m->layer_count = 0; /* the micro-batches' copies are not folded */
     return ok;
 }
 
-int resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value, long count) {
+/* The micro-batch count of a `microbatches` item, or -1 after reporting. */
+static int micro_count(Resolver *r, const Model *m, const ModelItem *it, const long *value,
+                       long count) {
     if (m->micro_item) {
         diag_error(r->sink, it->span, "the model's micro-batches are declared twice");
         diag_note(r->sink, m->micro_item->span, "first declared here");
-        return 0;
+        return -1;
     }
     if (m->ntensors > 0) {
         diag_error(r->sink, it->span,
                    "'microbatches' comes before the model's inputs, weights and instances");
         diag_note(r->sink, m->tensors[0].span, "the first tensor");
-        return 0;
+        return -1;
     }
     if (!value) {
         diag_error(r->sink, it->name.span,
                    "the model has no parameter '%s' to split into micro-batches", it->name.name);
-        return 0;
+        return -1;
     }
+    if (count == LONG_MIN)
+        return -1; /* the count's expression was reported */
     if (count < 1 || count > 64) {
         diag_error(r->sink, it->value->span, "a batch splits into 1 to 64 micro-batches, not %ld",
                    count);
-        return 0;
+        return -1;
     }
     if (*value % count != 0) {
         diag_error(r->sink, it->span, "%ld micro-batches do not divide parameter '%s' = %ld", count,
                    it->name.name, *value);
-        return 0;
+        return -1;
     }
-    *value /= count;
-    m->micro_item = it;
-    m->nmicro = (int)count;
-    return 1;
+    return (int)count;
+}
+
+void resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value, long count) {
+    int n = micro_count(r, m, it, value, count);
+    if (!m->micro_item)
+        m->micro_item = it;
+    if (n < 0) {
+        m->nmicro = -1; /* the model's other items are still resolved, once; then it fails */
+        return;
+    }
+    *value /= n;
+    m->nmicro = n;
 }
