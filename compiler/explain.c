@@ -381,6 +381,8 @@ static json_t *json_instances(const Schedule *s) {
         if (inst->rule)
             json_object_set_new(o, "rule", json_string(inst->rule));
         json_object_set_new(o, "steps", json_integer((json_int_t)inst->steps));
+        if (m->nstages)
+            json_object_set_new(o, "stage", json_integer(inst->stage));
         json_object_set_new(o, "dims", dims);
         json_array_append_new(list, o);
     }
@@ -550,12 +552,22 @@ json_t *explain_json_value(const Schedule *s, Arena *arena, int ranks) {
                                             (json_int_t)s->pred_bytes[2][d], "peak",
                                             (json_int_t)s->pred_peak[d]));
     }
-    return json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:o}",
-                     "model", m->name, "devices", ndev, "ranks_listed", shown, "mesh", mesh,
-                     "instances", json_instances(s), "tensors", json_tensors(s), "phases", phases,
-                     "per_device", per_device, "per_device_max", "shift", (json_int_t)most[0],
-                     "collective", (json_int_t)most[1], "redist", (json_int_t)most[2], "peak",
-                     (json_int_t)most[3], "program_form", json_program_form(s, arena));
+    json_t *root =
+        json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:o}", "model",
+                  m->name, "devices", ndev, "ranks_listed", shown, "mesh", mesh, "instances",
+                  json_instances(s), "tensors", json_tensors(s), "phases", phases, "per_device",
+                  per_device, "per_device_max", "shift", (json_int_t)most[0], "collective",
+                  (json_int_t)most[1], "redist", (json_int_t)most[2], "peak", (json_int_t)most[3],
+                  "program_form", json_program_form(s, arena));
+    if (m->nstages)
+        json_object_set_new(root, "stages",
+                            json_pack("{s:s, s:i, s:i}", "axis", m->mesh.names[m->stage_axis],
+                                      "count", m->nstages, "copies_each", m->stage_copies));
+    if (m->nmicro > 1)
+        json_object_set_new(root, "microbatches",
+                            json_pack("{s:s, s:i, s:I}", "param", m->micro_item->name.name, "count",
+                                      m->nmicro, "each", (json_int_t)micro_param(m)));
+    return root;
 }
 
 void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks) {
