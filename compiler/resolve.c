@@ -540,6 +540,19 @@ static void model_composite(Resolver *r, ModelCtx *mc, const ModelItem *it, cons
     }
 }
 
+/* `microbatches b: M;`: the count's value, and b's (resolve_stages.c
+ * divides it and records the item). */
+static void model_micro(Resolver *r, ModelCtx *mc, const ModelItem *it) {
+    long count = 0;
+    long *value = NULL;
+    for (int j = 0; j < mc->nparams; ++j)
+        if (mc->params[j].name == it->name.name)
+            value = &mc->params[j].value;
+    if (!eval_param_expr(r, it->value, mc->params, mc->nparams, &count))
+        count = LONG_MIN; /* reported; resolve_micro_item records the failure */
+    resolve_micro_item(r, mc->m, it, value, count);
+}
+
 static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
     if (rn && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STRICT ||
@@ -822,17 +835,9 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
         case MITEM_STAGES:
             resolve_stages_item(r, m, it);
             break;
-        case MITEM_MICRO: {
-            long count = 0;
-            long *value = NULL;
-            for (int j = 0; j < mc->nparams; ++j)
-                if (mc->params[j].name == it->name.name)
-                    value = &mc->params[j].value;
-            if (!eval_param_expr(r, it->value, mc->params, mc->nparams, &count))
-                count = LONG_MIN; /* reported; resolve_micro_item records the failure */
-            resolve_micro_item(r, m, it, value, count);
+        case MITEM_MICRO:
+            model_micro(r, mc, it);
             break;
-        }
         case MITEM_COMPOSITE:
             model_composite(r, mc, it, rn);
             break;
