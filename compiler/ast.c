@@ -233,6 +233,19 @@ ModelItem *ast_new_strict_item(Arena *a, Span span) {
     return new_item(a, MITEM_STRICT, span);
 }
 
+ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count) {
+    ModelItem *it = new_item(a, MITEM_MICRO, span);
+    it->name = param;
+    it->value = count;
+    return it;
+}
+
+ModelItem *ast_new_stages_item(Arena *a, Span span, Ident axis) {
+    ModelItem *it = new_item(a, MITEM_STAGES, span);
+    it->name = axis;
+    return it;
+}
+
 ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat,
                               PtrVec items) {
     ModelItem *it = new_item(a, MITEM_LAYER, span);
@@ -503,6 +516,14 @@ static void dump_item(const ModelItem *it, FILE *out) {
         return;
     case MITEM_STRICT:
         fputs("(strict)", out);
+        return;
+    case MITEM_STAGES:
+        fprintf(out, "(stages %s)", it->name.name);
+        return;
+    case MITEM_MICRO:
+        fprintf(out, "(microbatches %s ", it->name.name);
+        ast_dump_expr(it->value, out);
+        fputc(')', out);
         return;
     case MITEM_LAYER:
         fprintf(out, "(layer %s -> %s (repeat ", it->layer_in.name, it->layer_out.name);

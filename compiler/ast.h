@@ -139,6 +139,8 @@ typedef enum ModelItemKind {
     MITEM_INSTANCE, /* y = matmul(x, w) use square(i: i, j: j); */
     MITEM_STRICT,   /* strict; */
     MITEM_LAYER,    /* layer(x -> y) repeat L { items }: the items, L times */
+    MITEM_STAGES,   /* stages s;  the layer's copies in runs over mesh axis s (name) */
+    MITEM_MICRO,    /* microbatches b: M;  param b split into M micro-batches (name, value) */
     MITEM_COMPOSITE /* made by compose.c before a composite's parts: the use's arguments,
                      * checked against the composite's signature */
 } ModelItemKind;
@@ -230,12 +232,15 @@ typedef struct PlanTarget {
     Span span;
 } PlanTarget;
 
-/* `q, k .. v use heads;` or `default replicate;` */
+/* `q, k .. v use heads;` or `default replicate;`, or `stages s;`
+ * (stages set: no targets and no use). */
 typedef struct PlanRule {
     Span span;
     int is_default;
     PtrVec targets; /* PlanTarget*; empty for the default */
     UseClause *use;
+    ModelItem *stages; /* MITEM_STAGES: the plan's pipeline stages */
+    ModelItem *micro;  /* MITEM_MICRO: the plan's micro-batches */
 } PlanRule;
 
 /* plan NAME of MODEL on mesh(axes) { rules }, or
@@ -323,6 +328,10 @@ ModelItem *ast_set_tensor_source(ModelItem *it, const TensorSource *source);
 ModelItem *ast_new_instance_item(Arena *a, Span span, Ident result, Ident op, PtrVec args,
                                  UseClause *use);
 ModelItem *ast_new_strict_item(Arena *a, Span span);
+/* `stages AXIS;` (a model item, or a plan's clause: ast_new_plan_stages). */
+ModelItem *ast_new_stages_item(Arena *a, Span span, Ident axis);
+/* `microbatches PARAM: COUNT;` (a model item, or a plan's clause). */
+ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count);
 ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat, PtrVec items);
 UseClause *ast_new_use(Arena *a, Span span, Ident partition, PtrVec bindings);
 AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_axis);
@@ -339,6 +348,8 @@ Decl *ast_new_import_decl(Arena *a, Span span, const char *path, Span path_span)
 ShapeDecl *ast_new_shape(Arena *a, Span span, Ident name, Ident of_model, PtrVec params);
 PlanTarget *ast_new_plan_target(Arena *a, Span span, Ident first, Ident last, int is_range);
 PlanRule *ast_new_plan_rule(Arena *a, Span span, int is_default, PtrVec targets, UseClause *use);
+PlanRule *ast_new_plan_stages(Arena *a, Span span, Ident axis);
+PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count);
 /* of_model or base has a NULL name where absent; mesh is empty when !has_mesh. */
 PlanDecl *ast_new_plan(Arena *a, Span span, Ident name, Ident of_model, Ident base, int has_mesh,
                        Span mesh_span, PtrVec mesh, PtrVec rules);

@@ -31,6 +31,20 @@ PlanRule *ast_new_plan_rule(Arena *a, Span span, int is_default, PtrVec targets,
     return r;
 }
 
+PlanRule *ast_new_plan_stages(Arena *a, Span span, Ident axis) {
+    PlanRule *r = ARENA_NEW(a, PlanRule);
+    r->span = span;
+    r->stages = ast_new_stages_item(a, span, axis);
+    return r;
+}
+
+PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count) {
+    PlanRule *r = ARENA_NEW(a, PlanRule);
+    r->span = span;
+    r->micro = ast_new_micro_item(a, span, param, count);
+    return r;
+}
+
 PlanDecl *ast_new_plan(Arena *a, Span span, Ident name, Ident of_model, Ident base, int has_mesh,
                        Span mesh_span, PtrVec mesh, PtrVec rules) {
     PlanDecl *p = ARENA_NEW(a, PlanDecl);
@@ -100,6 +114,16 @@ static void dump_params(const char *head, const PtrVec *params, FILE *out) {
 }
 
 static void dump_rule(const PlanRule *r, FILE *out) {
+    if (r->stages) {
+        fprintf(out, "(stages %s)", r->stages->name.name);
+        return;
+    }
+    if (r->micro) {
+        fprintf(out, "(microbatches %s ", r->micro->name.name);
+        ast_dump_expr(r->micro->value, out);
+        fputc(')', out);
+        return;
+    }
     fputs(r->is_default ? "(default" : "(rule", out);
     for (int i = 0; i < r->targets.count; i++) {
         const PlanTarget *t = r->targets.items[i];

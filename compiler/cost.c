@@ -599,10 +599,16 @@ void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, 
         PhaseCost *pc = &out->phases[q];
         pc->phase = ph;
         pc->name = phase_label(s, ph, arena);
-        pc->nsteps = ndev ? phase_steps(ph, 0) : 0;
-        for (int r = 1; r < ndev; ++r)
-            if (phase_steps(ph, r) != pc->nsteps)
-                ICE("cost: ranks 0 and %d run different step counts in phase %d", r, q);
+        /* Every rank runs the phase's steps, or none (a pipeline stage's
+         * phase on the devices of the other stages). */
+        pc->nsteps = 0;
+        for (int r = 0; r < ndev; ++r) {
+            int n = phase_steps(ph, r);
+            if (n && pc->nsteps && n != pc->nsteps)
+                ICE("cost: ranks run %d and %d steps in phase %d", pc->nsteps, n, q);
+            if (n)
+                pc->nsteps = n;
+        }
         pc->steps = ARENA_ARRAY(arena, StepCost, pc->nsteps);
         sim.step_start[q] = rank_table(arena, pc->nsteps, ndev);
         sim.step_compute[q] = rank_table(arena, pc->nsteps, ndev);

@@ -135,6 +135,14 @@ static void form_text(const Schedule *s, Arena *arena, FILE *out) {
     }
 }
 
+/* The value of the micro-batched parameter in one micro-batch. */
+static long micro_param(const Model *m) {
+    for (int i = 0; i < m->nparams; ++i)
+        if (m->param_names[i] == m->micro_item->name.name)
+            return m->param_values[i];
+    return 0;
+}
+
 void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
     const Model *m = s->model;
     const int ndev = m->mesh.ndev;
@@ -143,13 +151,26 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
     for (int a = 0; a < m->mesh.naxes; ++a)
         fprintf(out, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
     fprintf(out, ")\n");
+    if (m->nstages)
+        fprintf(out, "pipeline stages: %d along mesh axis %s, %d cop%s of the layer each\n",
+                m->nstages, m->mesh.names[m->stage_axis], m->stage_copies,
+                m->stage_copies == 1 ? "y" : "ies");
+    if (m->nmicro > 1)
+        fprintf(out,
+                "micro-batches: %d of %s = %ld each (micro-batch m's tensors NAME_mbm for m > 0, "
+                "the weights shared)\n",
+                m->nmicro, m->micro_item->name.name, micro_param(m));
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
         fprintf(out, "%s = %s(", inst->name, inst->op->name);
         for (int a = 0; a < inst->op->ninputs; ++a)
             fprintf(out, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
-        fprintf(out, ") under partition '%s', %ld step%s\n", inst->partition->name, inst->steps,
+        fprintf(out, ") under partition '%s', %ld step%s", inst->partition->name, inst->steps,
                 inst->steps == 1 ? "" : "s");
+        if (m->nstages)
+            fprintf(out, ", on pipeline stage %d (%s = %d)", inst->stage,
+                    m->mesh.names[m->stage_axis], inst->stage);
+        fprintf(out, "\n");
         if (inst->rule)
             fprintf(out, "  chosen by %s\n", inst->rule);
         for (int d = 0; d < inst->op->ndims; ++d) {
@@ -198,10 +219,16 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
                     ph->ntravel_acc == 1 ? "" : "s", ph->collectives.count,
                     ph->collectives.count == 1 ? "" : "s", ph->replication,
                     ph->replication == 1 ? "" : "s");
+            if (m->nstages)
+                fprintf(out,
+                        "  pipeline stage %d of %d: the devices with %s = %d; the others skip it\n",
+                        inst->stage, m->nstages, m->mesh.names[m->stage_axis], inst->stage);
             for (long st = 0; st < inst->steps; ++st) {
                 long t = sched_op_step(s, ph, st);
                 fprintf(out, "  step %ld (t = %ld):\n", st, t);
                 for (int d = 0; d < shown; ++d) {
+                    if (!sched_device_computes(s, ph, d))
+                        continue;
                     fprintf(out, "    dev %d (%s): %s%s", d, coords_text(s, arena, d),
                             s->tensors[ph->out.tensor].name,
                             sched_tile_name(arena, s, ph->out.tensor,
@@ -354,6 +381,8 @@ static json_t *json_instances(const Schedule *s) {
         if (inst->rule)
             json_object_set_new(o, "rule", json_string(inst->rule));
         json_object_set_new(o, "steps", json_integer((json_int_t)inst->steps));
+        if (m->nstages)
+            json_object_set_new(o, "stage", json_integer(inst->stage));
         json_object_set_new(o, "dims", dims);
         json_array_append_new(list, o);
     }
@@ -383,6 +412,8 @@ static json_t *json_steps(const Schedule *s, const PhaseSched *ph, int shown) {
         long t = sched_op_step(s, ph, st);
         json_t *devices = json_array();
         for (int d = 0; d < shown; ++d) {
+            if (!sched_device_computes(s, ph, d))
+                continue; /* another pipeline stage */
             json_t *tiles = json_object();
             json_object_set_new(
                 tiles, s->tensors[ph->out.tensor].name,
@@ -464,6 +495,8 @@ static json_t *json_phase(const Schedule *s, Arena *arena, const PhaseSched *ph,
         json_object_set_new(o, "accumulators", json_integer(ph->nlocal_acc));
         json_object_set_new(o, "accumulator_moves", json_integer(ph->ntravel_acc));
         json_object_set_new(o, "steps", json_steps(s, ph, shown));
+        if (m->nstages)
+            json_object_set_new(o, "stage", json_integer(m->instances[ph->inst].stage));
     }
     json_object_set_new(o, "moves", json_moves(s, arena, ph));
     json_object_set_new(o, "collectives_total", json_integer(ph->collectives.count));
@@ -519,12 +552,22 @@ json_t *explain_json_value(const Schedule *s, Arena *arena, int ranks) {
                                             (json_int_t)s->pred_bytes[2][d], "peak",
                                             (json_int_t)s->pred_peak[d]));
     }
-    return json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:o}",
-                     "model", m->name, "devices", ndev, "ranks_listed", shown, "mesh", mesh,
-                     "instances", json_instances(s), "tensors", json_tensors(s), "phases", phases,
-                     "per_device", per_device, "per_device_max", "shift", (json_int_t)most[0],
-                     "collective", (json_int_t)most[1], "redist", (json_int_t)most[2], "peak",
-                     (json_int_t)most[3], "program_form", json_program_form(s, arena));
+    json_t *root =
+        json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:o}", "model",
+                  m->name, "devices", ndev, "ranks_listed", shown, "mesh", mesh, "instances",
+                  json_instances(s), "tensors", json_tensors(s), "phases", phases, "per_device",
+                  per_device, "per_device_max", "shift", (json_int_t)most[0], "collective",
+                  (json_int_t)most[1], "redist", (json_int_t)most[2], "peak", (json_int_t)most[3],
+                  "program_form", json_program_form(s, arena));
+    if (m->nstages)
+        json_object_set_new(root, "stages",
+                            json_pack("{s:s, s:i, s:i}", "axis", m->mesh.names[m->stage_axis],
+                                      "count", m->nstages, "copies_each", m->stage_copies));
+    if (m->nmicro > 1)
+        json_object_set_new(root, "microbatches",
+                            json_pack("{s:s, s:i, s:I}", "param", m->micro_item->name.name, "count",
+                                      m->nmicro, "each", (json_int_t)micro_param(m)));
+    return root;
 }
 
 void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks) {

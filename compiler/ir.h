@@ -103,6 +103,9 @@ typedef struct Instance {
     /* Where the partition came from, for explain: "plan P, FILE:LINE"
      * for a plan's rule; NULL for an inline `use`. */
     const char *rule;
+    /* With pipeline stages (Model.nstages > 0): the stage it runs on, the
+     * devices whose coordinate on Model.stage_axis is this. */
+    int stage;
 } Instance;
 
 typedef struct Model {
@@ -121,6 +124,21 @@ typedef struct Model {
      * layer_count identical copies. layer_count = 0 otherwise. */
     int layer_first, layer_size, layer_count;
     int nlayer_blocks;
+    /* Pipeline stages (`stages s;`, docs/language.md): 0 without; else the
+     * layer's copies in nstages runs of layer_count / nstages, run k on
+     * the devices with coordinate k on mesh axis stage_axis (the
+     * instances before the layer on stage 0, after it on the last). */
+    int nstages;
+    int stage_axis;
+    int stage_copies; /* layer copies per stage */
+    const ModelItem *stages_item;
+    /* Micro-batches (`microbatches b: M;`): 0 without; else the model's
+     * items resolved nmicro times with param b divided by nmicro, micro-batch
+     * m's inputs and activations named NAME_mbM (m > 0), the weights shared;
+     * instances in micro-batch order (layer_count is then 0: no copies are
+     * folded). */
+    int nmicro;
+    const ModelItem *micro_item;
     /* The model as written: decl itself for a model, the model a run's
      * plan names for a run (decl is then the run's resolved copy). */
     const ModelDecl *source;
@@ -140,6 +158,11 @@ typedef struct Module {
     PtrVec partitions; /* Partition* */
     PtrVec models;     /* Model* */
 } Module;
+
+/* Whether device `dev` (mesh coordinates coords) computes instance inst. */
+static inline int instance_on_device(const Model *m, const Instance *inst, const long *coords) {
+    return m->nstages == 0 || coords[m->stage_axis] == inst->stage;
+}
 
 const Op *module_find_op(const Module *module, Sym name);
 /* The partition `name` of operator op; with op NULL, any partition of

@@ -7,6 +7,7 @@
  */
 #include "resolve.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -213,8 +214,19 @@ int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClaus
         diag_note(r->sink, m->mesh.span, "mesh declared here");
         return 0;
     }
-    for (int a = 0; a < p->naxes; ++a)
-        inst->axis_map[a] = use->bindings.count > nrenames ? -1 : a;
+    int stage_axis = m->stages_item ? m->stage_axis : -1; /* bound by no partition */
+    if (use->bindings.count <= nrenames && stage_axis >= 0 && p->naxes == m->mesh.naxes) {
+        diag_error(r->sink, use->span,
+                   "partition '%s' needs %d mesh ax%s besides '%s', the stages' axis; the mesh "
+                   "of '%s' has %d other",
+                   p->name, p->naxes, p->naxes == 1 ? "is" : "es", m->mesh.names[stage_axis],
+                   m->name, m->mesh.naxes - 1);
+        return 0;
+    }
+    for (int a = 0; a < p->naxes; ++a) /* in order, the stages' axis left out */
+        inst->axis_map[a] = use->bindings.count > nrenames       ? -1
+                            : stage_axis >= 0 && a >= stage_axis ? a + 1
+                                                                 : a;
     for (int i = 0; i < use->bindings.count; ++i) {
         const AxisBinding *bnd = use->bindings.items[i];
         if (bnd->is_rename)
@@ -298,6 +310,7 @@ typedef struct ModelCtx {
     PtrVec failed; /* Sym: results of instances that had errors (no cascades) */
     int mesh_bad;  /* the mesh had an error: partitions are not bound to it */
     int skip;      /* parts of a composite use in error still to skip */
+    int micro;     /* the micro-batch whose items are being resolved (Model.nmicro) */
     /* The model's tensors by name (open addressing over interned names,
      * at most half full): index + 1, 0 for an empty slot. */
     int *by_name;
@@ -363,7 +376,7 @@ static int tensor_source(Resolver *r, const ModelItem *it, ModelTensor *t, int i
     return 1;
 }
 
-static Sym map_def(Resolver *r, const Rename *rn, Sym name) {
+static Sym layer_def(Resolver *r, const Rename *rn, Sym name) {
     if (!rn)
         return name;
     if (name == rn->layer->layer_out.name && rn->index == rn->count - 1)
@@ -371,7 +384,7 @@ static Sym map_def(Resolver *r, const Rename *rn, Sym name) {
     return suffixed(r, name, rn->index);
 }
 
-static Sym map_use(Resolver *r, const Rename *rn, Sym name) {
+static Sym layer_use(Resolver *r, const Rename *rn, Sym name) {
     if (!rn)
         return name;
     if (name == rn->layer->layer_in.name && !is_local(rn, name))
@@ -379,6 +392,27 @@ static Sym map_use(Resolver *r, const Rename *rn, Sym name) {
     if (is_local(rn, name))
         return suffixed(r, name, rn->index);
     return name;
+}
+
+static int find_tensor(const ModelCtx *mc, Sym name);
+
+/* In micro-batch m > 0, every name but a weight's is NAME_mbM. */
+static Sym micro_name(Resolver *r, const ModelCtx *mc, Sym name, int is_def) {
+    if (mc->micro == 0)
+        return name;
+    int t = is_def ? -1 : find_tensor(mc, name);
+    if (t >= 0 && mc->m->tensors[t].role == TENSOR_WEIGHT)
+        return name;
+    const char *s = arena_printf(r->arena, "%s_mb%d", name, mc->micro);
+    return arena_intern(r->arena, s, strlen(s));
+}
+
+static Sym map_def(Resolver *r, const ModelCtx *mc, const Rename *rn, Sym name) {
+    return micro_name(r, mc, layer_def(r, rn, name), 1);
+}
+
+static Sym map_use(Resolver *r, const ModelCtx *mc, const Rename *rn, Sym name) {
+    return micro_name(r, mc, layer_use(r, rn, name), 0);
 }
 
 static size_t name_slot(Sym name, int cap) {
@@ -471,7 +505,7 @@ static void missing_arg(Resolver *r, const ModelCtx *mc, const Rename *rn, const
                         const Ident *arg) {
     const ModelItem *later = defined_later(mc, rn, it, arg->name);
     for (int f = 0; f < mc->failed.count; ++f)
-        if (mc->failed.items[f] == (void *)map_use(r, rn, arg->name))
+        if (mc->failed.items[f] == (void *)map_use(r, mc, rn, arg->name))
             return;
     if (later) {
         diag_error(r->sink, arg->span,
@@ -490,7 +524,7 @@ static void model_composite(Resolver *r, ModelCtx *mc, const ModelItem *it, cons
     const ModelTensor **args = ARENA_ARRAY(r->arena, const ModelTensor *, it->args.count + 1);
     for (int a = 0; a < it->args.count; ++a) {
         const Ident *arg = it->args.items[a];
-        int ti = find_tensor(mc, map_use(r, rn, arg->name));
+        int ti = find_tensor(mc, map_use(r, mc, rn, arg->name));
         if (ti < 0) {
             missing_arg(r, mc, rn, it, arg);
             mc->ok = 0;
@@ -502,20 +536,37 @@ static void model_composite(Resolver *r, ModelCtx *mc, const ModelItem *it, cons
     if (!compose_check_use(r, it, args)) {
         mc->ok = 0;
         mc->skip = it->nparts;
-        ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, rn, it->name.name));
+        ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, mc, rn, it->name.name));
     }
+}
+
+/* `microbatches b: M;`: the count's value, and b's (resolve_stages.c
+ * divides it and records the item). */
+static void model_micro(Resolver *r, ModelCtx *mc, const ModelItem *it) {
+    long count = 0;
+    long *value = NULL;
+    for (int j = 0; j < mc->nparams; ++j)
+        if (mc->params[j].name == it->name.name)
+            value = &mc->params[j].value;
+    if (!eval_param_expr(r, it->value, mc->params, mc->nparams, &count))
+        count = LONG_MIN; /* reported; resolve_micro_item records the failure */
+    resolve_micro_item(r, mc->m, it, value, count);
 }
 
 static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
     if (rn && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STRICT ||
-               it->kind == MITEM_LAYER || it->kind == MITEM_INPUT)) {
+               it->kind == MITEM_STAGES || it->kind == MITEM_MICRO || it->kind == MITEM_LAYER ||
+               it->kind == MITEM_INPUT)) {
         if (rn->index == 0)
             diag_error(r->sink, it->span,
                        "only weights and operator instances may appear inside a layer");
         mc->ok = 0;
         return;
     }
+    if (mc->micro > 0 && it->kind != MITEM_INPUT && it->kind != MITEM_INSTANCE &&
+        it->kind != MITEM_COMPOSITE && it->kind != MITEM_LAYER)
+        return; /* a later micro-batch: the params, mesh and weights are the first's */
     {
         switch (it->kind) {
         case MITEM_PARAM: {
@@ -608,7 +659,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             break;
         case MITEM_INPUT:
         case MITEM_WEIGHT: {
-            Sym defname = map_def(r, rn, it->name.name);
+            Sym defname = map_def(r, mc, rn, it->name.name);
             if (find_tensor(mc, defname) >= 0) {
                 diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
                 diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span,
@@ -656,6 +707,12 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 ptrvec_push(r->arena, &mc->failed, (void *)defname); /* no cascades */
                 break;
             }
+            if (it->file_name && it->kind == MITEM_INPUT && m->nmicro > 1 && mc->micro == 0) {
+                diag_error(r->sink, it->file_span,
+                           "an input loaded from a file is not split into micro-batches");
+                diag_note(r->sink, m->micro_item->span, "the micro-batches are declared here");
+                mc->ok = 0;
+            }
             if (it->file_name && !tensor_source(r, it, t, rn != NULL))
                 mc->ok = 0; /* the tensor stays defined: no cascade */
             m->ntensors++;
@@ -669,7 +726,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
                 mc->ok = 0;
                 break;
             }
-            Sym defname = map_def(r, rn, it->name.name);
+            Sym defname = map_def(r, mc, rn, it->name.name);
             if (find_tensor(mc, defname) >= 0) {
                 diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
                 diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span,
@@ -696,7 +753,7 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             }
             for (int a = 0; a < it->args.count && iok; ++a) {
                 const Ident *arg = it->args.items[a];
-                int ti = find_tensor(mc, map_use(r, rn, arg->name));
+                int ti = find_tensor(mc, map_use(r, mc, rn, arg->name));
                 if (ti < 0) {
                     missing_arg(r, mc, rn, it, arg);
                     iok = 0;
@@ -775,6 +832,12 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
         case MITEM_STRICT:
             m->strict = 1;
             break;
+        case MITEM_STAGES:
+            resolve_stages_item(r, m, it);
+            break;
+        case MITEM_MICRO:
+            model_micro(r, mc, it);
+            break;
         case MITEM_COMPOSITE:
             model_composite(r, mc, it, rn);
             break;
@@ -790,7 +853,7 @@ static void model_items(Resolver *r, ModelCtx *mc, const PtrVec *items, const Re
         const ModelItem *it = items->items[i];
         if (mc->skip && it->kind == MITEM_INSTANCE) { /* a part of a composite in error */
             mc->skip--;
-            ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, rn, it->name.name));
+            ptrvec_push(r->arena, &mc->failed, (void *)map_def(r, mc, rn, it->name.name));
             continue;
         }
         model_item(r, mc, it, rn);
@@ -832,6 +895,8 @@ static void model_layer(Resolver *r, ModelCtx *mc, const ModelItem *it) {
         model_items(r, mc, &it->items, &rn);
     }
     Model *m = mc->m;
+    if (mc->micro > 0)
+        return; /* the first micro-batch's block is the model's */
     m->nlayer_blocks++;
     m->layer_first = first;
     m->layer_count = (int)count;
@@ -853,7 +918,11 @@ Model *resolve_model_decl(Resolver *r, const ModelDecl *decl) {
     mc->ok = 1;
     mc->params = ARENA_ARRAY(r->arena, ParamVal, decl->items.count + 1);
     model_items(r, mc, &decl->items, NULL);
+    for (mc->micro = 1; mc->ok && mc->micro < m->nmicro; ++mc->micro)
+        model_items(r, mc, &decl->items, NULL);
     if (!mc->ok)
+        return NULL;
+    if (!resolve_stages(r, m))
         return NULL;
     /* No mesh: a computation (a `use` without a mesh was reported). */
     m->computation = !mc->have_mesh;
@@ -1005,8 +1074,13 @@ void resolve_dump(const Module *module, FILE *out) {
         fprintf(out, "model %s mesh(", m->name);
         for (int a = 0; a < m->mesh.naxes; ++a)
             fprintf(out, "%s%s:%ld", a ? " " : "", m->mesh.names[a], m->mesh.sizes[a]);
-        fprintf(out, ") devices %d%s%s\n", m->mesh.ndev, m->strict ? " strict" : "",
+        fprintf(out, ") devices %d%s%s", m->mesh.ndev, m->strict ? " strict" : "",
                 m->computation ? " computation" : "");
+        if (m->nstages)
+            fprintf(out, " stages %s:%d", m->mesh.names[m->stage_axis], m->nstages);
+        if (m->nmicro)
+            fprintf(out, " microbatches %s:%d", m->micro_item->name.name, m->nmicro);
+        fprintf(out, "\n");
         for (int t = 0; t < m->ntensors; ++t) {
             const ModelTensor *mt = &m->tensors[t];
             fprintf(out, "  tensor %s %s [", mt->name,
@@ -1022,8 +1096,9 @@ void resolve_dump(const Module *module, FILE *out) {
             fprintf(out, "  instance %s = %s(", inst->name, inst->op->name);
             for (int a = 0; a < inst->op->ninputs; ++a)
                 fprintf(out, "%s%s", a ? ", " : "", m->tensors[inst->args[a]].name);
-            fprintf(out, ") use %s steps %ld\n", inst->partition ? inst->partition->name : "(none)",
+            fprintf(out, ") use %s steps %ld", inst->partition ? inst->partition->name : "(none)",
                     inst->steps);
+            fprintf(out, m->nstages ? " stage %d\n" : "\n", inst->stage);
         }
     }
 }

@@ -43,6 +43,18 @@ const Partition *resolve_renamed_partition(Resolver *r, const Op *op, const UseC
  * its errors. A model without a mesh is a computation. */
 Model *resolve_model_decl(Resolver *r, const ModelDecl *decl);
 
+/* Pipeline stages (resolve_stages.c): a model's `stages` item, recorded
+ * with its axis (an error in it is reported and makes resolve_stages
+ * fail, after the model's other items); then, once its instances are
+ * bound, each instance's stage, and the checks (0 after reporting). */
+void resolve_stages_item(Resolver *r, Model *m, const ModelItem *it);
+/* A model's `microbatches` item: count micro-batches (LONG_MIN: its
+ * expression was reported) of the parameter whose value is *value (NULL: the model
+ * has none); divides it. An error is reported and makes resolve_stages
+ * fail. */
+void resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value, long count);
+int resolve_stages(Resolver *r, Model *m);
+
 /* Binds the `use` clause's partition to an instance of m (its size
  * parameters unset); 0 after reporting. */
 int resolve_bind_partition(Resolver *r, Model *m, Instance *inst, const UseClause *use);

@@ -448,6 +448,44 @@ static int choose_rules(Resolver *r, const PlanChain *chain, const Instances *in
     return ok;
 }
 
+static int mesh_has_axis(const PlanDecl *mesh_plan, Sym name) {
+    for (int a = 0; a < mesh_plan->mesh.count; ++a)
+        if (((const AxisDecl *)mesh_plan->mesh.items[a])->name.name == name)
+            return 1;
+    return 0;
+}
+
+/* A plan's own `stages` clause: one, along an axis of its mesh; and one
+ * `microbatches` clause (a run reports the rest: the layer's copies, the
+ * partitions, the parameter). */
+static void check_stages(Resolver *r, const PlanDecl *plan, const PlanDecl *mesh_plan) {
+    const PlanRule *first = NULL, *first_micro = NULL;
+    for (int i = 0; i < plan->rules.count; ++i) {
+        const PlanRule *rule = plan->rules.items[i];
+        if (rule->micro && first_micro) {
+            diag_error(r->sink, rule->span, "plan '%s' declares its micro-batches twice",
+                       plan->name.name);
+            diag_note(r->sink, first_micro->span, "first declared here");
+        } else if (rule->micro) {
+            first_micro = rule;
+        }
+        if (!rule->stages)
+            continue;
+        if (first) {
+            diag_error(r->sink, rule->span, "plan '%s' declares its stages twice", plan->name.name);
+            diag_note(r->sink, first->span, "first declared here");
+            continue;
+        }
+        first = rule;
+        if (mesh_plan && !mesh_has_axis(mesh_plan, rule->stages->name.name)) {
+            diag_error(r->sink, rule->stages->name.span,
+                       "the stages run along mesh axis '%s', which the mesh of plan '%s' lacks",
+                       rule->stages->name.name, plan->name.name);
+            diag_note(r->sink, mesh_plan->mesh_span, "the mesh is declared here");
+        }
+    }
+}
+
 /* Checks every plan once: its chain, its mesh, its rules against its model. */
 static void check_plan(Resolver *r, const PlanDecl *plan) {
     PlanChain chain;
@@ -459,6 +497,7 @@ static void check_plan(Resolver *r, const PlanDecl *plan) {
     const PlanDecl **chosen_plan = ARENA_ARRAY(r->arena, const PlanDecl *, in.count + 1);
     /* Report each plan's own rules only (a base's are its own errors). */
     choose_rules(r, &chain, &in, chosen, chosen_plan, NULL, chain.n - 1);
+    check_stages(r, plan, chain.mesh_plan);
 }
 
 /* ------------------------------------------------------------------ */
@@ -645,8 +684,9 @@ static PtrVec written_items(Resolver *r, const PtrVec *items, const ParamSet *ps
         ptrvec_push(r->arena, &out, (void *)mesh);
     for (int i = 0; i < items->count; ++i) {
         const ModelItem *it = items->items[i];
-        if (mesh && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH))
-            continue;
+        if (mesh && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH ||
+                     it->kind == MITEM_STAGES || it->kind == MITEM_MICRO))
+            continue; /* the plan's mesh, stages and micro-batches replace the model's */
         ModelItem *copy = ARENA_NEW(r->arena, ModelItem);
         *copy = *it;
         if (it->kind == MITEM_PARAM && ps && ps->values[i])
@@ -802,6 +842,13 @@ static Instance *model_instance(Model *m, Sym name) {
 static int bind_copies(Resolver *r, Model *m, const PtrVec *copies) {
     for (int i = 0; i < copies->count; ++i) {
         const CopyRule *cr = copies->items[i];
+        if (m->nmicro > 1) {
+            diag_error(r->sink, cr->target->span,
+                       "a rule naming one copy of a layer does not apply to a run with "
+                       "micro-batches");
+            diag_note(r->sink, m->micro_item->span, "the micro-batches are declared here");
+            return 0;
+        }
         long count = resolve_layer_count(r, m, cr->layer);
         if (cr->copy >= count) {
             const char *copies_text =
@@ -842,6 +889,30 @@ static int model_resolved(const Resolver *r, Sym name) {
             return 1;
     }
     return 0;
+}
+
+/* The last `stages` (or `microbatches`) clause of the plan's chain (a
+ * derived plan's wins), or NULL. */
+static const ModelItem *plan_clause(const PlanChain *chain, int micro) {
+    const ModelItem *last = NULL;
+    for (int p = 0; p < chain->n; ++p)
+        for (int i = 0; i < chain->plans[p]->rules.count; ++i) {
+            const PlanRule *rule = chain->plans[p]->rules.items[i];
+            if (micro ? rule->micro != NULL : rule->stages != NULL)
+                last = micro ? rule->micro : rule->stages;
+        }
+    return last;
+}
+
+/* Puts item right after the mesh of decl, before the items it applies to. */
+static void insert_after_mesh(Resolver *r, ModelDecl *decl, const ModelItem *item) {
+    int at = 0;
+    while (((const ModelItem *)decl->items.items[at])->kind != MITEM_MESH)
+        ++at;
+    ptrvec_push(r->arena, &decl->items, NULL);
+    memmove(&decl->items.items[at + 2], &decl->items.items[at + 1],
+            sizeof(void *) * (size_t)(decl->items.count - at - 2));
+    decl->items.items[at + 1] = (void *)item;
 }
 
 static void resolve_run(Resolver *r, const RunDecl *run) {
@@ -893,6 +964,13 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
     decl->items = written_items(r, &model->items, &ps, &in, run_uses(r, &in, chosen, chosen_plan),
                                 run_mesh(r, chain.mesh_plan, &sz));
     int errors = r->sink->error_count;
+    const ModelItem *stages = plan_clause(&chain, 0), *micro = plan_clause(&chain, 1);
+    if (stages && !mesh_has_axis(chain.mesh_plan, stages->name.name))
+        return; /* reported at the plan */
+    if (micro)
+        insert_after_mesh(r, decl, micro);
+    if (stages)
+        insert_after_mesh(r, decl, stages);
     Model *m = resolve_model_decl(r, decl);
     if (!m) {
         if (r->sink->error_count > errors) /* they point into the model */
@@ -900,6 +978,8 @@ static void resolve_run(Resolver *r, const RunDecl *run) {
         return;
     }
     if (!bind_copies(r, m, &copies))
+        return;
+    if (copies.count && !resolve_stages(r, m)) /* a rebound copy may bind the stage axis */
         return;
     m->source = model;
     m->run = run;

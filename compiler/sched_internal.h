@@ -201,6 +201,16 @@ typedef struct Builder {
     int *dry_count;
 } Builder;
 
+/* Whether device dev sits out the current phase: its instance runs on
+ * another pipeline stage (Model.nstages). */
+static inline int sched_idle(const Builder *b, int dev) {
+    const Model *m = b->s->model;
+    if (!m->nstages || !b->ph || b->ph->inst < 0)
+        return 0;
+    return !instance_on_device(m, &m->instances[b->ph->inst],
+                               b->coords + (long)dev * m->mesh.naxes);
+}
+
 static inline Store *store_of(Builder *b, int tensor, int dev) {
     return &b->m.stores[tensor][dev];
 }

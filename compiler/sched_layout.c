@@ -36,6 +36,15 @@ long sched_operand_tile(const Schedule *s, const PhaseSched *ph, const Operand *
     return id;
 }
 
+int sched_device_computes(const Schedule *s, const PhaseSched *ph, int dev) {
+    const Model *m = s->model;
+    if (!m->nstages || ph->inst < 0)
+        return 1;
+    long coords[IR_MAX_AXES];
+    mesh_coords(&m->mesh, dev, coords);
+    return instance_on_device(m, &m->instances[ph->inst], coords);
+}
+
 long sched_op_step(const Schedule *s, const PhaseSched *ph, long step) {
     return ph->reversed ? s->model->instances[ph->inst].steps - 1 - step : step;
 }

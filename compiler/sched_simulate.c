@@ -189,6 +189,8 @@ static void step_check_inputs(Builder *b, StepState *ss) {
         if (operand_repeats(ph, i))
             continue;
         for (int d = 0; d < b->ndev; ++d) {
+            if (sched_idle(b, d))
+                continue;
             long tile = tile_at(b, &ph->in[i], d, ss->t);
             if (sched_store_find(store_of(b, tensor, d), tile) < 0) {
                 if (!b->dry || !b->track_need[tensor])
@@ -236,7 +238,7 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
         last[k].tile = -1;
     for (int d = 0; d < b->ndev; ++d) {
         LastUse *region = last + (size_t)d * (size_t)cap;
-        for (int j = 0; j <= i; ++j) {
+        for (int j = 0; j <= i && !sched_idle(b, d); ++j) {
             if (ph->in[j].tensor != ph->in[i].tensor)
                 continue;
             for (long t = 0; t < ss->T; ++t) {
@@ -273,6 +275,11 @@ static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
     return 0;
 }
 
+/* Can device src, which takes part in the phase, serve the tile? */
+static int holds_tile_here(Builder *b, int tensor, int src, int dst, long tile, void *ctx) {
+    return !sched_idle(b, src) && sched_holds_tile(b, tensor, src, dst, tile, ctx);
+}
+
 /* 1. Posts the moves of operand i that bring the next step's tiles. */
 static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     PhaseSched *ph = ss->ph;
@@ -283,6 +290,8 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     if (operand_repeats(ph, i))
         return;
     for (int d = 0; d < b->ndev; ++d) {
+        if (sched_idle(b, d))
+            continue;
         long tile = tile_at(b, &ph->in[i], d, tn);
         const Store *st = store_of(b, tensor, d);
         if (sched_store_find(st, tile) >= 0)
@@ -298,7 +307,7 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
         return;
     long delta[IR_MAX_AXES] = {0};
     MoveKind kind =
-        sched_choose_sources(b, tensor, n, dst, tiles, sched_holds_tile, NULL, 0, src, delta);
+        sched_choose_sources(b, tensor, n, dst, tiles, holds_tile_here, NULL, 0, src, delta);
     int tag = b->next_tag++;
     for (int r = 0; r < n; ++r) {
         int slot = sched_emit_alloc(b, tensor, dst[r]);
@@ -341,6 +350,8 @@ static void step_compute(Builder *b, StepState *ss) {
     AccState *as = &ss->as;
     Acc **active = as->active;
     for (int d = 0; d < b->ndev; ++d) {
+        if (sched_idle(b, d))
+            continue;
         long otile = tile_at(b, &ph->out, d, ss->t);
         Acc *a = active[d];
         int into_slot;
@@ -435,7 +446,7 @@ static void step_travel(Builder *b, StepState *ss) {
     const long tn = op_step(b, ph, ss->s + 1);
     int n = 0;
     for (int d = 0; d < b->ndev; ++d) {
-        as->next_tile[d] = tile_at(b, &ph->out, d, tn);
+        as->next_tile[d] = sched_idle(b, d) ? -1 : tile_at(b, &ph->out, d, tn);
         as->claimed[d] = 0;
     }
     /* The devices whose accumulator could travel, by tile (candidates of
@@ -455,7 +466,8 @@ static void step_travel(Builder *b, StepState *ss) {
     }
     for (int d = 0; d < b->ndev; ++d) {
         long want = as->next_tile[d];
-        if ((active[d] && active[d]->tile == want) || sched_retired_find(as, d, want) >= 0)
+        if (want < 0 || (active[d] && active[d]->tile == want) ||
+            sched_retired_find(as, d, want) >= 0)
             continue;
         int any = 0;
         for (int c = want >= 0 && want < ntiles ? first[want] : -1; c >= 0 && !any; c = next[c])
@@ -537,13 +549,16 @@ void sched_run_phase(Builder *b, PhaseSched *ph) {
         ss.t = op_step(b, ph, ss.s);
         ss.as.step = ss.s;
         for (int d = 0; d < b->ndev; ++d)
-            sched_act(b, d, PRIME_ACT_STEP)->arg = (int)ss.s;
+            if (!sched_idle(b, d))
+                sched_act(b, d, PRIME_ACT_STEP)->arg = (int)ss.s;
         step_check_inputs(b, &ss);
-        step_post_moves(b, &ss); /* 1 */
-        step_compute(b, &ss);    /* 2 */
-        sched_emit_wait_all(b);  /* 3. this step's transfers */
-        step_merge(b, &ss);      /* 4 */
-        step_travel(b, &ss);     /* 5 */
+        step_post_moves(b, &ss);          /* 1 */
+        step_compute(b, &ss);             /* 2 */
+        for (int d = 0; d < b->ndev; ++d) /* 3. this step's transfers */
+            if (!sched_idle(b, d))
+                sched_act(b, d, PRIME_ACT_WAIT);
+        step_merge(b, &ss);  /* 4 */
+        step_travel(b, &ss); /* 5 */
     }
     step_finish(b, &ss);
     sched_acc_release(b, &ss.as);

@@ -207,6 +207,9 @@ const char *sched_collective_kind(const Collective *c);
 const char *sched_tile_name(Arena *arena, const Schedule *s, int tensor, long tile);
 /* The tile of an operand at a device and operator step. */
 long sched_operand_tile(const Schedule *s, const PhaseSched *ph, const Operand *o, int dev, long t);
+/* Whether device dev computes in a phase (0: its instance runs on another
+ * pipeline stage; init and dy-in involve every device). */
+int sched_device_computes(const Schedule *s, const PhaseSched *ph, int dev);
 /* The operator step a phase runs at its step `step`. */
 long sched_op_step(const Schedule *s, const PhaseSched *ph, long step);
 

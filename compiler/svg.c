@@ -395,7 +395,7 @@ static void step_panel(FILE *out, const Geo *g, Arena *arena, const PhaseSched *
                 arena_printf(arena, " data-step=\"%ld\" data-t=\"%ld\"", st, t), title);
     for (int d = 0; d < s->model->mesh.ndev; ++d) {
         device_box(out, g, d);
-        for (int k = 0; k <= ph->nin; ++k)
+        for (int k = 0; k <= ph->nin && sched_device_computes(s, ph, d); ++k)
             tile_cell(out, g, arena, d, k, operand(ph, k)->tensor,
                       sched_operand_tile(s, ph, operand(ph, k), d, t));
     }
@@ -439,7 +439,9 @@ static void collective_panel(FILE *out, const Geo *g, Arena *arena, const PhaseS
     memset(marks, 0, sizeof(int) * (size_t)ndev);
     for (int d = 0; d < ndev; ++d) {
         device_box(out, g, d);
-        tile_cell(out, g, arena, d, 0, ph->out.tensor, sched_operand_tile(s, ph, &ph->out, d, t));
+        if (sched_device_computes(s, ph, d))
+            tile_cell(out, g, arena, d, 0, ph->out.tensor,
+                      sched_operand_tile(s, ph, &ph->out, d, t));
     }
     for (int i = 0; i < ng; ++i) {
         const Collective *c = ph->collectives.items[i];

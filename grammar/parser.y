@@ -79,6 +79,8 @@ static PtrVec vec_push(Arena *arena, PtrVec vec, void *item);
 static PtrVec vec_append(Arena *arena, PtrVec vec, PtrVec more);
 static TensorSource tensor_source(ParseCtx *ctx, Ident from, const char *name, Span span,
                                   const Ident *transposed);
+static int stages_word(ParseCtx *ctx, const Ident *word);
+static int micro_word(ParseCtx *ctx, const Ident *word);
 }
 
 %define api.pure full
@@ -376,6 +378,9 @@ plan_rule
     : DEFAULT plan_use ';'  { $$ = ast_new_plan_rule(ctx->arena, @$, 1, (PtrVec){0}, $2); }
     | plan_targets plan_use ';'
                             { $$ = ast_new_plan_rule(ctx->arena, @$, 0, $1, $2); }
+    | name name ';'         { $$ = stages_word(ctx, &$1) ? ast_new_plan_stages(ctx->arena, @$, $2) : NULL; }
+    | name name ':' expr ';'
+                            { $$ = micro_word(ctx, &$1) ? ast_new_plan_micro(ctx->arena, @$, $2, $4) : NULL; }
     | error ';'             { $$ = NULL; }
     ;
 
@@ -455,6 +460,9 @@ mitem
     | name '=' name '(' args ')' use ';'
                             { $$ = ast_new_instance_item(ctx->arena, @$, $1, $3, $5, $7); }
     | STRICT ';'            { $$ = ast_new_strict_item(ctx->arena, @$); }
+    | name name ';'         { $$ = stages_word(ctx, &$1) ? ast_new_stages_item(ctx->arena, @$, $2) : NULL; }
+    | name name ':' expr ';'
+                            { $$ = micro_word(ctx, &$1) ? ast_new_micro_item(ctx->arena, @$, $2, $4) : NULL; }
     | LAYER '(' name ARROW name ')' REPEAT expr model_body
                             { $$ = ast_new_layer_item(ctx->arena, @$, $3, $5, $8, $9); }
     | error ';'             { $$ = NULL; }
@@ -498,6 +506,26 @@ binding
     ;
 
 %%
+
+/* `stages AXIS;`: the word is checked here, so that it stays usable as a
+ * name everywhere else. */
+static int stages_word(ParseCtx *ctx, const Ident *word) {
+    if (strcmp(word->name, "stages") == 0)
+        return 1;
+    diag_error(ctx->sink, word->span, "unexpected '%s': the only clause of two names is 'stages AXIS;'",
+               word->name);
+    return 0;
+}
+
+/* `microbatches PARAM: COUNT;`: the word is checked here too. */
+static int micro_word(ParseCtx *ctx, const Ident *word) {
+    if (strcmp(word->name, "microbatches") == 0)
+        return 1;
+    diag_error(ctx->sink, word->span,
+               "unexpected '%s': the only clause 'NAME PARAM: COUNT;' is 'microbatches PARAM: COUNT;'",
+               word->name);
+    return 0;
+}
 
 /* `from "NAME" [transposed]`: the words are checked here, so that they
  * stay usable as names everywhere else. */

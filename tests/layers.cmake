@@ -68,3 +68,16 @@ foreach(case opt_small_square:check opt_small_megatron:size)
   set_tests_properties(layers/size/${model} PROPERTIES
                        LABELS run TIMEOUT 600 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+
+# Pipeline stages with a tensor plan inside each and micro-batches: a
+# four-layer batched MLP, two copies of the layer per stage
+# (tests/run/stages_mlp.prime), built and run with --check: outputs and
+# gradients against the dense reference, counters against the prediction.
+set(PRIMEC_STAGES_DIR ${CMAKE_CURRENT_BINARY_DIR}/layers/stages)
+file(MAKE_DIRECTORY ${PRIMEC_STAGES_DIR})
+add_test(NAME layers/stages/stages_mlp
+         COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
+                 sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_mlp.prime
+                 stages_mlp ${PRIMEC_STAGES_DIR}/stages_mlp)
+set_tests_properties(layers/stages/stages_mlp PROPERTIES LABELS run TIMEOUT 300
+                     FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")

@@ -108,8 +108,13 @@ endforeach()
 # replicas of the 2 x 2 square grid (8 processes), and OPT as 4
 # data-parallel replicas. --check compares the gradients with the dense
 # reference over the whole batch, and the counted bytes (the replicas'
-# gradient all-reduces included) with the prediction.
-foreach(case opt:dp:4 opt:megatron_dp:4 opt:megatron_sp_dp:4 opt:square_dp:8
+# gradient all-reduces included) with the prediction. OPT's megatron_pp_mb
+# is the same Megatron-LM replicas on 2 pipeline stages of one layer each
+# (8 processes), the batch in 2 micro-batches that flow through the
+# stages: the boundary activations and their gradients sent between the
+# stages are counted too (the run without micro-batches, megatron_pp, runs
+# on the cpu backend only: tests/models.cmake).
+foreach(case opt:dp:4 opt:megatron_dp:4 opt:megatron_sp_dp:4 opt:square_dp:8 opt:megatron_pp_mb:8
              llama2:megatron_dp:4 llama2:square_dp:8 bloom:megatron_dp:4 bloom:square_dp:8)
   string(REPLACE ":" ";" parts ${case})
   list(GET parts 0 family)
@@ -125,6 +130,17 @@ foreach(case opt:dp:4 opt:megatron_dp:4 opt:megatron_sp_dp:4 opt:square_dp:8
                        ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
                        PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+
+# The four-layer staged MLP with micro-batches (tests/run/stages_mlp.prime)
+# as 4 MPI processes.
+add_test(NAME mpi/layers/stages_mlp
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh mpi:4 $<TARGET_FILE:primec>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_mlp.prime stages_mlp
+                 ${PRIMEC_MPI_RUN_DIR}/layers/stages_mlp
+                 ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
+set_tests_properties(mpi/layers/stages_mlp PROPERTIES LABELS "mpi;run" TIMEOUT 300
+                     ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
 
 # The max-reduction models of tests/max/ (tests/max.cmake) as 4 MPI
 # processes: the all-reduce of a maximum, maxima accumulated over steps and

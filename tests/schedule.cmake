@@ -23,3 +23,13 @@ target_link_libraries(test_sched_store PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_sched_store PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule/stores COMMAND test_sched_store)
 set_tests_properties(schedule/stores PROPERTIES LABELS unit TIMEOUT 60)
+
+# Pipeline stages and micro-batches (docs/language.md, "Pipeline stages"):
+# the ranks of other stages take no part in a staged instance's phase, the
+# boundary activation and its gradient cross between the stages, and a
+# micro-batched weight gradient is all-reduced once.
+add_executable(test_stages ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_stages.c)
+target_link_libraries(test_stages PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_stages PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME schedule/stages COMMAND test_stages)
+set_tests_properties(schedule/stages PROPERTIES LABELS unit TIMEOUT 60)

@@ -239,7 +239,8 @@ static void test_square_partitions(void **state) {
 
 /* Every model of an example: forms equal the schedule; the number of
  * phases left as tables is what explain reports (and, for the listed
- * examples, none). */
+ * examples, none but in a run with pipeline stages, whose phases are
+ * tables: docs/program-form.md, "What still grows"). */
 static void check_example(const char *file, int regular) {
     char path[512];
     snprintf(path, sizeof path, "%s/examples/%s", PRIMEC_SOURCE_DIR, file);
@@ -248,7 +249,7 @@ static void check_example(const char *file, int regular) {
     for (int i = 0; i < n; ++i) {
         const Schedule *s = current.schedules.items[i];
         int tables = check_schedule(s);
-        if (regular && tables) {
+        if (regular && tables && !s->model->nstages) {
             fprintf(stderr, "%s: %d phases or layouts as per-rank tables\n", s->model->name,
                     tables);
             fail();
