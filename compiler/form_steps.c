@@ -2,6 +2,7 @@
  * form_steps.c — the steps of a phase in form, folded into loops (see
  * form.h, "Steps: loops" in docs/program-form.md).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,10 +158,19 @@ typedef struct Whole {
     PrimeActionForm tmp;
     PrimeOffsetForm tmp_off;
     PrimeAffine tmp_sl[1 + PRIME_MAX_KERNEL_INPUTS];
+    /* Aligning the last step with the middle one: per middle action, the
+     * tag a message of the last step must have to be that action (its
+     * tags advance from the first step's; INT_MIN: any). */
+    const int *want_tag;
 } Whole;
 
 /* Whether forms x and y can be one action of a loop, a step apart. */
 static int compatible(Whole *w, const PrimeActionForm *x, const PrimeActionForm *y) {
+    if (w->want_tag) {
+        int want = w->want_tag[y - (w->forms + w->start[1])];
+        if (want != INT_MIN && x->a.tag != want)
+            return 0;
+    }
     return step_increments(w->f, x, y, w->offs, &w->tmp, &w->tmp_off, w->tmp_sl);
 }
 
@@ -343,7 +353,18 @@ static int fold_whole(const Fit *f, PhaseForm *pf, const PrimeActionForm *forms,
             e[ne++] = x;
         }
     } else {
-        int na = align_steps(&w, 0, mid, pa), nl = align_steps(&w, last, mid, pb);
+        int na = align_steps(&w, 0, mid, pa);
+        int *want = ARENA_ARRAY(f->arena, int, lm + 1);
+        for (int j = 0; j < lm; ++j)
+            want[j] = INT_MIN;
+        for (int k = 0; k < na; ++k)
+            if (pa[k][0] >= 0 && pa[k][1] >= 0 && is_message(forms[start[0] + pa[k][0]].a.op)) {
+                int t0 = forms[start[0] + pa[k][0]].a.tag, t1 = forms[start[1] + pa[k][1]].a.tag;
+                want[pa[k][1]] = t1 + (last - 1) * (t1 - t0);
+            }
+        w.want_tag = want;
+        int nl = align_steps(&w, last, mid, pb);
+        w.want_tag = NULL;
         int kb = 0;
         for (int k = 0; k < na; ++k) {
             /* The last step's own actions before middle action pa[k][1]. */
