@@ -14,6 +14,8 @@ typedef struct FitScratch {
     PrimeOffsetForm *loop_off;
     PrimeAffine *loop_slots; /* 1 + PRIME_MAX_KERNEL_INPUTS per loop form */
     int cap;
+    int *lcs; /* the table of align_steps (form_steps.c) */
+    size_t lcs_cap;
 } FitScratch;
 
 typedef struct Fit {

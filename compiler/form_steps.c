@@ -182,9 +182,20 @@ static int compatible(Whole *w, const PrimeActionForm *x, const PrimeActionForm 
 static int align_steps(Whole *w, int a, int b, Pair *pairs) {
     const PrimeActionForm *x = w->forms + w->start[a], *y = w->forms + w->start[b];
     int p = w->start[a + 1] - w->start[a], q = w->start[b + 1] - w->start[b];
-    Arena *arena = w->f->arena;
-    int *len = ARENA_ARRAY(arena, int, (size_t)(p + 1) * (size_t)(q + 1));
+    FitScratch *sc = w->f->scratch;
+    size_t cells = (size_t)(p + 1) * (size_t)(q + 1);
+    if (cells > sc->lcs_cap) {
+        sc->lcs_cap = cells > 2 * sc->lcs_cap ? cells : 2 * sc->lcs_cap;
+        sc->lcs = realloc(sc->lcs, sizeof(int) * sc->lcs_cap);
+        if (!sc->lcs)
+            ICE("out of memory");
+    }
+    int *len = sc->lcs;
 #define LEN(i, j) len[(size_t)(i) * (size_t)(q + 1) + (size_t)(j)]
+    for (int i = 0; i <= p; ++i)
+        LEN(i, q) = 0;
+    for (int j = 0; j <= q; ++j)
+        LEN(p, j) = 0;
     for (int i = p - 1; i >= 0; --i)
         for (int j = q - 1; j >= 0; --j) {
             int best = LEN(i + 1, j) > LEN(i, j + 1) ? LEN(i + 1, j) : LEN(i, j + 1);
@@ -321,40 +332,29 @@ static int whole_matches(Whole *w, const PrimeActionForm *body, int len,
     return 1;
 }
 
-/* The whole phase, steps [0, nb), as one loop whose body is every step's
- * actions, each with the iterations that skip it (the first step's
- * allocation of an accumulator, the last step's absent sends): the same
- * body, with another trip count, on every size of the mesh. The loop's
- * forms go to out; returns their number, or 0 when the steps do not fit
- * (then pf->noffset_forms is as it was). */
-static int fold_whole(const Fit *f, PhaseForm *pf, const PrimeActionForm *forms, const int *start,
-                      int nb, PrimeOffsetForm *offs, PrimeActionForm *out) {
-    Whole w = {.f = f, .offs = offs, .forms = forms, .start = start, .nb = nb};
-    int last = nb - 1, mid = nb >= 3 ? 1 : -1;
-    int lf = start[1] - start[0], ll = start[nb] - start[last];
+/* The actions of the loop over every step, in order: the first and the
+ * last step aligned with the middle one (or, on two steps, with each
+ * other); returns their number. */
+static int whole_entries(Whole *w, Pair *pa, Pair *pb, Entry *e) {
+    const PrimeActionForm *forms = w->forms;
+    const int *start = w->start;
+    int last = w->nb - 1, mid = w->nb >= 3 ? 1 : -1;
     int lm = mid >= 0 ? start[2] - start[1] : 0;
-    for (int t = 2; t < last; ++t)
-        if (start[t + 1] - start[t] != lm)
-            return 0;
-    int cap = lf + ll + lm + 2;
-    Pair *pa = ARENA_ARRAY(f->arena, Pair, cap);
-    Pair *pb = ARENA_ARRAY(f->arena, Pair, cap);
-    Entry *e = ARENA_ARRAY(f->arena, Entry, cap);
     int ne = 0;
     if (mid < 0) {
-        int np = align_steps(&w, 0, last, pa);
+        int np = align_steps(w, 0, last, pa);
         for (int k = 0; k < np; ++k) {
             Entry x = {pa[k][0] >= 0 ? start[0] + pa[k][0] : -1, -1,
                        pa[k][1] >= 0 ? start[last] + pa[k][1] : -1};
             if (x.first >= 0 && x.last >= 0)
                 x.middle = x.first;
-            else if (in_middle_guess(&w, &x))
+            else if (in_middle_guess(w, &x))
                 x.middle = x.first >= 0 ? x.first : x.last;
             e[ne++] = x;
         }
     } else {
-        int na = align_steps(&w, 0, mid, pa);
-        int *want = ARENA_ARRAY(f->arena, int, lm + 1);
+        int na = align_steps(w, 0, mid, pa);
+        int *want = ARENA_ARRAY(w->f->arena, int, lm + 1);
         for (int j = 0; j < lm; ++j)
             want[j] = INT_MIN;
         for (int k = 0; k < na; ++k)
@@ -362,9 +362,9 @@ static int fold_whole(const Fit *f, PhaseForm *pf, const PrimeActionForm *forms,
                 int t0 = forms[start[0] + pa[k][0]].a.tag, t1 = forms[start[1] + pa[k][1]].a.tag;
                 want[pa[k][1]] = t1 + (last - 1) * (t1 - t0);
             }
-        w.want_tag = want;
-        int nl = align_steps(&w, last, mid, pb);
-        w.want_tag = NULL;
+        w->want_tag = want;
+        int nl = align_steps(w, last, mid, pb);
+        w->want_tag = NULL;
         int kb = 0;
         for (int k = 0; k < na; ++k) {
             /* The last step's own actions before middle action pa[k][1]. */
@@ -385,6 +385,29 @@ static int fold_whole(const Fit *f, PhaseForm *pf, const PrimeActionForm *forms,
             if (pb[kb][1] < 0)
                 e[ne++] = (Entry){-1, -1, start[last] + pb[kb][0]};
     }
+    return ne;
+}
+
+/* The whole phase, steps [0, nb), as one loop whose body is every step's
+ * actions, each with the iterations that skip it (the first step's
+ * allocation of an accumulator, the last step's absent sends): the same
+ * body, with another trip count, on every size of the mesh. The loop's
+ * forms go to out; returns their number, or 0 when the steps do not fit
+ * (then pf->noffset_forms is as it was). */
+static int fold_whole(const Fit *f, PhaseForm *pf, const PrimeActionForm *forms, const int *start,
+                      int nb, PrimeOffsetForm *offs, PrimeActionForm *out) {
+    Whole w = {.f = f, .offs = offs, .forms = forms, .start = start, .nb = nb};
+    int last = nb - 1, mid = nb >= 3 ? 1 : -1;
+    int lf = start[1] - start[0], ll = start[nb] - start[last];
+    int lm = mid >= 0 ? start[2] - start[1] : 0;
+    for (int t = 2; t < last; ++t)
+        if (start[t + 1] - start[t] != lm)
+            return 0;
+    int cap = lf + ll + lm + 2;
+    Pair *pa = ARENA_ARRAY(f->arena, Pair, cap);
+    Pair *pb = ARENA_ARRAY(f->arena, Pair, cap);
+    Entry *e = ARENA_ARRAY(f->arena, Entry, cap);
+    int ne = whole_entries(&w, pa, pb, e);
     int saved_noff = pf->noffset_forms;
     int dtag = 0;
     for (int k = 0; k < ne; ++k) {
@@ -605,6 +628,7 @@ static int fold_runs(const Fit *f, PrimeActionForm *forms, int n) {
     }
     PrimeActionForm *out = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
     PrimeActionForm unit[4];
+    PrimeAffine unit_sl[4][1 + PRIME_MAX_KERNEL_INPUTS];
     PrimeOffsetForm off;
     int m = 0;
     for (int p = 0; p < n;) {
@@ -614,10 +638,9 @@ static int fold_runs(const Fit *f, PrimeActionForm *forms, int n) {
             int ok = 1;
             for (int j = 0; j < 2 * q && ok; ++j)
                 ok = !looped[p + j];
-            for (int j = 0; j < q && ok; ++j) {
-                PrimeAffine *sl = ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS);
-                ok = step_increments(f, &forms[p + j], &forms[p + q + j], NULL, &unit[j], &off, sl);
-            }
+            for (int j = 0; j < q && ok; ++j)
+                ok = step_increments(f, &forms[p + j], &forms[p + q + j], NULL, &unit[j], &off,
+                                     unit_sl[j]);
             long reps = ok ? 2 : 1;
             while (ok && p + (reps + 1) * q <= n) {
                 for (int j = 0; j < q && ok; ++j) {
