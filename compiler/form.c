@@ -548,7 +548,7 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     sf->mesh.naxes = m->naxes;
     for (int a = 0; a < m->naxes; ++a)
         sf->mesh.size[a] = m->sizes[a];
-    FitScratch scratch = {NULL, NULL, NULL, 0, NULL, 0};
+    FitScratch scratch = {NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, 0};
     Fit f = {.arena = arena, .scratch = &scratch, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
     for (int a = 0; a < m->naxes; ++a) {
         long c[PRIME_MAX_AXES] = {0};
@@ -580,6 +580,8 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     free(scratch.loop_off);
     free(scratch.loop_slots);
     free(scratch.lcs);
+    free(scratch.runs);
+    free(scratch.runs_looped);
     sf->home = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     sf->final = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     for (int t = 0; t < s->ntensors; ++t) {

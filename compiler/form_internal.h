@@ -16,6 +16,9 @@ typedef struct FitScratch {
     int cap;
     int *lcs; /* the table of align_steps (form_steps.c) */
     size_t lcs_cap;
+    PrimeActionForm *runs; /* fold_runs' output and marks (form_steps.c) */
+    unsigned char *runs_looped;
+    int runs_cap;
 } FitScratch;
 
 typedef struct Fit {

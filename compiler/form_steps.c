@@ -618,7 +618,16 @@ static int fold_step_loops(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, 
  * device held, one by one) into loops; returns the new number of forms.
  * Kernels stay as they are (their offset forms belong to the steps). */
 static int fold_runs(const Fit *f, PrimeActionForm *forms, int n) {
-    unsigned char *looped = ARENA_ARRAY(f->arena, unsigned char, n + 1);
+    FitScratch *sc = f->scratch;
+    if (n + 1 > sc->runs_cap) {
+        sc->runs_cap = n + 1 > 2 * sc->runs_cap ? n + 1 : 2 * sc->runs_cap;
+        sc->runs = realloc(sc->runs, sizeof(PrimeActionForm) * (size_t)sc->runs_cap);
+        sc->runs_looped = realloc(sc->runs_looped, (size_t)sc->runs_cap);
+        if (!sc->runs || !sc->runs_looped)
+            ICE("out of memory");
+    }
+    unsigned char *looped = sc->runs_looped;
+    memset(looped, 0, (size_t)n + 1);
     for (int i = 0; i < n; ++i) {
         if (forms[i].repeat > 1)
             for (int j = i; j < i + forms[i].body && j < n; ++j)
@@ -626,7 +635,7 @@ static int fold_runs(const Fit *f, PrimeActionForm *forms, int n) {
         if (forms[i].a.op == PRIME_ACT_STEP || forms[i].arg_form == PRIME_FORM_AFFINE)
             looped[i] = 1;
     }
-    PrimeActionForm *out = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
+    PrimeActionForm *out = sc->runs;
     PrimeActionForm unit[4];
     PrimeAffine unit_sl[4][1 + PRIME_MAX_KERNEL_INPUTS];
     PrimeOffsetForm off;
