@@ -343,10 +343,19 @@ int sched_slot_alloc(Builder *b, int tensor, int dev) {
     uint64_t *ring = used + SLOT_BITMAP_WORDS;
     int size = (int)(*ring >> 32), next = (int)(*ring & 0xffffffffu);
     int s = -1;
-    for (int k = 0; k < size && s < 0; ++k) {
-        int c = (next + k) % size;
-        if (!slot_is_used(used, c))
-            s = c;
+    if (size <= 64) {
+        /* One word: the free slots of the ring, from next on first. */
+        uint64_t ring_free = ~used[0] & (size == 64 ? ~(uint64_t)0 : ((uint64_t)1 << size) - 1);
+        uint64_t after = next < 64 ? ring_free & (~(uint64_t)0 << next) : 0;
+        if (ring_free)
+            s = __builtin_ctzll(after ? after : ring_free);
+    } else {
+        for (int c = next; c < size && s < 0; ++c)
+            if (!slot_is_used(used, c))
+                s = c;
+        for (int c = 0; c < next && c < size && s < 0; ++c)
+            if (!slot_is_used(used, c))
+                s = c;
     }
     for (int c = size; s < 0 && c < MAX_SLOTS; ++c)
         if (!slot_is_used(used, c))
@@ -355,7 +364,7 @@ int sched_slot_alloc(Builder *b, int tensor, int dev) {
         used[s / 64] |= (uint64_t)1 << (s % 64);
         if (s + 1 > size)
             size = s + 1;
-        *ring = (uint64_t)size << 32 | (uint64_t)((s + 1) % size);
+        *ring = (uint64_t)size << 32 | (uint64_t)(s + 1 == size ? 0 : s + 1);
         if (!b->dry && s + 1 > b->s->tensors[tensor].max_slots)
             b->s->tensors[tensor].max_slots = s + 1;
         if (b->gained_flag && !b->gained_flag[tensor]) {
