@@ -15,7 +15,7 @@ same for --before, side by side).
 
 --set opt: OPT-175B (examples/opt_layer.prime, published shape) with 1
 and 96 layers under the Megatron plan on 4 and 16 devices and the square
-grid on 2x2 and 4x4: `check`, the compiler's own time to the emitted C
+grid on 2x2, 4x4 and 8x8: `check`, the compiler's own time to the emitted C
 (`--dump-after=emit`, unformatted), `build --emit-only` (formatted with
 clang-format), `build` (the C compiler too), and the emitted C's size.
 
@@ -102,7 +102,8 @@ def opt_set(a):
     cases = [("opt_megatron", "P=4", "Megatron, 4 devices"),
              ("opt_megatron", "P=16", "Megatron, 16 devices"),
              ("opt_square", "P=2", "square, 2x2"),
-             ("opt_square", "P=4", "square, 4x4")]
+             ("opt_square", "P=4", "square, 4x4"),
+             ("opt_square", "P=8", "square, 8x8")]
     head = ["plan", "layers", "check", "to C (own)", "max RSS", "emit-only", "build", "C size"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))

@@ -213,6 +213,8 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
                 printer_printf(p, ", .dstep_tag = %d", af->dstep_tag);
             if (af->dstep_tensor)
                 printer_printf(p, ", .dstep_tensor = %d", af->dstep_tensor);
+            if (af->skip)
+                printer_printf(p, ", .skip = %d", af->skip);
             printer_printf(p, "},\n");
         }
         printer_indent(p, -1);

@@ -12,25 +12,7 @@
 #include <string.h>
 
 #include "form_fold.h"
-
-/* Room that fold_steps reuses from phase to phase (its trials' loop
- * forms; the arena would keep every phase's). */
-typedef struct FitScratch {
-    PrimeActionForm *loop;
-    PrimeOffsetForm *loop_off;
-    PrimeAffine *loop_slots; /* 1 + PRIME_MAX_KERNEL_INPUTS per loop form */
-    int cap;
-} FitScratch;
-
-typedef struct Fit {
-    Arena *arena;
-    FitScratch *scratch;
-    const Schedule *s;
-    const PrimeMesh *mesh;
-    int ndev;
-    long coords0[PRIME_MAX_AXES];
-    int unit[PRIME_MAX_AXES]; /* the rank one step along axis a from the origin; -1 if size 1 */
-} Fit;
+#include "form_internal.h"
 
 /* Fits v(rank) = (base + sum coef[a] * c[a]) mod modulus through the
  * origin and the unit ranks, then checks it on every rank. */
@@ -263,244 +245,6 @@ static const char *prove_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf
     return NULL;
 }
 
-/* ---- Step loops ---------------------------------------------------- */
-
-/* The slot affine of slot k (0: the action's own, 1 + x: input x). */
-static PrimeAffine slot_affine(const Fit *f, const PrimeActionForm *af, int k) {
-    if (af->slots)
-        return af->slots[k];
-    PrimeAffine a;
-    memset(&a, 0, sizeof a);
-    int tensor = k ? af->a.in_tensor[k - 1] : af->a.tensor;
-    a.modulus = af->a.op == PRIME_ACT_WAIT || af->a.op == PRIME_ACT_STEP
-                    ? 1
-                    : f->s->tensors[tensor].max_slots;
-    a.base = k ? af->a.in_slot[k - 1] : af->a.slot;
-    return a;
-}
-
-/* Whether b is a advanced by `it` steps of the increment d (for
- * affine forms: same coefficients and modulus, bases in progression). */
-static long mod_step(long x, long m) {
-    long v = x % m;
-    return v < 0 ? v + m : v;
-}
-
-static int affine_follows(const PrimeAffine *a, const PrimeAffine *b, long d, long it) {
-    if (a->modulus != b->modulus || a->modulus <= 0 || a->tcoef || b->tcoef)
-        return 0;
-    if (memcmp(a->coef, b->coef, sizeof a->coef) != 0)
-        return 0;
-    return mod_step(b->base, a->modulus) == mod_step(a->base + it * d, a->modulus);
-}
-
-/* The increments from form a (iteration 0) to form b (iteration 1), in
- * the loop form `out` (a's fields with tcoef set, its slots in sl, room
- * for 1 + PRIME_MAX_KERNEL_INPUTS); 0 if their shapes differ in a way no
- * loop covers. */
-static int step_increments(const Fit *f, const PrimeActionForm *a, const PrimeActionForm *b,
-                           const PrimeOffsetForm *offs, PrimeActionForm *out,
-                           PrimeOffsetForm *loop_off, PrimeAffine *sl) {
-    if (a->a.op != b->a.op || a->a.tensor != b->a.tensor || a->a.kind != b->a.kind ||
-        a->a.nin != b->a.nin || a->peer_form != b->peer_form || a->arg_form != b->arg_form ||
-        a->peer_form == PRIME_FORM_TABLE || a->arg_form == PRIME_FORM_TABLE ||
-        (a->slots == NULL) != (b->slots == NULL) || a->repeat > 1 || b->repeat > 1)
-        return 0;
-    for (int x = 0; x < a->a.nin && x < PRIME_MAX_KERNEL_INPUTS; ++x)
-        if (a->a.in_tensor[x] != b->a.in_tensor[x])
-            return 0;
-    if (a->peer_form == PRIME_FORM_SHIFT && memcmp(a->delta, b->delta, sizeof a->delta) != 0)
-        return 0;
-    if (a->peer_form == PRIME_FORM_CONST && a->a.peer != b->a.peer)
-        return 0;
-    if (a->arg_form == PRIME_FORM_GROUP && a->index != b->index)
-        return 0;
-    *out = *a;
-    out->dstep_tag = b->a.tag - a->a.tag;
-    out->dstep_arg = a->arg_form == PRIME_FORM_CONST ? b->a.arg - a->a.arg : 0;
-    int nslots = 1 + (a->a.nin < PRIME_MAX_KERNEL_INPUTS ? a->a.nin : PRIME_MAX_KERNEL_INPUTS);
-    int moving = 0;
-    for (int k = 0; k <= PRIME_MAX_KERNEL_INPUTS; ++k) {
-        if (k >= nslots) {
-            sl[k].modulus = 1;
-            continue;
-        }
-        PrimeAffine sa = slot_affine(f, a, k), sb = slot_affine(f, b, k);
-        if (sa.modulus <= 0)
-            return 0;
-        long d = mod_step(sb.base - sa.base, sa.modulus);
-        if (!affine_follows(&sa, &sb, d, 1))
-            return 0;
-        sl[k] = sa;
-        sl[k].tcoef = d;
-        moving |= d != 0;
-    }
-    out->slots = moving || a->slots ? sl : NULL;
-    if (a->arg_form == PRIME_FORM_AFFINE) {
-        const PrimeOffsetForm *oa = &offs[a->index], *ob = &offs[b->index];
-        if (oa->ndims != ob->ndims || memcmp(oa->scale, ob->scale, sizeof oa->scale) != 0)
-            return 0;
-        *loop_off = *oa;
-        for (int x = 0; x < oa->ndims; ++x) {
-            long d = mod_step(ob->dim[x].base - oa->dim[x].base, oa->dim[x].modulus);
-            if (!affine_follows(&oa->dim[x], &ob->dim[x], d, 1))
-                return 0;
-            loop_off->dim[x].tcoef = d;
-        }
-    }
-    return 1;
-}
-
-/* Whether form c is the loop form l at iteration it. */
-static int step_matches(const Fit *f, const PrimeActionForm *l, const PrimeOffsetForm *loop_off,
-                        const PrimeActionForm *c, const PrimeOffsetForm *offs, long it) {
-    if (c->a.tag != l->a.tag + it * l->dstep_tag)
-        return 0;
-    if (l->arg_form == PRIME_FORM_CONST && c->a.arg != l->a.arg + it * l->dstep_arg)
-        return 0;
-    if (l->peer_form == PRIME_FORM_SHIFT && memcmp(l->delta, c->delta, sizeof l->delta) != 0)
-        return 0;
-    if (l->peer_form == PRIME_FORM_CONST && l->a.peer != c->a.peer)
-        return 0;
-    if (l->arg_form == PRIME_FORM_GROUP && l->index != c->index)
-        return 0;
-    if (l->a.op != c->a.op || l->a.tensor != c->a.tensor || l->a.kind != c->a.kind ||
-        l->a.nin != c->a.nin || l->peer_form != c->peer_form || l->arg_form != c->arg_form)
-        return 0;
-    for (int x = 0; x < l->a.nin && x < PRIME_MAX_KERNEL_INPUTS; ++x)
-        if (l->a.in_tensor[x] != c->a.in_tensor[x])
-            return 0;
-    int nslots = 1 + (l->a.nin < PRIME_MAX_KERNEL_INPUTS ? l->a.nin : PRIME_MAX_KERNEL_INPUTS);
-    for (int k = 0; k < nslots; ++k) {
-        PrimeAffine base = slot_affine(f, l, k), sc = slot_affine(f, c, k);
-        long d = l->slots ? l->slots[k].tcoef : 0;
-        base.tcoef = 0;
-        if (!affine_follows(&base, &sc, d, it))
-            return 0;
-    }
-    if (l->arg_form == PRIME_FORM_AFFINE) {
-        const PrimeOffsetForm *oc = &offs[c->index];
-        if (oc->ndims != loop_off->ndims ||
-            memcmp(oc->scale, loop_off->scale, sizeof oc->scale) != 0)
-            return 0;
-        for (int x = 0; x < oc->ndims; ++x) {
-            PrimeAffine base = loop_off->dim[x];
-            long d = base.tcoef;
-            base.tcoef = 0;
-            if (!affine_follows(&base, &oc->dim[x], d, it))
-                return 0;
-        }
-    }
-    return 1;
-}
-
-/* Folds runs of steps that repeat with fields in progression into step
- * loops (PrimeActionForm.repeat); returns the new number of forms. */
-static int fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n,
-                      PrimeOffsetForm *offs) {
-    int *start = ARENA_ARRAY_UNINIT(f->arena, int, n + 2);
-    int nb = 0;
-    for (int i = 0; i < n; ++i)
-        if (forms[i].a.op == PRIME_ACT_STEP)
-            start[nb++] = i;
-    if (nb < 2)
-        return n;
-    start[nb] = n;
-    /* A unit is at most four steps long. */
-    int unit = 0;
-    for (int b = 0; b < nb; ++b) {
-        int len = start[b + 4 < nb ? b + 4 : nb] - start[b];
-        unit = len > unit ? len : unit;
-    }
-    FitScratch *sc = f->scratch;
-    if (unit + 1 > sc->cap) {
-        sc->cap = unit + 1 > 2 * sc->cap ? unit + 1 : 2 * sc->cap;
-        sc->loop = realloc(sc->loop, sizeof(PrimeActionForm) * (size_t)sc->cap);
-        sc->loop_off = realloc(sc->loop_off, sizeof(PrimeOffsetForm) * (size_t)sc->cap);
-        sc->loop_slots = realloc(sc->loop_slots, sizeof(PrimeAffine) * (size_t)sc->cap *
-                                                     (1 + PRIME_MAX_KERNEL_INPUTS));
-        if (!sc->loop || !sc->loop_off || !sc->loop_slots)
-            ICE("out of memory");
-    }
-    PrimeActionForm *loop = sc->loop;
-    PrimeOffsetForm *loop_off = sc->loop_off;
-    PrimeActionForm *out = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
-    int m = 0;
-    for (int i = 0; i < start[0]; ++i)
-        out[m++] = forms[i];
-    for (int b = 0; b < nb;) {
-        /* The best unit of q steps (1 to 4: slots that alternate make
-         * a unit of two) repeated reps times from step b. */
-        int best_q = 1, best_reps = 1;
-        for (int q = 1; q <= 4 && b + 2 * q <= nb; ++q) {
-            int len = start[b + q] - start[b];
-            if (start[b + 2 * q] - start[b + q] != len)
-                continue;
-            int ok = 1, reps;
-            for (int p = 0; p < len && ok; ++p)
-                ok = step_increments(f, &forms[start[b] + p], &forms[start[b + q] + p], offs,
-                                     &loop[p], &loop_off[p],
-                                     sc->loop_slots + (size_t)p * (1 + PRIME_MAX_KERNEL_INPUTS));
-            for (reps = ok ? 2 : 1; ok && b + (reps + 1) * q <= nb; ++reps) {
-                int u = start[b + reps * q];
-                if (start[b + (reps + 1) * q] - u != len)
-                    break;
-                int match = 1;
-                for (int p = 0; p < len && match; ++p)
-                    match = step_matches(f, &loop[p], &loop_off[p], &forms[u + p], offs, reps);
-                if (!match)
-                    break;
-            }
-            if (reps >= 2 && reps * q > best_reps * best_q)
-                best_q = q, best_reps = reps;
-        }
-        int len = start[b + best_q] - start[b];
-        if (best_reps >= 2) {
-            /* Recompute the unit's increments for the chosen q. */
-            for (int p = 0; p < len; ++p)
-                step_increments(f, &forms[start[b] + p], &forms[start[b + best_q] + p], offs,
-                                &loop[p], &loop_off[p],
-                                ARENA_ARRAY(f->arena, PrimeAffine, 1 + PRIME_MAX_KERNEL_INPUTS));
-            for (int p = 0; p < len; ++p) {
-                PrimeActionForm *lf = &out[m + p];
-                *lf = loop[p];
-                if (lf->arg_form == PRIME_FORM_AFFINE) {
-                    offs[pf->noffset_forms] = loop_off[p];
-                    lf->index = pf->noffset_forms++;
-                }
-            }
-            out[m].repeat = best_reps;
-            out[m].body = len;
-            m += len;
-            b += best_reps * best_q;
-        } else {
-            for (int p = 0; p < start[b + 1] - start[b]; ++p)
-                out[m++] = forms[start[b] + p];
-            b += 1;
-        }
-    }
-    memcpy(forms, out, sizeof(PrimeActionForm) * (size_t)m);
-    /* Keep only the offset forms still used, in order of first use. */
-    int *map = ARENA_ARRAY(f->arena, int, pf->noffset_forms + 1);
-    PrimeOffsetForm *kept = ARENA_ARRAY(f->arena, PrimeOffsetForm, pf->noffset_forms + 1);
-    int nkept = 0;
-    for (int k = 0; k < pf->noffset_forms; ++k)
-        map[k] = -1;
-    for (int i = 0; i < m; ++i) {
-        if (forms[i].arg_form != PRIME_FORM_AFFINE)
-            continue;
-        int k = forms[i].index;
-        if (map[k] < 0) {
-            map[k] = nkept;
-            kept[nkept++] = offs[k];
-        }
-        forms[i].index = map[k];
-    }
-    memcpy(offs, kept, sizeof(PrimeOffsetForm) * (size_t)nkept);
-    pf->noffset_forms = nkept;
-    return m;
-}
-
 /* The fallback that a canonical order of posts may cure (form_build). */
 static const char *const different_sequences = "ranks run different action sequences";
 
@@ -597,7 +341,7 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
                 pf->uses_offsets = 1;
         }
     }
-    n = fold_steps(f, pf, forms, n, offs);
+    n = form_fold_steps(f, pf, forms, n, offs);
     pf->form.mesh = f->mesh;
     pf->form.nforms = n;
     pf->form.forms = forms;
@@ -804,7 +548,7 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     sf->mesh.naxes = m->naxes;
     for (int a = 0; a < m->naxes; ++a)
         sf->mesh.size[a] = m->sizes[a];
-    FitScratch scratch = {NULL, NULL, NULL, 0};
+    FitScratch scratch = {NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, 0};
     Fit f = {.arena = arena, .scratch = &scratch, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
     for (int a = 0; a < m->naxes; ++a) {
         long c[PRIME_MAX_AXES] = {0};
@@ -835,6 +579,9 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     free(scratch.loop);
     free(scratch.loop_off);
     free(scratch.loop_slots);
+    free(scratch.lcs);
+    free(scratch.runs);
+    free(scratch.runs_looped);
     sf->home = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     sf->final = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     for (int t = 0; t < s->ntensors; ++t) {

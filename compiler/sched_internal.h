@@ -33,7 +33,12 @@
 #include <string.h>
 
 #define MAX_SLOTS 1024
-#define SLOT_WORDS (MAX_SLOTS / 64)
+/* Per tensor and device: a bitmap of the slots in use, then one word of
+ * the ring the slots are handed out from (sched_slot_alloc): the ring's
+ * size in the high half, the next slot to try in the low half. Copies,
+ * saves and restores of the machine carry both. */
+#define SLOT_BITMAP_WORDS (MAX_SLOTS / 64)
+#define SLOT_WORDS (SLOT_BITMAP_WORDS + 1)
 
 typedef struct Held {
     long tile;
@@ -96,7 +101,7 @@ typedef struct Machine {
     int ntensors;
     int ndev;
     Store **stores;       /* [tensor][dev]; room for Builder.tensor_cap tensors */
-    uint64_t **slot_used; /* [tensor]: bitmap [dev * SLOT_WORDS + slot / 64] */
+    uint64_t **slot_used; /* [tensor]: bitmap [dev * SLOT_WORDS + slot / 64], then the ring */
 } Machine;
 
 /* Moves of trial runs are discarded: their reasons are not written out. */

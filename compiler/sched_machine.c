@@ -326,16 +326,45 @@ PrimeAction *sched_act(Builder *b, int dev, int op) {
     return a;
 }
 
+static int slot_is_used(const uint64_t *used, int s) {
+    return (used[s / 64] >> (s % 64)) & 1;
+}
+
+/* The slot a new tile of a tensor gets on a device: the first free one
+ * in the device's ring of the tensor's slots, from the one after the
+ * slot handed out last (next-fit), so that the tiles of a tensor that
+ * travel through a device take its slots in turn; a ring of R slots is
+ * then an affine function of the step (slot = (base + k * step) mod R),
+ * which the program's loops can follow. The ring grows by one when all
+ * of its slots are in use, so it is as large as the most tiles the device
+ * holds at once, as lowest-free slots would be. */
 int sched_slot_alloc(Builder *b, int tensor, int dev) {
     uint64_t *used = b->m.slot_used[tensor] + (size_t)dev * SLOT_WORDS;
-    for (int w = 0; w < SLOT_WORDS; ++w) {
-        if (used[w] == ~(uint64_t)0)
-            continue;
-        int bit = 0;
-        while (used[w] & ((uint64_t)1 << bit))
-            bit++;
-        used[w] |= (uint64_t)1 << bit;
-        int s = w * 64 + bit;
+    uint64_t *ring = used + SLOT_BITMAP_WORDS;
+    int size = (int)(*ring >> 32), next = (int)(*ring & 0xffffffffu);
+    int s = -1;
+    if (size <= 64) {
+        /* One word: the free slots of the ring, from next on first. */
+        uint64_t ring_free = ~used[0] & (size == 64 ? ~(uint64_t)0 : ((uint64_t)1 << size) - 1);
+        uint64_t after = next < 64 ? ring_free & (~(uint64_t)0 << next) : 0;
+        if (ring_free)
+            s = __builtin_ctzll(after ? after : ring_free);
+    } else {
+        for (int c = next; c < size && s < 0; ++c)
+            if (!slot_is_used(used, c))
+                s = c;
+        for (int c = 0; c < next && c < size && s < 0; ++c)
+            if (!slot_is_used(used, c))
+                s = c;
+    }
+    for (int c = size; s < 0 && c < MAX_SLOTS; ++c)
+        if (!slot_is_used(used, c))
+            s = c;
+    if (s >= 0) {
+        used[s / 64] |= (uint64_t)1 << (s % 64);
+        if (s + 1 > size)
+            size = s + 1;
+        *ring = (uint64_t)size << 32 | (uint64_t)(s + 1 == size ? 0 : s + 1);
         if (!b->dry && s + 1 > b->s->tensors[tensor].max_slots)
             b->s->tensors[tensor].max_slots = s + 1;
         if (b->gained_flag && !b->gained_flag[tensor]) {

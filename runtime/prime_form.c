@@ -149,12 +149,15 @@ static PrimeStatus expand_form(const PrimePhase *phase, int rank, PrimeRankPhase
         long reps;
         int end = run_end(f, i, &reps);
         for (int j = i; j < end; ++j) {
-            nactions += reps;
+            long runs = 0;
+            for (long it = 0; it < reps; ++it)
+                runs += prime_form_runs(f->forms[j].skip, it, reps);
+            nactions += runs;
             if (f->forms[j].arg_form == PRIME_FORM_AFFINE)
-                nkernels += reps;
+                nkernels += runs;
             if (f->forms[j].arg_form == PRIME_FORM_GROUP) {
-                ngroups += reps;
-                nmembers += reps * group_size(mesh, &f->group_forms[f->forms[j].index]);
+                ngroups += runs;
+                nmembers += runs * group_size(mesh, &f->group_forms[f->forms[j].index]);
             }
         }
         i = end;
@@ -175,7 +178,8 @@ static PrimeStatus expand_form(const PrimePhase *phase, int rank, PrimeRankPhase
         int end = run_end(f, i, &reps);
         for (long it = 0; it < reps; ++it)
             for (int j = i; j < end; ++j)
-                expand_action(f, &f->forms[j], it, rank, coords, v, &k, &g, &m);
+                if (prime_form_runs(f->forms[j].skip, it, reps))
+                    expand_action(f, &f->forms[j], it, rank, coords, v, &k, &g, &m);
         i = end;
     }
     v->actions = v->own_actions;

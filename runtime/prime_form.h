@@ -75,7 +75,22 @@ typedef struct PrimeActionForm {
     int dstep_arg;
     int dstep_tag;
     int dstep_tensor;
+    /* Inside a loop's body: the iterations that skip this action
+     * (PrimeSkip bits), so that one body covers a whole phase of steps:
+     * the first step allocates what the others find, the last sends
+     * nothing on. 0: every iteration. */
+    int skip;
 } PrimeActionForm;
+
+/* PrimeActionForm.skip: the first iteration (it = 0), the last
+ * (it = repeat - 1) and those between. */
+enum { PRIME_SKIP_FIRST = 1, PRIME_SKIP_LAST = 2, PRIME_SKIP_MIDDLE = 4 };
+
+/* Whether a form with skip bits `skip` runs at iteration it of reps. */
+static inline int prime_form_runs(int skip, long it, long reps) {
+    int cls = it == 0 ? PRIME_SKIP_FIRST : it == reps - 1 ? PRIME_SKIP_LAST : PRIME_SKIP_MIDDLE;
+    return !(skip & cls);
+}
 
 /* A kernel's global tile origin per operator dimension:
  * offsets[x] = scale[x] * dim[x](c). */

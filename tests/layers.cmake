@@ -81,3 +81,18 @@ add_test(NAME layers/stages/stages_mlp
                  stages_mlp ${PRIMEC_STAGES_DIR}/stages_mlp)
 set_tests_properties(layers/stages/stages_mlp PROPERTIES LABELS run TIMEOUT 300
                      FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+
+# The square grid's emitted program does not grow with the mesh: a square
+# matmul's C on 2x2, 4x4 and 8x8 is the same up to its numbers (and the
+# 8x8 one passes --check), and the small OPT model's square plan emits as
+# many action forms on 8x8 as on 4x4, its C within 2% on all three
+# (tests/run/mesh_form.sh).
+add_test(NAME layers/mesh/matmul_square
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/mesh_form.sh $<TARGET_FILE:primec>
+                 ${CMAKE_CURRENT_BINARY_DIR}/layers/mesh/matmul_square matmul)
+add_test(NAME layers/mesh/opt_small_square
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/mesh_form.sh $<TARGET_FILE:primec>
+                 ${CMAKE_CURRENT_BINARY_DIR}/layers/mesh/opt_small_square model
+                 ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime opt_small_square)
+set_tests_properties(layers/mesh/matmul_square layers/mesh/opt_small_square PROPERTIES
+                     LABELS run TIMEOUT 600 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")

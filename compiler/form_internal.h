@@ -1,0 +1,39 @@
+/*
+ * form_internal.h — what the form pass (form.c) shares with its step
+ * loops (form_steps.c).
+ */
+#ifndef PRIMEC_FORM_INTERNAL_H
+#define PRIMEC_FORM_INTERNAL_H
+
+#include "form.h"
+
+/* Room that fold_steps reuses from phase to phase (its trials' loop
+ * forms; the arena would keep every phase's). */
+typedef struct FitScratch {
+    PrimeActionForm *loop;
+    PrimeOffsetForm *loop_off;
+    PrimeAffine *loop_slots; /* 1 + PRIME_MAX_KERNEL_INPUTS per loop form */
+    int cap;
+    int *lcs; /* the table of align_steps (form_steps.c) */
+    size_t lcs_cap;
+    PrimeActionForm *runs; /* fold_runs' output and marks (form_steps.c) */
+    unsigned char *runs_looped;
+    int runs_cap;
+} FitScratch;
+
+typedef struct Fit {
+    Arena *arena;
+    FitScratch *scratch;
+    const Schedule *s;
+    const PrimeMesh *mesh;
+    int ndev;
+    long coords0[PRIME_MAX_AXES];
+    int unit[PRIME_MAX_AXES]; /* the rank one step along axis a from the origin; -1 if size 1 */
+} Fit;
+
+/* Folds runs of steps that repeat with fields in progression into step
+ * loops (PrimeActionForm.repeat); returns the new number of forms. */
+int form_fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n,
+                    PrimeOffsetForm *offs);
+
+#endif
