@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static size_t limit, held, peak;
+static size_t limit, held;
 static DiagSink *ctx_sink;
 static Span ctx_span;
 static int ctx_has_span;
@@ -48,7 +48,8 @@ void budget_set(size_t bytes) {
     limit = bytes;
 }
 
-size_t budget_default(void) {
+/* Half of the physical memory (0 when unknown). */
+static size_t budget_default(void) {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || size <= 0)
         return 0;
@@ -76,16 +77,6 @@ int budget_init_from_env(void) {
     }
     budget_set((size_t)b);
     return 1;
-}
-
-size_t budget_limit(void) {
-    return limit;
-}
-size_t budget_held(void) {
-    return held;
-}
-size_t budget_peak(void) {
-    return peak;
 }
 
 void budget_context(DiagSink *sink, const Span *span, const char *what) {
@@ -126,8 +117,6 @@ static void report(void) {
 
 void budget_charge(size_t bytes) {
     held += bytes;
-    if (held > peak)
-        peak = held;
     if (limit && held > limit && !reporting)
         report();
 }

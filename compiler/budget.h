@@ -8,7 +8,9 @@
  * the bytes its arenas hold, all together, and past the budget reports
  * an error at the model (or run) it was working on and exits with 1.
  *
- * The budget is PRIMEC_MAX_MEMORY (a byte count: 512M, 8G, 16GiB,
+ * The count is the process's, not a compilation's: the one piece of
+ * state the compiler keeps outside a Compilation (an arena knows no
+ * compilation). The budget is PRIMEC_MAX_MEMORY (a byte count: 512M, 8G, 16GiB,
  * 2000000000, or `none`) or `--max-memory`, by default half of this
  * machine's physical memory. The language server sets none.
  */
@@ -29,12 +31,6 @@ void budget_set(size_t bytes);
 /* PRIMEC_MAX_MEMORY's budget, or the default; 0 after an error on
  * stderr when the variable is malformed. */
 int budget_init_from_env(void);
-/* Half of the physical memory (0 when unknown). */
-size_t budget_default(void);
-size_t budget_limit(void);
-/* The bytes held now, and the most held at once. */
-size_t budget_held(void);
-size_t budget_peak(void);
 
 /* What the compiler is working on, for the error: `what` (e.g. "the
  * schedule of model 'm' on 4096 devices"), reported at span through sink

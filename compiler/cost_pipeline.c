@@ -92,7 +92,7 @@ int pipeline_compose(const PipelineLayer *l, const PipelineShape *sh, const Prof
         snprintf(err, errlen, "stages, chunks, replicas, layers and batches must be positive");
         return 0;
     }
-    if (sh->layers % (pp * v) != 0 && (!sh->uneven || v > 1 || pp > sh->layers)) {
+    if (v > 1 ? sh->layers % (pp * v) != 0 : !pipeline_stage_layers(sh->layers, pp, sh->uneven)) {
         snprintf(err, errlen, "%ld layers do not split into %ld stage%s of %ld chunk%s", sh->layers,
                  pp, pp == 1 ? "" : "s", v, v == 1 ? "" : "s");
         return 0;

@@ -8,7 +8,7 @@
  * alignment and memory of every instance).
  * `--dump-after=PASS` prints the IR after any pass and stops there.
  * Everything a compilation allocates lives in its arena; there is no
- * global compiler state.
+ * global compiler state but the process's memory budget (budget.h).
  */
 #ifndef PRIMEC_PIPELINE_H
 #define PRIMEC_PIPELINE_H

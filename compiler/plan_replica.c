@@ -50,38 +50,26 @@ int plan_replica_axis(const Plan *plan) {
     const Planner *p = plan->planner;
     if (!p || !p->token_dims)
         return -1;
+    /* The axis every instance with tokens splits them along. */
     int axis = -1;
     for (int i = 0; i < plan->ninst; ++i) {
         const PlanCandidate *pc = plan->cands[i].items[plan->choice[i]];
-        const Partition *part = pc->partition;
         const unsigned tok = p->token_dims[i];
-        const int ndims = pc->inst.op->ndims;
-        int found = -1;
-        for (int k = 0; k < part->naxes; ++k) {
-            if (!tok) {
-                /* An instance without tokens is the same on every replica:
-                 * none of its axes may lie along the replica axis. */
-                if (axis >= 0 && pc->axis_map[k] == axis)
-                    return -1;
-                continue;
-            }
-            if (replica_axis_of(part, k, tok, ndims)) {
-                found = pc->axis_map[k];
-                break;
-            }
-        }
         if (!tok)
             continue;
+        int found = -1;
+        for (int k = 0; k < pc->partition->naxes && found < 0; ++k)
+            if (replica_axis_of(pc->partition, k, tok, pc->inst.op->ndims))
+                found = pc->axis_map[k];
         if (found < 0 || (axis >= 0 && found != axis))
             return -1;
         axis = found;
     }
-    /* The instances without tokens seen before the axis was known. */
+    /* An instance without tokens is the same on every replica: none of
+     * its partition's axes may lie along the replica axis. */
     for (int i = 0; axis >= 0 && i < plan->ninst; ++i) {
         const PlanCandidate *pc = plan->cands[i].items[plan->choice[i]];
-        if (p->token_dims[i])
-            continue;
-        for (int k = 0; k < pc->partition->naxes; ++k)
+        for (int k = 0; !p->token_dims[i] && k < pc->partition->naxes; ++k)
             if (pc->axis_map[k] == axis)
                 return -1;
     }
