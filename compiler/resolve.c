@@ -392,6 +392,136 @@ static void model_micro(Resolver *r, ModelCtx *mc, const ModelItem *it) {
     resolve_micro_item(r, mc->m, it, value, count);
 }
 
+/* A model's mesh: its axes, sizes and device count. */
+static void model_mesh(Resolver *r, ModelCtx *mc, const ModelItem *it) {
+    Model *m = mc->m;
+    if (mc->have_mesh) {
+        diag_error(r->sink, it->span, "model '%s' declares a second mesh", m->name);
+        diag_note(r->sink, mc->mesh_item->span, "first mesh");
+        mc->ok = 0;
+        return;
+    }
+    mc->have_mesh = 1;
+    mc->mesh_item = it;
+    m->mesh.span = it->span;
+    m->mesh.ndev = 1;
+    if (it->axes.count > IR_MAX_AXES) {
+        diag_error(r->sink, it->span, "a mesh has at most %d axes", IR_MAX_AXES);
+        mc->ok = 0;
+        return;
+    }
+    long ndev = 1;
+    int overflow = 0;
+    for (int a = 0; a < it->axes.count; ++a) {
+        const AxisDecl *ax = it->axes.items[a];
+        long v;
+        if (!eval_param_expr(r, ax->size, mc->params, mc->nparams, &v)) {
+            mc->mesh_bad = 1;
+            mc->ok = 0;
+            continue;
+        }
+        if (v < 1) {
+            diag_error(r->sink, ax->size->span,
+                       "mesh axis '%s' has size %ld; a mesh axis has at least one device",
+                       ax->name.name, v);
+            mc->mesh_bad = 1;
+            mc->ok = 0;
+            continue;
+        }
+        for (int b = 0; b < m->mesh.naxes; ++b) {
+            if (m->mesh.names[b] == ax->name.name) {
+                diag_error(r->sink, ax->name.span, "mesh axis '%s' declared twice", ax->name.name);
+                mc->ok = 0;
+            }
+        }
+        m->mesh.names[m->mesh.naxes] = ax->name.name;
+        m->mesh.sizes[m->mesh.naxes] = v;
+        m->mesh.spans[m->mesh.naxes] = ax->span;
+        m->mesh.naxes++;
+        if (!overflow && __builtin_mul_overflow(ndev, v, &ndev))
+            overflow = 1;
+    }
+    /* The device count is an int from here on: it is checked
+     * before it is narrowed. */
+    if (overflow || ndev > MESH_MAX_DEVICES) {
+        if (overflow)
+            diag_error(r->sink, it->span,
+                       "the mesh's device count overflows 64-bit integers; a mesh has at "
+                       "most %d devices",
+                       MESH_MAX_DEVICES);
+        else
+            diag_error(r->sink, it->span, "a mesh of %ld devices is larger than the supported %d",
+                       ndev, MESH_MAX_DEVICES);
+        mc->mesh_bad = 1;
+        mc->ok = 0;
+        ndev = 1;
+    }
+    m->mesh.ndev = (int)ndev;
+}
+
+/* A model's input or weight declaration (renamed in a layer or a
+ * micro-batch). */
+static void model_tensor(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
+    Model *m = mc->m;
+    Sym defname = map_def(r, mc, rn, it->name.name);
+    if (find_tensor(mc, defname) >= 0) {
+        diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
+        diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span, "previous definition");
+        mc->ok = 0;
+        return;
+    }
+    ModelTensor *t = model_new_tensor(r, mc);
+    t->name = defname;
+    t->span = it->name.span;
+    t->role = it->kind == MITEM_INPUT ? TENSOR_INPUT : TENSOR_WEIGHT;
+    t->producer = -1;
+    if (it->dims.count > IR_MAX_DIMS) {
+        diag_error(r->sink, it->span, "at most %d dimensions", IR_MAX_DIMS);
+        mc->ok = 0;
+        return;
+    }
+    int tok = 1;
+    for (int x = 0; x < it->dims.count; ++x) {
+        long v;
+        if (!eval_param_expr(r, it->dims.items[x], mc->params, mc->nparams, &v)) {
+            tok = 0;
+            continue;
+        }
+        if (v < 1) {
+            diag_error(r->sink, ((const Expr *)it->dims.items[x])->span,
+                       "dimension size %ld is not positive", v);
+            tok = 0;
+            continue;
+        }
+        if (v > RESOLVE_MAX_DIM) {
+            diag_error(r->sink, ((const Expr *)it->dims.items[x])->span,
+                       "dimension size %ld is larger than the supported %ld (the "
+                       "generated program passes sizes to BLAS as 32-bit integers)",
+                       v, (long)RESOLVE_MAX_DIM);
+            tok = 0;
+            continue;
+        }
+        t->sizes[t->ndims++] = v;
+    }
+    if (tok && !check_elements(r, t, it->span))
+        tok = 0;
+    if (!tok) {
+        mc->ok = 0;
+        ptrvec_push(r->arena, &mc->failed, (void *)defname); /* no cascades */
+        return;
+    }
+    if (it->file_name && it->kind == MITEM_INPUT && m->nmicro > 1 && mc->micro == 0) {
+        diag_error(r->sink, it->file_span,
+                   "an input loaded from a file is not split into micro-batches");
+        diag_note(r->sink, m->micro_item->span, "the micro-batches are declared here");
+        mc->ok = 0;
+    }
+    if (it->file_name && !tensor_source(r, it, t, rn != NULL))
+        mc->ok = 0; /* the tensor stays defined: no cascade */
+    m->ntensors++;
+    index_tensor(r, mc);
+}
+
 static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
     if (rn && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STRICT ||
@@ -431,133 +561,12 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
             break;
         }
         case MITEM_MESH:
-            if (mc->have_mesh) {
-                diag_error(r->sink, it->span, "model '%s' declares a second mesh", m->name);
-                diag_note(r->sink, mc->mesh_item->span, "first mesh");
-                mc->ok = 0;
-                break;
-            }
-            mc->have_mesh = 1;
-            mc->mesh_item = it;
-            m->mesh.span = it->span;
-            m->mesh.ndev = 1;
-            if (it->axes.count > IR_MAX_AXES) {
-                diag_error(r->sink, it->span, "a mesh has at most %d axes", IR_MAX_AXES);
-                mc->ok = 0;
-                break;
-            }
-            long ndev = 1;
-            int overflow = 0;
-            for (int a = 0; a < it->axes.count; ++a) {
-                const AxisDecl *ax = it->axes.items[a];
-                long v;
-                if (!eval_param_expr(r, ax->size, mc->params, mc->nparams, &v)) {
-                    mc->mesh_bad = 1;
-                    mc->ok = 0;
-                    continue;
-                }
-                if (v < 1) {
-                    diag_error(r->sink, ax->size->span,
-                               "mesh axis '%s' has size %ld; a mesh axis has at least one device",
-                               ax->name.name, v);
-                    mc->mesh_bad = 1;
-                    mc->ok = 0;
-                    continue;
-                }
-                for (int b = 0; b < m->mesh.naxes; ++b) {
-                    if (m->mesh.names[b] == ax->name.name) {
-                        diag_error(r->sink, ax->name.span, "mesh axis '%s' declared twice",
-                                   ax->name.name);
-                        mc->ok = 0;
-                    }
-                }
-                m->mesh.names[m->mesh.naxes] = ax->name.name;
-                m->mesh.sizes[m->mesh.naxes] = v;
-                m->mesh.spans[m->mesh.naxes] = ax->span;
-                m->mesh.naxes++;
-                if (!overflow && __builtin_mul_overflow(ndev, v, &ndev))
-                    overflow = 1;
-            }
-            /* The device count is an int from here on: it is checked
-             * before it is narrowed. */
-            if (overflow || ndev > MESH_MAX_DEVICES) {
-                if (overflow)
-                    diag_error(r->sink, it->span,
-                               "the mesh's device count overflows 64-bit integers; a mesh has at "
-                               "most %d devices",
-                               MESH_MAX_DEVICES);
-                else
-                    diag_error(r->sink, it->span,
-                               "a mesh of %ld devices is larger than the supported %d", ndev,
-                               MESH_MAX_DEVICES);
-                mc->mesh_bad = 1;
-                mc->ok = 0;
-                ndev = 1;
-            }
-            m->mesh.ndev = (int)ndev;
+            model_mesh(r, mc, it);
             break;
         case MITEM_INPUT:
-        case MITEM_WEIGHT: {
-            Sym defname = map_def(r, mc, rn, it->name.name);
-            if (find_tensor(mc, defname) >= 0) {
-                diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
-                diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span,
-                          "previous definition");
-                mc->ok = 0;
-                break;
-            }
-            ModelTensor *t = model_new_tensor(r, mc);
-            t->name = defname;
-            t->span = it->name.span;
-            t->role = it->kind == MITEM_INPUT ? TENSOR_INPUT : TENSOR_WEIGHT;
-            t->producer = -1;
-            if (it->dims.count > IR_MAX_DIMS) {
-                diag_error(r->sink, it->span, "at most %d dimensions", IR_MAX_DIMS);
-                mc->ok = 0;
-                break;
-            }
-            int tok = 1;
-            for (int x = 0; x < it->dims.count; ++x) {
-                long v;
-                if (!eval_param_expr(r, it->dims.items[x], mc->params, mc->nparams, &v)) {
-                    tok = 0;
-                    continue;
-                }
-                if (v < 1) {
-                    diag_error(r->sink, ((const Expr *)it->dims.items[x])->span,
-                               "dimension size %ld is not positive", v);
-                    tok = 0;
-                    continue;
-                }
-                if (v > RESOLVE_MAX_DIM) {
-                    diag_error(r->sink, ((const Expr *)it->dims.items[x])->span,
-                               "dimension size %ld is larger than the supported %ld (the "
-                               "generated program passes sizes to BLAS as 32-bit integers)",
-                               v, (long)RESOLVE_MAX_DIM);
-                    tok = 0;
-                    continue;
-                }
-                t->sizes[t->ndims++] = v;
-            }
-            if (tok && !check_elements(r, t, it->span))
-                tok = 0;
-            if (!tok) {
-                mc->ok = 0;
-                ptrvec_push(r->arena, &mc->failed, (void *)defname); /* no cascades */
-                break;
-            }
-            if (it->file_name && it->kind == MITEM_INPUT && m->nmicro > 1 && mc->micro == 0) {
-                diag_error(r->sink, it->file_span,
-                           "an input loaded from a file is not split into micro-batches");
-                diag_note(r->sink, m->micro_item->span, "the micro-batches are declared here");
-                mc->ok = 0;
-            }
-            if (it->file_name && !tensor_source(r, it, t, rn != NULL))
-                mc->ok = 0; /* the tensor stays defined: no cascade */
-            m->ntensors++;
-            index_tensor(r, mc);
+        case MITEM_WEIGHT:
+            model_tensor(r, mc, it, rn);
             break;
-        }
         case MITEM_INSTANCE: {
             const Op *op = module_find_op(r->module, it->op.name);
             if (!op) {
