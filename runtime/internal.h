@@ -34,6 +34,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Longest trace name kept, without the terminating NUL. */
 #define PRIME_RT_TRACE_NAME_MAX 63
@@ -181,6 +182,10 @@ PrimeStatus prime_rt_fault_point(PrimeDev *dev);
 /* Backend: stop answering. Threads: block until the world aborts. MPI:
  * sleep until the process is killed. */
 void prime_rt_stall(PrimeDev *dev);
+/* MPI (shm_watchdog.c): forks a watchdog that removes this process's
+ * /dev/shm files should the process die after its launcher `launcher`
+ * (whose daemon would otherwise remove them). */
+void prime_rt_watch_shm(pid_t launcher);
 /* Frees every device's trace, the devices and the world; the backend
  * state must be gone already. */
 void prime_rt_world_delete(PrimeWorld *world);

@@ -55,7 +55,9 @@
  * shared-memory segments. A process of a job of several asks the kernel
  * to kill it when its parent, the launcher, dies (PR_SET_PDEATHSIG: a
  * stopped process cannot notice anything itself), and a polling wait
- * also gives up when its parent has changed.
+ * also gives up when its parent has changed. A process that dies with its
+ * launcher leaves no daemon to remove its shared-memory segments, so a
+ * watchdog (shm_watchdog.c) removes them then.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -210,6 +212,7 @@ static void watch_launcher(int size) {
         raise(SIGKILL);
 #endif
     launcher_pid = parent;
+    prime_rt_watch_shm(parent);
 }
 
 void prime_rt_stall(PrimeDev *dev) {
