@@ -522,8 +522,143 @@ static void model_tensor(Resolver *r, ModelCtx *mc, const ModelItem *it, const R
     index_tensor(r, mc);
 }
 
-static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
+/* `param NAME = EXPR;` */
+static void model_param(Resolver *r, ModelCtx *mc, const ModelItem *it) {
+    for (int j = 0; j < mc->nparams; ++j) {
+        if (mc->params[j].name == it->name.name) {
+            diag_error(r->sink, it->name.span, "parameter '%s' defined twice", it->name.name);
+            diag_note(r->sink, mc->params[j].span, "previous definition");
+            mc->ok = 0;
+        }
+    }
+    long v = 0;
+    int failed = !eval_param_expr(r, it->value, mc->params, mc->nparams, &v);
+    if (failed)
+        mc->ok = 0;
+    /* A parameter in error is still known, so that its uses are
+     * not reported again. */
+    mc->params[mc->nparams].name = it->name.name;
+    mc->params[mc->nparams].value = v;
+    mc->params[mc->nparams].span = it->name.span;
+    mc->params[mc->nparams].failed = failed;
+    mc->nparams++;
+}
+
+/* Binds instance `inst`'s arguments to the model's tensors and its
+ * operator's dimensions to their sizes; 0 after an error. */
+static int bind_instance_args(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn,
+                              Instance *inst) {
+    const Model *m = mc->m;
+    const Op *op = inst->op;
+    int bound_by[IR_MAX_DIMS];
+    for (int d = 0; d < op->ndims; ++d) {
+        inst->dim_sizes[d] = -1;
+        bound_by[d] = -1;
+    }
+    for (int a = 0; a < it->args.count; ++a) {
+        const Ident *arg = it->args.items[a];
+        int ti = find_tensor(mc, map_use(r, mc, rn, arg->name));
+        if (ti < 0) {
+            missing_arg(r, mc, rn, it, arg);
+            return 0;
+        }
+        inst->args[a] = ti;
+        const ModelTensor *mt = &m->tensors[ti];
+        const OpTensor *ot = &op->inputs[a];
+        if (mt->ndims != ot->ndims) {
+            diag_error(r->sink, arg->span, "'%s' has %d dimensions but input '%s' of '%s' has %d",
+                       arg->name, mt->ndims, ot->name, op->name, ot->ndims);
+            diag_note(r->sink, mt->span, "'%s' is defined here", arg->name);
+            return 0;
+        }
+        for (int x = 0; x < ot->ndims; ++x) {
+            int d = ot->dims[x];
+            if (inst->dim_sizes[d] < 0) {
+                inst->dim_sizes[d] = mt->sizes[x];
+                bound_by[d] = a;
+            } else if (inst->dim_sizes[d] != mt->sizes[x]) {
+                const Ident *first = it->args.items[bound_by[d]];
+                diag_error(r->sink, arg->span,
+                           "shape mismatch: dimension '%s' of '%s' is %ld in '%s' but %ld in '%s'",
+                           op->dims[d], op->name, mt->sizes[x], arg->name, inst->dim_sizes[d],
+                           first->name);
+                diag_note(r->sink, first->span, "'%s' gives '%s' = %ld here", first->name,
+                          op->dims[d], inst->dim_sizes[d]);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* An operator instance `NAME = OP(ARGS) [use PARTITION];`. */
+static void model_instance(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
+    const Op *op = module_find_op(r->module, it->op.name);
+    if (!op) {
+        diag_error(r->sink, it->op.span, "unknown operator '%s'", it->op.name);
+        mc->ok = 0;
+        return;
+    }
+    Sym defname = map_def(r, mc, rn, it->name.name);
+    if (find_tensor(mc, defname) >= 0) {
+        diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
+        diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span, "previous definition");
+        mc->ok = 0;
+        return;
+    }
+    if (it->args.count != op->ninputs) {
+        diag_error(r->sink, it->span, "operator '%s' takes %d inputs, %d given", op->name,
+                   op->ninputs, it->args.count);
+        diag_note(r->sink, op->decl->name.span, "'%s' is declared here", op->name);
+        mc->ok = 0;
+        return;
+    }
+    Instance *inst = model_new_instance(r, mc);
+    inst->name = defname;
+    inst->span = it->site ? it->site->span : it->span; /* a part: its use */
+    inst->op = op;
+    int iok = bind_instance_args(r, mc, it, rn, inst);
+    if (!iok) {
+        mc->ok = 0;
+        ptrvec_push(r->arena, &mc->failed, (void *)defname);
+        return;
+    }
+    ModelTensor *t = model_new_tensor(r, mc);
+    t->name = defname;
+    t->span = it->name.span;
+    t->role = TENSOR_ACTIVATION;
+    t->producer = m->ninstances;
+    t->ndims = op->output.ndims;
+    for (int x = 0; x < op->output.ndims; ++x)
+        t->sizes[x] = inst->dim_sizes[op->output.dims[x]];
+    if (!check_elements(r, t, it->span)) {
+        mc->ok = 0;
+        ptrvec_push(r->arena, &mc->failed, (void *)defname);
+        return;
+    }
+    inst->result = m->ntensors;
+    if (it->use && mc->mesh_bad) {
+        mc->ok = 0; /* reported at the mesh */
+        return;
+    }
+    if (it->use) {
+        if (!mc->have_mesh) {
+            diag_error(r->sink, it->use->span, "'use' needs the model's mesh declared before it");
+            mc->ok = 0;
+            return;
+        }
+        if (!resolve_bind_partition(r, m, inst, it->use)) {
+            mc->ok = 0;
+            return;
+        }
+    }
+    m->ntensors++;
+    index_tensor(r, mc);
+    m->ninstances++;
+}
+
+static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     if (rn && (it->kind == MITEM_PARAM || it->kind == MITEM_MESH || it->kind == MITEM_STRICT ||
                it->kind == MITEM_STAGES || it->kind == MITEM_MICRO || it->kind == MITEM_LAYER ||
                it->kind == MITEM_INPUT)) {
@@ -536,163 +671,35 @@ static void model_item(Resolver *r, ModelCtx *mc, const ModelItem *it, const Ren
     if (mc->micro > 0 && it->kind != MITEM_INPUT && it->kind != MITEM_INSTANCE &&
         it->kind != MITEM_COMPOSITE && it->kind != MITEM_LAYER)
         return; /* a later micro-batch: the params, mesh and weights are the first's */
-    {
-        switch (it->kind) {
-        case MITEM_PARAM: {
-            for (int j = 0; j < mc->nparams; ++j) {
-                if (mc->params[j].name == it->name.name) {
-                    diag_error(r->sink, it->name.span, "parameter '%s' defined twice",
-                               it->name.name);
-                    diag_note(r->sink, mc->params[j].span, "previous definition");
-                    mc->ok = 0;
-                }
-            }
-            long v = 0;
-            int failed = !eval_param_expr(r, it->value, mc->params, mc->nparams, &v);
-            if (failed)
-                mc->ok = 0;
-            /* A parameter in error is still known, so that its uses are
-             * not reported again. */
-            mc->params[mc->nparams].name = it->name.name;
-            mc->params[mc->nparams].value = v;
-            mc->params[mc->nparams].span = it->name.span;
-            mc->params[mc->nparams].failed = failed;
-            mc->nparams++;
-            break;
-        }
-        case MITEM_MESH:
-            model_mesh(r, mc, it);
-            break;
-        case MITEM_INPUT:
-        case MITEM_WEIGHT:
-            model_tensor(r, mc, it, rn);
-            break;
-        case MITEM_INSTANCE: {
-            const Op *op = module_find_op(r->module, it->op.name);
-            if (!op) {
-                diag_error(r->sink, it->op.span, "unknown operator '%s'", it->op.name);
-                mc->ok = 0;
-                break;
-            }
-            Sym defname = map_def(r, mc, rn, it->name.name);
-            if (find_tensor(mc, defname) >= 0) {
-                diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
-                diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span,
-                          "previous definition");
-                mc->ok = 0;
-                break;
-            }
-            if (it->args.count != op->ninputs) {
-                diag_error(r->sink, it->span, "operator '%s' takes %d inputs, %d given", op->name,
-                           op->ninputs, it->args.count);
-                diag_note(r->sink, op->decl->name.span, "'%s' is declared here", op->name);
-                mc->ok = 0;
-                break;
-            }
-            Instance *inst = model_new_instance(r, mc);
-            inst->name = defname;
-            inst->span = it->site ? it->site->span : it->span; /* a part: its use */
-            inst->op = op;
-            int iok = 1;
-            int bound_by[IR_MAX_DIMS];
-            for (int d = 0; d < op->ndims; ++d) {
-                inst->dim_sizes[d] = -1;
-                bound_by[d] = -1;
-            }
-            for (int a = 0; a < it->args.count && iok; ++a) {
-                const Ident *arg = it->args.items[a];
-                int ti = find_tensor(mc, map_use(r, mc, rn, arg->name));
-                if (ti < 0) {
-                    missing_arg(r, mc, rn, it, arg);
-                    iok = 0;
-                    break;
-                }
-                inst->args[a] = ti;
-                const ModelTensor *mt = &m->tensors[ti];
-                const OpTensor *ot = &op->inputs[a];
-                if (mt->ndims != ot->ndims) {
-                    diag_error(r->sink, arg->span,
-                               "'%s' has %d dimensions but input '%s' of '%s' has %d", arg->name,
-                               mt->ndims, ot->name, op->name, ot->ndims);
-                    diag_note(r->sink, mt->span, "'%s' is defined here", arg->name);
-                    iok = 0;
-                    break;
-                }
-                for (int x = 0; x < ot->ndims; ++x) {
-                    int d = ot->dims[x];
-                    if (inst->dim_sizes[d] < 0) {
-                        inst->dim_sizes[d] = mt->sizes[x];
-                        bound_by[d] = a;
-                    } else if (inst->dim_sizes[d] != mt->sizes[x]) {
-                        const Ident *first = it->args.items[bound_by[d]];
-                        diag_error(
-                            r->sink, arg->span,
-                            "shape mismatch: dimension '%s' of '%s' is %ld in '%s' but %ld in '%s'",
-                            op->dims[d], op->name, mt->sizes[x], arg->name, inst->dim_sizes[d],
-                            first->name);
-                        diag_note(r->sink, first->span, "'%s' gives '%s' = %ld here", first->name,
-                                  op->dims[d], inst->dim_sizes[d]);
-                        iok = 0;
-                        break;
-                    }
-                }
-            }
-            if (!iok) {
-                mc->ok = 0;
-                ptrvec_push(r->arena, &mc->failed, (void *)defname);
-                break;
-            }
-            ModelTensor *t = model_new_tensor(r, mc);
-            t->name = defname;
-            t->span = it->name.span;
-            t->role = TENSOR_ACTIVATION;
-            t->producer = m->ninstances;
-            t->ndims = op->output.ndims;
-            for (int x = 0; x < op->output.ndims; ++x)
-                t->sizes[x] = inst->dim_sizes[op->output.dims[x]];
-            if (!check_elements(r, t, it->span)) {
-                mc->ok = 0;
-                ptrvec_push(r->arena, &mc->failed, (void *)defname);
-                break;
-            }
-            inst->result = m->ntensors;
-            if (it->use && mc->mesh_bad) {
-                mc->ok = 0; /* reported at the mesh */
-                break;
-            }
-            if (it->use) {
-                if (!mc->have_mesh) {
-                    diag_error(r->sink, it->use->span,
-                               "'use' needs the model's mesh declared before it");
-                    mc->ok = 0;
-                    break;
-                }
-                if (!resolve_bind_partition(r, m, inst, it->use)) {
-                    mc->ok = 0;
-                    break;
-                }
-            }
-            m->ntensors++;
-            index_tensor(r, mc);
-            m->ninstances++;
-            break;
-        }
-        case MITEM_STRICT:
-            m->strict = 1;
-            break;
-        case MITEM_STAGES:
-            resolve_stages_item(r, m, it);
-            break;
-        case MITEM_MICRO:
-            model_micro(r, mc, it);
-            break;
-        case MITEM_COMPOSITE:
-            model_composite(r, mc, it, rn);
-            break;
-        case MITEM_LAYER:
-            model_layer(r, mc, it);
-            break;
-        }
+    switch (it->kind) {
+    case MITEM_PARAM:
+        model_param(r, mc, it);
+        break;
+    case MITEM_MESH:
+        model_mesh(r, mc, it);
+        break;
+    case MITEM_INPUT:
+    case MITEM_WEIGHT:
+        model_tensor(r, mc, it, rn);
+        break;
+    case MITEM_INSTANCE:
+        model_instance(r, mc, it, rn);
+        break;
+    case MITEM_STRICT:
+        mc->m->strict = 1;
+        break;
+    case MITEM_STAGES:
+        resolve_stages_item(r, mc->m, it);
+        break;
+    case MITEM_MICRO:
+        model_micro(r, mc, it);
+        break;
+    case MITEM_COMPOSITE:
+        model_composite(r, mc, it, rn);
+        break;
+    case MITEM_LAYER:
+        model_layer(r, mc, it);
+        break;
     }
 }
 
