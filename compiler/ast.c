@@ -523,7 +523,7 @@ static void dump_item(const ModelItem *it, FILE *out) {
     case MITEM_MICRO:
         fprintf(out, "(microbatches %s ", it->name.name);
         ast_dump_expr(it->value, out);
-        fputc(')', out);
+        fputs(it->order == MICRO_1F1B ? " 1f1b)" : ")", out);
         return;
     case MITEM_LAYER:
         fprintf(out, "(layer %s -> %s (repeat ", it->layer_in.name, it->layer_out.name);

@@ -85,6 +85,7 @@ static Phase *add_phase(PhaseList *pl, PhaseKind kind, int inst) {
     ph->kind = kind;
     ph->inst = inst;
     ph->out_tensor = -1;
+    ph->micro = -1;
     return ph;
 }
 
@@ -194,6 +195,8 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
             has_grad[inst->args[a]] = 1;
         }
     }
+    if (model->nmicro > 1 && model->micro_order == MICRO_1F1B)
+        phases_order_1f1b(arena, pl);
     return pl;
 }
 
