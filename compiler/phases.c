@@ -216,7 +216,10 @@ void phases_dump(const PhaseList *pl, FILE *out) {
     for (int p = 0; p < pl->count; ++p) {
         const Phase *ph = &pl->items[p];
         if (ph->inst < 0) {
-            fprintf(out, " %s\n", phase_name(ph->kind));
+            fprintf(out, " %s", phase_name(ph->kind));
+            if (ph->micro >= 0)
+                fprintf(out, " of micro-batch %d", ph->micro);
+            fprintf(out, "\n");
             continue;
         }
         const Instance *inst = &model->instances[ph->inst];
