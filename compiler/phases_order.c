@@ -16,9 +16,16 @@
  * its devices; so the list is one order of every stage's units that
  * keeps the dependencies: F(m, k) after F(m, k - 1), B(m, k) after
  * B(m, k + 1), and the last stage's B(m) after its dy-in phase, which
- * here is one per micro-batch (Phase.micro) placed just before it. The
- * units are merged in rounds, one unit per stage a round where its
- * dependencies are met, the last stage first.
+ * here is one per micro-batch (Phase.micro) placed just before it.
+ *
+ * A boundary send runs where its receiving phase is, so the merge decides
+ * how early a stage sends: the units are placed in the order of their
+ * start in a simulation where a unit takes as long as it has phases and
+ * starts when its stage is free and its dependency has finished; of two
+ * starting at once the forward goes first, so that a stage waiting for a
+ * gradient has sent its activation before the next stage's backward, and
+ * of two forwards the later stage's, which receives what the earlier one
+ * has just sent.
  */
 #include <string.h>
 
@@ -46,6 +53,7 @@ typedef struct Order {
     Phase *out;
     int count;
     unsigned char *done; /* [dir][m][k]: the unit has been placed */
+    long *finish;        /* [dir][m][k]: when the placed unit ends, in phases */
 } Order;
 
 static int unit_index(const Order *o, int backward, int micro, int stage) {
@@ -53,8 +61,9 @@ static int unit_index(const Order *o, int backward, int micro, int stage) {
 }
 
 /* Appends the phases of unit (backward, micro, stage) in the list's order;
- * a last stage's backward unit after the dy-in phase of its micro-batch. */
-static void place_unit(Order *o, int backward, int micro, int stage) {
+ * a last stage's backward unit after the dy-in phase of its micro-batch.
+ * Returns how many phases of instances it placed. */
+static int place_unit(Order *o, int backward, int micro, int stage) {
     const Model *m = o->src->model;
     if (backward && stage == o->nstages - 1) {
         for (int p = 0; p < o->src->count; ++p)
@@ -64,15 +73,20 @@ static void place_unit(Order *o, int backward, int micro, int stage) {
                 break;
             }
     }
+    int n = 0;
     for (int p = 0; p < o->src->count; ++p) {
         const Phase *ph = &o->src->items[p];
         if (ph->inst < 0 || (ph->kind != PHASE_FWD) == !backward)
             continue;
         const Instance *inst = &m->instances[ph->inst];
-        if (phases_instance_micro(m, ph->inst) == micro && (m->nstages ? inst->stage : 0) == stage)
+        if (phases_instance_micro(m, ph->inst) == micro &&
+            (m->nstages ? inst->stage : 0) == stage) {
             o->out[o->count++] = *ph;
+            ++n;
+        }
     }
     o->done[unit_index(o, backward, micro, stage)] = 1;
+    return n;
 }
 
 /* Stage k's j-th unit in 1F1B's order: its direction and micro-batch. */
@@ -94,37 +108,52 @@ static void stage_unit(const Order *o, int k, int j, int *backward, int *micro) 
     }
 }
 
-static int unit_ready(const Order *o, int backward, int micro, int k) {
+/* The unit that (backward, micro, k) waits for on another stage, or -1. */
+static int unit_dependency(const Order *o, int backward, int micro, int k) {
     if (!backward)
-        return k == 0 || o->done[unit_index(o, 0, micro, k - 1)];
-    return k == o->nstages - 1 ? o->done[unit_index(o, 0, micro, k)]
-                               : o->done[unit_index(o, 1, micro, k + 1)];
+        return k == 0 ? -1 : unit_index(o, 0, micro, k - 1);
+    return k == o->nstages - 1 ? -1 : unit_index(o, 1, micro, k + 1);
 }
 
 void phases_order_1f1b(Arena *arena, PhaseList *pl) {
     const Model *m = pl->model;
-    Order o = {pl, m->nstages > 0 ? m->nstages : 1, m->nmicro, NULL, 0, NULL};
+    Order o = {pl, m->nstages > 0 ? m->nstages : 1, m->nmicro, NULL, 0, NULL, NULL};
+    int nunits = 2 * o.nmicro * o.nstages;
     o.out = ARENA_ARRAY(arena, Phase, pl->count + o.nmicro);
-    o.done = ARENA_ARRAY(arena, unsigned char, 2 * o.nmicro * o.nstages);
+    o.done = ARENA_ARRAY(arena, unsigned char, nunits);
+    o.finish = ARENA_ARRAY(arena, long, nunits);
     int *next = ARENA_ARRAY(arena, int, o.nstages);
+    long *clock = ARENA_ARRAY(arena, long, o.nstages);
     o.out[o.count++] = pl->items[0]; /* init */
-    int left = 2 * o.nmicro * o.nstages;
-    while (left > 0) {
-        int placed = 0;
-        for (int k = o.nstages - 1; k >= 0; --k) {
+    for (int left = nunits; left > 0; --left) {
+        /* The stage whose next unit starts first. */
+        int best = -1, best_backward = 0, best_micro = 0;
+        long best_start = 0;
+        for (int k = 0; k < o.nstages; ++k) {
             if (next[k] == 2 * o.nmicro)
                 continue;
             int backward, micro;
             stage_unit(&o, k, next[k], &backward, &micro);
-            if (!unit_ready(&o, backward, micro, k))
+            int dep = unit_dependency(&o, backward, micro, k);
+            if (dep >= 0 && !o.done[dep])
                 continue;
-            place_unit(&o, backward, micro, k);
-            ++next[k];
-            ++placed;
+            long start = dep >= 0 && o.finish[dep] > clock[k] ? o.finish[dep] : clock[k];
+            /* At the same start: a forward first, the later stage's of two
+             * (it receives what the earlier one just sent); the earlier
+             * stage's of two backwards. */
+            if (best < 0 || start < best_start || (start == best_start && !backward)) {
+                best = k;
+                best_backward = backward;
+                best_micro = micro;
+                best_start = start;
+            }
         }
-        left -= placed;
-        if (!placed)
+        if (best < 0)
             break; /* cannot happen: 1F1B's order has no cycle */
+        int n = place_unit(&o, best_backward, best_micro, best);
+        clock[best] = best_start + (n > 0 ? n : 1);
+        o.finish[unit_index(&o, best_backward, best_micro, best)] = clock[best];
+        ++next[best];
     }
     pl->items = o.out;
     pl->count = o.count;
