@@ -97,6 +97,11 @@ add_test(NAME layers/stages/peak_1f1b
                  ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime stages_gpipe stages_1f1b)
 set_tests_properties(layers/stages/peak_1f1b PROPERTIES LABELS run TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+add_test(NAME layers/stages/peak_1f1b_s4
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/peak_order.sh $<TARGET_FILE:primec>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime stages_gpipe_s4 stages_1f1b_s4)
+set_tests_properties(layers/stages/peak_1f1b_s4 PROPERTIES LABELS run TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 
 # The square grid's emitted program does not grow with the mesh: a square
 # matmul's C on 2x2, 4x4 and 8x8 is the same up to its numbers (and the

@@ -4,8 +4,8 @@
 # The predicted peak memory of every device (`explain --json`,
 # per_device[].peak) of a micro-batched pipeline in 1F1B's order is below
 # the same run's in GPipe's order where the stage holds fewer micro-batches
-# at once (every rank here, M = 4 > S = 2), and the counters the two
-# orders move are the same (tests/layers.cmake).
+# at once (every rank of tests/run/stages_1f1b.prime's runs, M > S), and
+# the counters the two orders move are the same (tests/layers.cmake).
 set -u
 primec=$1 file=$2 gpipe=$3 onef1b=$4
 "$primec" explain "$file" --model "$gpipe" --json >"${TMPDIR:-/tmp}/peak_order_g.$$" || exit 1
