@@ -233,10 +233,11 @@ ModelItem *ast_new_strict_item(Arena *a, Span span) {
     return new_item(a, MITEM_STRICT, span);
 }
 
-ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count) {
+ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count, int order) {
     ModelItem *it = new_item(a, MITEM_MICRO, span);
     it->name = param;
     it->value = count;
+    it->order = order;
     return it;
 }
 

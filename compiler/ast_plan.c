@@ -38,10 +38,10 @@ PlanRule *ast_new_plan_stages(Arena *a, Span span, Ident axis) {
     return r;
 }
 
-PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count) {
+PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count, int order) {
     PlanRule *r = ARENA_NEW(a, PlanRule);
     r->span = span;
-    r->micro = ast_new_micro_item(a, span, param, count);
+    r->micro = ast_new_micro_item(a, span, param, count, order);
     return r;
 }
 

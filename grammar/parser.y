@@ -381,11 +381,10 @@ plan_rule
                             { $$ = ast_new_plan_rule(ctx->arena, @$, 0, $1, $2); }
     | name name ';'         { $$ = stages_word(ctx, &$1) ? ast_new_plan_stages(ctx->arena, @$, $2) : NULL; }
     | name name ':' expr ';'
-                            { $$ = micro_word(ctx, &$1) ? ast_new_plan_micro(ctx->arena, @$, $2, $4) : NULL; }
+                            { $$ = micro_word(ctx, &$1) ? ast_new_plan_micro(ctx->arena, @$, $2, $4, MICRO_GPIPE) : NULL; }
     | name name ':' expr name name ';'
                             { int o = micro_word(ctx, &$1) ? micro_order(ctx, &$5, &$6) : -1;
-                              $$ = o < 0 ? NULL : ast_new_plan_micro(ctx->arena, @$, $2, $4);
-                              if ($$) $$->micro->order = o; }
+                              $$ = o < 0 ? NULL : ast_new_plan_micro(ctx->arena, @$, $2, $4, o); }
     | error ';'             { $$ = NULL; }
     ;
 
@@ -467,11 +466,10 @@ mitem
     | STRICT ';'            { $$ = ast_new_strict_item(ctx->arena, @$); }
     | name name ';'         { $$ = stages_word(ctx, &$1) ? ast_new_stages_item(ctx->arena, @$, $2) : NULL; }
     | name name ':' expr ';'
-                            { $$ = micro_word(ctx, &$1) ? ast_new_micro_item(ctx->arena, @$, $2, $4) : NULL; }
+                            { $$ = micro_word(ctx, &$1) ? ast_new_micro_item(ctx->arena, @$, $2, $4, MICRO_GPIPE) : NULL; }
     | name name ':' expr name name ';'
                             { int o = micro_word(ctx, &$1) ? micro_order(ctx, &$5, &$6) : -1;
-                              $$ = o < 0 ? NULL : ast_new_micro_item(ctx->arena, @$, $2, $4);
-                              if ($$) $$->order = o; }
+                              $$ = o < 0 ? NULL : ast_new_micro_item(ctx->arena, @$, $2, $4, o); }
     | LAYER '(' name ARROW name ')' REPEAT expr model_body
                             { $$ = ast_new_layer_item(ctx->arena, @$, $3, $5, $8, $9); }
     | error ';'             { $$ = NULL; }
