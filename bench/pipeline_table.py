@@ -5,7 +5,7 @@ micro-batches (docs/plans.md, "Pipeline stages in the program").
 It writes a .prime file that imports examples/opt_layer.prime and runs
 plan megatron_dp (2 replicas of Megatron-LM on 2 devices) and the same
 plan on 2 pipeline stages (megatron_pp_dp, 8 devices) with 1, 2, 4 and 8
-micro-batches, at one shape (2 layers, b = 16 sequences of 512, hidden
+micro-batches in GPipe's order and 4 and 8 in 1F1B's, at one shape (2 layers, b = 16 sequences of 512, hidden
 1024, 16 heads, ffn 4096), and prices each program with `primec cost
 --json` on a profile: the cost model simulates the program's own per-rank
 action lists, so the stages overlap exactly as far as the program's
@@ -32,24 +32,27 @@ def main():
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     example = os.path.join(root, "examples", "opt_layer.prime")
-    runs = [("megatron_dp", "megatron_dp(R = 2, P = 2)", 4, 1, 1)]
+    runs = [("megatron_dp", "megatron_dp(R = 2, P = 2)", 4, 1, 1, "-")]
     lines = ['import "%s";' % example, "shape bench of opt_b { param %s; }" % SHAPE]
-    for m in (1, 2, 4, 8):
+    for m, order in ((1, "-"), (2, "gpipe"), (4, "gpipe"), (8, "gpipe"), (4, "1f1b"),
+                     (8, "1f1b")):
         plan = "megatron_pp_dp"
         if m > 1:
-            plan = "pp_mb%d" % m
-            lines.append("plan %s extends megatron_pp_dp { microbatches b: %d; }" % (plan, m))
-        runs.append(("megatron_pp_dp", plan + "(S = 2, R = 2, P = 2)", 8, 2, m))
-    for i, (_, call, _, _, _) in enumerate(runs):
+            plan = "pp_mb%d_%s" % (m, order)
+            lines.append("plan %s extends megatron_pp_dp { microbatches b: %d order %s; }"
+                         % (plan, m, order))
+        runs.append(("megatron_pp_dp", plan + "(S = 2, R = 2, P = 2)", 8, 2, m, order))
+    for i, (_, call, _, _, _, _) in enumerate(runs):
         lines.append("run bench_%d = %s on bench;" % (i, call))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "pipeline.prime")
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
-        print("| plan | devices | stages | micro-batches | step (ms) | compute per device (ms) "
-              "| exposed (ms) | p2p bytes | peak memory per device (MB) |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for i, (plan, _, ndev, stages, micro) in enumerate(runs):
+        print("| plan | devices | stages | micro-batches | order | step (ms) "
+              "| compute per device (ms) | exposed (ms) | p2p bytes "
+              "| peak memory per device (MB) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for i, (plan, _, ndev, stages, micro, order) in enumerate(runs):
             out = subprocess.run([args.primec, "cost", path, "--model", "bench_%d" % i,
                                   "--profile", args.profile, "--json"],
                                  capture_output=True, text=True)
@@ -60,8 +63,8 @@ def main():
             b = c["bytes"]
             p2p = b.get("p2p", b.get("shift", 0) + b.get("redistribution", 0)) \
                 if isinstance(b, dict) else b
-            print("| %s | %d | %d | %d | %.2f | %.2f | %.2f | %s | %.1f |"
-                  % (plan, ndev, stages, micro, c["step_us"] / 1e3, c["compute_us"] / 1e3,
+            print("| %s | %d | %d | %d | %s | %.2f | %.2f | %.2f | %s | %.1f |"
+                  % (plan, ndev, stages, micro, order, c["step_us"] / 1e3, c["compute_us"] / 1e3,
                      c["exposed_comm_us"] / 1e3, p2p, c["max_peak_bytes"] / 1e6))
     return 0
 

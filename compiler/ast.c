@@ -233,10 +233,11 @@ ModelItem *ast_new_strict_item(Arena *a, Span span) {
     return new_item(a, MITEM_STRICT, span);
 }
 
-ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count) {
+ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count, int order) {
     ModelItem *it = new_item(a, MITEM_MICRO, span);
     it->name = param;
     it->value = count;
+    it->order = order;
     return it;
 }
 
@@ -523,7 +524,7 @@ static void dump_item(const ModelItem *it, FILE *out) {
     case MITEM_MICRO:
         fprintf(out, "(microbatches %s ", it->name.name);
         ast_dump_expr(it->value, out);
-        fputc(')', out);
+        fputs(it->order == MICRO_1F1B ? " 1f1b)" : ")", out);
         return;
     case MITEM_LAYER:
         fprintf(out, "(layer %s -> %s (repeat ", it->layer_in.name, it->layer_out.name);

@@ -171,7 +171,8 @@ typedef struct ModelItem {
     ModelItemKind kind;
     Span span;
     Ident name;      /* param, tensor, or instance result name */
-    Expr *value;     /* MITEM_PARAM */
+    Expr *value;     /* MITEM_PARAM; MITEM_MICRO: the count */
+    int order;       /* MITEM_MICRO: MicroOrder */
     PtrVec axes;     /* MITEM_MESH: AxisDecl* */
     PtrVec dims;     /* MITEM_INPUT/WEIGHT: Expr* (EXPR_NAME or EXPR_INT) */
     Ident op;        /* MITEM_INSTANCE */
@@ -330,8 +331,14 @@ ModelItem *ast_new_instance_item(Arena *a, Span span, Ident result, Ident op, Pt
 ModelItem *ast_new_strict_item(Arena *a, Span span);
 /* `stages AXIS;` (a model item, or a plan's clause: ast_new_plan_stages). */
 ModelItem *ast_new_stages_item(Arena *a, Span span, Ident axis);
-/* `microbatches PARAM: COUNT;` (a model item, or a plan's clause). */
-ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count);
+/* The order of the micro-batches' phases (`microbatches b: M order O;`):
+ * GPipe's (every forward, then every backward), the default, or 1F1B's
+ * (docs/language.md, "Micro-batches"). */
+typedef enum MicroOrder { MICRO_GPIPE, MICRO_1F1B } MicroOrder;
+
+/* `microbatches PARAM: COUNT [order ORDER];` (a model item, or a plan's
+ * clause). */
+ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count, int order);
 ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat, PtrVec items);
 UseClause *ast_new_use(Arena *a, Span span, Ident partition, PtrVec bindings);
 AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_axis);
@@ -349,7 +356,7 @@ ShapeDecl *ast_new_shape(Arena *a, Span span, Ident name, Ident of_model, PtrVec
 PlanTarget *ast_new_plan_target(Arena *a, Span span, Ident first, Ident last, int is_range);
 PlanRule *ast_new_plan_rule(Arena *a, Span span, int is_default, PtrVec targets, UseClause *use);
 PlanRule *ast_new_plan_stages(Arena *a, Span span, Ident axis);
-PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count);
+PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count, int order);
 /* of_model or base has a NULL name where absent; mesh is empty when !has_mesh. */
 PlanDecl *ast_new_plan(Arena *a, Span span, Ident name, Ident of_model, Ident base, int has_mesh,
                        Span mesh_span, PtrVec mesh, PtrVec rules);

@@ -38,10 +38,10 @@ PlanRule *ast_new_plan_stages(Arena *a, Span span, Ident axis) {
     return r;
 }
 
-PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count) {
+PlanRule *ast_new_plan_micro(Arena *a, Span span, Ident param, Expr *count, int order) {
     PlanRule *r = ARENA_NEW(a, PlanRule);
     r->span = span;
-    r->micro = ast_new_micro_item(a, span, param, count);
+    r->micro = ast_new_micro_item(a, span, param, count, order);
     return r;
 }
 
@@ -121,7 +121,7 @@ static void dump_rule(const PlanRule *r, FILE *out) {
     if (r->micro) {
         fprintf(out, "(microbatches %s ", r->micro->name.name);
         ast_dump_expr(r->micro->value, out);
-        fputc(')', out);
+        fputs(r->micro->order == MICRO_1F1B ? " 1f1b)" : ")", out);
         return;
     }
     fputs(r->is_default ? "(default" : "(rule", out);

@@ -139,6 +139,9 @@ typedef struct Model {
      * folded). */
     int nmicro;
     const ModelItem *micro_item;
+    /* The order of their phases (MicroOrder): GPipe's, or 1F1B's
+     * (phases_order_1f1b). */
+    int micro_order;
     /* The model as written: decl itself for a model, the model a run's
      * plan names for a run (decl is then the run's resolved copy). */
     const ModelDecl *source;

@@ -85,6 +85,7 @@ static Phase *add_phase(PhaseList *pl, PhaseKind kind, int inst) {
     ph->kind = kind;
     ph->inst = inst;
     ph->out_tensor = -1;
+    ph->micro = -1;
     return ph;
 }
 
@@ -194,6 +195,8 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
             has_grad[inst->args[a]] = 1;
         }
     }
+    if (model->nmicro > 1 && model->micro_order == MICRO_1F1B)
+        phases_order_1f1b(arena, pl);
     return pl;
 }
 
@@ -213,7 +216,10 @@ void phases_dump(const PhaseList *pl, FILE *out) {
     for (int p = 0; p < pl->count; ++p) {
         const Phase *ph = &pl->items[p];
         if (ph->inst < 0) {
-            fprintf(out, " %s\n", phase_name(ph->kind));
+            fprintf(out, " %s", phase_name(ph->kind));
+            if (ph->micro >= 0)
+                fprintf(out, " of micro-batch %d", ph->micro);
+            fprintf(out, "\n");
             continue;
         }
         const Instance *inst = &model->instances[ph->inst];

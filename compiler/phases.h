@@ -63,6 +63,7 @@ typedef struct Phase {
     Sym dy_name; /* backward/gradient: "dY" */
     int nin;     /* operands in the order the expression first names them */
     PhaseOperand in[PHASE_MAX_OPERANDS];
+    int micro; /* dy-in: the micro-batch whose outputs' gradients arrive; -1 for every one */
 } Phase;
 
 /* Every phase of a model, in execution order. */
@@ -76,6 +77,16 @@ typedef struct PhaseList {
  * a single forward statement). Returns NULL after reporting a derivative
  * that cannot be taken. */
 PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model);
+
+/* The 1F1B order (`microbatches b: M order 1f1b;`): rearranges the list
+ * phases_derive made so that stage k runs min(S - k, M) forwards, then a
+ * backward and a forward in turn, then the backwards left, with one dy-in
+ * phase per micro-batch (phases_order.c). */
+void phases_order_1f1b(Arena *arena, PhaseList *pl);
+/* The micro-batch of instance i, and of a model tensor (its producer's;
+ * 0 for an input or a weight). */
+int phases_instance_micro(const Model *m, int i);
+int phases_tensor_micro(const Model *m, int tensor);
 
 /* Prints each phase with its einsum in the model's names, e.g.
  *     backward of y: dx[m, k] += dY[m, n] * W[k, n]  with dY = dy, W = w */

@@ -938,7 +938,8 @@ void resolve_dump(const Module *module, FILE *out) {
         if (m->nstages)
             fprintf(out, " stages %s:%d", m->mesh.names[m->stage_axis], m->nstages);
         if (m->nmicro)
-            fprintf(out, " microbatches %s:%d", m->micro_item->name.name, m->nmicro);
+            fprintf(out, " microbatches %s:%d%s", m->micro_item->name.name, m->nmicro,
+                    m->micro_order == MICRO_1F1B ? " 1f1b" : "");
         fprintf(out, "\n");
         for (int t = 0; t < m->ntensors; ++t) {
             const ModelTensor *mt = &m->tensors[t];

@@ -166,4 +166,5 @@ void resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value,
     }
     *value /= n;
     m->nmicro = n;
+    m->micro_order = it->order;
 }

@@ -269,6 +269,9 @@ static void fill_output_grads(Builder *b, PhaseSched *ph, int p) {
         const SchedTensor *ts = &s->tensors[t];
         if (!ts->check || ts->is_grad)
             continue;
+        if (ph->phase->micro >= 0 &&
+            phases_tensor_micro(s->model, ts->model_tensor) != ph->phase->micro)
+            continue; /* 1F1B: another micro-batch's output, whose dy-in is its own */
         for (int u = 0; u < s->ntensors; ++u) {
             SchedTensor *g = &s->tensors[u];
             if (g->model_tensor != ts->model_tensor || !g->is_grad ||

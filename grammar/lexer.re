@@ -210,6 +210,12 @@ int yylex(YYSTYPE *lval, Span *lloc, ParseCtx *ctx) {
                 lval->sym = arena_intern(ctx->arena, (const char *)tok, (size_t)(ctx->cur - tok));
                 return token(ctx, lloc, tok, TOK_IDENT);
             }
+            "1f1b" {
+                /* The micro-batch order (`microbatches b: M order 1f1b;`): a
+                 * name, though it starts with a digit. */
+                lval->sym = arena_intern(ctx->arena, (const char *)tok, (size_t)(ctx->cur - tok));
+                return token(ctx, lloc, tok, TOK_IDENT);
+            }
             [0-9]+ {
                 lval->num = int_value(ctx, tok);
                 return token(ctx, lloc, tok, TOK_INT);

@@ -81,6 +81,7 @@ static TensorSource tensor_source(ParseCtx *ctx, Ident from, const char *name, S
                                   const Ident *transposed);
 static int stages_word(ParseCtx *ctx, const Ident *word);
 static int micro_word(ParseCtx *ctx, const Ident *word);
+static int micro_order(ParseCtx *ctx, const Ident *word, const Ident *value);
 }
 
 %define api.pure full
@@ -380,7 +381,10 @@ plan_rule
                             { $$ = ast_new_plan_rule(ctx->arena, @$, 0, $1, $2); }
     | name name ';'         { $$ = stages_word(ctx, &$1) ? ast_new_plan_stages(ctx->arena, @$, $2) : NULL; }
     | name name ':' expr ';'
-                            { $$ = micro_word(ctx, &$1) ? ast_new_plan_micro(ctx->arena, @$, $2, $4) : NULL; }
+                            { $$ = micro_word(ctx, &$1) ? ast_new_plan_micro(ctx->arena, @$, $2, $4, MICRO_GPIPE) : NULL; }
+    | name name ':' expr name name ';'
+                            { int o = micro_word(ctx, &$1) ? micro_order(ctx, &$5, &$6) : -1;
+                              $$ = o < 0 ? NULL : ast_new_plan_micro(ctx->arena, @$, $2, $4, o); }
     | error ';'             { $$ = NULL; }
     ;
 
@@ -462,7 +466,10 @@ mitem
     | STRICT ';'            { $$ = ast_new_strict_item(ctx->arena, @$); }
     | name name ';'         { $$ = stages_word(ctx, &$1) ? ast_new_stages_item(ctx->arena, @$, $2) : NULL; }
     | name name ':' expr ';'
-                            { $$ = micro_word(ctx, &$1) ? ast_new_micro_item(ctx->arena, @$, $2, $4) : NULL; }
+                            { $$ = micro_word(ctx, &$1) ? ast_new_micro_item(ctx->arena, @$, $2, $4, MICRO_GPIPE) : NULL; }
+    | name name ':' expr name name ';'
+                            { int o = micro_word(ctx, &$1) ? micro_order(ctx, &$5, &$6) : -1;
+                              $$ = o < 0 ? NULL : ast_new_micro_item(ctx->arena, @$, $2, $4, o); }
     | LAYER '(' name ARROW name ')' REPEAT expr model_body
                             { $$ = ast_new_layer_item(ctx->arena, @$, $3, $5, $8, $9); }
     | error ';'             { $$ = NULL; }
@@ -525,6 +532,26 @@ static int micro_word(ParseCtx *ctx, const Ident *word) {
                "unexpected '%s': the only clause 'NAME PARAM: COUNT;' is 'microbatches PARAM: COUNT;'",
                word->name);
     return 0;
+}
+
+/* `microbatches PARAM: COUNT order ORDER;`: the order of the phases of the
+ * micro-batches, MICRO_GPIPE or MICRO_1F1B; -1 after reporting. */
+static int micro_order(ParseCtx *ctx, const Ident *word, const Ident *value) {
+    if (strcmp(word->name, "order") != 0) {
+        diag_error(ctx->sink, word->span,
+                   "unexpected '%s': after the micro-batch count comes 'order gpipe' or 'order 1f1b'",
+                   word->name);
+        return -1;
+    }
+    if (strcmp(value->name, "gpipe") == 0)
+        return MICRO_GPIPE;
+    if (strcmp(value->name, "1f1b") == 0)
+        return MICRO_1F1B;
+    diag_error(ctx->sink, value->span,
+               "unknown micro-batch order '%s': the orders are 'gpipe' (every forward, then every "
+               "backward) and '1f1b'",
+               value->name);
+    return -1;
 }
 
 /* `from "NAME" [transposed]`: the words are checked here, so that they

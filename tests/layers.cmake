@@ -82,6 +82,27 @@ add_test(NAME layers/stages/stages_mlp
 set_tests_properties(layers/stages/stages_mlp PROPERTIES LABELS run TIMEOUT 300
                      FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
 
+# The same MLP in 4 micro-batches in 1F1B's order (tests/run/stages_1f1b.prime):
+# built and run with --check, and its predicted peak on every device below
+# the GPipe order's (tests/run/peak_order.sh).
+add_test(NAME layers/stages/stages_1f1b
+         COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
+                 sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime
+                 stages_1f1b ${PRIMEC_STAGES_DIR}/stages_1f1b)
+set_tests_properties(layers/stages/stages_1f1b PROPERTIES LABELS run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction"
+                     FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+add_test(NAME layers/stages/peak_1f1b
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/peak_order.sh $<TARGET_FILE:primec>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime stages_gpipe stages_1f1b)
+set_tests_properties(layers/stages/peak_1f1b PROPERTIES LABELS run TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+add_test(NAME layers/stages/peak_1f1b_s4
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/peak_order.sh $<TARGET_FILE:primec>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime stages_gpipe_s4 stages_1f1b_s4)
+set_tests_properties(layers/stages/peak_1f1b_s4 PROPERTIES LABELS run TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
 # The square grid's emitted program does not grow with the mesh: a square
 # matmul's C on 2x2, 4x4 and 8x8 is the same up to its numbers (and the
 # 8x8 one passes --check), and the small OPT model's square plan emits as
