@@ -28,6 +28,7 @@ typedef struct Fit {
     const PrimeMesh *mesh;
     int ndev;
     long coords0[PRIME_MAX_AXES];
+    const long *coords;       /* rank r's coordinates at coords + r * mesh->naxes */
     int unit[PRIME_MAX_AXES]; /* the rank one step along axis a from the origin; -1 if size 1 */
 } Fit;
 
