@@ -282,7 +282,9 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
         nkernels += ph->actions[0][i].op == PRIME_ACT_KERNEL;
         ncollectives += is_collective(ph->actions[0][i].op);
     }
-    PrimeActionForm *forms = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
+    /* One form per action until the steps are folded: a room reused by
+     * every phase, of which the arena keeps the folded forms only. */
+    PrimeActionForm *forms = form_scratch_forms(&f->scratch->forms, &f->scratch->forms_cap, n);
     /* One offset form per kernel at most, and fold_steps appends at most
      * one per kernel form of a loop. */
     PrimeOffsetForm *offs = ARENA_ARRAY_UNINIT(f->arena, PrimeOffsetForm, 2 * nkernels + 2);
@@ -347,9 +349,11 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
         }
     }
     n = form_fold_steps(f, pf, forms, n, offs);
+    PrimeActionForm *kept = ARENA_ARRAY_UNINIT(f->arena, PrimeActionForm, n + 1);
+    memcpy(kept, forms, sizeof(PrimeActionForm) * (size_t)(n + 1));
     pf->form.mesh = f->mesh;
     pf->form.nforms = n;
-    pf->form.forms = forms;
+    pf->form.forms = kept;
     pf->form.offset_forms = pf->noffset_forms ? offs : NULL;
     pf->form.group_forms = pf->ngroup_forms ? gforms : NULL;
     return prove_phase(f, ph, pf);
@@ -553,7 +557,7 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     sf->mesh.naxes = m->naxes;
     for (int a = 0; a < m->naxes; ++a)
         sf->mesh.size[a] = m->sizes[a];
-    FitScratch scratch = {NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, 0};
+    FitScratch scratch = {NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0};
     Fit f = {.arena = arena, .scratch = &scratch, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
     long *coords = ARENA_ARRAY_UNINIT(arena, long, (long)m->ndev * m->naxes + 1);
     for (int r = 0; r < m->ndev; ++r)
@@ -591,6 +595,8 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     free(scratch.lcs);
     free(scratch.runs);
     free(scratch.runs_looped);
+    free(scratch.forms);
+    free(scratch.steps);
     sf->home = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     sf->final = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     for (int t = 0; t < s->ntensors; ++t) {

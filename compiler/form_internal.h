@@ -19,7 +19,15 @@ typedef struct FitScratch {
     PrimeActionForm *runs; /* fold_runs' output and marks (form_steps.c) */
     unsigned char *runs_looped;
     int runs_cap;
+    PrimeActionForm *forms; /* fit_phase's forms of one action each */
+    int forms_cap;
+    PrimeActionForm *steps; /* fold_step_loops' output */
+    int steps_cap;
 } FitScratch;
+
+/* A zeroed room of n + 1 forms in *buf (grown as needed; the caller frees
+ * it). */
+PrimeActionForm *form_scratch_forms(PrimeActionForm **buf, int *cap, int n);
 
 typedef struct Fit {
     Arena *arena;
