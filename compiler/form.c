@@ -28,12 +28,18 @@ static int fit_affine(const Fit *f, const long *v, long modulus, PrimeAffine *ou
         long c = (v[f->unit[a]] - v[0]) % modulus;
         out->coef[a] = c < 0 ? c + modulus : c;
     }
-    long coords[PRIME_MAX_AXES];
+    /* What prime_affine_eval gives at step 0: base and coefficients lie in
+     * [0, modulus) and coordinates are not negative, so one remainder of
+     * the sum is the same value. */
+    int naxes = f->mesh->naxes;
     for (int r = 0; r < f->ndev; ++r) {
         if (v[r] < 0 || v[r] >= modulus)
             return 0;
-        prime_mesh_coords(f->mesh, r, coords);
-        if (prime_affine_eval(out, f->mesh, coords, 0) != v[r])
+        const long *c = f->coords + (long)r * naxes;
+        long sum = out->base;
+        for (int a = 0; a < naxes; ++a)
+            sum += out->coef[a] * c[a];
+        if (sum % modulus != v[r])
             return 0;
     }
     return 1;
@@ -45,9 +51,9 @@ static int shift_fits(const Fit *f, const int *peer, int *delta) {
     for (int a = 0; a < f->mesh->naxes; ++a)
         delta[a] = (int)pc[a];
     for (int r = 0; r < f->ndev; ++r) {
-        prime_mesh_coords(f->mesh, r, c);
+        const long *rc = f->coords + (long)r * f->mesh->naxes;
         for (int a = 0; a < f->mesh->naxes; ++a)
-            c[a] = (c[a] + delta[a]) % f->mesh->size[a];
+            c[a] = (rc[a] + delta[a]) % f->mesh->size[a];
         if (prime_mesh_rank(f->mesh, c) != peer[r])
             return 0;
     }
@@ -153,10 +159,9 @@ static int fit_offsets(const Fit *f, const PhaseSched *ph, PhaseForm *pf, int i,
  * use rank 0's tag (tags of distinct collectives stay distinct). */
 static int group_matches(const Fit *f, const PhaseSched *ph, int i, const PrimeGroupForm *g,
                          int *members) {
-    long rc[PRIME_MAX_AXES];
     for (int r = 0; r < f->ndev; ++r) {
         const Collective *cr = ph->groups.items[ph->actions[r][i].arg];
-        prime_mesh_coords(f->mesh, r, rc);
+        const long *rc = f->coords + (long)r * f->mesh->naxes;
         int n = prime_group_members(f->mesh, rc, g, members);
         if (n != cr->gsize || memcmp(members, cr->group, sizeof(int) * (size_t)n) != 0)
             return 0;
@@ -277,7 +282,9 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
         nkernels += ph->actions[0][i].op == PRIME_ACT_KERNEL;
         ncollectives += is_collective(ph->actions[0][i].op);
     }
-    PrimeActionForm *forms = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
+    /* One form per action until the steps are folded: a room reused by
+     * every phase, of which the arena keeps the folded forms only. */
+    PrimeActionForm *forms = form_scratch_forms(&f->scratch->forms, &f->scratch->forms_cap, n);
     /* One offset form per kernel at most, and fold_steps appends at most
      * one per kernel form of a loop. */
     PrimeOffsetForm *offs = ARENA_ARRAY_UNINIT(f->arena, PrimeOffsetForm, 2 * nkernels + 2);
@@ -342,9 +349,11 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
         }
     }
     n = form_fold_steps(f, pf, forms, n, offs);
+    PrimeActionForm *kept = ARENA_ARRAY_UNINIT(f->arena, PrimeActionForm, n + 1);
+    memcpy(kept, forms, sizeof(PrimeActionForm) * (size_t)(n + 1));
     pf->form.mesh = f->mesh;
     pf->form.nforms = n;
-    pf->form.forms = forms;
+    pf->form.forms = kept;
     pf->form.offset_forms = pf->noffset_forms ? offs : NULL;
     pf->form.group_forms = pf->ngroup_forms ? gforms : NULL;
     return prove_phase(f, ph, pf);
@@ -548,8 +557,12 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     sf->mesh.naxes = m->naxes;
     for (int a = 0; a < m->naxes; ++a)
         sf->mesh.size[a] = m->sizes[a];
-    FitScratch scratch = {NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, 0};
+    FitScratch scratch = {NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0};
     Fit f = {.arena = arena, .scratch = &scratch, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
+    long *coords = ARENA_ARRAY_UNINIT(arena, long, (long)m->ndev * m->naxes + 1);
+    for (int r = 0; r < m->ndev; ++r)
+        prime_mesh_coords(&sf->mesh, r, coords + (long)r * m->naxes);
+    f.coords = coords;
     for (int a = 0; a < m->naxes; ++a) {
         long c[PRIME_MAX_AXES] = {0};
         c[a] = 1;
@@ -582,6 +595,8 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     free(scratch.lcs);
     free(scratch.runs);
     free(scratch.runs_looped);
+    free(scratch.forms);
+    free(scratch.steps);
     sf->home = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     sf->final = ARENA_ARRAY(arena, PrimeLayoutForm *, s->ntensors + 1);
     for (int t = 0; t < s->ntensors; ++t) {

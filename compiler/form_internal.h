@@ -19,7 +19,15 @@ typedef struct FitScratch {
     PrimeActionForm *runs; /* fold_runs' output and marks (form_steps.c) */
     unsigned char *runs_looped;
     int runs_cap;
+    PrimeActionForm *forms; /* fit_phase's forms of one action each */
+    int forms_cap;
+    PrimeActionForm *steps; /* fold_step_loops' output */
+    int steps_cap;
 } FitScratch;
+
+/* A zeroed room of n + 1 forms in *buf (grown as needed; the caller frees
+ * it). */
+PrimeActionForm *form_scratch_forms(PrimeActionForm **buf, int *cap, int n);
 
 typedef struct Fit {
     Arena *arena;
@@ -28,6 +36,7 @@ typedef struct Fit {
     const PrimeMesh *mesh;
     int ndev;
     long coords0[PRIME_MAX_AXES];
+    const long *coords;       /* rank r's coordinates at coords + r * mesh->naxes */
     int unit[PRIME_MAX_AXES]; /* the rank one step along axis a from the origin; -1 if size 1 */
 } Fit;
 

@@ -529,7 +529,7 @@ static int fold_step_loops(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, 
     }
     PrimeActionForm *loop = sc->loop;
     PrimeOffsetForm *loop_off = sc->loop_off;
-    PrimeActionForm *out = ARENA_ARRAY(f->arena, PrimeActionForm, n + 1);
+    PrimeActionForm *out = form_scratch_forms(&sc->steps, &sc->steps_cap, n);
     int m = 0;
     for (int i = 0; i < start[0]; ++i)
         out[m++] = forms[i];
@@ -676,6 +676,18 @@ static int fold_runs(const Fit *f, PrimeActionForm *forms, int n) {
     }
     memcpy(forms, out, sizeof(PrimeActionForm) * (size_t)m);
     return m;
+}
+
+PrimeActionForm *form_scratch_forms(PrimeActionForm **buf, int *cap, int n) {
+    if (n + 1 > *cap) {
+        *cap = n + 1 > 2 * *cap ? n + 1 : 2 * *cap;
+        free(*buf);
+        *buf = malloc(sizeof(PrimeActionForm) * (size_t)*cap);
+        if (!*buf)
+            ICE("out of memory");
+    }
+    memset(*buf, 0, sizeof(PrimeActionForm) * (size_t)(n + 1));
+    return *buf;
 }
 
 int form_fold_steps(const Fit *f, PhaseForm *pf, PrimeActionForm *forms, int n,

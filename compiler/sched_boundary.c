@@ -268,16 +268,17 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
         out_listed |= touched[i] == ph->out.tensor;
     if (!out_listed)
         touched[ntouched++] = ph->out.tensor;
-    for (int rev = 0; rev < 2; ++rev) {
-        MachineSave saved;
-        int saved_ntensors = b->m.ntensors;
-        sched_machine_save(b, &saved, touched, ntouched);
+    /* Both trials start from the same state: one copy of it serves both. */
+    MachineSave saved;
+    int saved_ntensors = b->m.ntensors;
+    sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
-        Machine whole; /* checks that the trial touches nothing else */
-        int check = b->m.ntensors <= SCHED_DEBUG_CHECK_TENSORS;
-        if (check)
-            sched_machine_copy(b, &whole, &b->m);
+    Machine whole; /* checks that the trials touch nothing else */
+    int check = b->m.ntensors <= SCHED_DEBUG_CHECK_TENSORS;
+    if (check)
+        sched_machine_copy(b, &whole, &b->m);
 #endif
+    for (int rev = 0; rev < 2; ++rev) {
         int was_dry = b->dry, was_failed = b->failed, tag = b->next_tag;
         /* A trial may flush or replace the deferred all-reduces of the
          * phase's gradient (and only those): it gets a copy. */

@@ -25,6 +25,11 @@ void sched_predict(Schedule *s, Arena *arena) {
         PhaseSched *ph = s->phases.items[p];
         ph->peak = ARENA_ARRAY(arena, long, ndev);
     }
+    /* Tile bytes per tensor in one table: the loop below reads one per
+     * action, and the tensors' records are far apart. */
+    long *tile_bytes_of = ARENA_ARRAY_UNINIT(arena, long, s->ntensors + 1);
+    for (int t = 0; t < s->ntensors; ++t)
+        tile_bytes_of[t] = s->tensors[t].tile_elems * (long)sizeof(float);
     for (int d = 0; d < ndev; ++d) {
         long cur = 0, peak = 0;
         for (int p = 0; p < s->phases.count; ++p) {
@@ -34,7 +39,7 @@ void sched_predict(Schedule *s, Arena *arena) {
                 const PrimeAction *a = &ph->actions[d][i];
                 long tile_bytes = a->op == PRIME_ACT_WAIT || a->op == PRIME_ACT_STEP
                                       ? 0
-                                      : s->tensors[a->tensor].tile_elems * (long)sizeof(float);
+                                      : tile_bytes_of[a->tensor];
                 switch (a->op) {
                 case PRIME_ACT_ALLOC:
                     cur += tile_bytes;
