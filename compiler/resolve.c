@@ -459,17 +459,25 @@ static void model_mesh(Resolver *r, ModelCtx *mc, const ModelItem *it) {
     m->mesh.ndev = (int)ndev;
 }
 
+/* Reports `name`, defined at `at`, if the model has it already; marks
+ * the model failed then. */
+static int defined_twice(Resolver *r, ModelCtx *mc, Sym name, Span at) {
+    int prev = find_tensor(mc, name);
+    if (prev < 0)
+        return 0;
+    diag_error(r->sink, at, "tensor '%s' defined twice", name);
+    diag_note(r->sink, mc->m->tensors[prev].span, "previous definition");
+    mc->ok = 0;
+    return 1;
+}
+
 /* A model's input or weight declaration (renamed in a layer or a
  * micro-batch). */
 static void model_tensor(Resolver *r, ModelCtx *mc, const ModelItem *it, const Rename *rn) {
     Model *m = mc->m;
     Sym defname = map_def(r, mc, rn, it->name.name);
-    if (find_tensor(mc, defname) >= 0) {
-        diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
-        diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span, "previous definition");
-        mc->ok = 0;
+    if (defined_twice(r, mc, defname, it->name.span))
         return;
-    }
     ModelTensor *t = model_new_tensor(r, mc);
     t->name = defname;
     t->span = it->name.span;
@@ -601,12 +609,8 @@ static void model_instance(Resolver *r, ModelCtx *mc, const ModelItem *it, const
         return;
     }
     Sym defname = map_def(r, mc, rn, it->name.name);
-    if (find_tensor(mc, defname) >= 0) {
-        diag_error(r->sink, it->name.span, "tensor '%s' defined twice", defname);
-        diag_note(r->sink, m->tensors[find_tensor(mc, defname)].span, "previous definition");
-        mc->ok = 0;
+    if (defined_twice(r, mc, defname, it->name.span))
         return;
-    }
     if (it->args.count != op->ninputs) {
         diag_error(r->sink, it->span, "operator '%s' takes %d inputs, %d given", op->name,
                    op->ninputs, it->args.count);

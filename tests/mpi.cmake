@@ -131,27 +131,19 @@ foreach(case opt:dp:4 opt:megatron_dp:4 opt:megatron_sp_dp:4 opt:square_dp:8 opt
                        PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
 
-# The four-layer staged MLP with micro-batches (tests/run/stages_mlp.prime)
-# as 4 MPI processes.
-add_test(NAME mpi/layers/stages_mlp
-         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh mpi:4 $<TARGET_FILE:primec>
-                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_mlp.prime stages_mlp
-                 ${PRIMEC_MPI_RUN_DIR}/layers/stages_mlp
-                 ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
-set_tests_properties(mpi/layers/stages_mlp PROPERTIES LABELS "mpi;run" TIMEOUT 300
-                     ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
-                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
-
-# The same MLP in 4 micro-batches in 1F1B's order (tests/run/stages_1f1b.prime)
-# as 4 MPI processes.
-add_test(NAME mpi/layers/stages_1f1b
-         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh mpi:4 $<TARGET_FILE:primec>
-                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime stages_1f1b
-                 ${PRIMEC_MPI_RUN_DIR}/layers/stages_1f1b
-                 ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
-set_tests_properties(mpi/layers/stages_1f1b PROPERTIES LABELS "mpi;run" TIMEOUT 300
-                     ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
-                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
+# The four-layer staged MLP with micro-batches (tests/run/stages_mlp.prime),
+# and the same MLP in 4 micro-batches in 1F1B's order
+# (tests/run/stages_1f1b.prime), as 4 MPI processes.
+foreach(model stages_mlp stages_1f1b)
+  add_test(NAME mpi/layers/${model}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh mpi:4 $<TARGET_FILE:primec>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/run/${model}.prime ${model}
+                   ${PRIMEC_MPI_RUN_DIR}/layers/${model}
+                   ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
+  set_tests_properties(mpi/layers/${model} PROPERTIES LABELS "mpi;run" TIMEOUT 300
+                       ENVIRONMENT "${PRIMEC_MPI_TEST_ENV}"
+                       PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()
 
 # The max-reduction models of tests/max/ (tests/max.cmake) as 4 MPI
 # processes: the all-reduce of a maximum, maxima accumulated over steps and
