@@ -41,10 +41,7 @@ int phases_instance_micro(const Model *m, int i) {
 /* The micro-batch of a model tensor: its producer's, or 0 (a weight, an
  * input). */
 int phases_tensor_micro(const Model *m, int tensor) {
-    for (int i = 0; i < m->ninstances; ++i)
-        if (m->instances[i].result == tensor)
-            return phases_instance_micro(m, i);
-    return 0;
+    return phases_instance_micro(m, m->tensors[tensor].producer);
 }
 
 typedef struct Order {
