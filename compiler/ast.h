@@ -155,7 +155,7 @@ typedef struct UseClause {
     Ident partition;
     PtrVec bindings; /* AxisBinding* */
     Span span;
-    const char *origin; /* a plan's rule: "plan P, FILE:LINE" (resolve_plan.c); else NULL */
+    const char *origin; /* a plan's rule: "plan P, FILE:LINE" (resolve_run.c); else NULL */
 } UseClause;
 
 /* `i: rows` binds an axis; `m = s` (is_rename) renames a dimension: the

@@ -3,8 +3,8 @@
  * over every declaration, and models (params, mesh, tensors, instances,
  * layers). Operators are resolve_op.c, partitions resolve_partition.c,
  * binding an instance's partition resolve_bind.c, composite operators
- * compose.c, stages and micro-batches resolve_stages.c, shapes, plans and
- * runs resolve_plan.c.
+ * compose.c, stages and micro-batches resolve_stages.c, plans
+ * resolve_plan.c, shapes and runs resolve_run.c.
  */
 #include "resolve.h"
 

@@ -1,6 +1,7 @@
 /*
- * resolve_internal.h — what resolve.c shares with resolve_plan.c: the
- * resolver's state and the resolution of one model declaration.
+ * resolve_internal.h — what the resolver's files share: the resolver's
+ * state, the resolution of one model declaration, and the plans the
+ * runs are resolved through.
  */
 #ifndef PRIMEC_RESOLVE_INTERNAL_H
 #define PRIMEC_RESOLVE_INTERNAL_H
@@ -66,12 +67,70 @@ long resolve_layer_count(Resolver *r, const Model *m, const ModelItem *layer);
 /* The written model of that name, its composites expanded (compose.h), or NULL. */
 const ModelDecl *resolve_find_model_decl(Resolver *r, Sym name);
 
-/* resolve_plan.c: the --param overrides applied to a written model
+/* resolve_run.c: the --param overrides applied to a written model
  * (reported at its name when one names no parameter of it); decl itself
  * when there are none. NULL after an error. */
 const ModelDecl *resolve_overrides(Resolver *r, const ModelDecl *decl);
-/* resolve_plan.c: checks the shapes and plans of the programs and
+/* resolve_run.c: checks the shapes and plans of the programs and
  * resolves every run into a Model of module->models. */
 void resolve_plans_and_runs(Resolver *r);
+
+/* Plans (resolve_plan.c), shared with the runs (resolve_run.c). */
+/* The most plans one `extends` chain holds. */
+#define PLAN_MAX_CHAIN 64
+/* The most mesh sizes (names in a plan's mesh) of one plan. */
+#define PLAN_MAX_SIZES (IR_MAX_AXES * 2)
+
+typedef struct PlanChain {
+    const PlanDecl *plans[PLAN_MAX_CHAIN]; /* root first */
+    int n;
+    const PlanDecl *mesh_plan; /* the nearest plan that declares the mesh */
+    const ModelDecl *model;
+} PlanChain;
+
+/* One instance as written: in the model's top level or a layer body. */
+typedef struct WrittenInstance {
+    const ModelItem *item;
+    const PtrVec *block;    /* the items it is one of */
+    const ModelItem *layer; /* the layer block it is in; NULL at the top level */
+    int index;              /* its index in block */
+} WrittenInstance;
+
+typedef struct Instances {
+    WrittenInstance *items;
+    int count;
+    const ModelDecl *model;
+} Instances;
+
+/* A rule naming one copy of a layer body's instance, applied by
+ * bind_copies (resolve_run.c) to the resolved model. */
+typedef struct CopyRule {
+    const PlanTarget *target; /* as written: `y_1` */
+    Sym base;                 /* the body's instance (or one part of it): `y`, `y_mu` */
+    const ModelItem *layer;   /* its layer block */
+    long copy;
+    const PlanRule *rule;
+    const PlanDecl *plan;
+} CopyRule;
+
+/* The declaration of that kind and name in any program, or NULL. */
+const Decl *resolve_find_decl(const Resolver *r, DeclKind kind, Sym name);
+const PlanDecl *resolve_find_plan(const Resolver *r, Sym name);
+/* "FILE:LINE" of a span. */
+const char *resolve_where_text(const Resolver *r, Span span);
+/* The chain from the plan's root to the plan; 0 after reporting (when
+ * report is set) an unknown base, a cycle or an unknown model. */
+int resolve_plan_chain(Resolver *r, const PlanDecl *plan, PlanChain *chain, int report);
+/* The instances of a model as written, the layer bodies' included. */
+void resolve_collect_instances(Resolver *r, const ModelDecl *model, Instances *in);
+/* The rule that chooses each instance's partition (resolve_plan.c says
+ * which wins); 0 after an error (reported from report_from on). */
+int resolve_choose_rules(Resolver *r, const PlanChain *chain, const Instances *in,
+                         const PlanRule **chosen, const PlanDecl **chosen_plan, PtrVec *copies,
+                         int report_from);
+/* Does the mesh of mesh_plan have an axis of that name? */
+int resolve_mesh_has_axis(const PlanDecl *mesh_plan, Sym name);
+/* Checks a plan once: its chain, its mesh, its rules against its model. */
+void resolve_check_plan(Resolver *r, const PlanDecl *plan);
 
 #endif
