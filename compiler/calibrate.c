@@ -185,11 +185,17 @@ static int check_worlds(const CalibrateOptions *opt, char *err, size_t errlen) {
     return 1;
 }
 
-int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen) {
-    double t_start = now_us();
-    if (!check_worlds(opt, err, errlen) || !calibrate_options_check(opt, err, errlen))
-        return 0;
+/* How many times calibrate_run measures when the timings fit no
+ * positive bandwidth or peak: on a loaded machine one sweep's collectives
+ * can be all scheduling delay, and the next sweep's usually are not. */
+#define CALIBRATE_ATTEMPTS 3
+
+/* One sweep over every world, fitted; 0 with err set. *runtime_failed
+ * tells a failure of the runtime (final) from a fit of noisy timings. */
+static int calibrate_attempt(const CalibrateOptions *opt, double t_start, CalibrateResult *out,
+                             int *runtime_failed, char *err, size_t errlen) {
     CalibrateWorld *worlds = calloc((size_t)opt->nworlds, sizeof *worlds);
+    *runtime_failed = 1;
     if (!worlds) {
         snprintf(err, errlen, "out of memory");
         return 0;
@@ -209,10 +215,31 @@ int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, 
             return 0;
         }
     }
+    *runtime_failed = 0;
     int ok = calibrate_fit_worlds(opt, worlds, CALIBRATE_CPU, (now_us() - t_start) / 1e6, out, err,
                                   errlen);
     free(worlds);
     return ok;
+}
+
+int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen) {
+    double t_start = now_us();
+    if (!check_worlds(opt, err, errlen) || !calibrate_options_check(opt, err, errlen))
+        return 0;
+    for (int attempt = 1;; ++attempt) {
+        int runtime_failed = 0;
+        if (calibrate_attempt(opt, t_start, out, &runtime_failed, err, errlen)) {
+            out->attempts = attempt;
+            return 1;
+        }
+        if (runtime_failed || attempt == CALIBRATE_ATTEMPTS) {
+            if (!runtime_failed) {
+                size_t len = strlen(err);
+                snprintf(err + len, errlen - len, " in %d sweeps", attempt);
+            }
+            return 0;
+        }
+    }
 }
 
 /* Fits time = alpha + volume / beta to the samples of `kind` (and of
@@ -243,6 +270,7 @@ int calibrate_fit_worlds(const CalibrateOptions *opt, const CalibrateWorld *worl
     memset(out, 0, sizeof *out);
     out->backend = backend;
     out->seconds = seconds;
+    out->attempts = 1;
     if (!check_worlds(opt, err, errlen))
         return 0;
     for (int wi = 0; wi < opt->nworlds; ++wi)
@@ -517,6 +545,11 @@ int calibrate_main(int argc, char **argv) {
     const Profile *p = &res->profile;
     fprintf(stderr, "calibrated in %.1f s%s%s\n", res->seconds, path ? ", profile written to " : "",
             path ? path : "");
+    if (res->attempts > 1)
+        fprintf(stderr,
+                "  (%d sweeps: the timings of the first fitted no positive bandwidth or peak; "
+                "a loaded machine?)\n",
+                res->attempts);
     fprintf(stderr, "  %-15s %10s %10s %8s\n", "kind", "alpha_us", "beta_GBps", "rms");
     for (int k = 0; k < COMM_KIND_COUNT; ++k)
         fprintf(stderr, "  %-15s %10.2f %10.3f %7.1f%%\n", comm_kind_name((CommKind)k),

@@ -46,10 +46,14 @@ typedef struct CalibrateResult {
     CalibrateCompute compute; /* from the largest world */
     double gemm_rel_rms;
     double seconds; /* wall time of the whole calibration */
+    /* Sweeps run (backend cpu): more than one when a sweep's timings fit
+     * no positive bandwidth or peak (a loaded machine). */
+    int attempts;
 } CalibrateResult;
 
-/* Runs the sweeps on thread-devices (backend cpu) and fits. Returns 1, or
- * 0 with a message in err. */
+/* Runs the sweeps on thread-devices (backend cpu) and fits; sweeps again,
+ * up to three times in all, while the timings fit no positive bandwidth
+ * or peak. Returns 1, or 0 with a message in err. */
 int calibrate_run(const CalibrateOptions *opt, CalibrateResult *out, char *err, size_t errlen);
 
 /* The fits: from what each world of opt measured (worlds[i] for

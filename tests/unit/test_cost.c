@@ -723,7 +723,7 @@ static void test_calibrate_quick(void **state) {
     assert_true(p->peak_tflops > 0 && p->gemm_half_dim >= 0 && p->kernel_overhead_us >= 0);
     assert_true(p->mem_bandwidth_GBps > 0 && p->vector_tflops > 0 && p->mem_capacity_GB > 0);
     assert_int_equal(res->nsamples, COMM_KIND_COUNT * 6); /* 1 world x 1K..1M */
-    assert_true(res->seconds < 3);
+    assert_true(res->seconds > 0 && res->attempts >= 1 && res->attempts <= 3);
     /* What it writes is a profile. */
     char *text = NULL;
     size_t n = 0;
