@@ -287,7 +287,7 @@ ModelDecl *ast_new_model(Arena *a, Span span, Ident name, PtrVec items) {
     return m;
 }
 
-static Decl *new_decl(Arena *a, DeclKind kind, Span span) {
+Decl *ast_new_decl(Arena *a, DeclKind kind, Span span) {
     Decl *d = ARENA_NEW(a, Decl);
     d->kind = kind;
     d->span = span;
@@ -295,25 +295,25 @@ static Decl *new_decl(Arena *a, DeclKind kind, Span span) {
 }
 
 Decl *ast_new_op_decl(Arena *a, OpDecl *op) {
-    Decl *d = new_decl(a, DECL_OP, op->span);
+    Decl *d = ast_new_decl(a, DECL_OP, op->span);
     d->op = op;
     return d;
 }
 
 Decl *ast_new_partition_decl(Arena *a, PartitionDecl *partition) {
-    Decl *d = new_decl(a, DECL_PARTITION, partition->span);
+    Decl *d = ast_new_decl(a, DECL_PARTITION, partition->span);
     d->partition = partition;
     return d;
 }
 
 Decl *ast_new_model_decl(Arena *a, ModelDecl *model) {
-    Decl *d = new_decl(a, DECL_MODEL, model->span);
+    Decl *d = ast_new_decl(a, DECL_MODEL, model->span);
     d->model = model;
     return d;
 }
 
 Decl *ast_new_import_decl(Arena *a, Span span, const char *path, Span path_span) {
-    Decl *d = new_decl(a, DECL_IMPORT, span);
+    Decl *d = ast_new_decl(a, DECL_IMPORT, span);
     d->import = ARENA_NEW(a, ImportDecl);
     d->import->path = path;
     d->import->path_span = path_span;

@@ -345,6 +345,8 @@ AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_ax
 /* `m = s` in a use's bindings: the partition's dimension m is the operator's s. */
 AxisBinding *ast_new_rename(Arena *a, Span span, Ident part_dim, Ident op_dim);
 ModelDecl *ast_new_model(Arena *a, Span span, Ident name, PtrVec items);
+/* A declaration of that kind; the caller sets its member. */
+Decl *ast_new_decl(Arena *a, DeclKind kind, Span span);
 Decl *ast_new_op_decl(Arena *a, OpDecl *op);
 Decl *ast_new_partition_decl(Arena *a, PartitionDecl *partition);
 Decl *ast_new_model_decl(Arena *a, ModelDecl *model);

@@ -71,27 +71,20 @@ RunDecl *ast_new_run(Arena *a, Span span, Ident name, Ident plan, PtrVec plan_ar
     return r;
 }
 
-static Decl *new_decl(Arena *a, DeclKind kind, Span span) {
-    Decl *d = ARENA_NEW(a, Decl);
-    d->kind = kind;
-    d->span = span;
-    return d;
-}
-
 Decl *ast_new_shape_decl(Arena *a, ShapeDecl *shape) {
-    Decl *d = new_decl(a, DECL_SHAPE, shape->span);
+    Decl *d = ast_new_decl(a, DECL_SHAPE, shape->span);
     d->shape = shape;
     return d;
 }
 
 Decl *ast_new_plan_decl(Arena *a, PlanDecl *plan) {
-    Decl *d = new_decl(a, DECL_PLAN, plan->span);
+    Decl *d = ast_new_decl(a, DECL_PLAN, plan->span);
     d->plan = plan;
     return d;
 }
 
 Decl *ast_new_run_decl(Arena *a, RunDecl *run) {
-    Decl *d = new_decl(a, DECL_RUN, run->span);
+    Decl *d = ast_new_decl(a, DECL_RUN, run->span);
     d->run = run;
     return d;
 }
