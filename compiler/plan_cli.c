@@ -522,9 +522,9 @@ int plan_main(int argc, char **argv) {
         fprintf(stderr, "primec: error: --training needs --layers L and --global-batch B\n");
         return 2;
     }
-    if (train.on && (out_path || svg_dir)) {
-        fprintf(stderr, "primec: error: --training prints the plan; -o and --svg are not "
-                        "supported with it\n");
+    if (train.on && svg_dir) {
+        fprintf(stderr, "primec: error: --training prints the plan; --svg is not supported "
+                        "with it\n");
         return 2;
     }
     /* The output path is checked before the search, which can take long. */
@@ -602,6 +602,8 @@ int plan_main(int argc, char **argv) {
             train.mesh_naxes = space.naxes;
             train.mesh_side = space.side;
             train.json = json;
+            train.out_path = out_path;
+            train.source = out_path ? plan_relative_path(c.arena, file, out_path) : NULL;
             rc = plan_training(&c, m, n, &ctx, &train);
             continue;
         }
