@@ -389,7 +389,7 @@ int plan_main(int argc, char **argv) {
                 "                   [--vocab V] [--recompute auto|on|off] [--devices N] [--profile "
                 "P]\n"
                 "                   [--memory BYTES|none] [--shard-optimizer] [--uneven-stages] "
-                "[--json]\n"
+                "[--json] [-o OUT.prime]\n"
                 "chooses a partition for every operator instance of each model in FILE (or M)\n"
                 "for N devices (default: the model's mesh) on profile P (default h100), over\n"
                 "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
@@ -402,7 +402,8 @@ int plan_main(int argc, char **argv) {
                 "plan (timelines and mesh pictures, docs/svg.md). With --training, FILE's model\n"
                 "is one layer at one sequence: the layer's tensor plan, pipeline stages,\n"
                 "data-parallel replicas, micro-batch size and recomputation are chosen together\n"
-                "for L layers and a global batch of B sequences. See docs/planner.md.\n");
+                "for L layers and a global batch of B sequences; -o writes them (stages,\n"
+                "micro-batches in 1F1B's order) as a .prime run. See docs/planner.md.\n");
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
