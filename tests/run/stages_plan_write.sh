@@ -3,8 +3,8 @@
 #
 # `primec plan --training -o` on a small staged plan (tests/layers.cmake):
 # OPT's small layer, 2 layers on 8 devices under a memory limit that
-# only 2 pipeline stages of a 2-device tensor mesh (times 2 replicas, 4
-# micro-batches each) meet. The written plan must equal GOLDEN (its
+# only 2 pipeline stages of a 2-device tensor mesh (times 2 replicas, 2
+# micro-batches of one sequence each) meet. The written plan must equal GOLDEN (its
 # import line, which depends on DIR, set to the example's name), carry
 # `stages` and `microbatches ... order 1f1b`, and build and pass
 # `--check` on the cpu backend with counters equal to the prediction.
@@ -19,9 +19,9 @@ fail() {
 rm -rf "$dir"
 mkdir -p "$dir" || fail "cannot create $dir"
 "$primec" plan "$example" --model opt --param layers=1 --training --layers 2 \
-    --global-batch 8 --devices 8 --profile v100 --tp-max 2 --memory-limit 800000 \
+    --global-batch 4 --micro-batch 1 --devices 8 --profile v100 --tp-max 2 --memory-limit 800000 \
     --recompute off -o "$dir/planned.prime" >"$dir/plan.out" || fail "primec plan failed"
-grep -q 'x 2 stages x 2 replicas; micro-batch 1 (4 per replica)' "$dir/plan.out" ||
+grep -q 'x 2 stages x 2 replicas; micro-batch 1 (2 per replica)' "$dir/plan.out" ||
     fail "the search chose another plan: $(sed -n 2p "$dir/plan.out")"
 sed 's|^import ".*";$|import "examples/opt_layer.prime";|' "$dir/planned.prime" >"$dir/planned.norm"
 diff -u "$golden" "$dir/planned.norm" || fail "the written plan differs from $golden"
