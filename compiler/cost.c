@@ -197,7 +197,12 @@ typedef struct PendingRecv {
 typedef struct Rank {
     int phase, pc; /* next action */
     double clock, engine;
-    double sends_done; /* latest completion of a posted send */
+    double sends_done; /* latest completion of a send posted since the last wait */
+    /* Sends kept past their phase (KEEP): per keep, its tag and when its
+     * sends complete; a WAIT_KEPT of the tag waits for them. */
+    int *kept_tag;
+    double *kept_done;
+    int nkept, kept_cap;
     PendingRecv *recv;
     int nrecv, recv_cap;
     int in_collective;    /* registered at the all-reduce at pc */
@@ -378,10 +383,45 @@ static int wait_all(Sim *sim, int r) {
                       mem_us(sim, 2.0 * (double)rk->recv[i].unpack_elems * sim->eb);
     }
     rk->nrecv = 0;
+    rk->sends_done = 0;
     rk->clock = t + unpack;
     if (unpack > 0)
         account(sim, r, -1, unpack);
     return 1;
+}
+
+/* KEEP: the sends posted since the last wait complete at a WAIT_KEPT of
+ * tag, not at the phase's waits. */
+static void keep_sends(Sim *sim, Rank *rk, int tag) {
+    if (rk->nkept == rk->kept_cap) {
+        int cap = rk->kept_cap ? rk->kept_cap * 2 : 8;
+        int *t = ARENA_ARRAY(sim->arena, int, cap);
+        double *d = ARENA_ARRAY(sim->arena, double, cap);
+        if (rk->nkept) {
+            memcpy(t, rk->kept_tag, sizeof(int) * (size_t)rk->nkept);
+            memcpy(d, rk->kept_done, sizeof(double) * (size_t)rk->nkept);
+        }
+        rk->kept_tag = t;
+        rk->kept_done = d;
+        rk->kept_cap = cap;
+    }
+    rk->kept_tag[rk->nkept] = tag;
+    rk->kept_done[rk->nkept++] = rk->sends_done;
+    rk->sends_done = 0;
+}
+
+/* WAIT_KEPT: the clock waits for the sends kept under tag. */
+static void wait_kept(Rank *rk, int tag) {
+    int n = 0;
+    for (int k = 0; k < rk->nkept; ++k) {
+        if (rk->kept_tag[k] != tag) {
+            rk->kept_tag[n] = rk->kept_tag[k];
+            rk->kept_done[n++] = rk->kept_done[k];
+        } else if (rk->kept_done[k] > rk->clock) {
+            rk->clock = rk->kept_done[k];
+        }
+    }
+    rk->nkept = n;
 }
 
 /* Advances rank r over one action; returns 0 when it must wait. */
@@ -428,6 +468,12 @@ static int step_action(Sim *sim, int r) {
     case PRIME_ACT_WAIT:
         if (!wait_all(sim, r))
             return 0;
+        break;
+    case PRIME_ACT_KEEP:
+        keep_sends(sim, rk, a->tag);
+        break;
+    case PRIME_ACT_WAIT_KEPT:
+        wait_kept(rk, a->tag);
         break;
     case PRIME_ACT_KERNEL: {
         double us = sim->kernel[rk->phase].us;

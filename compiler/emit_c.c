@@ -65,6 +65,10 @@ static const char *act_name(int op) {
         return "RECV_BOX";
     case PRIME_ACT_COPY_BOX:
         return "COPY_BOX";
+    case PRIME_ACT_KEEP:
+        return "KEEP";
+    case PRIME_ACT_WAIT_KEPT:
+        return "WAIT_KEPT";
     default:
         ICE("bad action %d", op);
     }
@@ -81,7 +85,7 @@ static void print_action(Emitter *e, const PrimeAction *a) {
     const Schedule *s = e->s;
     Printer *p = &e->p;
     printer_printf(p, "{.op = PRIME_ACT_%s", act_name(a->op));
-    if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP) {
+    if (prime_action_has_tensor(a->op)) {
         printer_printf(p, ", .tensor = T_%s, .slot = %d", s->tensors[a->tensor].name, a->slot);
         e->named[a->tensor] = 1;
     }
@@ -91,7 +95,7 @@ static void print_action(Emitter *e, const PrimeAction *a) {
     if (a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_SEND_BOX)
         printer_printf(p, ", .kind = %s", kind_name(a->kind));
     if (a->op == PRIME_ACT_ALLREDUCE || a->op == PRIME_ACT_REDUCE_SCATTER ||
-        a->op == PRIME_ACT_ALLGATHER)
+        a->op == PRIME_ACT_ALLGATHER || a->op == PRIME_ACT_KEEP || a->op == PRIME_ACT_WAIT_KEPT)
         printer_printf(p, ", .tag = %d", a->tag);
     if (a->kind == PRIME_COMBINE_MAX &&
         (a->op == PRIME_ACT_ALLOC || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_ALLREDUCE ||

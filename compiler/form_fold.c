@@ -7,11 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int has_peer(int op) {
-    return op == PRIME_ACT_SEND || op == PRIME_ACT_RECV || op == PRIME_ACT_SEND_BOX ||
-           op == PRIME_ACT_RECV_BOX;
-}
-
 static int is_collective(int op) {
     return op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER || op == PRIME_ACT_ALLGATHER;
 }
@@ -19,11 +14,11 @@ static int is_collective(int op) {
 /* ---- Loops over a layer's copies inside a phase -------------------- */
 
 static int has_tensor_op(int op) {
-    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP;
+    return prime_action_has_tensor(op);
 }
 
 static int has_tag_op(int op) {
-    return has_peer(op) || is_collective(op);
+    return prime_action_has_tag(op);
 }
 
 PrimePhaseForm form_numbered(Arena *arena, const ScheduleForm *sf, const PrimePhaseForm *f) {

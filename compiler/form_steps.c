@@ -17,9 +17,7 @@ static PrimeAffine slot_affine(const Fit *f, const PrimeActionForm *af, int k) {
     PrimeAffine a;
     memset(&a, 0, sizeof a);
     int tensor = k ? af->a.in_tensor[k - 1] : af->a.tensor;
-    a.modulus = af->a.op == PRIME_ACT_WAIT || af->a.op == PRIME_ACT_STEP
-                    ? 1
-                    : f->s->tensors[tensor].max_slots;
+    a.modulus = !prime_action_has_tensor(af->a.op) ? 1 : f->s->tensors[tensor].max_slots;
     a.base = k ? af->a.in_slot[k - 1] : af->a.slot;
     return a;
 }
@@ -293,7 +291,7 @@ static void guess_increments(const Fit *f, PrimeActionForm *l, const PrimeAction
         int tensor = k ? l->a.in_tensor[k - 1] : l->a.tensor;
         for (int j = 0; j < nknown && !sl[k].tcoef; ++j) {
             const PrimeActionForm *o = &known[j];
-            if (!o->slots || o->a.op == PRIME_ACT_STEP || o->a.op == PRIME_ACT_WAIT)
+            if (!o->slots || !prime_action_has_tensor(o->a.op))
                 continue;
             int on = 1 + (o->a.nin < PRIME_MAX_KERNEL_INPUTS ? o->a.nin : PRIME_MAX_KERNEL_INPUTS);
             for (int x = 0; x < on && !sl[k].tcoef; ++x)

@@ -18,14 +18,13 @@
  * B(m, k + 1), and the last stage's B(m) after its dy-in phase, which
  * here is one per micro-batch (Phase.micro) placed just before it.
  *
- * A boundary send runs where its receiving phase is, so the merge decides
- * how early a stage sends: the units are placed in the order of their
- * start in a simulation where a unit takes as long as it has phases and
- * starts when its stage is free and its dependency has finished; of two
- * starting at once the forward goes first, so that a stage waiting for a
- * gradient has sent its activation before the next stage's backward, and
- * of two forwards the later stage's, which receives what the earlier one
- * has just sent.
+ * A boundary receive runs at its receiving phase (the send is posted at
+ * the phase that makes the value, sched_sends.c), so the merge decides
+ * where a stage waits: the units are placed in the order of their start
+ * in a simulation where a unit takes as long as it has phases and starts
+ * when its stage is free and its dependency has finished; of two
+ * starting at once the forward goes first, and of two forwards the later
+ * stage's, which receives what the earlier one has just sent.
  */
 #include <string.h>
 

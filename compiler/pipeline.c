@@ -399,6 +399,8 @@ static void dump_schedule(Compilation *c) {
                     fprintf(c->dump_out, " %s", prime_action_name(x->op));
                     if (x->op == PRIME_ACT_STEP)
                         fprintf(c->dump_out, "%d", x->arg);
+                    else if (x->op == PRIME_ACT_KEEP || x->op == PRIME_ACT_WAIT_KEPT)
+                        fprintf(c->dump_out, "(tag %d)", x->tag);
                     else if (x->op != PRIME_ACT_WAIT)
                         fprintf(c->dump_out, "(%s#%d%s%d)", s->tensors[x->tensor].name, x->slot,
                                 x->op == PRIME_ACT_SEND   ? "->"

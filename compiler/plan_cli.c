@@ -389,7 +389,7 @@ int plan_main(int argc, char **argv) {
                 "                   [--vocab V] [--recompute auto|on|off] [--devices N] [--profile "
                 "P]\n"
                 "                   [--memory BYTES|none] [--shard-optimizer] [--uneven-stages] "
-                "[--json]\n"
+                "[--json] [-o OUT.prime]\n"
                 "chooses a partition for every operator instance of each model in FILE (or M)\n"
                 "for N devices (default: the model's mesh) on profile P (default h100), over\n"
                 "every data-parallel degree and tensor-parallel mesh of at most T devices\n"
@@ -402,7 +402,8 @@ int plan_main(int argc, char **argv) {
                 "plan (timelines and mesh pictures, docs/svg.md). With --training, FILE's model\n"
                 "is one layer at one sequence: the layer's tensor plan, pipeline stages,\n"
                 "data-parallel replicas, micro-batch size and recomputation are chosen together\n"
-                "for L layers and a global batch of B sequences. See docs/planner.md.\n");
+                "for L layers and a global batch of B sequences; -o writes them (stages,\n"
+                "micro-batches in 1F1B's order) as a .prime run. See docs/planner.md.\n");
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
@@ -522,9 +523,9 @@ int plan_main(int argc, char **argv) {
         fprintf(stderr, "primec: error: --training needs --layers L and --global-batch B\n");
         return 2;
     }
-    if (train.on && (out_path || svg_dir)) {
-        fprintf(stderr, "primec: error: --training prints the plan; -o and --svg are not "
-                        "supported with it\n");
+    if (train.on && svg_dir) {
+        fprintf(stderr, "primec: error: --training prints the plan; --svg is not supported "
+                        "with it\n");
         return 2;
     }
     /* The output path is checked before the search, which can take long. */
@@ -602,6 +603,8 @@ int plan_main(int argc, char **argv) {
             train.mesh_naxes = space.naxes;
             train.mesh_side = space.side;
             train.json = json;
+            train.out_path = out_path;
+            train.source = out_path ? plan_relative_path(c.arena, file, out_path) : NULL;
             rc = plan_training(&c, m, n, &ctx, &train);
             continue;
         }

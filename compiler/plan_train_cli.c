@@ -11,6 +11,7 @@
 
 #include "json_out.h"
 #include "plan_train.h"
+#include "plan_write.h"
 
 static double now_ms(clockid_t clock) {
     struct timespec ts;
@@ -221,6 +222,59 @@ static void report_unmet(Compilation *c, const Model *m, const PlanTrainArgs *a,
         p->micro_batch, p->recompute ? ", recomputed" : "", dom, part);
 }
 
+/* -o: the chosen plan as a plan block and a run (plan_write_spec), or a
+ * diagnostic when the program cannot express it. Returns the exit code. */
+static int write_training_plan(Compilation *c, const Model *m, const PlanTrainArgs *a,
+                               const Search *s, Arena *arena) {
+    const TrainPlan *p = &s->best;
+    Plan *plan = s->layers[p->layer].plan;
+    memcpy(plan->choice, p->choice, sizeof(int) * (size_t)plan->ninst);
+    const char *why = NULL;
+    if (a->layers % p->stages)
+        why = arena_printf(arena, "%d stages do not divide the %ld layers (uneven stages)",
+                           p->stages, a->layers);
+    else if (p->recompute)
+        why = "it recomputes activations";
+    if (why) {
+        diag_error(&c->sink, m->name_span,
+                   "the training plan chosen for '%s' cannot be written as a program: %s, which "
+                   "the language does not express",
+                   m->name, why);
+        return 1;
+    }
+    const char **uses = ARENA_ARRAY(arena, const char *, m->ninstances + 1);
+    for (int i = 0; i < m->ninstances; ++i)
+        uses[i] = plan_use_text(arena, plan, i);
+    FILE *f = fopen(a->out_path, "w");
+    if (!f) {
+        fprintf(stderr, "primec: error: cannot write '%s'\n", a->out_path);
+        return 2;
+    }
+    PlanWriteSpec w = {0};
+    w.dp = p->replicas;
+    w.replica_axis = -1; /* the layer plan has no replica axis: one replica */
+    w.stages = p->stages;
+    w.layers = a->layers;
+    w.micro_batches = p->micro_batches;
+    w.micro_tokens = p->micro_batch * s->layers[p->layer].seq_tokens;
+    w.vocab = a->vocab;
+    int ok = plan_write_spec(f, m, uses, &plan->mesh, &w, a->source, arena);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "primec: error: cannot write '%s'\n", a->out_path);
+        return 2;
+    }
+    if (!ok) {
+        remove(a->out_path);
+        diag_error(&c->sink, m->name_span,
+                   "the training plan of '%s' cannot be written as a program: the model needs a "
+                   "layer block repeated by a parameter and an input whose first dimension is a "
+                   "parameter (the tokens the micro-batches split)",
+                   m->name);
+        return 1;
+    }
+    return 0;
+}
+
 int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
                   const PlanTrainArgs *a) {
     const ModelTensor *x = NULL;
@@ -307,6 +361,8 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
                    train_memory_dominant(&base->smallest));
         }
     }
+    if (rc == 0 && a->out_path)
+        rc = write_training_plan(c, m, a, s, arena);
     search_free(s);
     search_free(base);
     arena_destroy(arena);

@@ -24,6 +24,8 @@ typedef struct PlanTrainArgs {
     int mesh_naxes;      /* --mesh: 1 or 2 axes (0: any) */
     long mesh_side;
     int json;
+    const char *out_path; /* -o: the plan written as .prime (plan_write.h), or NULL */
+    const char *source;   /* the model's file as the written plan imports it */
 } PlanTrainArgs;
 
 /* Plans model m (one layer at one sequence, its input's first dimension

@@ -77,16 +77,33 @@ static Sym token_param(const PtrVec *items) {
     return NULL;
 }
 
-void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Mesh *mesh, int dp,
-                      int replica_axis, const char *source, Arena *arena) {
-    const ModelDecl *src = m->source ? m->source : m->decl;
-    Walk wk = {0};
-    wk.cap = count_items(&src->items);
-    wk.w = ARENA_ARRAY(arena, Written, wk.cap + 1);
-    wk.m = m;
-    wk.uses = uses;
-    walk_block(&wk, &src->items);
-    const int merged = dp > 1 && replica_axis >= 0 && replica_axis < mesh->naxes;
+/* The name of a parameter that a model's layer block repeats by, or NULL
+ * (no layer block, or a count that is not a parameter's name). */
+static Sym layer_param(const PtrVec *items) {
+    for (int i = 0; i < items->count; ++i) {
+        const ModelItem *it = items->items[i];
+        if (it->kind == MITEM_LAYER)
+            return it->repeat && it->repeat->kind == EXPR_NAME ? it->repeat->name : NULL;
+    }
+    return NULL;
+}
+
+/* A mesh axis name the mesh does not have, for the stages. */
+static const char *stage_axis_name(const Mesh *mesh) {
+    static const char *const names[] = {"p", "stage", "pipe"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k) {
+        int taken = 0;
+        for (int a = 0; a < mesh->naxes; ++a)
+            taken |= !strcmp(mesh->names[a], names[k]);
+        if (!taken)
+            return names[k];
+    }
+    return "pipeline_stage";
+}
+
+static void write_header(FILE *f, const Model *m, const Mesh *mesh, const PlanWriteSpec *w,
+                         int merged) {
+    int dp = w->dp;
     if (merged)
         fprintf(f,
                 "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
@@ -94,7 +111,18 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
                 "// every instance splits the tokens along it, so the program runs all the\n"
                 "// replicas and all-reduces the weight gradients across them. Check it with\n"
                 "// `primec check`.\n",
-                m->name, mesh->ndev * dp, dp, mesh->names[replica_axis], dp);
+                m->name, mesh->ndev * dp, dp, mesh->names[w->replica_axis], dp);
+    else if (w->stages > 0)
+        fprintf(f,
+                "// Training plan chosen by `primec plan --training` for '%s': %ld layers on\n"
+                "// %d devices, %d pipeline stage%s%s%s of %d device%s each, times %d\n"
+                "// data-parallel replica%s; %ld micro-batch%s of %ld token%s in 1F1B's order.\n"
+                "// Check it with `primec check`.\n",
+                m->name, w->layers, mesh->ndev * w->stages * dp, w->stages,
+                w->stages == 1 ? "" : "s", w->stages > 1 ? " along mesh axis " : "",
+                w->stages > 1 ? stage_axis_name(mesh) : "", mesh->ndev, mesh->ndev == 1 ? "" : "s",
+                dp, dp == 1 ? "" : "s", w->micro_batches, w->micro_batches == 1 ? "" : "es",
+                w->micro_tokens, w->micro_tokens == 1 ? "" : "s");
     else
         fprintf(f,
                 "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
@@ -106,6 +134,26 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
                 "// all-reduce of weight gradients across the replicas is in the plan's cost\n"
                 "// but not in this program.\n",
                 dp);
+    if (w->stages > 0)
+        fprintf(f, "// The optimizer step%s is in the plan's cost but not in this program.\n",
+                w->vocab ? " and the LM head" : "");
+}
+
+int plan_write_spec(FILE *f, const Model *m, const char *const *uses, const Mesh *mesh,
+                    const PlanWriteSpec *w, const char *source, Arena *arena) {
+    const ModelDecl *src = m->source ? m->source : m->decl;
+    Walk wk = {0};
+    wk.cap = count_items(&src->items);
+    wk.w = ARENA_ARRAY(arena, Written, wk.cap + 1);
+    wk.m = m;
+    wk.uses = uses;
+    walk_block(&wk, &src->items);
+    const int dp = w->dp;
+    const int merged = dp > 1 && w->replica_axis >= 0 && w->replica_axis < mesh->naxes;
+    Sym token = token_param(&src->items), layers = layer_param(&src->items);
+    if (w->stages > 0 && (!token || !layers))
+        return 0;
+    write_header(f, m, mesh, w, merged);
     if (wk.next != m->ninstances)
         fprintf(f, "// warning: the model's layers do not map onto its written instances.\n");
     /* The default: the most common partition. */
@@ -121,10 +169,18 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
         }
     }
     fprintf(f, "import \"%s\";\n\nplan %s_planned of %s on mesh(", source, m->name, src->name.name);
+    if (w->stages > 1)
+        fprintf(f, "%s: %d, ", stage_axis_name(mesh), w->stages);
     for (int a = 0; a < mesh->naxes; ++a)
         fprintf(f, "%s%s: %ld", a ? ", " : "", mesh->names[a],
-                mesh->sizes[a] * (merged && a == replica_axis ? dp : 1));
+                mesh->sizes[a] * (merged && a == w->replica_axis ? dp : 1));
     fprintf(f, ") {\n");
+    if (w->stages > 0) {
+        if (w->stages > 1)
+            fprintf(f, "    stages %s;\n", stage_axis_name(mesh));
+        if (w->micro_batches > 1)
+            fprintf(f, "    microbatches %s: %ld order 1f1b;\n", token, w->micro_batches);
+    }
     if (dflt)
         fprintf(f, "    default use %s;\n", dflt);
     /* Runs of consecutive instances of one block with one partition. */
@@ -154,14 +210,26 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
         }
     }
     fprintf(f, "}\n\nrun %s_planned = %s_planned on %s", m->name, m->name, src->name.name);
-    Sym token = dp > 1 && !merged ? token_param(&src->items) : NULL;
     for (int p = 0; p < m->nparams; ++p) {
         long v = m->param_values[p];
-        if (m->param_names[p] == token)
+        if (w->stages > 0 && m->param_names[p] == layers)
+            v = w->layers;
+        else if (w->stages > 0 && m->param_names[p] == token)
+            v = w->micro_tokens * w->micro_batches;
+        else if (m->param_names[p] == token && dp > 1 && !merged)
             v /= dp;
         fprintf(f, "%s%s = %ld", p ? ", " : "(", m->param_names[p], v);
     }
     fprintf(f, "%s;\n", m->nparams ? ")" : "");
+    return 1;
+}
+
+void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Mesh *mesh, int dp,
+                      int replica_axis, const char *source, Arena *arena) {
+    PlanWriteSpec w = {0};
+    w.dp = dp;
+    w.replica_axis = replica_axis;
+    (void)plan_write_spec(f, m, uses, mesh, &w, source, arena);
 }
 
 /* Splits an absolute path into its components (in place); their count. */

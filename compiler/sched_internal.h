@@ -18,6 +18,7 @@
  *   sched_accumulate.c  accumulators, coverage, all-reduces
  *   sched_simulate.c    one phase step by step; residency trials
  *   sched_boundary.c    inputs, epilogue, landing, sweep order, freeing
+ *   sched_sends.c       stage boundary sends posted where the value is made
  *   sched_predict.c     predicted bytes and peaks
  *   sched_transpose.c   a schedule with the axes of a square mesh swapped
  *   schedule.c          the driver: storage tensors, operands, the phase loop
@@ -362,6 +363,10 @@ void sched_liveness_init(Builder *b);
 void sched_value_link(Builder *b, int tensor);
 void sched_free_dead(Builder *b, int p);
 long sched_phase_finish(Builder *b, PhaseSched *ph, int p, const int *grad_storage);
+
+/* sched_sends.c: the boundary sends between pipeline stages moved to the
+ * phase that makes their value (KEEP there, WAIT_KEPT where they were). */
+void sched_post_sends_early(Schedule *s, Arena *arena);
 
 /* sched_predict.c: bytes and peak memory from the action lists. */
 void sched_predict(Schedule *s, Arena *arena);

@@ -30,16 +30,18 @@ void sched_predict(Schedule *s, Arena *arena) {
     long *tile_bytes_of = ARENA_ARRAY_UNINIT(arena, long, s->ntensors + 1);
     for (int t = 0; t < s->ntensors; ++t)
         tile_bytes_of[t] = s->tensors[t].tile_elems * (long)sizeof(float);
+    /* Packed buffers of box sends kept past their phase (KEEP), per tag:
+     * freed at the WAIT_KEPT of the tag, as the runtime frees them. */
+    PtrVec kept = {0};
     for (int d = 0; d < ndev; ++d) {
         long cur = 0, peak = 0;
+        kept.count = 0;
         for (int p = 0; p < s->phases.count; ++p) {
             PhaseSched *ph = s->phases.items[p];
             long phase_peak = cur, temps = 0;
             for (int i = 0; i < ph->nactions[d]; ++i) {
                 const PrimeAction *a = &ph->actions[d][i];
-                long tile_bytes = a->op == PRIME_ACT_WAIT || a->op == PRIME_ACT_STEP
-                                      ? 0
-                                      : tile_bytes_of[a->tensor];
+                long tile_bytes = prime_action_has_tensor(a->op) ? tile_bytes_of[a->tensor] : 0;
                 switch (a->op) {
                 case PRIME_ACT_ALLOC:
                     cur += tile_bytes;
@@ -65,6 +67,21 @@ void sched_predict(Schedule *s, Arena *arena) {
                 case PRIME_ACT_WAIT:
                     cur -= temps;
                     temps = 0;
+                    break;
+                case PRIME_ACT_KEEP: {
+                    long *k = ARENA_ARRAY(arena, long, 2);
+                    k[0] = a->tag;
+                    k[1] = temps;
+                    ptrvec_push(arena, &kept, k);
+                    temps = 0;
+                    break;
+                }
+                case PRIME_ACT_WAIT_KEPT:
+                    for (int j = 0; j < kept.count; ++j) {
+                        long *k = kept.items[j];
+                        if (k[0] == a->tag)
+                            cur -= k[1], k[1] = 0;
+                    }
                     break;
                 case PRIME_ACT_ALLREDUCE:
                 case PRIME_ACT_REDUCE_SCATTER:

@@ -384,6 +384,7 @@ Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
         return NULL;
     for (int t = 0; t < s->ntensors; ++t)
         s->final[t] = sched_layout_of(b, t);
+    sched_post_sends_early(s, arena);
     sched_predict(s, arena);
     return s;
 }

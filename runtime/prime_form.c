@@ -83,7 +83,7 @@ int prime_group_members(const PrimeMesh *mesh, const long *coords, const PrimeGr
 }
 
 static int has_tensor(int op) {
-    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP;
+    return prime_action_has_tensor(op);
 }
 
 /* The concrete action of form af at loop iteration `it` on the rank at
@@ -192,9 +192,7 @@ static PrimeStatus expand_form(const PrimePhase *phase, int rank, PrimeRankPhase
 }
 
 static int has_tag(int op) {
-    return op == PRIME_ACT_SEND || op == PRIME_ACT_RECV || op == PRIME_ACT_SEND_BOX ||
-           op == PRIME_ACT_RECV_BOX || op == PRIME_ACT_ALLREDUCE ||
-           op == PRIME_ACT_REDUCE_SCATTER || op == PRIME_ACT_ALLGATHER;
+    return prime_action_has_tag(op);
 }
 
 PrimeStatus prime_rank_phase_shifted(const PrimePhase *phase, int rank, int dtensor, int dtag,

@@ -45,6 +45,12 @@ typedef struct Pending {
     int kind;
 } Pending;
 
+/* A send kept past its phase (KEEP), completed by WAIT_KEPT of its tag. */
+struct PrimeKept {
+    Pending pd;
+    int tag;
+};
+
 /* Why a table's alloc returned NULL: out of memory, or a failed device
  * call that the table recorded. */
 static PrimeStatus alloc_failure(const PrimeDev *dev) {
@@ -90,6 +96,13 @@ PrimeStatus prime_store_init(PrimeStore *store, int ntensors, const size_t *tile
 
 void prime_store_release(PrimeDev *dev, PrimeStore *store) {
     const PrimeDevOps *ops = prime_dev_ops(dev);
+    /* Sends still kept (a run that failed between KEEP and WAIT_KEPT). */
+    for (int k = 0; k < store->nkept && dev; ++k) {
+        (void)ops->wait(dev, &store->kept[k].pd.req);
+        if (store->kept[k].pd.temp)
+            ops->free(dev, store->kept[k].pd.temp, store->kept[k].pd.temp_n);
+    }
+    free(store->kept);
     for (int t = 0; t < store->ntensors; ++t) {
         for (int s = 0; s < store->nslots[t]; ++s) {
             if (store->slots[t][s])
@@ -362,6 +375,53 @@ static PrimeStatus wait_all(PrimeDev *dev, Pending *pending, int npending, Prime
     return st;
 }
 
+/* KEEP: the sends pending since the last wait go to the store, under
+ * tag, instead of completing at this phase's wait or end. A receive
+ * cannot be kept (its tile is read after the wait). */
+static PrimeStatus keep_sends(PrimeStore *store, Pending *pending, int *npending, int tag) {
+    for (int r = 0; r < *npending; ++r)
+        if (pending[r].op != PRIME_ACT_SEND && pending[r].op != PRIME_ACT_SEND_BOX)
+            return PRIME_ERR_ARG;
+    if (store->nkept + *npending > store->kept_cap) {
+        int cap = store->kept_cap ? store->kept_cap : 8;
+        while (cap < store->nkept + *npending)
+            cap *= 2;
+        struct PrimeKept *k = realloc(store->kept, sizeof *k * (size_t)cap);
+        if (!k)
+            return PRIME_ERR_NOMEM;
+        store->kept = k;
+        store->kept_cap = cap;
+    }
+    for (int r = 0; r < *npending; ++r) {
+        store->kept[store->nkept].pd = pending[r];
+        store->kept[store->nkept++].tag = tag;
+    }
+    *npending = 0;
+    return PRIME_OK;
+}
+
+/* WAIT_KEPT: completes the sends kept under tag, in the order they were
+ * posted; the first failure. */
+static PrimeStatus wait_kept(PrimeDev *dev, PrimeStore *store, int tag, PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    PrimeStatus st = PRIME_OK;
+    int n = 0;
+    for (int k = 0; k < store->nkept; ++k) {
+        struct PrimeKept *kp = &store->kept[k];
+        if (kp->tag != tag) {
+            store->kept[n++] = *kp;
+            continue;
+        }
+        PrimeStatus w = wait_pending(dev, &kp->pd, acc);
+        if (st == PRIME_OK)
+            st = w;
+        if (kp->pd.temp)
+            ops->free(dev, kp->pd.temp, kp->pd.temp_n);
+    }
+    store->nkept = n;
+    return st;
+}
+
 /* Runs `phase`, the view of `src` on the device's rank. */
 static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRankPhase *phase,
                             PrimeStore *store, PrimeSchedStats *acc) {
@@ -387,15 +447,14 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
             st = PRIME_ERR_ARG;
             break;
         }
-        if (a->op != PRIME_ACT_WAIT && a->op != PRIME_ACT_STEP) {
+        if (prime_action_has_tensor(a->op)) {
             ref = slot_ref(store, a->tensor, a->slot);
             if (!ref) {
                 st = PRIME_ERR_ARG;
                 break;
             }
         }
-        size_t elems =
-            a->op == PRIME_ACT_WAIT || a->op == PRIME_ACT_STEP ? 0 : store->tile_elems[a->tensor];
+        size_t elems = prime_action_has_tensor(a->op) ? store->tile_elems[a->tensor] : 0;
         switch (a->op) {
         case PRIME_ACT_ALLOC:
             if (*ref) {
@@ -456,6 +515,12 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
         case PRIME_ACT_WAIT:
             st = wait_all(dev, pending, npending, acc);
             npending = 0;
+            break;
+        case PRIME_ACT_KEEP:
+            st = keep_sends(store, pending, &npending, a->tag);
+            break;
+        case PRIME_ACT_WAIT_KEPT:
+            st = wait_kept(dev, store, a->tag, acc);
             break;
         case PRIME_ACT_KERNEL:
             if (!*ref) {

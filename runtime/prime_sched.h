@@ -9,7 +9,11 @@
  * program; the kernels are emitted C functions with compile-time tile
  * shapes. Within a step, the sends and receives that bring the next
  * step's tiles are posted before the step's kernel and waited after it,
- * so transfers overlap with compute.
+ * so transfers overlap with compute. A send may also outlive its phase:
+ * KEEP hands the sends posted since the last wait to the store, and a
+ * later phase's WAIT_KEPT of the same tag completes them (a pipeline
+ * stage posts a boundary send right after the phase that makes the
+ * value, and completes it where the receiving phase runs).
  *
  * A PrimeStore holds one device's tiles: for every tensor, numbered slots
  * of one tile each. Slot numbers are assigned by the compiler.
@@ -38,7 +42,9 @@ extern "C" {
     X(PRIME_ACT_RECV_BOX, "recv_box")   /* into boxes[arg] of slot, at the wait */                 \
     X(PRIME_ACT_COPY_BOX, "copy_box")   /* boxes[arg]: in_slot[0] box -> slot box */               \
     X(PRIME_ACT_REDUCE_SCATTER, "reduce_scatter") /* groups[arg]: member p gets chunk p */         \
-    X(PRIME_ACT_ALLGATHER, "allgather") /* groups[arg]: member p gives chunk p, gets all */
+    X(PRIME_ACT_ALLGATHER, "allgather") /* groups[arg]: member p gives chunk p, gets all */        \
+    X(PRIME_ACT_KEEP, "keep")           /* the sends posted since the wait: kept under tag */      \
+    X(PRIME_ACT_WAIT_KEPT, "wait_kept") /* complete the sends kept under tag */
 
 typedef enum PrimeActOp {
 #define PRIME_X(op, name) op,
@@ -46,6 +52,22 @@ typedef enum PrimeActOp {
 #undef PRIME_X
         PRIME_ACT_COUNT
 } PrimeActOp;
+
+/* Whether an action of kind op names a tensor and slot (every kind but
+ * the waits, the step marks and keep). */
+static inline int prime_action_has_tensor(int op) {
+    return op != PRIME_ACT_WAIT && op != PRIME_ACT_STEP && op != PRIME_ACT_KEEP &&
+           op != PRIME_ACT_WAIT_KEPT;
+}
+
+/* Whether an action of kind op carries a message tag (a tag the copies of
+ * a repeated layer shift). */
+static inline int prime_action_has_tag(int op) {
+    return op == PRIME_ACT_SEND || op == PRIME_ACT_RECV || op == PRIME_ACT_SEND_BOX ||
+           op == PRIME_ACT_RECV_BOX || op == PRIME_ACT_ALLREDUCE ||
+           op == PRIME_ACT_REDUCE_SCATTER || op == PRIME_ACT_ALLGATHER || op == PRIME_ACT_KEEP ||
+           op == PRIME_ACT_WAIT_KEPT;
+}
 
 #define PRIME_MAX_KERNEL_INPUTS 4
 
@@ -121,6 +143,11 @@ typedef struct PrimeStore {
      * allocated without (PrimeTileFill): it gets it before a first use
      * that reads it. */
     unsigned char **owed;
+    /* Sends a phase kept past its end (KEEP), completed by a later phase's
+     * WAIT_KEPT of their tag: a pipeline stage's boundary sends, posted
+     * where the value is made and completed where it used to be sent. */
+    struct PrimeKept *kept;
+    int nkept, kept_cap;
 } PrimeStore;
 
 /* Sets up an empty store; max_slots[t] slots for tensor t. */

@@ -117,3 +117,26 @@ add_test(NAME layers/mesh/opt_small_square
                  ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime opt_small_square)
 set_tests_properties(layers/mesh/matmul_square layers/mesh/opt_small_square PROPERTIES
                      LABELS run TIMEOUT 600 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
+
+# The predicted step in 1F1B's order is not above GPipe's (the boundary
+# sends posted where the value is made; tests/run/order_time.sh).
+foreach(pair "stages_gpipe;stages_1f1b" "stages_gpipe_s4;stages_1f1b_s4")
+  list(GET pair 1 onef1b)
+  list(GET pair 0 gpipe)
+  add_test(NAME layers/stages/time_${onef1b}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/order_time.sh $<TARGET_FILE:primec>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime ${gpipe} ${onef1b})
+  set_tests_properties(layers/stages/time_${onef1b} PROPERTIES LABELS run TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
+
+# primec plan --training -o writes the stages and micro-batches it chose
+# (tests/run/stages_plan_write.sh): the written plan equals
+# tests/run/stages_plan_write.expected and builds and passes --check.
+add_test(NAME layers/stages/plan_write
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write.sh $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write.expected
+                 ${PRIMEC_STAGES_DIR}/plan_write)
+set_tests_properties(layers/stages/plan_write PROPERTIES LABELS run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")

@@ -118,3 +118,25 @@ add_test(NAME plan/cli/training-one-layer
                  --model opt_small_megatron --training --layers 4 --global-batch 8 --devices 4)
 set_tests_properties(plan/cli/training-one-layer PROPERTIES LABELS unit TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "opt_layer.prime:[0-9]+:[0-9]+: error: --training plans one layer of a model: 'opt_small_megatron' repeats its layer 2 times")
+
+# plan --training -o: a choice the language cannot express is refused with
+# a diagnostic at the model, and nothing is written: uneven stages (3
+# layers on 2 stages, --uneven-stages) and recomputed activations.
+set(PRIMEC_PLAN_WRITE_DIR ${CMAKE_CURRENT_BINARY_DIR}/plan/write)
+file(MAKE_DIRECTORY ${PRIMEC_PLAN_WRITE_DIR})
+set(PRIMEC_TRAIN_SMALL --model opt --param layers=1 --training --global-batch 8 --devices 8
+    --profile v100 --tp-max 2)
+add_test(NAME plan/cli/training-write-uneven
+         COMMAND sh -c "p=$1 f=$2 o=$3; shift 3; rm -f \"$o\"; ! \"$p\" plan \"$f\" \"$@\" -o \"$o\" && test ! -e \"$o\""
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 ${PRIMEC_PLAN_WRITE_DIR}/uneven.prime ${PRIMEC_TRAIN_SMALL} --layers 3
+                 --memory-limit 1500000 --recompute off --uneven-stages)
+set_tests_properties(plan/cli/training-write-uneven PROPERTIES LABELS unit TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "opt_layer.prime:[0-9]+:[0-9]+: error: the training plan chosen for 'opt' cannot be written as a program: 2 stages do not divide the 3 layers \\(uneven stages\\)")
+add_test(NAME plan/cli/training-write-recompute
+         COMMAND sh -c "p=$1 f=$2 o=$3; shift 3; rm -f \"$o\"; ! \"$p\" plan \"$f\" \"$@\" -o \"$o\" && test ! -e \"$o\""
+                 sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 ${PRIMEC_PLAN_WRITE_DIR}/recompute.prime ${PRIMEC_TRAIN_SMALL} --layers 2
+                 --memory-limit 800000 --recompute on)
+set_tests_properties(plan/cli/training-write-recompute PROPERTIES LABELS unit TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "error: the training plan chosen for 'opt' cannot be written as a program: it recomputes activations")

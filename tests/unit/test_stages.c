@@ -95,13 +95,13 @@ static int stage_of_rank(int rank) {
 }
 
 /* Off-stage ranks of every instance's phase run no kernel, collective,
- * add, allocation or receive: at most the sends (and their waits) of a
- * boundary activation they hold, in a phase with a boundary move, and the
- * frees of tiles no later phase reads. Every collective's group is in the
- * phase's stage. */
+ * add, allocation, receive or send: at most the completion (WAIT_KEPT)
+ * of the sends of a boundary activation they hold, in a phase with a
+ * boundary move, its waits, and the frees of tiles no later phase reads.
+ * Every collective's group is in the phase's stage. */
 static void check_stage_actions(const Schedule *s) {
     const Model *m = s->model;
-    int sends = 0;
+    int completions = 0;
     for (int p = 0; p < s->phases.count; ++p) {
         const PhaseSched *ph = s->phases.items[p];
         if (ph->inst < 0)
@@ -112,13 +112,13 @@ static void check_stage_actions(const Schedule *s) {
                 continue;
             for (int i = 0; i < ph->nactions[r]; ++i) {
                 int op = ph->actions[r][i].op;
-                if (op != PRIME_ACT_FREE && op != PRIME_ACT_SEND && op != PRIME_ACT_WAIT)
+                if (op != PRIME_ACT_FREE && op != PRIME_ACT_WAIT_KEPT && op != PRIME_ACT_WAIT)
                     fail_msg("rank %d runs a %s in phase %d of stage %d", r, prime_action_name(op),
                              p, stage);
-                /* A send only of a boundary move (dead tiles are freed anywhere). */
-                if (op == PRIME_ACT_SEND)
+                /* A completion only of a boundary move (dead tiles are freed anywhere). */
+                if (op == PRIME_ACT_WAIT_KEPT)
                     assert_true(ph->boundary.count > 0);
-                sends += op == PRIME_ACT_SEND;
+                completions += op == PRIME_ACT_WAIT_KEPT;
             }
         }
         for (int c = 0; c < ph->collectives.count; ++c) {
@@ -127,7 +127,57 @@ static void check_stage_actions(const Schedule *s) {
                 assert_int_equal(stage_of_rank(col->group[k]), stage);
         }
     }
-    assert_true(sends > 0); /* the boundary activation left its stage */
+    assert_true(completions > 0); /* the boundary activation left its stage */
+}
+
+/* Every send to another stage is posted in the phase that wrote its tile
+ * last, on the sender's stage, right before a KEEP; each KEEP is
+ * completed by exactly one WAIT_KEPT of its tag on the same rank, in a
+ * later phase of the other stage (the receiving phase); returns the
+ * number of such sends. */
+static int check_sends_at_producer(const Schedule *s) {
+    const Model *m = s->model;
+    int nsends = 0;
+    for (int p = 0; p < s->phases.count; ++p) {
+        const PhaseSched *ph = s->phases.items[p];
+        for (int r = 0; r < m->mesh.ndev; ++r) {
+            for (int i = 0; i < ph->nactions[r]; ++i) {
+                const PrimeAction *a = &ph->actions[r][i];
+                if (a->op == PRIME_ACT_SEND && stage_of_rank(a->peer) != stage_of_rank(r)) {
+                    assert_true(ph->inst >= 0);
+                    assert_int_equal(m->instances[ph->inst].stage, stage_of_rank(r));
+                    int j = i;
+                    while (j < ph->nactions[r] && ph->actions[r][j].op == PRIME_ACT_SEND)
+                        ++j;
+                    assert_true(j < ph->nactions[r]);
+                    assert_int_equal(ph->actions[r][j].op, PRIME_ACT_KEEP);
+                    int written = 0;
+                    for (int k = 0; k < i; ++k)
+                        written |= ph->actions[r][k].op == PRIME_ACT_KERNEL ||
+                                           ph->actions[r][k].op == PRIME_ACT_ALLREDUCE
+                                       ? ph->actions[r][k].tensor == a->tensor &&
+                                             ph->actions[r][k].slot == a->slot
+                                       : 0;
+                    assert_true(written);
+                    nsends++;
+                }
+                if (a->op != PRIME_ACT_KEEP)
+                    continue;
+                int waits = 0;
+                for (int q = p + 1; q < s->phases.count; ++q) {
+                    const PhaseSched *qh = s->phases.items[q];
+                    for (int k = 0; k < qh->nactions[r]; ++k)
+                        if (qh->actions[r][k].op == PRIME_ACT_WAIT_KEPT &&
+                            qh->actions[r][k].tag == a->tag) {
+                            assert_int_not_equal(m->instances[qh->inst].stage, stage_of_rank(r));
+                            waits++;
+                        }
+                }
+                assert_int_equal(waits, 1);
+            }
+        }
+    }
+    return nsends;
 }
 
 /* The boundary moves between the stages: each transfer from one stage to
@@ -163,6 +213,8 @@ static void test_stages(void **state) {
     assert_int_equal(m->instances[0].stage, 0);                 /* hd_0 */
     assert_int_equal(m->instances[m->ninstances - 1].stage, 1); /* l */
     check_stage_actions(s);
+    /* y_0 to each of stage 1's 2 devices, dy_0 back to stage 0's. */
+    assert_int_equal(check_sends_at_producer(s), 4);
     /* y_0 forward and dy_0 backward: [b / R, s, h] floats to each of the
      * other stage's 2 devices. */
     int nmoves;
@@ -220,6 +272,13 @@ static void test_microbatches(void **state) {
     long bytes = cross_stage_bytes(s, &nmoves);
     assert_int_equal(nmoves, 4);
     assert_int_equal(bytes, 2 * 2 * (2 * 8 * 16 * 4));
+    assert_int_equal(check_sends_at_producer(s), 8);
+    test_teardown(NULL);
+
+    /* In 1F1B's order too: every send where its value is made. */
+    s = schedule_mlp("stages p; microbatches b: 2 order 1f1b;");
+    check_stage_actions(s);
+    assert_int_equal(check_sends_at_producer(s), 8);
 }
 
 int main(void) {
