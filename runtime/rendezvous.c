@@ -232,7 +232,7 @@ static int send_all(const PrimeRdv *rdv, int fd, int peer, const void *buf, size
         if (ms == 0) {
             snprintf(err, cap, "rank %d: send to rank %d (%s): not taken within %g s",
                      rdv->cfg.rank, peer, what, rdv->cfg.timeout_s);
-            return -1;
+            return PRIME_RDV_TIMEOUT;
         }
         (void)poll(&pfd, 1, ms);
     }
@@ -425,7 +425,7 @@ static int accept_all(PrimeRdv *rdv, char *err, size_t cap) {
             len += snprintf(err + len, cap - (size_t)len, " %d", r);
     if (len > 0 && (size_t)len < cap)
         snprintf(err + len, cap - (size_t)len, ")");
-    return -1;
+    return PRIME_RDV_TIMEOUT;
 }
 
 /* One attempt to connect to ai within the deadline: the socket, or -1
@@ -489,7 +489,7 @@ static int join(PrimeRdv *rdv, char *err, size_t cap) {
         reason(e, why, sizeof why);
         snprintf(err, cap, "rank %d: connect to %s:%d: %s after %g s", cfg->rank, cfg->host,
                  cfg->port, why, cfg->timeout_s);
-        return -1;
+        return PRIME_RDV_TIMEOUT;
     }
     int on = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
@@ -497,9 +497,15 @@ static int join(PrimeRdv *rdv, char *err, size_t cap) {
     uint32_t hello[3] = {htonl(RDV_MAGIC), htonl((uint32_t)cfg->rank),
                          htonl((uint32_t)cfg->world_size)};
     uint32_t word = 0;
-    if (send_all(rdv, fd, 0, hello, sizeof hello, deadline, "hello", err, cap) ||
-        recv_all(rdv, fd, 0, &word, sizeof word, deadline, "every rank connected", err, cap))
-        return -1;
+    int rc = send_all(rdv, fd, 0, hello, sizeof hello, deadline, "hello", err, cap);
+    /* Rank 0 gives up its wait for the others at most timeout_s after
+     * this rank connected: a second longer, and this rank hears why. */
+    double word_deadline = now_s() + cfg->timeout_s + 1.0;
+    if (!rc)
+        rc = recv_all(rdv, fd, 0, &word, sizeof word, word_deadline, "every rank connected", err,
+                      cap);
+    if (rc)
+        return rc;
     word = ntohl(word);
     if (word == RDV_GO)
         return 0;
@@ -519,12 +525,12 @@ int prime_rdv_connect(PrimeRdv *rdv, char *err, size_t cap) {
 int prime_rdv_open(const PrimeRdvConfig *cfg, PrimeRdv **out, char *err, size_t cap) {
     if (prime_rdv_listen(cfg, out, err, cap))
         return -1;
-    if (prime_rdv_connect(*out, err, cap)) {
+    int rc = prime_rdv_connect(*out, err, cap);
+    if (rc) {
         prime_rdv_close(*out);
         *out = NULL;
-        return -1;
     }
-    return 0;
+    return rc;
 }
 
 void prime_rdv_close(PrimeRdv *rdv) {
@@ -541,10 +547,10 @@ int prime_rdv_bcast(PrimeRdv *rdv, void *buf, size_t n, char *err, size_t cap) {
     double deadline = now_s() + rdv->cfg.timeout_s;
     if (rdv->cfg.rank != 0)
         return recv_all(rdv, rdv->fd[0], 0, buf, n, deadline, "broadcast", err, cap);
-    for (int r = 1; r < rdv->cfg.world_size; ++r)
-        if (send_all(rdv, rdv->fd[r], r, buf, n, deadline, "broadcast", err, cap))
-            return -1;
-    return 0;
+    int rc = 0;
+    for (int r = 1; r < rdv->cfg.world_size && !rc; ++r)
+        rc = send_all(rdv, rdv->fd[r], r, buf, n, deadline, "broadcast", err, cap);
+    return rc;
 }
 
 int prime_rdv_allgather(PrimeRdv *rdv, void *buf, size_t per_rank, char *err, size_t cap) {
@@ -621,7 +627,7 @@ int prime_rdv_id_read(const char *path, int rank, void *id, size_t n, double tim
         if (left_ms(deadline, 50) == 0) {
             snprintf(err, cap, "rank %d: open the NCCL id file %s: not there after %g s", rank,
                      path, timeout_s);
-            return -1;
+            return PRIME_RDV_TIMEOUT;
         }
         sleep_ms(left_ms(deadline, 50));
     }

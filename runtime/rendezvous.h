@@ -26,7 +26,9 @@
  * this rank, the peer and the call:
  *   "rank 1: connect to 127.0.0.1:29500: connection refused after 30 s"
  *   "rank 0: accept: 2 of 4 ranks connected within 5 s (missing: 2 3)"
- * No call blocks without a deadline, and no call raises SIGPIPE.
+ * No call blocks without a deadline, and no call raises SIGPIPE. A call
+ * that gave up at its deadline returns PRIME_RDV_TIMEOUT, any other
+ * failure -1.
  */
 #ifndef PRIME_RENDEZVOUS_H
 #define PRIME_RENDEZVOUS_H
@@ -38,6 +40,7 @@ extern "C" {
 #endif
 
 #define PRIME_RDV_HOST_MAX 256
+#define PRIME_RDV_TIMEOUT (-2)
 
 typedef struct PrimeRdvConfig {
     int rank;                      /* -1: not given */

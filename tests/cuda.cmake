@@ -103,7 +103,7 @@ set(PRIMEC_CUDA_LINK "")
 if(TARGET prime_rt_cuda)
   # CFLAGS never empty: an empty list element would vanish.
   set(PRIMEC_CUDA_LINK --link ${CMAKE_C_COMPILER} "-O1 ${PRIMEC_CUDA_TEST_CFLAGS}" $<TARGET_FILE:prime_rt_cuda>
-      "${PRIMEC_CUDA_TEST_BLAS} -L${PRIMEC_CUDA_LIBDIR} -Wl,-rpath,${PRIMEC_CUDA_LIBDIR} -lcublas -lcudart -lstdc++ -lpthread -lm")
+      "${PRIMEC_CUDA_TEST_BLAS} ${PRIMEC_CUDA_NCCL_LINK}-L${PRIMEC_CUDA_LIBDIR} -Wl,-rpath,${PRIMEC_CUDA_LIBDIR} -lcublas -lcudart -lstdc++ -lpthread -lm")
 endif()
 foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})
   add_test(NAME cuda/nvcc/${name}
