@@ -130,12 +130,12 @@ if(NOT TARGET prime_rt_cuda)
 endif()
 # The build itself: DIR/m.cu, its object DIR/m.o, DIR/m.c and the
 # executable DIR/m, which starts (without a GPU: "no CUDA device", exit 2),
-# with --local and, where the runtime has NCCL, as rank 0 of a world of 4
-# (without a GPU it stops before its rendezvous; with one, rank 0 waits
-# 1 s for the 3 others, which never come: exit 4).
+# with --local and, where the runtime has NCCL, as rank 1 of a world of 4
+# (without a GPU it stops before its rendezvous; with one, rank 0 is not
+# there and the connection is refused for 1 s: exit 4).
 if(PRIMEC_NCCL)
-  set(PRIMEC_CUDA_RANK0 "\"$4/m\" --rank 0 --world-size 4 --master 127.0.0.1:1 --timeout 1 --check; echo \"exit $?\";")
-  set(PRIMEC_CUDA_RANK0_EXPECT ".*(no CUDA device: .*exit 2|missing: 1 2 3.*exit 4)")
+  set(PRIMEC_CUDA_RANK0 "\"$4/m\" --rank 1 --world-size 4 --master 127.0.0.1:1 --timeout 1 --check; echo \"exit $?\";")
+  set(PRIMEC_CUDA_RANK0_EXPECT ".*(no CUDA device: .*exit 2|connection refused after 1 s.*exit 4)")
 else()
   set(PRIMEC_CUDA_RANK0 "")
   set(PRIMEC_CUDA_RANK0_EXPECT "")
