@@ -492,10 +492,14 @@ void prime_cuda_nccl_detach(PrimeWorld *world, void *arg) {
         pcu_event_free(p->ready);
         free(p);
     }
+    int failed = nccl_world_failed(world);
     while (nd->subs) {
         SubComm *s = nd->subs;
         nd->subs = s->next;
-        pnc_comm_destroy(s->comm);
+        if (failed)
+            pnc_comm_abort(s->comm);
+        else
+            pnc_comm_destroy(s->comm);
         free(s->ranks);
         free(s);
     }

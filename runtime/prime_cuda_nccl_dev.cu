@@ -49,6 +49,16 @@ static int fail_cuda(char *err, size_t cap, const char *call, cudaError_t e) {
     return 1;
 }
 
+/* A communicator once aborted is gone: every later call says so. */
+#define PNC_LIVE(c)                                                                                \
+    do {                                                                                           \
+        if ((c)->aborted) {                                                                        \
+            snprintf(err, cap, "%s: the communicator was aborted after an earlier failure",       \
+                     __func__);                                                                    \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
 static void abort_comm(PncComm *c) {
     if (c && !c->aborted) {
         (void)ncclCommAbort(c->comm);
@@ -140,6 +150,7 @@ extern "C" int pnc_group_start(char *err, size_t cap) {
 }
 
 extern "C" int pnc_group_end(PncComm *c, double timeout_s, char *err, size_t cap) {
+    PNC_LIVE(c);
     ncclResult_t r = ncclGroupEnd();
     if (r != ncclSuccess && r != ncclInProgress) {
         fail_nccl(err, cap, "ncclGroupEnd", r, c->comm);
@@ -155,6 +166,7 @@ static cudaStream_t stream_of(PcuDev *d, int stream) {
 
 extern "C" int pnc_send(PncComm *c, PcuDev *d, int stream, const float *buf, size_t n, int peer,
                         char *err, size_t cap) {
+    PNC_LIVE(c);
     ncclResult_t r = ncclSend(buf, n, ncclFloat32, peer, c->comm, stream_of(d, stream));
     if (r == ncclSuccess || r == ncclInProgress)
         return 0;
@@ -165,6 +177,7 @@ extern "C" int pnc_send(PncComm *c, PcuDev *d, int stream, const float *buf, siz
 
 extern "C" int pnc_recv(PncComm *c, PcuDev *d, int stream, float *buf, size_t n, int peer,
                         char *err, size_t cap) {
+    PNC_LIVE(c);
     ncclResult_t r = ncclRecv(buf, n, ncclFloat32, peer, c->comm, stream_of(d, stream));
     if (r == ncclSuccess || r == ncclInProgress)
         return 0;
@@ -175,6 +188,7 @@ extern "C" int pnc_recv(PncComm *c, PcuDev *d, int stream, float *buf, size_t n,
 
 extern "C" int pnc_allreduce(PncComm *c, PcuDev *d, int stream, float *buf, size_t n, int max,
                              double timeout_s, char *err, size_t cap) {
+    PNC_LIVE(c);
     ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat32, max ? ncclMax : ncclSum, c->comm,
                                    stream_of(d, stream));
     return wait_ready(c, r, timeout_s, "ncclAllReduce", err, cap);
@@ -182,6 +196,7 @@ extern "C" int pnc_allreduce(PncComm *c, PcuDev *d, int stream, float *buf, size
 
 extern "C" int pnc_reduce_scatter(PncComm *c, PcuDev *d, int stream, float *buf, size_t chunk,
                                   int pos, int max, double timeout_s, char *err, size_t cap) {
+    PNC_LIVE(c);
     ncclResult_t r = ncclReduceScatter(buf, buf + (size_t)pos * chunk, chunk, ncclFloat32,
                                        max ? ncclMax : ncclSum, c->comm, stream_of(d, stream));
     return wait_ready(c, r, timeout_s, "ncclReduceScatter", err, cap);
@@ -189,6 +204,7 @@ extern "C" int pnc_reduce_scatter(PncComm *c, PcuDev *d, int stream, float *buf,
 
 extern "C" int pnc_allgather(PncComm *c, PcuDev *d, int stream, float *buf, size_t chunk, int pos,
                              double timeout_s, char *err, size_t cap) {
+    PNC_LIVE(c);
     ncclResult_t r = ncclAllGather(buf + (size_t)pos * chunk, buf, chunk, ncclFloat32, c->comm,
                                    stream_of(d, stream));
     return wait_ready(c, r, timeout_s, "ncclAllGather", err, cap);
@@ -196,6 +212,7 @@ extern "C" int pnc_allgather(PncComm *c, PcuDev *d, int stream, float *buf, size
 
 extern "C" int pnc_bcast(PncComm *c, PcuDev *d, int stream, float *buf, size_t n, int root,
                          double timeout_s, char *err, size_t cap) {
+    PNC_LIVE(c);
     ncclResult_t r = ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, stream_of(d, stream));
     return wait_ready(c, r, timeout_s, "ncclBroadcast", err, cap);
 }
@@ -229,6 +246,7 @@ static int sync_stream(PncComm *c, cudaStream_t s, double deadline, double timeo
 }
 
 extern "C" int pnc_sync(PncComm *c, PcuDev *d, double timeout_s, char *err, size_t cap) {
+    PNC_LIVE(c);
     double deadline = now_s() + timeout_s;
     return sync_stream(c, stream_of(d, PCU_COMM), deadline, timeout_s,
                        "the communication stream (NCCL transfers)", err, cap) ||
@@ -238,6 +256,7 @@ extern "C" int pnc_sync(PncComm *c, PcuDev *d, double timeout_s, char *err, size
 
 extern "C" int pnc_host_allgather(PncComm *c, int rank, int nranks, void *buf, size_t per_rank,
                                   double timeout_s, char *err, size_t cap) {
+    PNC_LIVE(c);
     size_t total = (size_t)nranks * per_rank;
     char *dbuf = NULL;
     cudaStream_t s = NULL;

@@ -32,10 +32,12 @@ void prime_cuda_world_select(int nccl, const PrimeRdvConfig *cfg, int gpu, const
 struct PncComm *nccl_world_comm(const PrimeWorld *world);
 int nccl_world_rank(const PrimeWorld *world);
 int nccl_world_gpu(const PrimeWorld *world);
-/* Marks the world broken (a device call failed or timed out): later
- * shares and runs fail at once, and the communicator is aborted when the
- * world goes. */
+/* Says that a device call failed or timed out: NCCL may be left waiting
+ * for a peer, so the communicators are aborted when the world goes, not
+ * destroyed (the host exchanges over sockets still run, so that every
+ * process learns every rank's status). */
 void nccl_world_break(PrimeWorld *world);
+int nccl_world_failed(const PrimeWorld *world);
 
 #define PRIME_CUDA_WORLD_DECLARE(prefix)                                                           \
     PrimeStatus prefix##prime_world_create(int ndev, PrimeWorld **out);                            \

@@ -18,10 +18,12 @@
  * The host-side exchanges (the counters, prime_world_share, the barrier)
  * are all-gathers over the rendezvous sockets, or, where the id came
  * from a file and there are no sockets, over NCCL through the GPU
- * (pnc_host_allgather). Every one has the world's deadline; a failure or
- * a deadline breaks the world, and a broken world's communicator is
- * aborted (ncclCommAbort) when it goes, never destroyed (which would
- * wait for the peers).
+ * (pnc_host_allgather). Every one has the world's deadline, and one that
+ * fails breaks the world: later exchanges and runs fail at once. A
+ * device call that failed (nccl_world_break) leaves the sockets usable,
+ * so the counters' exchange still tells every process every rank's
+ * status and failure. Either way the communicator is aborted
+ * (ncclCommAbort) when the world goes, never destroyed.
  *
  * The transfers and collectives of the schedule are the NCCL table's
  * (prime_cuda_nccl.c); the transport functions here are for the host
@@ -45,8 +47,10 @@ struct PrimeDevBackend {
 struct PrimeWorldBackend {
     PrimeDevBackend local;
     int rank, gpu;
-    int running, broken;
-    PrimeRdv *rdv; /* NULL: the id came from a file */
+    int running;
+    int broken;      /* a host exchange failed: no more of them */
+    int comm_failed; /* a device call failed: the communicator is aborted */
+    PrimeRdv *rdv;   /* NULL: the id came from a file */
     PncComm *comm;
 };
 
@@ -74,7 +78,11 @@ int nccl_world_gpu(const PrimeWorld *world) {
 }
 
 void nccl_world_break(PrimeWorld *world) {
-    world->be->broken = 1;
+    world->be->comm_failed = 1;
+}
+
+int nccl_world_failed(const PrimeWorld *world) {
+    return world->be->comm_failed || world->be->broken;
 }
 
 /* The deadline of the world's host-side waits, in seconds. */
@@ -104,7 +112,7 @@ static int share_id(PrimeRdv *rdv, const PrimeRdvConfig *cfg, unsigned char *id,
 static void world_free(PrimeWorld *w) {
     PrimeWorldBackend *be = w->be;
     if (be) {
-        if (be->broken)
+        if (be->broken || be->comm_failed)
             pnc_comm_abort(be->comm);
         else
             pnc_comm_destroy(be->comm);
@@ -181,7 +189,7 @@ void nccl_prime_world_destroy(PrimeWorld *world) {
  * the world and says why (on stderr) when it fails. */
 static PrimeStatus exchange(PrimeWorld *w, void *buf, size_t per_rank, const char *what) {
     PrimeWorldBackend *be = w->be;
-    if (be->broken)
+    if (be->broken || (!be->rdv && be->comm_failed))
         return PRIME_ERR_TIMEOUT;
     if (w->ndev == 1 || per_rank == 0)
         return PRIME_OK;
