@@ -29,6 +29,10 @@
  *   finish         waits for both streams at the end of every phase and
  *                  reads the kernels' device time from their events.
  *
+ * Without --local, prime_cuda_main runs the program in the NCCL world
+ * instead (one process per GPU: prime_cuda_world_nccl.c, the table of
+ * prime_cuda_nccl.c); it parses the options of both.
+ *
  * Waits here poll the world's abort flag, so a device that failed (a
  * CUDA call: the world is aborted) or timed out releases every other.
  * Once the world is aborted nothing more is matched, and tiles are no

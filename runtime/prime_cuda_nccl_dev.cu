@@ -53,8 +53,7 @@ static int fail_cuda(char *err, size_t cap, const char *call, cudaError_t e) {
 #define PNC_LIVE(c)                                                                                \
     do {                                                                                           \
         if ((c)->aborted) {                                                                        \
-            snprintf(err, cap, "%s: the communicator was aborted after an earlier failure",       \
-                     __func__);                                                                    \
+            snprintf(err, cap, "NCCL: the communicator was aborted after an earlier failure");     \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
