@@ -256,8 +256,10 @@ static PrimeStatus nccl_wait(PrimeDev *dev, PrimeReq *req) {
     NcclDev *nd = nccl_dev(dev);
     PrimeStatus st = p->batch ? PRIME_OK : flush(dev);
     char err[ERR_CAP];
-    if (st == PRIME_OK && p->batch &&
-        pcu_after(nd->pcu, PCU_COMPUTE, p->batch->done, err, sizeof err))
+    /* A group that failed has no event: its failure is the device's. */
+    if (st == PRIME_OK && (!p->batch || !p->batch->done))
+        st = prime_dev_status(dev) != PRIME_OK ? prime_dev_status(dev) : PRIME_ERR_ABORTED;
+    else if (st == PRIME_OK && pcu_after(nd->pcu, PCU_COMPUTE, p->batch->done, err, sizeof err))
         st = nccl_fail(dev, err);
     batch_release(p->batch);
     pcu_event_free(p->ready);

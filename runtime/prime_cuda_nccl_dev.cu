@@ -211,9 +211,13 @@ extern "C" int pnc_allgather(PncComm *c, PcuDev *d, int stream, float *buf, size
 
 extern "C" int pnc_bcast(PncComm *c, PcuDev *d, int stream, float *buf, size_t n, int root,
                          double timeout_s, char *err, size_t cap) {
+    (void)timeout_s;
     PNC_LIVE(c);
+    /* Inside a group: enqueued at its end, which pnc_group_end waits for. */
     ncclResult_t r = ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, stream_of(d, stream));
-    return wait_ready(c, r, timeout_s, "ncclBroadcast", err, cap);
+    return r == ncclSuccess || r == ncclInProgress
+               ? 0
+               : fail_nccl(err, cap, "ncclBroadcast", r, c->comm);
 }
 
 /* Polls a stream until it ran out, c failed or the deadline passed. */

@@ -65,7 +65,8 @@ int pnc_reduce_scatter(PncComm *c, PcuDev *d, int stream, float *buf, size_t chu
                        int max, double timeout_s, char *err, size_t cap);
 int pnc_allgather(PncComm *c, PcuDev *d, int stream, float *buf, size_t chunk, int pos,
                   double timeout_s, char *err, size_t cap);
-/* n floats from position root's buf to every member's, on `stream`. */
+/* n floats from position root's buf to every member's, on `stream`;
+ * called between pnc_group_start and pnc_group_end, which waits. */
 int pnc_bcast(PncComm *c, PcuDev *d, int stream, float *buf, size_t n, int root, double timeout_s,
               char *err, size_t cap);
 

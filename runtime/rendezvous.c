@@ -312,16 +312,26 @@ int prime_rdv_listen(const PrimeRdvConfig *cfg, PrimeRdv **out, char *err, size_
     a.sin6_family = AF_INET6;
     a.sin6_addr = in6addr_any;
     a.sin6_port = htons((uint16_t)(cfg->port > 0 ? cfg->port : 0));
-    int fd = socket(AF_INET6, SOCK_STREAM, 0), off = 0, on = 1;
+    /* Both IPv4 and IPv6 peers, or IPv4 alone where the host has no IPv6. */
+    struct sockaddr_in a4;
+    memset(&a4, 0, sizeof a4);
+    a4.sin_family = AF_INET;
+    a4.sin_addr.s_addr = htonl(INADDR_ANY);
+    a4.sin_port = a.sin6_port;
+    int fd = socket(AF_INET6, SOCK_STREAM, 0), off = 0, on = 1, v6 = fd >= 0;
+    if (!v6)
+        fd = socket(AF_INET, SOCK_STREAM, 0);
     const char *call = "socket";
     if (fd >= 0) {
-        /* Both IPv4 and IPv6 peers. */
-        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+        if (v6)
+            (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
         (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-        call = bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ? "bind"
-               : listen(fd, 128) != 0                         ? "listen"
-               : set_nonblocking(fd) != 0                     ? "fcntl"
-                                                              : NULL;
+        int bound = v6 ? bind(fd, (struct sockaddr *)&a, sizeof a)
+                       : bind(fd, (struct sockaddr *)&a4, sizeof a4);
+        call = bound != 0                 ? "bind"
+               : listen(fd, 128) != 0     ? "listen"
+               : set_nonblocking(fd) != 0 ? "fcntl"
+                                          : NULL;
     }
     if (call) {
         char why[128];
@@ -332,9 +342,9 @@ int prime_rdv_listen(const PrimeRdvConfig *cfg, PrimeRdv **out, char *err, size_
         prime_rdv_close(rdv);
         return -1;
     }
-    socklen_t len = sizeof a;
-    if (getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        rdv->port = ntohs(a.sin6_port);
+    socklen_t len = v6 ? sizeof a : sizeof a4;
+    if (getsockname(fd, v6 ? (struct sockaddr *)&a : (struct sockaddr *)&a4, &len) == 0)
+        rdv->port = ntohs(v6 ? a.sin6_port : a4.sin_port);
     rdv->listen_fd = fd;
     *out = rdv;
     return 0;
@@ -357,7 +367,8 @@ int prime_rdv_size(const PrimeRdv *rdv) {
 }
 
 /* Reads one connection's hello; returns its rank, -1 when the hello is
- * wrong (err says why, and the peer is told), -2 when it did not come. */
+ * wrong (err says why, and the peer is told), -2 when it did not come or
+ * is not a rank's (the connection is dropped). */
 static int take_hello(PrimeRdv *rdv, int fd, double deadline, char *err, size_t cap) {
     int size = rdv->cfg.world_size;
     uint32_t hello[3];
@@ -365,8 +376,8 @@ static int take_hello(PrimeRdv *rdv, int fd, double deadline, char *err, size_t 
         return -2;
     uint32_t magic = ntohl(hello[0]), rank = ntohl(hello[1]), world = ntohl(hello[2]);
     if (magic != RDV_MAGIC)
-        snprintf(err, cap, "rank 0: accept: a connection that is not a rank of this world");
-    else if ((int)world != size)
+        return -2; /* not a rank of a world: dropped */
+    if ((int)world != size)
         snprintf(err, cap, "rank 0: accept: rank %u says the world has %u ranks, rank 0 says %d",
                  rank, world, size);
     else if (rank == 0 || (int)rank >= size)

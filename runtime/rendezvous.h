@@ -13,9 +13,9 @@
  *     connects (retrying while rank 0 is not listening yet). Each rank
  *     says who it is first (its rank and the world size it was told);
  *     rank 0 refuses a rank out of range, twice the same, or a different
- *     world size. The sockets form a star around rank 0: a broadcast is
- *     rank 0 writing to every peer, an all-gather every peer writing its
- *     blob to rank 0 and rank 0 writing the whole array back.
+ *     world size, and drops a connection that is not a rank's. The sockets form a star around rank
+ * 0: a broadcast is rank 0 writing to every peer, an all-gather every peer writing its blob to rank
+ * 0 and rank 0 writing the whole array back.
  *
  * The configuration comes from the usual environment (RANK, WORLD_SIZE,
  * LOCAL_RANK, MASTER_ADDR, MASTER_PORT) or from options (--rank,

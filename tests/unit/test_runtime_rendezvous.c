@@ -5,8 +5,8 @@
  * all-gather; a rank that never comes makes rank 0 give up with a message
  * naming it (and the rank that came learns that rank 0 gave up); a
  * connection refused until the deadline; a rank with another world size
- * is refused; bad RANK / WORLD_SIZE / MASTER_PORT values and options; the
- * id file written by rank 0 and read by another rank, its absence and a
+ * is refused; a connection that is not a rank's is dropped; bad RANK / WORLD_SIZE / MASTER_PORT
+ * values and options; the id file written by rank 0 and read by another rank, its absence and a
  * file of the wrong size.
  *
  * Rank 0 is the test process itself: it listens on a port the system
@@ -139,6 +139,43 @@ static void test_tcp_exchange(void **state) {
     prime_rdv_close(rdv);
     for (int r = 1; r < size; ++r)
         assert_int_equal(exit_status(pids[r]), 0);
+}
+
+/* A connection that is not a rank's (12 bytes of zeros), then rank 1. */
+static int child_after_stray(int rank, int size, int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    char zeros[12] = {0};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        write(fd, zeros, sizeof zeros) != (ssize_t)sizeof zeros)
+        return 3;
+    close(fd);
+    return child_rank(rank, size, port);
+}
+
+static void test_stray_connection(void **state) {
+    (void)state;
+    PrimeRdvConfig cfg = config(0, 2, 0, 10);
+    PrimeRdv *rdv = NULL;
+    char err[512] = "";
+    assert_int_equal(prime_rdv_listen(&cfg, &rdv, err, sizeof err), 0);
+    pid_t pid = spawn(child_after_stray, 1, 2, prime_rdv_port(rdv));
+    assert_int_equal(prime_rdv_connect(rdv, err, sizeof err), 0);
+    unsigned char id[ID_BYTES];
+    fill_id(id);
+    assert_int_equal(prime_rdv_bcast(rdv, id, sizeof id, err, sizeof err), 0);
+    for (int round = 0; round < 2; ++round) {
+        double all[5 * 2];
+        fill_blob(all, 0);
+        assert_int_equal(prime_rdv_allgather(rdv, all, 5 * sizeof(double), err, sizeof err), 0);
+        assert_true(check_all(all, 2));
+    }
+    prime_rdv_close(rdv);
+    assert_int_equal(exit_status(pid), 0);
 }
 
 /* Rank 1 of 3 comes, rank 2 never: rank 1 must hear that rank 0 gave up. */
@@ -395,10 +432,11 @@ static void test_world_of_one(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_exchange),    cmocka_unit_test(test_missing_rank),
-        cmocka_unit_test(test_connect_refused), cmocka_unit_test(test_wrong_world_size),
-        cmocka_unit_test(test_bad_environment), cmocka_unit_test(test_options),
-        cmocka_unit_test(test_id_file),         cmocka_unit_test(test_world_of_one),
+        cmocka_unit_test(test_tcp_exchange),     cmocka_unit_test(test_missing_rank),
+        cmocka_unit_test(test_connect_refused),  cmocka_unit_test(test_wrong_world_size),
+        cmocka_unit_test(test_bad_environment),  cmocka_unit_test(test_options),
+        cmocka_unit_test(test_id_file),          cmocka_unit_test(test_world_of_one),
+        cmocka_unit_test(test_stray_connection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
