@@ -176,18 +176,18 @@ static PrimeStatus flush(PrimeDev *dev) {
     Batch *b = calloc(1, sizeof *b);
     if (!b)
         return prime_rt_fail(dev, PRIME_ERR_NOMEM);
-    int failed = 0;
+    int failed = 0, started = 0;
     for (Post *p = nd->queue; p && !failed; p = p->next)
         failed = pcu_after(nd->pcu, PCU_COMM, p->ready, err, sizeof err);
     if (!failed)
-        failed = pnc_group_start(err, sizeof err);
+        started = !(failed = pnc_group_start(err, sizeof err));
     for (Post *p = nd->queue; p && !failed; p = p->next)
         failed = p->send ? pnc_send(nd->world_comm, nd->pcu, PCU_COMM, p->buf, p->n, p->peer, err,
                                     sizeof err)
                          : pnc_recv(nd->world_comm, nd->pcu, PCU_COMM, p->buf, p->n, p->peer, err,
                                     sizeof err);
     /* A group once started is always ended, whatever failed inside. */
-    if (pnc_group_end(nd->world_comm, timeout_s(dev), why, sizeof why) && !failed) {
+    if (started && pnc_group_end(nd->world_comm, timeout_s(dev), why, sizeof why) && !failed) {
         snprintf(err, sizeof err, "%s", why);
         failed = 1;
     }
@@ -313,14 +313,16 @@ static int group_id(PrimeDev *dev, const int *group, int gsize, int pos, unsigne
         return 1;
     if (pcu_alloc(nd->pcu, &dbuf, NF, 0, err, cap))
         return 1;
-    int failed = pcu_upload(nd->pcu, dbuf, host, NF, err, cap) || pnc_group_start(err, cap);
+    int failed = pcu_upload(nd->pcu, dbuf, host, NF, err, cap), started = 0;
+    if (!failed)
+        started = !(failed = pnc_group_start(err, cap));
     for (int q = 1; !failed && q < gsize; ++q)
         if (pos == 0)
             failed = pnc_send(nd->world_comm, nd->pcu, PCU_COMM, dbuf, NF, group[q], err, cap);
     if (!failed && pos != 0)
         failed = pnc_recv(nd->world_comm, nd->pcu, PCU_COMM, dbuf, NF, group[0], err, cap);
     char why[ERR_CAP];
-    if (pnc_group_end(nd->world_comm, timeout_s(dev), why, sizeof why) && !failed) {
+    if (started && pnc_group_end(nd->world_comm, timeout_s(dev), why, sizeof why) && !failed) {
         snprintf(err, cap, "%s", why);
         failed = 1;
     }
@@ -386,7 +388,9 @@ static int run_collective(PrimeDev *dev, PncComm *comm, int which, int combine, 
     if (even)
         return pnc_allgather(comm, nd->pcu, PCU_COMM, buf, n / (size_t)gsize, pos, t, err, cap);
     /* Uneven chunks: member c broadcasts chunk c. */
-    int failed = pnc_group_start(err, cap);
+    if (pnc_group_start(err, cap))
+        return 1;
+    int failed = 0;
     for (int c = 0; !failed && c < gsize; ++c)
         failed = pnc_bcast(comm, nd->pcu, PCU_COMM, buf + prime_chunk_lo(n, gsize, c),
                            prime_chunk_len(n, gsize, c), c, t, err, cap);

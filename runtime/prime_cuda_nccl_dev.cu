@@ -149,8 +149,9 @@ extern "C" int pnc_group_start(char *err, size_t cap) {
 }
 
 extern "C" int pnc_group_end(PncComm *c, double timeout_s, char *err, size_t cap) {
-    PNC_LIVE(c);
+    /* Ended even on an aborted communicator: the group must close. */
     ncclResult_t r = ncclGroupEnd();
+    PNC_LIVE(c);
     if (r != ncclSuccess && r != ncclInProgress) {
         fail_nccl(err, cap, "ncclGroupEnd", r, c->comm);
         abort_comm(c);
