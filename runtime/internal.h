@@ -10,7 +10,9 @@
  *   prime_rt      threads: world_threads.c, transport_threads.c
  *                 (private structures in threads_internal.h)
  *   prime_rt_mpi  MPI: world_mpi.c
- *   prime_rt_cuda threads with the CUDA table of operations (prime_cuda.c)
+ *   prime_rt_cuda threads with the CUDA table of operations (prime_cuda.c),
+ *                 and with NCCL a second world, one process per GPU
+ *                 (prime_cuda_world.h: the program chooses at start)
  *
  * The common objects touch only the fields declared here and reach the
  * transport only through prime_rt_post_send / prime_rt_post_recv /

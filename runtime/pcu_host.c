@@ -87,6 +87,11 @@ int pcu_open(int gpu, PcuDev **out, char *err, size_t cap) {
     return 0;
 }
 
+void *pcu_stream(PcuDev *d, int stream) {
+    (void)d, (void)stream;
+    return NULL;
+}
+
 void pcu_close(PcuDev *d) {
     free(d);
 }

@@ -29,6 +29,10 @@
  *   finish         waits for both streams at the end of every phase and
  *                  reads the kernels' device time from their events.
  *
+ * Without --local, prime_cuda_main runs the program in the NCCL world
+ * instead (one process per GPU: prime_cuda_world_nccl.c, the table of
+ * prime_cuda_nccl.c); it parses the options of both.
+ *
  * Waits here poll the world's abort flag, so a device that failed (a
  * CUDA call: the world is aborted) or timed out releases every other.
  * Once the world is aborted nothing more is matched, and tiles are no
@@ -39,6 +43,8 @@
 #include "prime_cuda.h"
 
 #include "prime_cuda_dev.h"
+#include "prime_cuda_nccl.h"
+#include "prime_cuda_world.h"
 #include "prime_devops.h"
 #include "threads_internal.h"
 
@@ -575,7 +581,7 @@ static const PrimeDevOps cuda_ops = {
 
 /* The schedule's index of every entry of prog->phases: the first copy of
  * run r's phase j is runs[r].orig + j. */
-static int *schedule_indices(const PrimeProgram *prog) {
+int *prime_cuda_schedule_indices(const PrimeProgram *prog) {
     int *index = malloc(sizeof(int) * (size_t)(prog->nphases + 1));
     if (!index)
         return NULL;
@@ -624,7 +630,7 @@ static PrimeStatus cuda_attach(PrimeWorld *world, void *arg) {
     CudaWorld *cw = arg;
     const char *name = cw->prog->name;
     cw->devs = calloc((size_t)world->ndev, sizeof *cw->devs);
-    cw->sched_index = schedule_indices(cw->prog);
+    cw->sched_index = prime_cuda_schedule_indices(cw->prog);
     if (!cw->devs || !cw->sched_index || pthread_mutex_init(&cw->mu, NULL) != 0) {
         fprintf(stderr, "%s: out of memory\n", name);
         free(cw->devs);
@@ -659,9 +665,124 @@ static PrimeStatus cuda_attach(PrimeWorld *world, void *arg) {
 
 static void cuda_usage(const char *argv0) {
     fprintf(stderr,
-            "CUDA options of %s: --local (every device of the mesh on one GPU) [--gpu N] "
-            "(docs/cuda.md)\n",
+            "CUDA options of %s (docs/cuda.md):\n"
+            "  --local              every device of the mesh on one GPU\n"
+            "  --gpu N              the GPU to use (default: LOCAL_RANK, else the rank modulo "
+            "the GPUs)\n"
+            "  one process per GPU over NCCL (without --local), each process given\n"
+            "  --rank N             its rank (or RANK)\n"
+            "  --world-size N       the number of processes, the mesh's devices (or "
+            "WORLD_SIZE)\n"
+            "  --master ADDR:PORT   where rank 0 listens (or MASTER_ADDR, MASTER_PORT)\n"
+            "  --nccl-id-file PATH  or a file through which rank 0 passes NCCL's id\n",
             argv0);
+}
+
+/* The CUDA program's own options, taken out of argv. */
+typedef struct CudaOpts {
+    int local, gpu, help;
+    PrimeRdvConfig rdv;
+    char env_err[300]; /* a bad rendezvous variable, for a run without --local */
+} CudaOpts;
+
+/* Takes the CUDA options out of argv into o and the rest into rest;
+ * returns 0, or 2 after saying what is wrong. */
+static int cuda_options(const PrimeProgram *prog, int argc, char **argv, CudaOpts *o, char **rest,
+                        int *nrest) {
+    memset(o, 0, sizeof *o);
+    o->gpu = -1;
+    prime_rdv_config_init(&o->rdv);
+    (void)prime_rdv_config_env(&o->rdv, o->env_err, sizeof o->env_err);
+    char err[300];
+    for (int i = 0; i < argc; ++i) {
+        const char *a = argv[i];
+        int took = i > 0 ? prime_rdv_config_option(&o->rdv, argc, argv, &i, err, sizeof err) : 0;
+        if (took < 0) {
+            fprintf(stderr, "%s: %s\n", prog->name, err);
+            return 2;
+        }
+        if (took)
+            continue;
+        if (i > 0 && strcmp(a, "--local") == 0) {
+            o->local = 1;
+        } else if (i > 0 && strcmp(a, "--gpu") == 0) {
+            char *end = NULL;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+            if (i + 1 >= argc || !end || *end || end == argv[i + 1] || v < 0 || v > 1023) {
+                fprintf(stderr, "%s: --gpu needs a GPU number from 0 to 1023\n", prog->name);
+                return 2;
+            }
+            o->gpu = (int)v;
+            ++i;
+        } else {
+            o->help |= i > 0 && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0);
+            rest[(*nrest)++] = argv[i];
+        }
+    }
+    return 0;
+}
+
+/* A run without --local: the world it names must be the mesh's; 0, or 2
+ * after saying why not. */
+static int nccl_world_check(const PrimeProgram *prog, CudaOpts *o) {
+    PrimeRdvConfig *cfg = &o->rdv;
+    char err[400];
+    if (o->env_err[0]) {
+        fprintf(stderr, "%s: %s\n", prog->name, o->env_err);
+        return 2;
+    }
+    if (cfg->world_size < 0 && prog->ndev == 1)
+        cfg->world_size = 1; /* one device: a world of one process */
+    if (cfg->world_size < 0 && cfg->rank < 0) {
+        fprintf(
+            stderr,
+            "%s: the mesh has %d devices: run one process per GPU, each with its RANK and "
+            "WORLD_SIZE=%d (or --rank, --world-size) and rank 0's address (MASTER_ADDR and "
+            "MASTER_PORT, --master or --nccl-id-file), or all of them on one GPU with --local\n",
+            prog->name, prog->ndev, prog->ndev);
+        return 2;
+    }
+    if (prime_rdv_config_check(cfg, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog->name, err);
+        return 2;
+    }
+    if (cfg->world_size != prog->ndev) {
+        fprintf(stderr, "%s: the mesh has %d devices, but the world size is %d\n", prog->name,
+                prog->ndev, cfg->world_size);
+        return 2;
+    }
+    if (cfg->rank < 0)
+        cfg->rank = 0;
+#ifndef PRIME_CUDA_HAVE_NCCL
+    fprintf(stderr,
+            "%s: one process per GPU needs NCCL, and this runtime was built without it: run "
+            "with --local (all %d devices of the mesh on one GPU)\n",
+            prog->name, prog->ndev);
+    return 2;
+#else
+    return 0;
+#endif
+}
+
+/* The GPU: --gpu, else LOCAL_RANK, else the rank modulo the GPUs
+ * (cuda-local: 0); 0, or 2 without a CUDA device. */
+static int choose_gpu(const PrimeProgram *prog, CudaOpts *o) {
+    int count = 0;
+    char err[ERR_CAP];
+    if (pcu_device_count(&count, err, sizeof err)) {
+        fprintf(stderr, "%s: no CUDA device: %s\n", prog->name, err);
+        return 2;
+    }
+    int gpu = o->gpu;
+    if (gpu < 0)
+        gpu = o->local ? 0 : o->rdv.local_rank >= 0 ? o->rdv.local_rank : o->rdv.rank % count;
+    if (gpu >= count) {
+        fprintf(stderr, "%s: no CUDA device: %s %d, but %d GPU%s\n", prog->name,
+                o->gpu >= 0 ? "--gpu" : "LOCAL_RANK", gpu, count, count == 1 ? "" : "s");
+        return 2;
+    }
+    o->gpu = gpu;
+    return 0;
 }
 
 int prime_cuda_main(const PrimeProgram *prog, PrimeCudaRunPhaseFn run_phase, int argc,
@@ -673,52 +794,35 @@ int prime_cuda_main(const PrimeProgram *prog, PrimeCudaRunPhaseFn run_phase, int
         fprintf(stderr, "%s: out of memory\n", prog->name);
         return 3;
     }
-    int nrest = 0, local = 0, gpu = 0, help = 0, rc = 0;
-    for (int i = 0; i < argc && rc == 0; ++i) {
-        const char *a = argv[i];
-        if (i > 0 && strcmp(a, "--local") == 0) {
-            local = 1;
-        } else if (i > 0 && strcmp(a, "--gpu") == 0) {
-            char *end = NULL;
-            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
-            if (i + 1 >= argc || !end || *end || end == argv[i + 1] || v < 0 || v > 1023) {
-                fprintf(stderr, "%s: --gpu needs a GPU number from 0 to 1023\n", prog->name);
-                rc = 2;
-            }
-            gpu = (int)v;
-            ++i;
-        } else {
-            help |= i > 0 && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0);
-            rest[nrest++] = argv[i];
-        }
-    }
-    if (help)
+    int nrest = 0;
+    CudaOpts o;
+    int rc = cuda_options(prog, argc, argv, &o, rest, &nrest);
+    if (o.help)
         cuda_usage(argv[0]);
-    int count = 0;
-    char err[ERR_CAP];
-    if (rc == 0 && !help && pcu_device_count(&count, err, sizeof err)) {
-        fprintf(stderr, "%s: no CUDA device: %s\n", prog->name, err);
-        rc = 2;
-    } else if (rc == 0 && !help && gpu >= count) {
-        fprintf(stderr, "%s: no CUDA device: --gpu %d, but %d GPU%s\n", prog->name, gpu, count,
-                count == 1 ? "" : "s");
-        rc = 2;
-    } else if (rc == 0 && !help && !local) {
-        fprintf(stderr,
-                "%s: one process per GPU over NCCL is not available in this runtime yet: run "
-                "with --local (all %d devices of the mesh on one GPU)\n",
-                prog->name, prog->ndev);
-        rc = 2;
-    }
-    if (rc == 0) {
+    if (rc == 0 && !o.help && !o.local)
+        rc = nccl_world_check(prog, &o);
+    if (rc == 0 && !o.help)
+        rc = choose_gpu(prog, &o);
+    if (rc == 0 && (o.local || o.help)) {
         CudaWorld cw;
         memset(&cw, 0, sizeof cw);
         cw.prog = prog;
         cw.run_phase = run_phase;
-        cw.gpu = gpu;
+        cw.gpu = o.gpu < 0 ? 0 : o.gpu;
+#ifdef PRIME_CUDA_HAVE_NCCL
+        prime_cuda_world_select(0, NULL, 0, prog->name);
+#endif
         PrimeProgramDevice device = {"cuda", cuda_attach, cuda_detach, &cw};
         rc = prime_program_main_device(prog, &device, nrest, rest);
     }
+#ifdef PRIME_CUDA_HAVE_NCCL
+    else if (rc == 0) {
+        PrimeCudaNccl cn = {prog, run_phase, NULL};
+        prime_cuda_world_select(1, &o.rdv, o.gpu, prog->name);
+        PrimeProgramDevice device = {"cuda", prime_cuda_nccl_attach, prime_cuda_nccl_detach, &cn};
+        rc = prime_program_main_device(prog, &device, nrest, rest);
+    }
+#endif
     free(rest);
     return rc;
 }

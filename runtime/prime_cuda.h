@@ -14,10 +14,17 @@
  *                   device, shifts as device-to-device copies on the
  *                   communication streams ordered by events, collectives
  *                   as reductions on the GPU
- *   --gpu N         the GPU to run on (default 0)
- * Without a CUDA device the program says so ("no CUDA device: ...") and
- * exits with 2; a CUDA or cuBLAS call that fails ends the run with exit 3
- * and a message naming the rank and the call.
+ *   --gpu N         the GPU to run on (default 0 with --local, else
+ *                   LOCAL_RANK, else the rank modulo the GPUs)
+ * Without --local, one process per GPU over NCCL (a runtime built with
+ * NCCL): this process is rank --rank N (or RANK) of --world-size N (or
+ * WORLD_SIZE) processes, the mesh's devices, and meets the others at
+ * --master ADDR:PORT (or MASTER_ADDR, MASTER_PORT) or through
+ * --nccl-id-file PATH (rendezvous.h, docs/cuda.md).
+ * Bad options say so and exit with 2; without a CUDA device the program
+ * says so ("no CUDA device: ...") and exits with 2, before any
+ * rendezvous; a CUDA, cuBLAS or NCCL call that fails ends the run with
+ * exit 3 and a message naming the rank and the call.
  */
 #ifndef PRIME_CUDA_H
 #define PRIME_CUDA_H

@@ -120,6 +120,10 @@ extern "C" int pcu_open(int gpu, PcuDev **out, char *err, size_t cap) {
     return 0;
 }
 
+extern "C" void *pcu_stream(PcuDev *d, int stream) {
+    return (void *)d->stream[stream];
+}
+
 extern "C" void pcu_close(PcuDev *d) {
     if (!d)
         return;

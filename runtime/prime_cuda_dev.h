@@ -46,6 +46,9 @@ void pcu_device_name(int gpu, char *name, size_t cap);
 
 int pcu_open(int gpu, PcuDev **out, char *err, size_t cap);
 void pcu_close(PcuDev *d);
+/* The cudaStream_t of `stream` of d (for the NCCL calls,
+ * prime_cuda_nccl_dev.cu); NULL in the host emulation. */
+void *pcu_stream(PcuDev *d, int stream);
 
 /* n floats on the compute stream, zero or (neg_inf) -inf; freed on the
  * compute stream. */

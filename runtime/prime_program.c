@@ -687,6 +687,7 @@ static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *devic
         if (created != PRIME_ERR_ARG)
             fprintf(stderr, "%s: cannot create %d devices: %s\n", prog->name, prog->ndev,
                     prime_status_name(created));
+        run_free(&run);
         return created == PRIME_ERR_ARG ? 2 : created == PRIME_ERR_TIMEOUT ? EXIT_TIMEOUT : 3;
     }
     if (device && device->attach(world, device->arg) != PRIME_OK) {

@@ -74,6 +74,18 @@ foreach(path ${PRIMEC_CUDA_EXAMPLES})
                        PASS_REGULAR_EXPRESSION "host: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
 
+# The one-process-per-GPU world on the host emulation (its NCCL:
+# communicators of one rank): worlds of one process passing --check, the
+# world's refusals, TCP and id-file rendezvous of 4 processes, deadlines
+# (tests/cuda/nccl_host_check.sh).
+add_test(NAME cuda/nccl-host
+         COMMAND sh ${PRIMEC_CUDA_DIR}/nccl_host_check.sh $<TARGET_FILE:primec> ${CMAKE_C_COMPILER}
+                 "${PRIMEC_CUDA_TEST_CFLAGS}" ${CMAKE_SOURCE_DIR}/runtime
+                 $<TARGET_FILE:prime_rt_cuda_host> "${PRIMEC_CUDA_TEST_BLAS} -lpthread -lm"
+                 ${PRIMEC_CUDA_WORK}/nccl-host ${CMAKE_SOURCE_DIR})
+set_tests_properties(cuda/nccl-host PROPERTIES LABELS run TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "nccl host: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
 find_program(PRIMEC_NVCC nvcc HINTS /usr/local/cuda/bin)
 if(NOT PRIMEC_NVCC)
   message(STATUS "nvcc not found (PATH, /usr/local/cuda/bin): the cuda/nvcc tests are skipped")
@@ -103,7 +115,7 @@ set(PRIMEC_CUDA_LINK "")
 if(TARGET prime_rt_cuda)
   # CFLAGS never empty: an empty list element would vanish.
   set(PRIMEC_CUDA_LINK --link ${CMAKE_C_COMPILER} "-O1 ${PRIMEC_CUDA_TEST_CFLAGS}" $<TARGET_FILE:prime_rt_cuda>
-      "${PRIMEC_CUDA_TEST_BLAS} -L${PRIMEC_CUDA_LIBDIR} -Wl,-rpath,${PRIMEC_CUDA_LIBDIR} -lcublas -lcudart -lstdc++ -lpthread -lm")
+      "${PRIMEC_CUDA_TEST_BLAS} ${PRIMEC_CUDA_NCCL_LINK}-L${PRIMEC_CUDA_LIBDIR} -Wl,-rpath,${PRIMEC_CUDA_LIBDIR} -lcublas -lcudart -lstdc++ -lpthread -lm")
 endif()
 foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})
   add_test(NAME cuda/nvcc/${name}
@@ -117,10 +129,20 @@ if(NOT TARGET prime_rt_cuda)
   return()
 endif()
 # The build itself: DIR/m.cu, its object DIR/m.o, DIR/m.c and the
-# executable DIR/m, which starts (without a GPU: "no CUDA device", exit 2).
+# executable DIR/m, which starts (without a GPU: "no CUDA device", exit 2),
+# with --local and, where the runtime has NCCL, as rank 1 of a world of 4
+# (without a GPU it stops before its rendezvous; with one, rank 0 is not
+# there and the connection is refused for 1 s: exit 4).
+if(PRIMEC_NCCL)
+  set(PRIMEC_CUDA_RANK0 "\"$4/m\" --rank 1 --world-size 4 --master 127.0.0.1:1 --timeout 1 --check; echo \"exit $?\";")
+  set(PRIMEC_CUDA_RANK0_EXPECT ".*(no CUDA device: .*exit 2|connection refused after 1 s.*exit 4)")
+else()
+  set(PRIMEC_CUDA_RANK0 "")
+  set(PRIMEC_CUDA_RANK0_EXPECT "")
+endif()
 add_test(NAME cuda/build-exe
-         COMMAND sh -c "\"$1\" build \"$2\" --target cuda --cc \"$3\" -o \"$4\" && test -s \"$4/m.o\" && test -x \"$4/m\" && { \"$4/m\" --local --check; echo \"exit $?\"; }"
+         COMMAND sh -c "\"$1\" build \"$2\" --target cuda --cc \"$3\" -o \"$4\" && test -s \"$4/m.o\" && test -x \"$4/m\" && { \"$4/m\" --local --check; echo \"exit $?\"; ${PRIMEC_CUDA_RANK0} }"
                  sh $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR}/tests/golden/emit/square-2x2.prime
                  ${PRIMEC_NVCC} ${PRIMEC_CUDA_WORK}/build-exe)
 set_tests_properties(cuda/build-exe PROPERTIES LABELS compile TIMEOUT 300
-                     PASS_REGULAR_EXPRESSION "(no CUDA device: .*exit 2)|(check passed.*exit 0)")
+                     PASS_REGULAR_EXPRESSION "((no CUDA device: .*exit 2)|(check passed.*exit 0))${PRIMEC_CUDA_RANK0_EXPECT}")

@@ -8,6 +8,18 @@ foreach(part world p2p collective kernels fill)
   set_tests_properties(runtime_${part} PROPERTIES LABELS unit TIMEOUT 60)
 endforeach()
 
+# The rendezvous of the one-process-per-GPU CUDA runtime
+# (runtime/rendezvous.c) between forked processes on 127.0.0.1: the id's
+# broadcast, all-gathers, a missing rank, a refused connection, a wrong
+# world size, bad RANK / WORLD_SIZE / MASTER_PORT and options, the id file.
+add_executable(test_runtime_rendezvous ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_runtime_rendezvous.c
+                                       $<TARGET_OBJECTS:prime_rdv_objects>)
+target_include_directories(test_runtime_rendezvous PRIVATE ${PROJECT_SOURCE_DIR}/runtime)
+target_link_libraries(test_runtime_rendezvous PRIVATE PkgConfig::CMOCKA)
+target_compile_options(test_runtime_rendezvous PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME runtime_rendezvous COMMAND test_runtime_rendezvous)
+set_tests_properties(runtime_rendezvous PROPERTIES LABELS unit TIMEOUT 60)
+
 # The fp32 kernels' vectorisable exp and log (runtime/prime_math.h)
 # against libm over a sweep of every fp32 exponent.
 add_executable(test_prime_math ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_prime_math.c)

@@ -7,7 +7,7 @@
 # with --target cuda, its C part compiled against LIB, and run with
 # --local --check, which must pass with the counters equal to the
 # compiler's prediction. The first run also checks the refusals of the
-# CUDA program: no --local, a GPU that is not there; its --save-grads
+# CUDA program: no --local and no world, a GPU that is not there; its --save-grads
 # (the same gradients as the cpu build's), --repeat, --json and --trace; and a failing CUDA call (emulated) at
 # allocation, kernel and copy, which must end the run with exit 3 and a
 # message naming the rank and the call, every device released.
@@ -64,7 +64,7 @@ expect() {
         exit 1
     fi
 }
-expect "without --local" 2 "one process per GPU over NCCL is not available" --check
+expect "without --local" 2 "run one process per GPU, each with its RANK" --check
 expect "--gpu 7" 2 "no CUDA device: --gpu 7, but 1 GPU" --local --gpu 7
 expect "--gpu x" 2 "needs a GPU number" --local --gpu x
 # --save-grads downloads the gradient tiles: the file equals the cpu

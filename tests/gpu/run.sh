@@ -12,9 +12,15 @@
 #      bloom_megatron) for the timings;
 #   3. runs each small one with --local --check (every device of the mesh
 #      on the one GPU; results, gradients and counters checked);
-#   4. times the published runs (--local --repeat 5, no check) and cuBLAS
+#   4. runs one process per GPU over NCCL: a one-device model as a world
+#      of one process (--check), and a two-device data-parallel model as
+#      two processes meeting over TCP on 127.0.0.1 (--check; on two GPUs
+#      where there are, else both on GPU 0, which NCCL refuses: that run
+#      must then end with a message naming the rank and the call, not
+#      hang);
+#   5. times the published runs (--local --repeat 5, no check) and cuBLAS
 #      alone at the shapes of their GEMM nodes (tests/gpu/gemm_bench.cu);
-#   5. writes DIR/gpu/results.md: the GPU, each check, each run's step
+#   6. writes DIR/gpu/results.md: the GPU, each check, each run's step
 #      time, achieved TFLOP/s and kernel time, and the cuBLAS figures.
 #
 # --plan prints what it would build and run after checking that every run
@@ -59,6 +65,8 @@ for f in $families; do
     check_runs="$check_runs $file:${fam}_small_square $file:${fam}_small_megatron"
     bench_runs="$bench_runs $file:${fam}_megatron"
 done
+# One process per GPU over NCCL: the models of tests/cuda/.
+nccl_runs="one_device two_devices"
 
 nvcc=$(command -v nvcc || true)
 [ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; } || true
@@ -84,12 +92,17 @@ for entry in $check_runs $bench_runs; do
     timeout 60 "$primec" check "$file" --model "$model" >/dev/null 2>&1 ||
         die "$model of ${entry%%:*}.prime does not check"
 done
+for model in $nccl_runs; do
+    timeout 60 "$primec" check "$root/tests/cuda/$model.prime" --model "$model" >/dev/null 2>&1 ||
+        die "$model of tests/cuda/$model.prime does not check"
+done
 if [ $plan -eq 1 ]; then
     say "run.sh plan (primec $primec, nvcc $nvcc):"
     for entry in $check_runs; do say "  check  ${entry#*:} (examples/${entry%%:*}.prime) --local --check"; done
     for entry in $bench_runs; do say "  time   ${entry#*:} (examples/${entry%%:*}.prime) --local --repeat 5"; done
     say "  cuBLAS alone at the GEMM shapes of the timed runs (tests/gpu/gemm_bench.cu)"
-    say "  not run: a single-rank NCCL run (the NCCL mode is not in the runtime yet, docs/cuda.md)"
+    say "  nccl   one_device (tests/cuda/one_device.prime) --check: a world of one process"
+    say "  nccl   two_devices (tests/cuda/two_devices.prime) --check: 2 processes over TCP on 127.0.0.1"
     say "run.sh: plan PASS"
     exit 0
 fi
@@ -112,14 +125,16 @@ build_one() {
 }
 pids=""
 running=0
-for entry in $check_runs $bench_runs; do
+for entry in $check_runs $bench_runs nccl:one_device nccl:two_devices; do
     if [ $running -ge "$(nproc)" ]; then
         for p in $pids; do
             wait "${p%%:*}" || fail "build of ${p#*:} (log: $out/${p#*:}.build.log)"
         done
         pids="" running=0
     fi
-    build_one "${entry#*:}" "$root/examples/${entry%%:*}.prime" &
+    src=$root/examples/${entry%%:*}.prime
+    [ "${entry%%:*}" != nccl ] || src=$root/tests/cuda/${entry#*:}.prime
+    build_one "${entry#*:}" "$src" &
     pids="$pids $!:${entry#*:}"
     running=$((running + 1))
 done
@@ -164,6 +179,63 @@ done
 
 {
     say ""
+    say "## One process per GPU over NCCL"
+    say ""
+} >>"$results"
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+exe=$out/one_device/one_device
+if [ -x "$exe" ]; then
+    say "== one_device --check (a world of one process over NCCL)"
+    rc=0
+    timeout 120 "$exe" --check --timeout 60 >"$out/one_device.log" 2>&1 || rc=$?
+    tail -3 "$out/one_device.log"
+    if [ $rc -eq 0 ] && grep -q '^check passed' "$out/one_device.log"; then
+        say "- one_device, a world of one process: check passed" >>"$results"
+    else
+        fail "one_device --check over NCCL (exit $rc, log: $out/one_device.log)"
+        say "- one_device, a world of one process: FAILED (exit $rc)" >>"$results"
+    fi
+else
+    fail "one_device was not built"
+fi
+exe=$out/two_devices/two_devices
+if [ -x "$exe" ]; then
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    gpu1=1
+    [ "$ngpus" -ge 2 ] || gpu1=0
+    say "== two_devices --check: 2 processes over NCCL (GPUs 0 and $gpu1)"
+    for r in 0 1; do
+        lr=0
+        [ $r -eq 0 ] || lr=$gpu1
+        { rc=0; RANK=$r WORLD_SIZE=2 LOCAL_RANK=$lr MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+            timeout 120 "$exe" --check --timeout 60 >"$out/two_devices.$r.log" 2>&1 || rc=$?
+          echo $rc >"$out/two_devices.$r.rc"; } &
+    done
+    wait
+    rc0=$(cat "$out/two_devices.0.rc") rc1=$(cat "$out/two_devices.1.rc")
+    tail -3 "$out/two_devices.0.log" "$out/two_devices.1.log"
+    if [ "$gpu1" -eq 1 ]; then
+        if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && grep -q '^check passed' "$out/two_devices.0.log"; then
+            say "- two_devices, 2 processes on 2 GPUs: check passed" >>"$results"
+        else
+            fail "two_devices over NCCL (exits $rc0 $rc1, logs: $out/two_devices.[01].log)"
+            say "- two_devices, 2 processes on 2 GPUs: FAILED (exits $rc0 $rc1)" >>"$results"
+        fi
+    elif [ "$rc0" -ne 0 ] && [ "$rc0" -ne 124 ] && [ "$rc1" -ne 124 ] &&
+        grep -q 'rank [01]: nccl' "$out/two_devices.0.log" "$out/two_devices.1.log"; then
+        say "- two_devices, 2 processes on one GPU: refused as NCCL refuses two ranks on one GPU (exits $rc0 $rc1): $(grep -h 'rank [01]: nccl' "$out/two_devices.0.log" "$out/two_devices.1.log" | head -1)" >>"$results"
+    elif [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && grep -q '^check passed' "$out/two_devices.0.log"; then
+        say "- two_devices, 2 processes on one GPU: check passed" >>"$results"
+    else
+        fail "two_devices on one GPU: neither passed nor a clean refusal (exits $rc0 $rc1, logs: $out/two_devices.[01].log)"
+        say "- two_devices, 2 processes on one GPU: FAILED (exits $rc0 $rc1)" >>"$results"
+    fi
+else
+    fail "two_devices was not built"
+fi
+
+{
+    say ""
     say "## Published shapes, Megatron-LM on 4 virtual devices (--local --repeat 5)"
     say ""
     say "| run | step time (s) | achieved TFLOP/s | kernel time (s) | exposed comm (s) |"
@@ -204,12 +276,6 @@ if [ -x "$out/gemm_bench" ] && [ -s "$shapes" ]; then
         fail "gemm_bench (log: $out/gemm_bench.log)"
     sed 's/^/- /' "$out/gemm_bench.log" >>"$results"
 fi
-{
-    say ""
-    say "## Not run"
-    say ""
-    say "- a single-rank NCCL run: the NCCL mode (one process per GPU) is not in the runtime yet (docs/cuda.md)"
-} >>"$results"
 
 say "== results in $results"
 cat "$results"
