@@ -307,6 +307,8 @@ PrimeAction *sched_act(Builder *b, int dev, int op) {
         memset(&scratch, 0, sizeof scratch);
         return &scratch;
     }
+    if (b->s->folded)
+        return sched_fold_act(b, dev, op);
     PhaseSched *ph = b->ph;
     if (ph->nactions[dev] == ph->action_cap[dev]) {
         /* A first list has room for what the phase's trial runs appended

@@ -308,10 +308,9 @@ static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, con
         Collective *col = cols->items[c];
         col->reduce_scatter = 1;
         col->bytes = 0;
-        for (int q = 0; q < col->gsize; ++q) {
-            col->phase->actions[col->group[q]][col->action[q]].op = PRIME_ACT_REDUCE_SCATTER;
+        sched_make_reduce_scatter(b, col);
+        for (int q = 0; q < col->gsize; ++q)
             col->bytes += (long)prime_reduce_scatter_bytes((size_t)col->elems, col->gsize, q);
-        }
     }
     cols->count = 0;
 }

@@ -176,6 +176,10 @@ typedef struct Schedule {
     /* Predictions, per rank. */
     long *pred_bytes[PRIME_BYTES_KIND_COUNT];
     long *pred_peak;
+    /* Built for `check` alone (schedule_check_from): every action was
+     * folded into the predictions as it was made and no list is kept
+     * (PhaseSched.actions[rank] NULL; nactions counts them). */
+    int folded;
 } Schedule;
 
 /* Builds the schedule of a model. Returns NULL after reporting
@@ -187,6 +191,13 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model);
  * (slices[i] for instance i, from partition_eval) and its phase list
  * (phases_derive). Returns NULL after reporting diagnostics. */
 Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
+                              const SliceTable *const *slices, const PhaseList *phases);
+
+/* The same schedule and predictions without the action lists, which
+ * nothing but the predictions would read (`primec check`): each action is
+ * folded into the predicted bytes and peaks as it is made (Schedule.folded),
+ * so memory does not grow with the actions. */
+Schedule *schedule_check_from(Arena *arena, DiagSink *sink, const Model *model,
                               const SliceTable *const *slices, const PhaseList *phases);
 
 /* Bytes that must move to build layout `need` of tiling `tt` from layout
