@@ -202,6 +202,9 @@ typedef struct Builder {
      * sched_simulate.c), kept for the next run. */
     void *last_use_room[SCHED_MAX_OPERANDS];
     size_t last_use_cap[SCHED_MAX_OPERANDS];
+    /* And per device, whether it uses every tile of the table once. */
+    unsigned char *last_once_room[SCHED_MAX_OPERANDS];
+    size_t last_once_cap[SCHED_MAX_OPERANDS];
     /* A schedule for `check` alone (Schedule.folded): per rank, the fold
      * of its actions so far, and its last action (in phase pending_ph),
      * folded at its next (sched_fold_act). */

@@ -178,7 +178,8 @@ typedef struct Schedule {
     long *pred_peak;
     /* Built for `check` alone (schedule_check_from): every action was
      * folded into the predictions as it was made and no list is kept
-     * (PhaseSched.actions[rank] NULL; nactions counts them). */
+     * (PhaseSched.actions[rank] NULL; nactions counts them), nor the
+     * kernels' offset rows (noffsets 0), which only the program reads. */
     int folded;
 } Schedule;
 
