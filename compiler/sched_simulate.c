@@ -246,24 +246,35 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
         b->last_once_cap[i] = (size_t)b->ndev;
     }
     unsigned char *once = b->last_once_room[i];
-    for (int d = 0; d < b->ndev; ++d) {
-        LastUse *region = last + (size_t)d * (size_t)cap;
-        once[d] = 1;
-        for (int j = 0; j <= i && !sched_idle(b, d); ++j) {
+    /* Devices in blocks, steps within a block: the slice table is by
+     * step, then device, and a block's regions stay in cache. Each
+     * device's region is filled in the same order as device by device. */
+    enum { BLOCK = 64 };
+    for (int d0 = 0; d0 < b->ndev; d0 += BLOCK) {
+        int d1 = d0 + BLOCK < b->ndev ? d0 + BLOCK : b->ndev;
+        for (int d = d0; d < d1; ++d)
+            once[d] = 1;
+        for (int j = 0; j <= i; ++j) {
             if (ph->in[j].tensor != ph->in[i].tensor)
                 continue;
             for (long t = 0; t < ss->T; ++t) {
-                long k = tile_at(b, &ph->in[j], d, op_step(b, ph, t));
-                if (k < 0)
-                    continue;
-                unsigned long h = last_hash(k, cap);
-                while (region[h].tile >= 0 && region[h].tile != k)
-                    h = (h + 1) & (unsigned long)(cap - 1);
-                if (region[h].tile >= 0)
-                    once[d] = 0;
-                if (region[h].tile < 0 || region[h].step < t)
-                    region[h].step = t;
-                region[h].tile = k;
+                long ot = op_step(b, ph, t);
+                for (int d = d0; d < d1; ++d) {
+                    if (sched_idle(b, d))
+                        continue;
+                    long k = tile_at(b, &ph->in[j], d, ot);
+                    if (k < 0)
+                        continue;
+                    LastUse *region = last + (size_t)d * (size_t)cap;
+                    unsigned long h = last_hash(k, cap);
+                    while (region[h].tile >= 0 && region[h].tile != k)
+                        h = (h + 1) & (unsigned long)(cap - 1);
+                    if (region[h].tile >= 0)
+                        once[d] = 0;
+                    if (region[h].tile < 0 || region[h].step < t)
+                        region[h].step = t;
+                    region[h].tile = k;
+                }
             }
         }
     }
