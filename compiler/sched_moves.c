@@ -118,13 +118,15 @@ Move *sched_new_move(Builder *b, int tensor, long step, MoveKind kind, const lon
     if (kind == MOVE_SHIFT)
         memcpy(mv->delta, delta, sizeof(long) * IR_MAX_AXES);
     mv->ntransfers = n;
+    mv->bytes = (long)n * b->s->tensors[tensor].tile_elems * (long)sizeof(float);
+    if (b->s->folded && step >= 0)
+        return mv; /* a move between steps: no reader of its transfers (Schedule.folded) */
     mv->transfers = ARENA_ARRAY(b->arena, Transfer, n);
     for (int i = 0; i < n; ++i) {
         mv->transfers[i].src = src[i];
         mv->transfers[i].dst = dst[i];
         mv->transfers[i].tile = tile[i];
     }
-    mv->bytes = (long)n * b->s->tensors[tensor].tile_elems * (long)sizeof(float);
     return mv;
 }
 

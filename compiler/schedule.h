@@ -179,7 +179,9 @@ typedef struct Schedule {
     /* Built for `check` alone (schedule_check_from): every action was
      * folded into the predictions as it was made and no list is kept
      * (PhaseSched.actions[rank] NULL; nactions counts them), nor the
-     * kernels' offset rows (noffsets 0), which only the program reads. */
+     * kernels' offset rows (noffsets 0), which only the program reads,
+     * nor the transfers of the moves between steps (Move.transfers NULL;
+     * ntransfers and bytes kept), which explain and the drawings read. */
     int folded;
 } Schedule;
 
