@@ -18,7 +18,8 @@
  *   sched_accumulate.c  accumulators, coverage, all-reduces
  *   sched_simulate.c    one phase step by step; residency trials
  *   sched_boundary.c    inputs, epilogue, landing, sweep order, freeing
- *   sched_predict.c     predicted bytes and peaks
+ *   sched_predict.c     predicted bytes and peaks (from the lists, or folded
+ *                       as the actions are made)
  *   sched_transpose.c   a schedule with the axes of a square mesh swapped
  *   schedule.c          the driver: storage tensors, operands, the phase loop
  */

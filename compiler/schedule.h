@@ -25,7 +25,9 @@
  * The result is both the analysis that explain prints and, for every
  * rank, the action list (prime_sched.h) that the emitted program runs;
  * predicted bytes and peak memory come from interpreting those same
- * actions, so they are exact for the emitted program.
+ * actions, so they are exact for the emitted program. For `check`, which
+ * reads only the predictions, schedule_check_from interprets each action
+ * as it is made and keeps no list.
  */
 #ifndef PRIMEC_SCHEDULE_H
 #define PRIMEC_SCHEDULE_H
