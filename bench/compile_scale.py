@@ -15,7 +15,7 @@ same for --before, side by side).
 
 --set opt: OPT-175B (examples/opt_layer.prime, published shape) with 1
 and 96 layers under the Megatron plan on 4 and 16 devices and the square
-grid on 2x2, 4x4 and 8x8: `check`, the compiler's own time to the emitted C
+grid on 2x2, 4x4 and 8x8: `check` (time and max RSS), the compiler's own time to the emitted C
 (`--dump-after=emit`, unformatted), `build --emit-only` (formatted with
 clang-format), `build` (the C compiler too), and the emitted C's size.
 
@@ -104,7 +104,8 @@ def opt_set(a):
              ("opt_square", "P=2", "square, 2x2"),
              ("opt_square", "P=4", "square, 4x4"),
              ("opt_square", "P=8", "square, 8x8")]
-    head = ["plan", "layers", "check", "to C (own)", "max RSS", "emit-only", "build", "C size"]
+    head = ["plan", "layers", "check", "check: max RSS", "to C (own)", "max RSS", "emit-only",
+            "build", "C size"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     with tempfile.TemporaryDirectory() as work:
@@ -113,7 +114,7 @@ def opt_set(a):
                 out = os.path.join(work, "out")
                 p = a.primec
                 sel = [example, "--model", name, "--param", "layers=%d" % layers, "--param", mesh]
-                t_check, _ = timed([p, "check"] + sel, a.repeat)
+                t_check, rss_check = timed([p, "check"] + sel, a.repeat)
                 t_own, rss = timed([p, "build"] + sel + ["--dump-after=emit"], a.repeat)
                 if a.own_only:
                     r = subprocess.run([p, "build"] + sel + ["--dump-after=emit"],
@@ -124,7 +125,8 @@ def opt_set(a):
                     t_emit, _ = timed([p, "build"] + sel + ["--emit-only", "-o", out], a.repeat)
                     t_build, _ = timed([p, "build"] + sel + ["-o", out], a.repeat)
                     size = os.path.getsize(os.path.join(out, name + ".c"))
-                row = [label, str(layers), "%.2f s" % t_check, "%.2f s" % t_own,
+                row = [label, str(layers), "%.2f s" % t_check, "%.0f MB" % (rss_check / 1024),
+                       "%.2f s" % t_own,
                        "%.0f MB" % (rss / 1024),
                        "-" if t_emit is None else "%.2f s" % t_emit,
                        "-" if t_build is None else "%.2f s" % t_build,

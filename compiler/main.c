@@ -478,6 +478,7 @@ int main(int argc, char **argv) {
     c.nparams = nparams;
     c.params = params;
     c.dump_after = dump_after;
+    c.predict_only = strcmp(command, "check") == 0 && !dump_after;
     if (cuda)
         c.emit_hooks = &emit_cuda_c_hooks;
     const char *last = strcmp(command, "build") == 0 || dump_after ? "emit" : "schedule";

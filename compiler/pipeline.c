@@ -372,7 +372,9 @@ static int pass_schedule(Compilation *c) {
                                         ? arena_printf(c->arena, " with %d layers", m->layer_count)
                                         : ""));
         int errors = c->sink.error_count;
-        Schedule *s = schedule_build_from(c->arena, &c->sink, m, slices, c->phase_lists.items[n++]);
+        const PhaseList *pl = c->phase_lists.items[n++];
+        Schedule *s = c->predict_only ? schedule_check_from(c->arena, &c->sink, m, slices, pl)
+                                      : schedule_build_from(c->arena, &c->sink, m, slices, pl);
         note_run(c, m, errors);
         if (!s)
             ok = 0;

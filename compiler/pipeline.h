@@ -40,6 +40,10 @@ typedef struct Compilation {
     int io_error;    /* the input file could not be read (exit 2) */
     PtrVec programs; /* Program*: stdlib first */
     Module module;
+    /* Nothing after the schedule pass reads its action lists, only its
+     * predictions and counts (`check`): the schedules keep no lists
+     * (schedule_check_from). */
+    int predict_only;
     PtrVec schedules;    /* Schedule*, one per model */
     PtrVec slice_tables; /* SliceTable*, one per instance of every selected model */
     PtrVec phase_lists;  /* PhaseList*, one per selected model */

@@ -19,7 +19,8 @@
  *   sched_simulate.c    one phase step by step; residency trials
  *   sched_boundary.c    inputs, epilogue, landing, sweep order, freeing
  *   sched_sends.c       stage boundary sends posted where the value is made
- *   sched_predict.c     predicted bytes and peaks
+ *   sched_predict.c     predicted bytes and peaks (from the lists, or folded
+ *                       as the actions are made)
  *   sched_transpose.c   a schedule with the axes of a square mesh swapped
  *   schedule.c          the driver: storage tensors, operands, the phase loop
  */
@@ -126,6 +127,16 @@ static inline void intlist_push(Arena *arena, IntList *l, int v) {
     l->items[l->count++] = v;
 }
 
+/* The fold of one rank's actions into its predictions (sched_predict.c):
+ * the bytes in use, the peak so far, the phase folded and its peak, and
+ * the temporary buffers its transfers hold until the next wait. */
+typedef struct PredictRank {
+    long cur, peak, phase_peak, temps;
+    int phase;
+    PtrVec kept; /* long[2]: tag, bytes of the box sends kept past their phase */
+    Arena *arena;
+} PredictRank;
+
 typedef struct Builder {
     int tensor_cap; /* storage tensors the per-tensor arrays have room for */
     Arena *arena;
@@ -195,6 +206,15 @@ typedef struct Builder {
      * sched_simulate.c), kept for the next run. */
     void *last_use_room[SCHED_MAX_OPERANDS];
     size_t last_use_cap[SCHED_MAX_OPERANDS];
+    /* And per device, whether it uses every tile of the table once. */
+    unsigned char *last_once_room[SCHED_MAX_OPERANDS];
+    size_t last_once_cap[SCHED_MAX_OPERANDS];
+    /* A schedule for `check` alone (Schedule.folded): per rank, the fold
+     * of its actions so far, and its last action (in phase pending_ph),
+     * folded at its next (sched_fold_act). */
+    PredictRank *pred;
+    PrimeAction *pending_act;
+    PhaseSched **pending_ph;
     /* Per storage tensor, initialised when its id is handed out (below
      * this point the Builder starts zeroed). */
     Machine m;
@@ -370,6 +390,15 @@ void sched_post_sends_early(Schedule *s, Arena *arena);
 
 /* sched_predict.c: bytes and peak memory from the action lists. */
 void sched_predict(Schedule *s, Arena *arena);
+/* The same fold on each action as sched_act appends it, keeping no list:
+ * begin (before the first action), the action (sched_act's), end (after
+ * the last). */
+void sched_fold_begin(Builder *b);
+PrimeAction *sched_fold_act(Builder *b, int dev, int op);
+void sched_fold_end(Builder *b);
+/* Makes the all-reduces of col reduce-scatters: their actions, or their
+ * folded bytes. */
+void sched_make_reduce_scatter(Builder *b, Collective *col);
 
 /* schedule.c (the driver): storage tensors. */
 int sched_storage_like(Builder *b, int like);

@@ -304,9 +304,10 @@ PrimeAction *sched_act(Builder *b, int dev, int op) {
     if (b->dry || !b->ph) {
         if (b->dry && b->dry_count)
             b->dry_count[dev]++;
-        memset(&scratch, 0, sizeof scratch);
-        return &scratch;
+        return &scratch; /* written, never read */
     }
+    if (b->s->folded)
+        return sched_fold_act(b, dev, op);
     PhaseSched *ph = b->ph;
     if (ph->nactions[dev] == ph->action_cap[dev]) {
         /* A first list has room for what the phase's trial runs appended

@@ -118,13 +118,15 @@ Move *sched_new_move(Builder *b, int tensor, long step, MoveKind kind, const lon
     if (kind == MOVE_SHIFT)
         memcpy(mv->delta, delta, sizeof(long) * IR_MAX_AXES);
     mv->ntransfers = n;
+    mv->bytes = (long)n * b->s->tensors[tensor].tile_elems * (long)sizeof(float);
+    if (b->s->folded && step >= 0)
+        return mv; /* a move between steps: no reader of its transfers (Schedule.folded) */
     mv->transfers = ARENA_ARRAY(b->arena, Transfer, n);
     for (int i = 0; i < n; ++i) {
         mv->transfers[i].src = src[i];
         mv->transfers[i].dst = dst[i];
         mv->transfers[i].tile = tile[i];
     }
-    mv->bytes = (long)n * b->s->tensors[tensor].tile_elems * (long)sizeof(float);
     return mv;
 }
 
@@ -308,10 +310,9 @@ static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, con
         Collective *col = cols->items[c];
         col->reduce_scatter = 1;
         col->bytes = 0;
-        for (int q = 0; q < col->gsize; ++q) {
-            col->phase->actions[col->group[q]][col->action[q]].op = PRIME_ACT_REDUCE_SCATTER;
+        sched_make_reduce_scatter(b, col);
+        for (int q = 0; q < col->gsize; ++q)
             col->bytes += (long)prime_reduce_scatter_bytes((size_t)col->elems, col->gsize, q);
-        }
     }
     cols->count = 0;
 }

@@ -44,10 +44,11 @@ static int kernel_offsets_dense(Builder *b, PhaseSched *ph, int dev, long t, con
 }
 
 /* The index of the offsets row (global origin of every operator
- * dimension's slice) of the sub-operator at (dev, t). */
+ * dimension's slice) of the sub-operator at (dev, t); 0 in a schedule for
+ * `check` alone (Schedule.folded), which has no rows. */
 static int kernel_offsets(Builder *b, PhaseSched *ph, int dev, long t) {
-    if (b->dry)
-        return 0;
+    if (b->dry || b->s->folded)
+        return 0; /* only the emitted kernels read the rows */
     long row[8] = {0};
     for (int d = 0; d < b->st->ndims && d < 8; ++d)
         row[d] = slice_fast(b, d, dev, t) * b->st->extent[d];
@@ -136,6 +137,10 @@ typedef struct StepState {
      * device; see needed_later). */
     LastUse *last[SCHED_MAX_OPERANDS];
     long last_cap[SCHED_MAX_OPERANDS];
+    /* Per operand and device: 1 when the device's entries of the table
+     * name every tile once (no tile used at two steps, or as two
+     * operands). */
+    unsigned char *last_once[SCHED_MAX_OPERANDS];
 } StepState;
 
 static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
@@ -236,26 +241,46 @@ static void last_use_build(Builder *b, StepState *ss, int i) {
     LastUse *last = b->last_use_room[i];
     for (size_t k = 0; k < total; ++k)
         last[k].tile = -1;
-    for (int d = 0; d < b->ndev; ++d) {
-        LastUse *region = last + (size_t)d * (size_t)cap;
-        for (int j = 0; j <= i && !sched_idle(b, d); ++j) {
+    if (b->last_once_cap[i] < (size_t)b->ndev) {
+        b->last_once_room[i] = arena_alloc_uninit(b->arena, (size_t)b->ndev);
+        b->last_once_cap[i] = (size_t)b->ndev;
+    }
+    unsigned char *once = b->last_once_room[i];
+    /* Devices in blocks, steps within a block: the slice table is by
+     * step, then device, and a block's regions stay in cache. Each
+     * device's region is filled in the same order as device by device. */
+    enum { BLOCK = 64 };
+    for (int d0 = 0; d0 < b->ndev; d0 += BLOCK) {
+        int d1 = d0 + BLOCK < b->ndev ? d0 + BLOCK : b->ndev;
+        for (int d = d0; d < d1; ++d)
+            once[d] = 1;
+        for (int j = 0; j <= i; ++j) {
             if (ph->in[j].tensor != ph->in[i].tensor)
                 continue;
             for (long t = 0; t < ss->T; ++t) {
-                long k = tile_at(b, &ph->in[j], d, op_step(b, ph, t));
-                if (k < 0)
-                    continue;
-                unsigned long h = last_hash(k, cap);
-                while (region[h].tile >= 0 && region[h].tile != k)
-                    h = (h + 1) & (unsigned long)(cap - 1);
-                if (region[h].tile < 0 || region[h].step < t)
-                    region[h].step = t;
-                region[h].tile = k;
+                long ot = op_step(b, ph, t);
+                for (int d = d0; d < d1; ++d) {
+                    if (sched_idle(b, d))
+                        continue;
+                    long k = tile_at(b, &ph->in[j], d, ot);
+                    if (k < 0)
+                        continue;
+                    LastUse *region = last + (size_t)d * (size_t)cap;
+                    unsigned long h = last_hash(k, cap);
+                    while (region[h].tile >= 0 && region[h].tile != k)
+                        h = (h + 1) & (unsigned long)(cap - 1);
+                    if (region[h].tile >= 0)
+                        once[d] = 0;
+                    if (region[h].tile < 0 || region[h].step < t)
+                        region[h].step = t;
+                    region[h].tile = k;
+                }
             }
         }
     }
     ss->last[i] = last;
     ss->last_cap[i] = cap;
+    ss->last_once[i] = once;
 }
 
 /* Whether device dev uses `tile` of operand i's tensor (as operand i or
@@ -265,6 +290,11 @@ static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
         last_use_build(b, ss, i);
     long ntiles = b->s->tensors[ss->ph->in[i].tensor].ntiles;
     if (tile < 0 || tile >= ntiles)
+        return 0;
+    /* A device that uses each tile once and uses this one as operand i
+     * now uses it at no other step: the table's answer, without the
+     * lookup in the device's region (a cache miss per send). */
+    if (ss->last_once[i][dev] && tile_at(b, &ss->ph->in[i], dev, ss->t) == tile)
         return 0;
     long cap = ss->last_cap[i];
     const LastUse *region = ss->last[i] + (size_t)dev * (size_t)cap;

@@ -330,8 +330,10 @@ static int storage_bound(const Model *m) {
     return n > 0x3fffffffL ? 0x3fffffff : (int)n;
 }
 
-Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
-                              const SliceTable *const *slices, const PhaseList *phases) {
+/* fold: predict as the actions are made, keeping no list
+ * (schedule_check_from). */
+static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
+                       const SliceTable *const *slices, const PhaseList *phases, int fold) {
     Schedule *s = ARENA_NEW(arena, Schedule);
     s->model = model;
     int cap = storage_bound(model);
@@ -375,6 +377,8 @@ Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
     bind_phases(b, phases, grad_storage);
     if (b->failed)
         return NULL;
+    if (fold)
+        sched_fold_begin(b);
     sched_liveness_init(b);
     mark_checks(s, arena, grad_storage);
     sched_machine_init(b);
@@ -384,9 +388,25 @@ Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
         return NULL;
     for (int t = 0; t < s->ntensors; ++t)
         s->final[t] = sched_layout_of(b, t);
-    sched_post_sends_early(s, arena);
-    sched_predict(s, arena);
+    if (fold) {
+        sched_fold_end(b);
+    } else {
+        sched_post_sends_early(s, arena);
+        sched_predict(s, arena);
+    }
     return s;
+}
+
+Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
+                              const SliceTable *const *slices, const PhaseList *phases) {
+    return build(arena, sink, model, slices, phases, 0);
+}
+
+Schedule *schedule_check_from(Arena *arena, DiagSink *sink, const Model *model,
+                              const SliceTable *const *slices, const PhaseList *phases) {
+    /* A staged model's boundary sends are moved once its lists are made
+     * (sched_sends.c), which needs the lists: it keeps them. */
+    return build(arena, sink, model, slices, phases, model->nstages < 2);
 }
 
 Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {

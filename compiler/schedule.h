@@ -25,7 +25,9 @@
  * The result is both the analysis that explain prints and, for every
  * rank, the action list (prime_sched.h) that the emitted program runs;
  * predicted bytes and peak memory come from interpreting those same
- * actions, so they are exact for the emitted program.
+ * actions, so they are exact for the emitted program. For `check`, which
+ * reads only the predictions, schedule_check_from interprets each action
+ * as it is made and keeps no list.
  */
 #ifndef PRIMEC_SCHEDULE_H
 #define PRIMEC_SCHEDULE_H
@@ -176,6 +178,13 @@ typedef struct Schedule {
     /* Predictions, per rank. */
     long *pred_bytes[PRIME_BYTES_KIND_COUNT];
     long *pred_peak;
+    /* Built for `check` alone (schedule_check_from): every action was
+     * folded into the predictions as it was made and no list is kept
+     * (PhaseSched.actions[rank] NULL; nactions counts them), nor the
+     * kernels' offset rows (noffsets 0), which only the program reads,
+     * nor the transfers of the moves between steps (Move.transfers NULL;
+     * ntransfers and bytes kept), which explain and the drawings read. */
+    int folded;
 } Schedule;
 
 /* Builds the schedule of a model. Returns NULL after reporting
@@ -187,6 +196,15 @@ Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model);
  * (slices[i] for instance i, from partition_eval) and its phase list
  * (phases_derive). Returns NULL after reporting diagnostics. */
 Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
+                              const SliceTable *const *slices, const PhaseList *phases);
+
+/* The same schedule and predictions without the action lists, which
+ * nothing but the predictions would read (`primec check`): each action is
+ * folded into the predicted bytes and peaks as it is made (Schedule.folded),
+ * so memory does not grow with the actions. A model of several pipeline
+ * stages keeps its lists (its boundary sends are moved once they are
+ * made, sched_sends.c): the schedule_build_from schedule. */
+Schedule *schedule_check_from(Arena *arena, DiagSink *sink, const Model *model,
                               const SliceTable *const *slices, const PhaseList *phases);
 
 /* Bytes that must move to build layout `need` of tiling `tt` from layout

@@ -33,3 +33,28 @@ target_link_libraries(test_stages PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_stages PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule/stages COMMAND test_stages)
 set_tests_properties(schedule/stages PROPERTIES LABELS unit TIMEOUT 60)
+
+# A schedule for `check` alone, whose actions are folded into the
+# predictions as they are made (schedule_check_from), against the schedule
+# that keeps its action lists: the same action counts, moves, collectives
+# and predicted bytes and peaks per rank, on the small examples, runs of
+# opt_layer with stages and micro-batches, sequence parallelism (whose
+# all-reduces become reduce-scatters) and data parallelism on the square
+# grid, the golden check inputs and a few
+# larger meshes (written in the test).
+file(GLOB SCHED_FOLD_INPUTS ${CMAKE_SOURCE_DIR}/examples/matmul_*.prime
+     ${CMAKE_SOURCE_DIR}/tests/golden/check/*.prime)
+# (without the inputs that are there to be large or deep: each takes a
+# second or more, and none is about the schedule)
+list(FILTER SCHED_FOLD_INPUTS EXCLUDE REGEX
+     "/(resource-[^/]*|steps-live-tiles|depth-[^/]*|radix-[^/]*|size-expression-[^/]*)\\.prime$")
+list(SORT SCHED_FOLD_INPUTS)
+foreach(m opt_small_megatron_sp opt_small_square_dp opt_small_megatron_pp_mb)
+  list(APPEND SCHED_FOLD_INPUTS ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime@${m})
+endforeach()
+list(APPEND SCHED_FOLD_INPUTS ${CMAKE_SOURCE_DIR}/examples/opt_mlp.prime)
+add_executable(test_sched_fold ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_fold.c)
+target_link_libraries(test_sched_fold PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_sched_fold PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME schedule/fold COMMAND test_sched_fold ${SCHED_FOLD_INPUTS})
+set_tests_properties(schedule/fold PROPERTIES LABELS unit TIMEOUT 120)
