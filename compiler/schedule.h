@@ -176,6 +176,8 @@ typedef struct Schedule {
     /* Predictions, per rank. */
     long *pred_bytes[PRIME_BYTES_KIND_COUNT];
     long *pred_peak;
+    /* The kernels pass's fused groups (kernel_fuse.h), or NULL. */
+    struct FusePlan *fusion;
 } Schedule;
 
 /* Builds the schedule of a model. Returns NULL after reporting
