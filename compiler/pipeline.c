@@ -419,7 +419,7 @@ static void dump_schedule(Compilation *c) {
  * whose runtime runs every phase's own kernel (its .cu prints the fused
  * kernels all the same). */
 static int pass_kernels(Compilation *c) {
-    for (int i = 0; i < c->schedules.count; ++i) {
+    for (int i = 0; i < c->schedules.count && !c->no_fuse; ++i) {
         Schedule *s = c->schedules.items[i];
         s->fusion = kernel_fuse_plan(c->arena, s, &c->sources);
         if (!c->emit_hooks)
