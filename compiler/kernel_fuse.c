@@ -413,6 +413,9 @@ void kernel_fuse_apply(Arena *arena, Schedule *s, FusePlan *plan) {
             for (int j = 1; j < g->nmembers; ++j)
                 rewrite_later(s, g, s->phases.items[g->phase[j]], r);
         }
+        /* The later phases run no kernel: no tile origins either. */
+        for (int j = 1; j < g->nmembers; ++j)
+            ((PhaseSched *)s->phases.items[g->phase[j]])->noffsets = 0;
     }
     plan->applied = 1;
     if (plan->ngroups)
