@@ -619,13 +619,9 @@ static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_WAIT}},
 };
 static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL};
-static const long phase2_offsets[][8] = {
-    {0, 0, 0, 0, 0, 0, 0, 0},
-    {2, 0, 0, 0, 0, 0, 0, 0},
-};
 static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
 static const PrimePhase phase2 = {
-    "forward v1", NULL, NULL, phase2_kernels, NULL, NULL, phase2_offsets, &phase2_form, 0, 1, NULL};
+    "forward v1", NULL, NULL, phase2_kernels, NULL, NULL, NULL, &phase2_form, 0, 1, NULL};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -731,28 +727,18 @@ static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dv1, .slot = 0}},
 };
 static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL};
-static const long phase7_offsets[][8] = {
-    {0, 0, 0, 0, 0, 0, 0, 0},
-    {2, 0, 0, 0, 0, 0, 0, 0},
-};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
 static const PrimePhase phase7 = {
-    "backward v1", NULL, NULL, phase7_kernels, NULL, NULL, phase7_offsets, &phase7_form, 0, 1,
-    NULL};
+    "backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL, &phase7_form, 0, 1, NULL};
 
 static const PrimeActionForm phase8_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
 static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL};
-static const long phase8_offsets[][8] = {
-    {0, 0, 0, 0, 0, 0, 0, 0},
-    {2, 0, 0, 0, 0, 0, 0, 0},
-};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
 static const PrimePhase phase8 = {
-    "backward m1", NULL, NULL, phase8_kernels, NULL, NULL, phase8_offsets, &phase8_form, 0, 1,
-    NULL};
+    "backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL, &phase8_form, 0, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4,
                                            &phase5, &phase6, &phase7, &phase8};
