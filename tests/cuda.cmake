@@ -46,7 +46,7 @@ foreach(path ${PRIMEC_CUDA_EXAMPLES})
   add_test(NAME cuda/nodes/${name}
            COMMAND sh ${PRIMEC_CUDA_DIR}/nodes_check.sh $<TARGET_FILE:primec>
                    ${PRIMEC_CUDA_WORK}/nodes-${name} ${path})
-  set_tests_properties(cuda/nodes/${name} PROPERTIES LABELS golden TIMEOUT 120
+  set_tests_properties(cuda/nodes/${name} PROPERTIES LABELS golden TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "nodes: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
 
