@@ -114,7 +114,8 @@ typedef struct PrimePhase {
      * (prime_form.h); actions and nactions are then NULL. */
     const struct PrimePhaseForm *form;
     /* FLOPs of one KERNEL action, as the compiler's cost model counts
-     * them (docs/timing.md); 0 for a phase without kernels. */
+     * them (docs/timing.md); 0 for a phase without kernels. A fused
+     * phase's: those of one fused call, every member's. */
     double kernel_flops;
     /* 1 when kernels[1] is kernels[0] writing out = f(in...) instead of
      * adding to out: every element of the tile, none of it read. The
@@ -166,7 +167,7 @@ typedef struct PrimeSchedStats {
     uint64_t wall_ns;
     uint64_t kernel_ns;
     uint64_t comm_ns;
-    long kernels;     /* KERNEL actions */
+    long kernels;     /* KERNEL actions (a fused kernel's: one) */
     long sends;       /* SEND and SEND_BOX actions (counted transfers) */
     long recvs;       /* RECV and RECV_BOX actions */
     long collectives; /* ALLREDUCE, REDUCE_SCATTER and ALLGATHER actions */
