@@ -11,6 +11,7 @@
 #include "emit_kernels.h"
 #include "form.h"
 #include "form_fold.h"
+#include "kernel_fuse.h"
 #include "printer.h"
 
 typedef struct Emitter {
@@ -18,6 +19,7 @@ typedef struct Emitter {
     const Schedule *s;
     const ScheduleForm *form;
     int *kernel_of; /* per phase: the phase whose kernel function it calls */
+    int *fused_of;  /* per phase: the fused kernel it runs (emit_c_fused), or -1 */
     Arena *arena;
     unsigned char *named; /* per storage tensor: its T_ name is used */
     int dbl;              /* printing the fp64 reference */
@@ -105,6 +107,8 @@ static void print_action(Emitter *e, const PrimeAction *a) {
         a->op == PRIME_ACT_REDUCE_SCATTER || a->op == PRIME_ACT_ALLGATHER ||
         a->op == PRIME_ACT_SEND_BOX || a->op == PRIME_ACT_RECV_BOX || a->op == PRIME_ACT_COPY_BOX)
         printer_printf(p, ", .arg = %d", a->arg);
+    if (a->op == PRIME_ACT_KERNEL && a->kind)
+        printer_printf(p, ", .kind = %d", a->kind);
     if (a->op == PRIME_ACT_KERNEL || a->op == PRIME_ACT_ADD || a->op == PRIME_ACT_COPY_BOX) {
         printer_printf(p, ", .nin = %d, .in_tensor = {", a->nin);
         for (int k = 0; k < a->nin; ++k) {
@@ -378,7 +382,22 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, in
         printer_printf(p, "&phase%d_form, ", index);
     else
         printer_printf(p, "NULL, ");
-    printer_printf(p, "%.17g, %d};\n\n", compute ? cost_kernel_flops(s, ph) : 0.0, compute);
+    double flops = compute ? cost_kernel_flops(s, ph) : 0.0;
+    int fused = e->fused_of[index];
+    const FusePlan *plan = s->fusion;
+    if (fused >= 0) {
+        /* One call runs every member's kernel. */
+        const FuseGroup *g = &plan->groups[plan->group_of[index]];
+        for (int j = 1; j < g->nmembers; ++j)
+            flops += cost_kernel_flops(s, s->phases.items[g->phase[j]]);
+    } else if (plan && plan->applied && plan->member_of[index] >= 0) {
+        flops = 0.0;
+    }
+    printer_printf(p, "%.17g, %d", flops, compute);
+    if (fused >= 0)
+        printer_printf(p, ", fused%d};\n\n", fused);
+    else
+        printer_printf(p, ", NULL};\n\n");
 }
 
 static void emit_layout_form(Emitter *e, const char *tname, const char *what,
@@ -782,6 +801,10 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     if (!reference64_of)
         ICE("out of memory");
     emit_c_kernels(&e.p, s, 0, 0, e.kernel_of);
+    e.fused_of = calloc((size_t)s->phases.count + 1, sizeof(int));
+    if (!e.fused_of)
+        ICE("out of memory");
+    emit_c_fused(&e.p, s, e.fused_of);
     emit_c_kernels(&e.p, s, 1, 0, reference_of);
     e.dbl = 1;
     emit_c_kernels(&e.p, s, 1, 1, reference64_of);
@@ -860,6 +883,7 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
         printer_printf(p, "#endif\n");
     }
     free(e.kernel_of);
+    free(e.fused_of);
     free(reference_of);
     free(reference64_of);
     for (int i = 0; i < e.nslots; ++i)

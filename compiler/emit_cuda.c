@@ -40,6 +40,44 @@ static void print_phase_comment(Printer *p, const Kernel *k, int index, const So
     printer_printf(p, " */\n");
 }
 
+/* The fused kernel of every group of s->fusion (kernel_fuse.h), each
+ * distinct one once (by the C printing's text, as the C emitter keeps
+ * them). The CUDA program's phases run their own kernels: its runtime
+ * has no fused entry yet, so the schedule's actions are not rewritten
+ * for this target and these functions are not called. */
+static void print_fused(Printer *p, const Schedule *s) {
+    const FusePlan *plan = s->fusion;
+    if (!plan)
+        return;
+    char **bodies = calloc((size_t)plan->ngroups + 1, sizeof(char *));
+    if (!bodies)
+        ICE("out of memory");
+    for (int gi = 0; gi < plan->ngroups; ++gi) {
+        const FuseGroup *g = &plan->groups[gi];
+        Kernel *ks = kernel_fuse_members(s, g);
+        Printer c;
+        printer_init(&c);
+        printer_indent(&c, 1);
+        kernel_c_fused(&c, g, ks);
+        size_t len;
+        bodies[gi] = printer_take(&c, &len);
+        printer_free(&c);
+        int dup = 0;
+        for (int j = 0; j < gi && !dup; ++j)
+            dup = strcmp(bodies[j], bodies[gi]) == 0;
+        if (!dup) {
+            char name[64];
+            snprintf(name, sizeof name, "fused%d", g->phase[0]);
+            kernel_fuse_comment(s, g, p);
+            kernel_cuda_fused(p, g, ks, name);
+        }
+        free(ks);
+    }
+    for (int gi = 0; gi < plan->ngroups; ++gi)
+        free(bodies[gi]);
+    free(bodies);
+}
+
 static void print_header(Printer *p, const Schedule *s, const char *source_name) {
     printer_printf(p,
                    "/*\n"
@@ -90,6 +128,7 @@ char *emit_cuda_program(const Schedule *s, const SourceMap *sources, const char 
         snprintf(name, sizeof name, "phase%d", i);
         kernel_cuda_phase(&p, k, name);
     }
+    print_fused(&p, s);
     printer_printf(&p,
                    "typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *,\n"
                    "    const float *const *, const long *);\n"

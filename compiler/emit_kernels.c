@@ -132,3 +132,44 @@ void emit_c_kernels(Printer *out, const Schedule *s, int whole, int dbl, int *ca
     free(keys);
     free(table);
 }
+
+void emit_c_fused(Printer *out, const Schedule *s, int *fused_of) {
+    const FusePlan *plan = s->fusion;
+    int n = s->phases.count;
+    for (int k = 0; k < n; ++k)
+        fused_of[k] = -1;
+    if (!plan || !plan->applied)
+        return;
+    char **bodies = calloc((size_t)plan->ngroups + 1, sizeof(char *));
+    if (!bodies)
+        ICE("out of memory");
+    for (int gi = 0; gi < plan->ngroups; ++gi) {
+        const FuseGroup *g = &plan->groups[gi];
+        Kernel *ks = kernel_fuse_members(s, g);
+        Printer p;
+        printer_init(&p);
+        printer_indent(&p, 1);
+        kernel_c_fused(&p, g, ks);
+        free(ks);
+        size_t len;
+        bodies[gi] = printer_take(&p, &len);
+        printer_free(&p);
+        int first = g->phase[0];
+        fused_of[first] = first;
+        for (int j = 0; j < gi; ++j)
+            if (strcmp(bodies[j], bodies[gi]) == 0) {
+                fused_of[first] = plan->groups[j].phase[0];
+                break;
+            }
+        if (fused_of[first] != first)
+            continue;
+        kernel_fuse_comment(s, g, out);
+        printer_printf(out,
+                       "static void fused%d(float *const *out, const float *const *const *in, "
+                       "const long *off)\n{\n%s}\n\n",
+                       first, bodies[gi]);
+    }
+    for (int gi = 0; gi < plan->ngroups; ++gi)
+        free(bodies[gi]);
+    free(bodies);
+}

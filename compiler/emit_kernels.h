@@ -21,4 +21,9 @@
  * its body being built again. */
 void emit_c_kernels(Printer *out, const Schedule *s, int whole, int dbl, int *canon);
 
+/* Prints the fused kernel of every group of s->fusion (kernel_fuse.h)
+ * when its actions were rewritten, each distinct body once: fused_of[k]
+ * names the function a group's first phase k runs (-1: none). */
+void emit_c_fused(Printer *out, const Schedule *s, int *fused_of);
+
 #endif

@@ -457,3 +457,134 @@ void kernel_c_body_mode(Printer *p, const Kernel *k, int dbl, int overwrite) {
 void kernel_c_body(Printer *p, const Kernel *k, int dbl) {
     kernel_c_body_mode(p, k, dbl, 0);
 }
+
+/* base (an operand of member j, or the output) at the row: the offsets
+ * of the outer loops, or the member's row on the stack. */
+static void print_row_ptr(Printer *p, const Kernel *k, const FuseGroup *g, int j, int x,
+                          const int *dims, int nouter) {
+    int m = x == KERNEL_OUT ? j : g->from[j][x];
+    if (m >= 0 && !g->stored[m]) {
+        printer_printf(p, "t%d", m);
+        return;
+    }
+    char base[48];
+    if (x == KERNEL_OUT)
+        snprintf(base, sizeof base, "out[%d]", j);
+    else
+        snprintf(base, sizeof base, "in[%d][%d]", j, x);
+    print_offset(p, base, k, x, dims, nouter);
+}
+
+/* Member j's node for one row: the inner loop, the output row (or its
+ * one element for a reduction) set. */
+static void print_member_row(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    const int *dims = l->loop_dim;
+    int nouter = l->nloops - 1, inner = dims[nouter];
+    unsigned looped = 0, ops = 0;
+    for (int x = 0; x < l->nloops; ++x)
+        looped |= 1u << dims[x];
+    for (int t = 0; t < l->nterms; ++t)
+        ops |= kernel_expr_operands(k, l->terms[t].expr);
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    for (int i = 0; i < k->ph->nin; ++i) {
+        if (!((ops >> i) & 1u))
+            continue;
+        printer_printf(p, "const float *restrict x%d = ", i);
+        print_row_ptr(p, k, g, j, i, dims, nouter);
+        printer_printf(p, ";\n");
+    }
+    printer_printf(p, "float *restrict o = ");
+    print_row_ptr(p, k, g, j, KERNEL_OUT, dims, nouter);
+    printer_printf(p, ";\n");
+    Ctx c = {p, k, 0, inner, looped};
+    const long mrow = max_row(k, l, 0);
+    const int lanes = loop_lanes(k, l, 0);
+    if (!l->nreduce) {
+        open_loop(p, k, inner, 0);
+        printer_printf(p, "o[");
+        print_ref(&c, KERNEL_OUT);
+        printer_printf(p, "] = ");
+        print_terms(&c, l, 1);
+        printer_printf(p, ";\n");
+        close_loops(p, 1, 0);
+    } else if (mrow) {
+        printer_printf(p, "float row[%ld];\n", mrow);
+        open_loop(p, k, inner, 0);
+        printer_printf(p, "row[d%d] = ", inner);
+        print_terms(&c, l, 0);
+        printer_printf(p, ";\n");
+        close_loops(p, 1, 0);
+        printer_printf(p, "o[0] = prime_max_row(row, %ld, -INFINITY);\n", mrow);
+    } else if (l->combiner == KCOMB_MAX) {
+        printer_printf(p, "float acc = -INFINITY;\n");
+        open_loop(p, k, inner, 1);
+        printer_printf(p, "const float v = ");
+        print_terms(&c, l, 0);
+        printer_printf(p, ";\nacc = v > acc ? v : acc;\n");
+        close_loops(p, 1, 1);
+        printer_printf(p, "o[0] = acc;\n");
+    } else {
+        print_acc_decl(p, lanes, "0.0", "double");
+        if (lanes) {
+            print_lanes(&c, l);
+        } else {
+            open_loop(p, k, inner, 0);
+            printer_printf(p, "acc += ");
+            print_terms(&c, l, 0);
+            printer_printf(p, ";\n");
+            close_loops(p, 1, 0);
+        }
+        printer_printf(p, "o[0] = (float)(");
+        if (lanes)
+            printer_printf(p, "((acc[0] + acc[1]) + (acc[2] + acc[3])) + "
+                              "((acc[4] + acc[5]) + (acc[6] + acc[7]))");
+        else
+            printer_printf(p, "acc");
+        printer_printf(p, ");\n");
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+void kernel_c_fused(Printer *p, const FuseGroup *g, const Kernel *ks) {
+    int uses_off = 0;
+    for (int j = 0; j < g->nmembers; ++j)
+        uses_off |= ks[j].uses_off;
+    if (!uses_off)
+        printer_printf(p, "(void)off;\n");
+    const KernelLoop *l0 = &ks[0].nodes[0].loop;
+    int nouter = l0->nloops - 1, inner = g->inner;
+    long e = ks[0].extent[inner];
+    for (int x = 0; x < nouter; ++x)
+        open_loop(p, &ks[0], l0->loop_dim[x], 1);
+    for (int j = 0; j < g->nmembers; ++j)
+        if (!g->stored[j])
+            printer_printf(p, "float t%d[%ld];\n", j, ks[j].nodes[0].loop.nreduce ? 1L : e);
+    for (int j = 0; j < g->nmembers; ++j) {
+        char what[160];
+        kernel_describe_node(&ks[j], 0, what, sizeof what);
+        printer_printf(p, "/* %s */\n", what);
+        print_member_row(p, &ks[j], g, j);
+        for (int a = 0; a < g->nadds; ++a) {
+            const FuseAdd *ad = &g->adds[a];
+            if (ad->after != j)
+                continue;
+            const int *dims = ks[ad->dst].nodes[0].loop.loop_dim;
+            printer_printf(p, "{\n");
+            printer_indent(p, 1);
+            printer_printf(p, "float *restrict y = ");
+            print_row_ptr(p, &ks[ad->dst], g, ad->dst, KERNEL_OUT, dims, nouter);
+            printer_printf(p, ";\nconst float *restrict x = ");
+            print_row_ptr(p, &ks[ad->src], g, ad->src, KERNEL_OUT, dims, nouter);
+            printer_printf(p, ";\n");
+            open_loop(p, &ks[0], inner, 0);
+            printer_printf(p, "y[d%d] += x[d%d];\n", inner, inner);
+            close_loops(p, 1, 0);
+            printer_indent(p, -1);
+            printer_printf(p, "}\n");
+        }
+    }
+    close_loops(p, nouter, 1);
+}

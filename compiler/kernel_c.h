@@ -6,6 +6,7 @@
 #ifndef PRIMEC_KERNEL_C_H
 #define PRIMEC_KERNEL_C_H
 
+#include "kernel_fuse.h"
 #include "kernel_ir.h"
 #include "printer.h"
 
@@ -17,5 +18,13 @@ void kernel_c_body(Printer *p, const Kernel *k, int dbl);
  * the output, the others add to it), for a tile whose fill the runtime
  * skipped (PrimePhase.kernel_overwrites). */
 void kernel_c_body_mode(Printer *p, const Kernel *k, int dbl, int overwrite);
+
+/* The body of `void f(float *const *out, const float *const *const *in,
+ * const long *off)`: group g's fused kernel (kernel_fuse.h) over the
+ * members' kernels ks, fp32. out[j] and in[j] are member j's tiles; the
+ * outputs that are not stored are rows on the stack. For each row, every
+ * member's node in turn (its node comment first), and the group's ADDs
+ * after the member they follow. */
+void kernel_c_fused(Printer *p, const FuseGroup *g, const Kernel *ks);
 
 #endif

@@ -21,6 +21,8 @@ typedef struct Ctx {
     const Kernel *k;
     int host;
     unsigned looped; /* the dimensions that have a loop variable d<i> */
+    unsigned rowbuf; /* operands that are rows of a fused kernel, indexed by d<inner> only */
+    int inner;
 } Ctx;
 
 /* The offset of operand x (KERNEL_OUT: the output) at the loop variables. */
@@ -63,7 +65,10 @@ static void print_expr(Ctx *c, const Expr *x) {
             ICE("an operand in a GEMM's alpha");
         int i = kernel_operand(k->ph, x->name);
         printer_printf(p, "x%d[", i);
-        print_ref(p, k, i, c->looped);
+        if ((c->rowbuf >> i) & 1u)
+            printer_printf(p, k->stride[i][c->inner] ? "d%d" : "0", c->inner);
+        else
+            print_ref(p, k, i, c->looped);
         printer_printf(p, "]");
         break;
     }
@@ -175,7 +180,7 @@ static void print_loop_kernel(Printer *p, const Kernel *k, const KernelLoop *l, 
         if (!dim_indexes(k, ops, d))
             printer_printf(p, "(void)d%d;\n", d);
     }
-    Ctx c = {p, k, 0, looped};
+    Ctx c = {p, k, 0, looped, 0, 0};
     if (l->nreduce) {
         printer_printf(p, "double acc = %s;\n", max ? "-INFINITY" : "0.0");
         for (int j = nout; j < l->nloops; ++j) {
@@ -230,7 +235,7 @@ static void print_gemm_call(Printer *p, const Kernel *k, const KernelGemm *g) {
     printer_printf(p, "const float alpha = %s1.0f", g->sign < 0 ? "-" : "");
     if (g->scale != 1)
         printer_printf(p, " * %ld.0f", g->scale);
-    Ctx c = {p, k, 1, 0};
+    Ctx c = {p, k, 1, 0, 0, 0};
     for (int i = 0; i < g->nfactors; ++i) {
         printer_printf(p, " %c ", g->factors[i].op);
         print_expr(&c, g->factors[i].expr);
@@ -329,6 +334,179 @@ void kernel_cuda_phase(Printer *p, const Kernel *k, const char *name) {
             print_launch(p, k, &k->nodes[i].loop, kname, i);
     }
     printer_printf(p, "return 0;\n");
+    printer_indent(p, -1);
+    printer_printf(p, "}\n\n");
+}
+
+/* Member j of a fused group for one row, in the fused __global__ kernel:
+ * its inputs are the kernel's parameters x<j>_<i>, the stored outputs
+ * o<m> of earlier members, or their rows t<m>; its output o<j> or t<j>. */
+static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    int inner = g->inner, max = l->combiner == KCOMB_MAX;
+    unsigned looped = 0, ops = loop_operands(k, l), rowbuf = 0;
+    for (int x = 0; x < l->nloops; ++x)
+        looped |= 1u << l->loop_dim[x];
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    for (int i = 0; i < k->ph->nin; ++i) {
+        if (!((ops >> i) & 1u))
+            continue;
+        int m = g->from[j][i];
+        if (m >= 0 && !g->stored[m]) {
+            printer_printf(p, "const float *x%d = t%d;\n", i, m);
+            rowbuf |= 1u << i;
+        } else if (m >= 0) {
+            printer_printf(p, "const float *x%d = o%d;\n", i, m);
+        } else {
+            printer_printf(p, "const float *x%d = x%d_%d;\n", i, j, i);
+        }
+    }
+    Ctx c = {p, k, 0, looped, rowbuf, inner};
+    long e = k->extent[inner];
+    if (l->nreduce)
+        printer_printf(p, "double acc = %s;\n", max ? "-INFINITY" : "0.0");
+    printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n", inner, inner, e, inner);
+    printer_indent(p, 1);
+    if (l->nreduce) {
+        printer_printf(p, max ? "acc = fmax(acc, (double)" : "acc += (double)");
+        print_terms(&c, l, 0);
+        printer_printf(p, max ? ");\n" : ";\n");
+        printer_indent(p, -1);
+    }
+    if (g->stored[j]) {
+        printer_printf(p, "o%d[", j);
+        print_ref(p, k, KERNEL_OUT, looped);
+    } else {
+        printer_printf(p, "t%d[%s", j, l->nreduce ? "0" : "");
+        if (!l->nreduce)
+            printer_printf(p, "d%d", inner);
+    }
+    if (l->nreduce) {
+        printer_printf(p, "] = (float)acc;\n");
+    } else {
+        printer_printf(p, "] = ");
+        print_terms(&c, l, 1);
+        printer_printf(p, ";\n");
+        printer_indent(p, -1);
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+/* The row of member m's output at the row's loop variables. */
+static void print_cuda_row(Printer *p, const Kernel *k, const FuseGroup *g, int m, int inner) {
+    if (!g->stored[m]) {
+        printer_printf(p, "t%d[d%d]", m, inner);
+        return;
+    }
+    unsigned looped = 0;
+    const KernelLoop *l = &k->nodes[0].loop;
+    for (int x = 0; x < l->nloops; ++x)
+        looped |= 1u << l->loop_dim[x];
+    printer_printf(p, "o%d[", m);
+    print_ref(p, k, KERNEL_OUT, looped);
+    printer_printf(p, "]");
+}
+
+/* The parameters of the fused kernel: each stored output, then each
+ * input that no member computes. */
+static void print_fused_params(Printer *p, const FuseGroup *g, const Kernel *ks, int uses_off,
+                               int decl) {
+    int any = 0;
+    for (int j = 0; j < g->nmembers; ++j)
+        if (g->stored[j]) {
+            printer_printf(p, decl ? "%sfloat *__restrict__ o%d" : "%sout[%d]", any ? ", " : "", j);
+            any = 1;
+        }
+    for (int j = 0; j < g->nmembers; ++j) {
+        unsigned ops = loop_operands(&ks[j], &ks[j].nodes[0].loop);
+        for (int i = 0; i < ks[j].ph->nin; ++i) {
+            if (!((ops >> i) & 1u) || g->from[j][i] >= 0)
+                continue;
+            if (decl)
+                printer_printf(p, "%sconst float *__restrict__ x%d_%d", any ? ", " : "", j, i);
+            else
+                printer_printf(p, "%sin[%d][%d]", any ? ", " : "", j, i);
+            any = 1;
+        }
+    }
+    if (uses_off)
+        printer_printf(p, decl ? "%sPrimeCudaOff off" : "%so", any ? ", " : "");
+}
+
+void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const char *name) {
+    const KernelLoop *l0 = &ks[0].nodes[0].loop;
+    int nouter = l0->nloops - 1, inner = g->inner, uses_off = 0;
+    for (int j = 0; j < g->nmembers; ++j)
+        uses_off |= ks[j].uses_off;
+    long rows = 1;
+    for (int x = 0; x < nouter; ++x)
+        rows *= ks[0].extent[l0->loop_dim[x]];
+    printer_printf(p, "__global__ void %s_rows(", name);
+    print_fused_params(p, g, ks, uses_off, 1);
+    printer_printf(p, ")\n{\n");
+    printer_indent(p, 1);
+    printer_printf(p,
+                   "for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < %ldL;\n"
+                   "     i += (long)gridDim.x * blockDim.x) {\n",
+                   rows);
+    printer_indent(p, 1);
+    printer_printf(p, nouter ? "long r = i;\n" : "(void)i;\n");
+    for (int x = nouter - 1; x >= 0; --x) {
+        int d = l0->loop_dim[x];
+        if (x == 0)
+            printer_printf(p, "const long d%d = r;\n", d);
+        else
+            printer_printf(p, "const long d%d = r %% %ldL;\nr /= %ldL;\n", d, ks[0].extent[d],
+                           ks[0].extent[d]);
+    }
+    for (int j = 0; j < g->nmembers; ++j)
+        if (!g->stored[j])
+            printer_printf(p, "float t%d[%ld];\n", j,
+                           ks[j].nodes[0].loop.nreduce ? 1L : ks[0].extent[inner]);
+    for (int j = 0; j < g->nmembers; ++j) {
+        print_cuda_member(p, &ks[j], g, j);
+        for (int a = 0; a < g->nadds; ++a) {
+            const FuseAdd *ad = &g->adds[a];
+            if (ad->after != j)
+                continue;
+            printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n    ", inner, inner,
+                           ks[0].extent[inner], inner);
+            print_cuda_row(p, &ks[ad->dst], g, ad->dst, inner);
+            printer_printf(p, " += ");
+            print_cuda_row(p, &ks[ad->src], g, ad->src, inner);
+            printer_printf(p, ";\n");
+        }
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+    printer_indent(p, -1);
+    printer_printf(p, "}\n\n");
+    printer_printf(p,
+                   "int %s(cublasHandle_t h, cudaStream_t s, float *const *out,\n"
+                   "    const float *const *const *in, const long *off)\n{\n",
+                   name);
+    printer_indent(p, 1);
+    printer_printf(p, "(void)h;\n");
+    if (!uses_off)
+        printer_printf(p, "(void)off;\n");
+    else
+        printer_printf(p,
+                       "PrimeCudaOff o;\nfor (int d = 0; d < %d; ++d)\n    o.d[d] = d < %d ? "
+                       "off[d] : 0;\n",
+                       IR_MAX_DIMS, ks[0].ndims);
+    for (int j = 0; j < g->nmembers; ++j) {
+        char what[160];
+        kernel_describe_node(&ks[j], 0, what, sizeof what);
+        printer_printf(p, "/* %s */\n", what);
+    }
+    long blocks = (rows + CUDA_THREADS - 1) / CUDA_THREADS;
+    if (blocks > CUDA_MAX_BLOCKS)
+        blocks = CUDA_MAX_BLOCKS;
+    printer_printf(p, "%s_rows<<<%ld, %d, 0, s>>>(", name, blocks, CUDA_THREADS);
+    print_fused_params(p, g, ks, uses_off, 0);
+    printer_printf(p, ");\nif (cudaGetLastError() != cudaSuccess)\n    return -1;\nreturn 0;\n");
     printer_indent(p, -1);
     printer_printf(p, "}\n\n");
 }

@@ -12,6 +12,7 @@
 #ifndef PRIMEC_KERNEL_CUDA_H
 #define PRIMEC_KERNEL_CUDA_H
 
+#include "kernel_fuse.h"
 #include "kernel_ir.h"
 #include "printer.h"
 
@@ -26,5 +27,16 @@
  * (off: the tile's global offset per operator dimension). It returns 0,
  * a cuBLAS status, or -1 for a failed launch. */
 void kernel_cuda_phase(Printer *p, const Kernel *k, const char *name);
+
+/* Group g's fused kernel (kernel_fuse.h; ks its members' kernels): one
+ * __global__ kernel NAME_rows, a thread per row running every member's
+ * node over the row in turn (the outputs that are not stored in local
+ * rows, the group's ADDs after their members), and the host function
+ *
+ *   int NAME(cublasHandle_t h, cudaStream_t s, float *const *out,
+ *            const float *const *const *in, const long *off)
+ *
+ * with every member's node comment, which launches it. */
+void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const char *name);
 
 #endif

@@ -65,6 +65,7 @@ static void usage(FILE *out) {
         "                         cuda: every device on a GPU, kernels by nvcc, see docs/cuda.md)\n"
         "  -o DIR                 build: output directory (default: .)\n"
         "  --emit-only            build: write the C (and .cu) file but do not compile it\n"
+        "  --no-fuse              build: no kernels fused across instances (see docs/kernels.md)\n"
         "  --library              build: DIR/libM.a and DIR/M.h (the program without main:\n"
         "                         prime_program_main(prime_model_M(), argc, argv) runs it)\n"
         "  --cc CC                build: the C compiler (default: %s; cuda: nvcc)\n"
@@ -282,7 +283,7 @@ static int run_calibrate(char **argv) {
 int main(int argc, char **argv) {
     const char *command = NULL, *file = NULL, *model = NULL, *dump_after = NULL;
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
-    int json = 0, emit_only = 0, library = 0;
+    int json = 0, emit_only = 0, library = 0, no_fuse = 0;
     int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
     const char *svg_dir = NULL, *profile = "v100"; /* explain --svg, --profile */
     ParamOverride params[64];
@@ -319,6 +320,8 @@ int main(int argc, char **argv) {
             emit_only = 1;
         } else if (strcmp(a, "--library") == 0) {
             library = 1;
+        } else if (strcmp(a, "--no-fuse") == 0) {
+            no_fuse = 1;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump_after = a + 13;
         } else if (strcmp(a, "--param") == 0) {
@@ -479,6 +482,7 @@ int main(int argc, char **argv) {
     c.params = params;
     c.dump_after = dump_after;
     c.predict_only = strcmp(command, "check") == 0 && !dump_after;
+    c.no_fuse = no_fuse;
     if (cuda)
         c.emit_hooks = &emit_cuda_c_hooks;
     const char *last = strcmp(command, "build") == 0 || dump_after ? "emit" : "schedule";

@@ -12,6 +12,7 @@
 #include "budget.h"
 #include "emit_c.h"
 #include "form.h"
+#include "kernel_fuse.h"
 #include "kernel_ir.h"
 #include "parse.h"
 #include "partition.h"
@@ -417,15 +418,27 @@ static void dump_schedule(Compilation *c) {
 }
 
 /* The kernel IR is built by the emitter from each schedule; this pass
- * only lets --dump-after=kernels print it. */
+ * finds the groups of phases fused across instances (kernel_fuse.h) and
+ * rewrites the schedule's actions for them, except for the CUDA target,
+ * whose runtime runs every phase's own kernel (its .cu prints the fused
+ * kernels all the same). */
 static int pass_kernels(Compilation *c) {
-    (void)c;
+    for (int i = 0; i < c->schedules.count && !c->no_fuse; ++i) {
+        Schedule *s = c->schedules.items[i];
+        s->fusion = kernel_fuse_plan(c->arena, s, &c->sources);
+        if (!c->emit_hooks)
+            kernel_fuse_apply(c->arena, s, s->fusion);
+    }
     return 1;
 }
 
 static void dump_kernels(Compilation *c) {
-    for (int i = 0; i < c->schedules.count; ++i)
-        kernel_dump_schedule(c->schedules.items[i], c->dump_out);
+    for (int i = 0; i < c->schedules.count; ++i) {
+        const Schedule *s = c->schedules.items[i];
+        kernel_dump_schedule(s, c->dump_out);
+        if (s->fusion)
+            kernel_fuse_dump(s, s->fusion, c->dump_out);
+    }
 }
 
 static int pass_emit(Compilation *c) {

@@ -50,6 +50,7 @@ typedef struct Compilation {
     const char *emit_target;
     /* What the emitted C's target changes (emit_c.h); NULL: cpu and mpi. */
     const struct EmitCHooks *emit_hooks;
+    int no_fuse;      /* --no-fuse: the kernels pass fuses nothing */
     PtrVec emitted;   /* char*: emitted program text per schedule */
     const char *pass; /* the pass running, or the last one run; NULL before */
 } Compilation;

@@ -185,6 +185,8 @@ typedef struct Schedule {
      * nor the transfers of the moves between steps (Move.transfers NULL;
      * ntransfers and bytes kept), which explain and the drawings read. */
     int folded;
+    /* The kernels pass's fused groups (kernel_fuse.h), or NULL. */
+    struct FusePlan *fusion;
 } Schedule;
 
 /* Builds the schedule of a model. Returns NULL after reporting

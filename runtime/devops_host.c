@@ -61,6 +61,13 @@ static PrimeStatus host_kernel_set(PrimeDev *dev, const PrimePhase *phase, float
     return PRIME_OK;
 }
 
+static PrimeStatus host_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
+                                     const float *const *const *in, const long *off) {
+    (void)dev;
+    phase->fused(out, in, off);
+    return PRIME_OK;
+}
+
 static PrimeStatus host_combine(PrimeDev *dev, float *dst, const float *src, size_t n,
                                 int combine) {
     (void)dev;
@@ -93,6 +100,7 @@ const PrimeDevOps prime_host_ops = {
     .copy_box = host_copy_box,
     .kernel = host_kernel,
     .kernel_set = host_kernel_set,
+    .kernel_fused = host_kernel_fused,
     .combine = host_combine,
     .isend = prime_isend,
     .irecv = prime_irecv,

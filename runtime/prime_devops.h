@@ -94,6 +94,10 @@ typedef struct PrimeDevOps {
      * phase's kernels, set with *measured = 1 when the table measured it
      * (else the executor's host timing around `kernel` stands). */
     PrimeStatus (*finish)(PrimeDev *dev, uint64_t *kernel_ns, int *measured);
+    /* Optional: the fused kernel of `phase` (PrimePhase.fused) on its
+     * members' tiles; a table without it runs no fused phase. */
+    PrimeStatus (*kernel_fused)(PrimeDev *dev, const PrimePhase *phase, float *const *out,
+                                const float *const *const *in, const long *off);
 } PrimeDevOps;
 
 /* Host memory, the emitted C kernels, the backend's transport. */

@@ -247,6 +247,57 @@ static PrimeStatus run_kernel(PrimeDev *dev, const PrimePhase *src, const PrimeR
     return st;
 }
 
+/* Runs the n consecutive KERNEL actions at acts as the phase's fused
+ * kernel (PrimeFusedFn): every output tile is written whole first (so an
+ * input that is an earlier member's output owes nothing), then the
+ * inputs are settled. */
+static PrimeStatus run_fused(PrimeDev *dev, const PrimePhase *src, const PrimeRankPhase *phase,
+                             PrimeStore *store, const PrimeAction *acts, int n,
+                             PrimeSchedStats *acc) {
+    const PrimeDevOps *ops = prime_dev_ops(dev);
+    float *out[PRIME_MAX_FUSED] = {0};
+    const float *ins[PRIME_MAX_FUSED][PRIME_MAX_KERNEL_INPUTS] = {{0}};
+    const float *const *in[PRIME_MAX_FUSED] = {0};
+    if (n > PRIME_MAX_FUSED || !ops->kernel_fused)
+        return PRIME_ERR_ARG;
+    for (int j = 0; j < n; ++j) {
+        const PrimeAction *a = &acts[j];
+        if (a->nin > PRIME_MAX_KERNEL_INPUTS)
+            return PRIME_ERR_ARG;
+        in[j] = ins[j];
+        if (a->kind & 1)
+            continue;
+        float **r = slot_ref(store, a->tensor, a->slot);
+        if (!r || !*r)
+            return PRIME_ERR_ARG;
+        overwritten(store, a->tensor, a->slot, acc);
+        out[j] = *r;
+    }
+    for (int j = 0; j < n; ++j) {
+        const PrimeAction *a = &acts[j];
+        for (int k = 0; k < a->nin; ++k) {
+            if ((a->kind >> (1 + k)) & 1)
+                continue;
+            float **r = slot_ref(store, a->in_tensor[k], a->in_slot[k]);
+            if (!r || !*r)
+                return PRIME_ERR_ARG;
+            PrimeStatus st = settle(dev, store, a->in_tensor[k], a->in_slot[k], acc);
+            if (st != PRIME_OK)
+                return st;
+            ins[j][k] = *r;
+        }
+    }
+    static const long no_offsets[8] = {0};
+    const long *off = phase->offsets ? phase->offsets[acts[0].arg] : no_offsets;
+    prime_trace_begin(dev, phase->name);
+    uint64_t t0 = prime_clock_ns();
+    PrimeStatus st = ops->kernel_fused(dev, src, out, in, off);
+    acc->kernel_ns += prime_clock_ns() - t0;
+    acc->kernels++; /* one call, whose FLOPs are the members' (PrimePhase.kernel_flops) */
+    prime_trace_end(dev);
+    return st;
+}
+
 /* The name of a transfer's span: "send shift to 3", "recv from 2". */
 static void span_name(const Pending *pd, char *buf, size_t cap) {
     if (pd->op == PRIME_ACT_SEND || pd->op == PRIME_ACT_SEND_BOX)
@@ -523,6 +574,14 @@ static PrimeStatus run_view(PrimeDev *dev, const PrimePhase *src, const PrimeRan
             st = wait_kept(dev, store, a->tag, acc);
             break;
         case PRIME_ACT_KERNEL:
+            if (src->fused) {
+                int nk = 1;
+                while (i + nk < n && acts[i + nk].op == PRIME_ACT_KERNEL)
+                    nk++;
+                st = run_fused(dev, src, phase, store, a, nk, acc);
+                i += nk - 1;
+                break;
+            }
             if (!*ref) {
                 st = PRIME_ERR_ARG;
                 break;

@@ -94,6 +94,16 @@ typedef struct PrimeAction {
  * (for bodies that use dimension indices, e.g. a causal mask). */
 typedef void (*PrimeKernelFn)(float *out, const float *const *in, const long *off);
 
+/* A kernel fused across instances (docs/kernels.md, "Fusion across
+ * instances"): in a phase that has one, the consecutive KERNEL actions of
+ * a step run as one call, out[j] and in[j][i] the output and inputs of
+ * the j-th of them. A KERNEL action's kind says which of its operands
+ * are no tile (the fused kernel keeps them in rows of its own; NULL is
+ * passed): bit 0 the output, bit 1 + i input i. The fused kernel writes
+ * every element of each output tile, none of which it reads first. */
+typedef void (*PrimeFusedFn)(float *const *out, const float *const *const *in, const long *off);
+#define PRIME_MAX_FUSED 8
+
 /* A box inside two tiles: ext elements per dimension, at src_off in a
  * tile of shape src_tile and at dst_off in a tile of shape dst_tile.
  * SEND_BOX packs the source part into a counted temporary buffer (freed
@@ -126,12 +136,15 @@ typedef struct PrimePhase {
      * (prime_form.h); actions and nactions are then NULL. */
     const struct PrimePhaseForm *form;
     /* FLOPs of one KERNEL action, as the compiler's cost model counts
-     * them (docs/timing.md); 0 for a phase without kernels. */
+     * them (docs/timing.md); 0 for a phase without kernels. A fused
+     * phase's: those of one fused call, every member's. */
     double kernel_flops;
     /* 1 when kernels[1] is kernels[0] writing out = f(in...) instead of
      * adding to out: every element of the tile, none of it read. The
      * executor runs it on a tile whose fill it skipped (PrimeTileFill). */
     int kernel_overwrites;
+    /* The phase's fused kernel, or NULL. */
+    PrimeFusedFn fused;
 } PrimePhase;
 
 typedef struct PrimeStore {
@@ -181,7 +194,7 @@ typedef struct PrimeSchedStats {
     uint64_t wall_ns;
     uint64_t kernel_ns;
     uint64_t comm_ns;
-    long kernels;     /* KERNEL actions */
+    long kernels;     /* KERNEL actions (a fused kernel's: one) */
     long sends;       /* SEND and SEND_BOX actions (counted transfers) */
     long recvs;       /* RECV and RECV_BOX actions */
     long collectives; /* ALLREDUCE, REDUCE_SCATTER and ALLGATHER actions */

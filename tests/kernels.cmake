@@ -31,3 +31,22 @@ add_test(NAME kernels/tile-fill
                  ${CMAKE_CURRENT_BINARY_DIR}/kernels/tile-fill)
 set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
+# Kernels fused across instances (run/fuse_check.sh, docs/kernels.md): the
+# causal softmax chain of tests/golden/dump/kernels-fuse.prime (its groups
+# checked there as a golden dump) and the small OPT layer on the Megatron
+# plan, each built as it is and with --no-fuse and run with --check under
+# PRIME_TILE_FILL=nan: both pass with counters equal to the prediction,
+# with the same errors, a fused kernel per group, the ADDs folded into
+# them gone from the actions, and a peak no larger.
+foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime;m"
+             "opt;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_megatron")
+  list(GET case 0 name)
+  list(GET case 1 file)
+  list(GET case 2 model)
+  add_test(NAME kernels/fuse-${name}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/fuse_check.sh $<TARGET_FILE:primec> ${file}
+                   ${CMAKE_CURRENT_BINARY_DIR}/kernels/fuse-${name} ${model})
+  set_tests_properties(kernels/fuse-${name} PROPERTIES LABELS run TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "fuse: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()

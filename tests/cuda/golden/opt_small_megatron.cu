@@ -1525,6 +1525,292 @@ int phase89(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in
 /* phase 153: backward of m1_0 = norm_mean at examples/opt_layer.prime:44:9 */
 /* runs phase72 */
 
+/* fused: forward m1_0 = norm_mean at opt_layer.prime:44:9, forward v1_0 = norm_var at opt_layer.prime:45:9, forward n1_0 = norm_apply at opt_layer.prime:46:9, forward l1_0 = scale_shift at opt_layer.prime:47:9 */
+__global__ void fused1_rows(float *__restrict__ o0, float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x1_0, const float *__restrict__ x2_0, const float *__restrict__ x3_1, const float *__restrict__ x3_2)
+{
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
+         i += (long)gridDim.x * blockDim.x) {
+        long r = i;
+        const long d0 = r;
+        {
+            const float *x0 = x0_0;
+            double acc = 0.0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                acc += (double)(x0[d0 * 64L + d1] / 64.0f);
+            o0[d0] = (float)acc;
+        }
+        {
+            const float *x0 = x1_0;
+            const float *x1 = o0;
+            double acc = 0.0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                acc += (double)(((x0[d0 * 64L + d1] - x1[d0]) * (x0[d0 * 64L + d1] - x1[d0])) / 64.0f);
+            o1[d0] = (float)acc;
+        }
+        {
+            const float *x0 = x2_0;
+            const float *x1 = o0;
+            const float *x2 = o1;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o2[d0 * 64L + d1] = ((x0[d0 * 64L + d1] - x1[d0]) * rsqrtf((x2[d0] + (1.0f / 100000.0f))));
+        }
+        {
+            const float *x0 = o2;
+            const float *x1 = x3_1;
+            const float *x2 = x3_2;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o3[d0 * 64L + d1] = ((x0[d0 * 64L + d1] * x1[d1]) + x2[d1]);
+        }
+    }
+}
+
+int fused1(cublasHandle_t h, cudaStream_t s, float *const *out,
+    const float *const *const *in, const long *off)
+{
+    (void)h;
+    (void)off;
+    /* node 0: loop sum points 16 loops 2 reduce 1 terms 1 */
+    /* node 0: loop sum points 16 loops 2 reduce 1 terms 1 */
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    fused1_rows<<<1, 256, 0, s>>>(out[0], out[1], out[2], out[3], in[0][0], in[1][0], in[2][0], in[3][1], in[3][2]);
+    if (cudaGetLastError() != cudaSuccess)
+        return -1;
+    return 0;
+}
+
+/* fused: forward sb_0 = causal_bound at opt_layer.prime:52:9, forward ex_0 = causal_exp_shift at opt_layer.prime:53:9, forward z_0 = softmax_sum at opt_layer.prime:54:9, forward pr_0 = softmax_div at opt_layer.prime:55:9 */
+__global__ void fused9_rows(float *__restrict__ o0, float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x1_0, PrimeCudaOff off)
+{
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 32L;
+         i += (long)gridDim.x * blockDim.x) {
+        long r = i;
+        const long d1 = r % 16L;
+        r /= 16L;
+        const long d0 = r;
+        {
+            const float *x0 = x0_0;
+            double acc = -INFINITY;
+            for (long d2 = 0; d2 < 16L; ++d2)
+                acc = fmax(acc, (double)(x0[d0 * 256L + d1 * 16L + d2] - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1]))))));
+            o0[d0 * 16L + d1] = (float)acc;
+        }
+        {
+            const float *x0 = x1_0;
+            const float *x1 = o0;
+            for (long d2 = 0; d2 < 16L; ++d2)
+                o1[d0 * 256L + d1 * 16L + d2] = expf(((x0[d0 * 256L + d1 * 16L + d2] - x1[d0 * 16L + d1]) - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1]))))));
+        }
+        {
+            const float *x0 = o1;
+            double acc = 0.0;
+            for (long d2 = 0; d2 < 16L; ++d2)
+                acc += (double)x0[d0 * 256L + d1 * 16L + d2];
+            o2[d0 * 16L + d1] = (float)acc;
+        }
+        {
+            const float *x0 = o1;
+            const float *x1 = o2;
+            for (long d2 = 0; d2 < 16L; ++d2)
+                o3[d0 * 256L + d1 * 16L + d2] = (x0[d0 * 256L + d1 * 16L + d2] / x1[d0 * 16L + d1]);
+        }
+    }
+}
+
+int fused9(cublasHandle_t h, cudaStream_t s, float *const *out,
+    const float *const *const *in, const long *off)
+{
+    (void)h;
+    PrimeCudaOff o;
+    for (int d = 0; d < 8; ++d)
+        o.d[d] = d < 3 ? off[d] : 0;
+    /* node 0: loop max points 32 loops 3 reduce 1 terms 1 */
+    /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
+    /* node 0: loop sum points 32 loops 3 reduce 1 terms 1 */
+    /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
+    fused9_rows<<<1, 256, 0, s>>>(out[0], out[1], out[2], out[3], in[0][0], in[1][0], o);
+    if (cudaGetLastError() != cudaSuccess)
+        return -1;
+    return 0;
+}
+
+/* fused: forward at_0 = bias at opt_layer.prime:58:9, forward r1_0 = add at opt_layer.prime:59:9 */
+__global__ void fused15_rows(float *__restrict__ o1, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_1)
+{
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
+         i += (long)gridDim.x * blockDim.x) {
+        long r = i;
+        const long d0 = r;
+        float t0[64];
+        {
+            const float *x0 = x0_0;
+            const float *x1 = x0_1;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                t0[d1] = (x0[d0 * 64L + d1] + x1[d1]);
+        }
+        {
+            const float *x0 = t0;
+            const float *x1 = x1_1;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o1[d0 * 64L + d1] = (x0[d1] + x1[d0 * 64L + d1]);
+        }
+    }
+}
+
+int fused15(cublasHandle_t h, cudaStream_t s, float *const *out,
+    const float *const *const *in, const long *off)
+{
+    (void)h;
+    (void)off;
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    fused15_rows<<<1, 256, 0, s>>>(out[1], in[0][0], in[0][1], in[1][1]);
+    if (cudaGetLastError() != cudaSuccess)
+        return -1;
+    return 0;
+}
+
+/* fused: backward y = add at opt_layer.prime:68:9, backward y = add at opt_layer.prime:68:9, backward ml_1 = bias at opt_layer.prime:67:9 */
+__global__ void fused54_rows(float *__restrict__ o0, float *__restrict__ o1, float *__restrict__ o2, const float *__restrict__ x0_0, const float *__restrict__ x1_0)
+{
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
+         i += (long)gridDim.x * blockDim.x) {
+        long r = i;
+        const long d0 = r;
+        {
+            const float *x0 = x0_0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o0[d0 * 64L + d1] = (x0[d0 * 64L + d1] * 1.0f);
+        }
+        {
+            const float *x0 = x1_0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o1[d0 * 64L + d1] = (x0[d0 * 64L + d1] * 1.0f);
+        }
+        {
+            const float *x0 = o0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o2[d0 * 64L + d1] = (x0[d0 * 64L + d1] * 1.0f);
+        }
+    }
+}
+
+int fused54(cublasHandle_t h, cudaStream_t s, float *const *out,
+    const float *const *const *in, const long *off)
+{
+    (void)h;
+    (void)off;
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    fused54_rows<<<1, 256, 0, s>>>(out[0], out[1], out[2], in[0][0], in[1][0]);
+    if (cudaGetLastError() != cudaSuccess)
+        return -1;
+    return 0;
+}
+
+/* fused: backward n2_1 = norm_apply at opt_layer.prime:62:9, backward n2_1 = norm_apply at opt_layer.prime:62:9 */
+__global__ void fused68_rows(float *__restrict__ o0, float *__restrict__ o1, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x1_2, const float *__restrict__ x1_3)
+{
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
+         i += (long)gridDim.x * blockDim.x) {
+        long r = i;
+        const long d0 = r;
+        {
+            const float *x0 = x0_0;
+            const float *x1 = x0_1;
+            double acc = 0.0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                acc += (double)(x0[d0 * 64L + d1] * ((-1.0f) * rsqrtf((x1[d0] + (1.0f / 100000.0f)))));
+            o0[d0] = (float)acc;
+        }
+        {
+            const float *x0 = x1_0;
+            const float *x1 = x1_1;
+            const float *x2 = x1_2;
+            const float *x3 = x1_3;
+            double acc = 0.0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                acc += (double)(x0[d0 * 64L + d1] * ((x1[d0 * 64L + d1] - x2[d0]) * prime_rsqrt_grad((x3[d0] + (1.0f / 100000.0f)))));
+            o1[d0] = (float)acc;
+        }
+    }
+}
+
+int fused68(cublasHandle_t h, cudaStream_t s, float *const *out,
+    const float *const *const *in, const long *off)
+{
+    (void)h;
+    (void)off;
+    /* node 0: loop sum points 16 loops 2 reduce 1 terms 1 */
+    /* node 0: loop sum points 16 loops 2 reduce 1 terms 1 */
+    fused68_rows<<<1, 256, 0, s>>>(out[0], out[1], in[0][0], in[0][1], in[1][0], in[1][1], in[1][2], in[1][3]);
+    if (cudaGetLastError() != cudaSuccess)
+        return -1;
+    return 0;
+}
+
+/* fused: backward pr_1 = softmax_div at opt_layer.prime:55:9, backward pr_1 = softmax_div at opt_layer.prime:55:9, backward z_1 = softmax_sum at opt_layer.prime:54:9, backward ex_1 = causal_exp_shift at opt_layer.prime:53:9 */
+__global__ void fused81_rows(float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x1_2, const float *__restrict__ x3_1, const float *__restrict__ x3_2, PrimeCudaOff off)
+{
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 32L;
+         i += (long)gridDim.x * blockDim.x) {
+        long r = i;
+        const long d1 = r % 16L;
+        r /= 16L;
+        const long d0 = r;
+        float t0[16];
+        float t1[1];
+        float t2[16];
+        {
+            const float *x0 = x0_0;
+            const float *x1 = x0_1;
+            for (long d2 = 0; d2 < 16L; ++d2)
+                t0[d2] = (x0[d0 * 256L + d1 * 16L + d2] * (1.0f / x1[d0 * 16L + d1]));
+        }
+        {
+            const float *x0 = x1_0;
+            const float *x1 = x1_1;
+            const float *x2 = x1_2;
+            double acc = 0.0;
+            for (long d2 = 0; d2 < 16L; ++d2)
+                acc += (double)(x0[d0 * 256L + d1 * 16L + d2] * (-(x1[d0 * 256L + d1 * 16L + d2] / (x2[d0 * 16L + d1] * x2[d0 * 16L + d1]))));
+            t1[0] = (float)acc;
+        }
+        {
+            const float *x0 = t1;
+            for (long d2 = 0; d2 < 16L; ++d2)
+                t2[d2] = (x0[0] * 1.0f);
+        }
+        for (long d2 = 0; d2 < 16L; ++d2)
+            t0[d2] += t2[d2];
+        {
+            const float *x0 = t0;
+            const float *x1 = x3_1;
+            const float *x2 = x3_2;
+            for (long d2 = 0; d2 < 16L; ++d2)
+                o3[d0 * 256L + d1 * 16L + d2] = (x0[d2] * expf(((x1[d0 * 256L + d1 * 16L + d2] - x2[d0 * 16L + d1]) - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1])))))));
+        }
+    }
+}
+
+int fused81(cublasHandle_t h, cudaStream_t s, float *const *out,
+    const float *const *const *in, const long *off)
+{
+    (void)h;
+    PrimeCudaOff o;
+    for (int d = 0; d < 8; ++d)
+        o.d[d] = d < 3 ? off[d] : 0;
+    /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
+    /* node 0: loop sum points 32 loops 3 reduce 1 terms 1 */
+    /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
+    /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
+    fused81_rows<<<1, 256, 0, s>>>(out[3], in[0][0], in[0][1], in[1][0], in[1][1], in[1][2], in[3][1], in[3][2], o);
+    if (cudaGetLastError() != cudaSuccess)
+        return -1;
+    return 0;
+}
+
 typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *,
     const float *const *, const long *);
 extern const int prime_cuda_nphases;

@@ -167,7 +167,8 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0};
+static const PrimePhase phase0 = {"init", NULL,         NULL, NULL, NULL, NULL,
+                                  NULL,   &phase0_form, 0,    0,    NULL};
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -198,14 +199,15 @@ static const PrimeGroupForm phase1_group_forms[] = {{0x1u, 0, {0}}};
 static const PrimePhaseForm phase1_form = {&mesh, 5, phase1_forms, phase1_offset_forms,
                                            phase1_group_forms};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
-static const PrimePhase phase1 = {"forward m",  NULL, NULL, phase1_kernels, NULL, NULL, NULL,
-                                  &phase1_form, 16,   1};
+static const PrimePhase phase1 = {
+    "forward m", NULL, NULL, phase1_kernels, NULL, NULL, NULL, &phase1_form, 16, 1, NULL};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm, .slot = 0}},
 };
 static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
-static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0};
+static const PrimePhase phase2 = {"dy-in", NULL,         NULL, NULL, NULL, NULL,
+                                  NULL,    &phase2_form, 0,    0,    NULL};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -228,8 +230,8 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
 };
 static const PrimePhaseForm phase3_form = {&mesh, 6, phase3_forms, phase3_offset_forms, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {"backward m", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
-                                  &phase3_form, 48,   1};
+static const PrimePhase phase3 = {
+    "backward m", NULL, NULL, phase3_kernels, NULL, NULL, NULL, &phase3_form, 48, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3};
 /* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */

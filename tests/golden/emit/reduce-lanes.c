@@ -239,6 +239,90 @@ static void kernel8_set(float *out, const float *const *in, const long *off) {
     }
 }
 
+/* fused: forward m1 = norm_mean at reduce-lanes.prime:7:5, forward v1 = norm_var at
+ * reduce-lanes.prime:8:5 */
+static void fused1(float *const *out, const float *const *const *in, const long *off) {
+    (void)off;
+    for (long d0 = 0; d0 < 2; ++d0) {
+        /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
+        {
+            const float *restrict x0 = in[0][0] + d0 * 32L;
+            float *restrict o = out[0] + d0 * 1L;
+            double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            for (long q1 = 0; q1 < 32; q1 += 8)
+                for (long j = 0; j < 8; ++j) {
+                    const long d1 = q1 + j;
+                    acc[j] += (x0[d1] / 32.0f);
+                }
+            o[0] = (float)(((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                           ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+        }
+        /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
+        {
+            const float *restrict x0 = in[1][0] + d0 * 32L;
+            const float *restrict x1 = in[1][1] + d0 * 1L;
+            float *restrict o = out[1] + d0 * 1L;
+            double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            for (long q1 = 0; q1 < 32; q1 += 8)
+                for (long j = 0; j < 8; ++j) {
+                    const long d1 = q1 + j;
+                    acc[j] += (((x0[d1] - x1[0]) * (x0[d1] - x1[0])) / 32.0f);
+                }
+            o[0] = (float)(((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                           ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+        }
+    }
+}
+
+/* fused: backward v1 = norm_var at reduce-lanes.prime:8:5, backward v1 = norm_var at
+ * reduce-lanes.prime:8:5, backward m1 = norm_mean at reduce-lanes.prime:7:5 */
+static void fused6(float *const *out, const float *const *const *in, const long *off) {
+    (void)off;
+    for (long d0 = 0; d0 < 2; ++d0) {
+        float t1[1];
+        float t2[32];
+        /* node 0: loop sum points 64 loops 2 reduce 0 terms 1 */
+        {
+            const float *restrict x0 = in[0][0] + d0 * 1L;
+            const float *restrict x1 = in[0][1] + d0 * 32L;
+            const float *restrict x2 = in[0][2] + d0 * 1L;
+            float *restrict o = out[0] + d0 * 32L;
+            for (long d1 = 0; d1 < 32; ++d1)
+                o[d1] = (x0[0] * (((x1[d1] - x2[0]) + (x1[d1] - x2[0])) / 32.0f));
+        }
+        /* node 0: loop sum points 2 loops 2 reduce 1 terms 1 */
+        {
+            const float *restrict x0 = in[1][0] + d0 * 1L;
+            const float *restrict x1 = in[1][1] + d0 * 32L;
+            const float *restrict x2 = in[1][2] + d0 * 1L;
+            float *restrict o = t1;
+            double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            for (long q1 = 0; q1 < 32; q1 += 8)
+                for (long j = 0; j < 8; ++j) {
+                    const long d1 = q1 + j;
+                    acc[j] +=
+                        (x0[0] *
+                         ((((-1.0f) * (x1[d1] - x2[0])) + ((x1[d1] - x2[0]) * (-1.0f))) / 32.0f));
+                }
+            o[0] = (float)(((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                           ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+        }
+        /* node 0: loop sum points 64 loops 2 reduce 0 terms 1 */
+        {
+            const float *restrict x0 = t1;
+            float *restrict o = t2;
+            for (long d1 = 0; d1 < 32; ++d1)
+                o[d1] = (x0[0] * (1.0f / 32.0f));
+        }
+        {
+            float *restrict y = out[0] + d0 * 32L;
+            const float *restrict x = t2;
+            for (long d1 = 0; d1 < 32; ++d1)
+                y[d1] += x[d1];
+        }
+    }
+}
+
 static void reference1(float *out, const float *const *in, const long *off) {
     (void)off;
     /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
@@ -495,11 +579,13 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0};
+static const PrimePhase phase0 = {"init", NULL,         NULL, NULL, NULL, NULL,
+                                  NULL,   &phase0_form, 0,    0,    NULL};
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_m1, .slot = 0}},
+    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_v1, .slot = 0}},
     {.a = {.op = PRIME_ACT_KERNEL,
            .tensor = T_m1,
            .slot = 0,
@@ -509,19 +595,6 @@ static const PrimeActionForm phase1_forms[] = {
            .in_slot = {0}},
      .arg_form = PRIME_FORM_AFFINE,
      .index = 0},
-    {.a = {.op = PRIME_ACT_WAIT}},
-};
-static const PrimeOffsetForm phase1_offset_forms[] = {
-    {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
-};
-static const PrimePhaseForm phase1_form = {&mesh, 4, phase1_forms, phase1_offset_forms, NULL};
-static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
-static const PrimePhase phase1 = {"forward m1", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
-                                  &phase1_form, 128,  1};
-
-static const PrimeActionForm phase2_forms[] = {
-    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
-    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_v1, .slot = 0}},
     {.a = {.op = PRIME_ACT_KERNEL,
            .tensor = T_v1,
            .slot = 0,
@@ -533,13 +606,22 @@ static const PrimeActionForm phase2_forms[] = {
      .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimeOffsetForm phase2_offset_forms[] = {
+static const PrimeOffsetForm phase1_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 4, phase2_forms, phase2_offset_forms, NULL};
+static const PrimePhaseForm phase1_form = {&mesh, 6, phase1_forms, phase1_offset_forms, NULL};
+static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
+static const PrimePhase phase1 = {"forward m1", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
+                                  &phase1_form, 448,  1,    fused1};
+
+static const PrimeActionForm phase2_forms[] = {
+    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
+    {.a = {.op = PRIME_ACT_WAIT}},
+};
+static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL};
 static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
-static const PrimePhase phase2 = {"forward v1", NULL, NULL, phase2_kernels, NULL, NULL, NULL,
-                                  &phase2_form, 320,  1};
+static const PrimePhase phase2 = {
+    "forward v1", NULL, NULL, phase2_kernels, NULL, NULL, NULL, &phase2_form, 0, 1, NULL};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -561,15 +643,16 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
 };
 static const PrimePhaseForm phase3_form = {&mesh, 5, phase3_forms, phase3_offset_forms, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {"forward m2", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
-                                  &phase3_form, 48,   1};
+static const PrimePhase phase3 = {
+    "forward m2", NULL, NULL, phase3_kernels, NULL, NULL, NULL, &phase3_form, 48, 1, NULL};
 
 static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dv1, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm2, .slot = 0}},
 };
 static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL};
-static const PrimePhase phase4 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase4_form, 0, 0};
+static const PrimePhase phase4 = {"dy-in", NULL,         NULL, NULL, NULL, NULL,
+                                  NULL,    &phase4_form, 0,    0,    NULL};
 
 static const PrimeActionForm phase5_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -591,8 +674,8 @@ static const PrimeOffsetForm phase5_offset_forms[] = {
 };
 static const PrimePhaseForm phase5_form = {&mesh, 5, phase5_forms, phase5_offset_forms, NULL};
 static const PrimeKernelFn phase5_kernels[] = {kernel5, kernel5_set};
-static const PrimePhase phase5 = {"backward m2", NULL, NULL, phase5_kernels, NULL, NULL, NULL,
-                                  &phase5_form,  72,   1};
+static const PrimePhase phase5 = {
+    "backward m2", NULL, NULL, phase5_kernels, NULL, NULL, NULL, &phase5_form, 72, 1, NULL};
 
 static const PrimeActionForm phase6_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -606,70 +689,56 @@ static const PrimeActionForm phase6_forms[] = {
            .in_slot = {0, 0, 0}},
      .arg_form = PRIME_FORM_AFFINE,
      .index = 0},
-    {.a = {.op = PRIME_ACT_WAIT}},
-};
-static const PrimeOffsetForm phase6_offset_forms[] = {
-    {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
-};
-static const PrimePhaseForm phase6_form = {&mesh, 4, phase6_forms, phase6_offset_forms, NULL};
-static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
-static const PrimePhase phase6 = {"backward v1", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
-                                  &phase6_form,  384,  1};
-
-static const PrimeActionForm phase7_forms[] = {
-    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
-    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm1, .slot = 0}},
     {.a = {.op = PRIME_ACT_KERNEL,
            .tensor = T_dm1,
            .slot = 0,
            .arg = 0,
+           .kind = 1,
            .nin = 3,
            .in_tensor = {T_dv1, T_x, T_m1},
            .in_slot = {0, 0, 0}},
      .arg_form = PRIME_FORM_AFFINE,
      .index = 0},
-    {.a = {.op = PRIME_ACT_WAIT}},
-    {.a = {.op = PRIME_ACT_FREE, .tensor = T_m1, .slot = 0}},
-    {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
-    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dv1, .slot = 0}},
-};
-static const PrimeOffsetForm phase7_offset_forms[] = {
-    {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
-};
-static const PrimePhaseForm phase7_form = {&mesh, 7, phase7_forms, phase7_offset_forms, NULL};
-static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
-static const PrimePhase phase7 = {"backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
-                                  &phase7_form,  640,  1};
-
-static const PrimeActionForm phase8_forms[] = {
-    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
-    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx_2, .slot = 0}},
     {.a = {.op = PRIME_ACT_KERNEL,
            .tensor = T_dx_2,
            .slot = 0,
            .arg = 0,
+           .kind = 3,
            .nin = 1,
            .in_tensor = {T_dm1},
            .in_slot = {0}},
      .arg_form = PRIME_FORM_AFFINE,
      .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
-    {.a = {.op = PRIME_ACT_ADD,
-           .tensor = T_dx,
-           .slot = 0,
-           .nin = 1,
-           .in_tensor = {T_dx_2},
-           .in_slot = {0}}},
-    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dx_2, .slot = 0}},
-    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dm1, .slot = 0}},
 };
-static const PrimeOffsetForm phase8_offset_forms[] = {
+static const PrimeOffsetForm phase6_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
-static const PrimePhaseForm phase8_form = {&mesh, 7, phase8_forms, phase8_offset_forms, NULL};
+static const PrimePhaseForm phase6_form = {&mesh, 6, phase6_forms, phase6_offset_forms, NULL};
+static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
+static const PrimePhase phase6 = {"backward v1", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
+                                  &phase6_form,  1216, 1,    fused6};
+
+static const PrimeActionForm phase7_forms[] = {
+    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
+    {.a = {.op = PRIME_ACT_WAIT}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_m1, .slot = 0}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_dv1, .slot = 0}},
+};
+static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL};
+static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
+static const PrimePhase phase7 = {
+    "backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL, &phase7_form, 0, 1, NULL};
+
+static const PrimeActionForm phase8_forms[] = {
+    {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
+    {.a = {.op = PRIME_ACT_WAIT}},
+};
+static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
-static const PrimePhase phase8 = {"backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
-                                  &phase8_form,  192,  1};
+static const PrimePhase phase8 = {
+    "backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL, &phase8_form, 0, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4,
                                            &phase5, &phase6, &phase7, &phase8};
@@ -863,7 +932,7 @@ static const long predicted_bytes[] = {
     0,
     0,
 };
-static const long predicted_peak[] = {648};
+static const long predicted_peak[] = {640};
 
 static const PrimeProgram program = {"m",
                                      2,

@@ -138,7 +138,8 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0};
+static const PrimePhase phase0 = {"init", NULL,         NULL, NULL, NULL, NULL,
+                                  NULL,   &phase0_form, 0,    0,    NULL};
 
 static const PrimeAffine slots0[] = {
     {1, 2, {0, 0}, 1}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
@@ -204,14 +205,15 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
 };
 static const PrimePhaseForm phase1_form = {&mesh, 12, phase1_forms, phase1_offset_forms, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
-static const PrimePhase phase1 = {"forward y",  NULL, NULL, phase1_kernels, NULL, NULL, NULL,
-                                  &phase1_form, 48,   1};
+static const PrimePhase phase1 = {
+    "forward y", NULL, NULL, phase1_kernels, NULL, NULL, NULL, &phase1_form, 48, 1, NULL};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0}},
 };
 static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
-static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0};
+static const PrimePhase phase2 = {"dy-in", NULL,         NULL, NULL, NULL, NULL,
+                                  NULL,    &phase2_form, 0,    0,    NULL};
 
 static const PrimeAffine slots3[] = {
     {0, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
@@ -290,8 +292,8 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
 };
 static const PrimePhaseForm phase3_form = {&mesh, 14, phase3_forms, phase3_offset_forms, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {"backward y", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
-                                  &phase3_form, 48,   1};
+static const PrimePhase phase3 = {
+    "backward y", NULL, NULL, phase3_kernels, NULL, NULL, NULL, &phase3_form, 48, 1, NULL};
 
 static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}, .repeat = 2, .body = 14, .dstep_arg = 1},
@@ -361,8 +363,8 @@ static const PrimeOffsetForm phase4_offset_forms[] = {
 };
 static const PrimePhaseForm phase4_form = {&mesh, 15, phase4_forms, phase4_offset_forms, NULL};
 static const PrimeKernelFn phase4_kernels[] = {kernel4, kernel4_set};
-static const PrimePhase phase4 = {"gradient y", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
-                                  &phase4_form, 48,   1};
+static const PrimePhase phase4 = {
+    "gradient y", NULL, NULL, phase4_kernels, NULL, NULL, NULL, &phase4_form, 48, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4};
 /* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */

@@ -1,0 +1,84 @@
+/*
+ * kernel_fuse.h — fusion across instances: chains of compute phases that
+ * run on the same devices, one step each, with no communication between
+ * them and tiles of one layout, computed by one kernel per group.
+ *
+ * A member is a phase whose kernel IR is one loop node over rows (its
+ * outer loops) and one inner loop: elementwise over the inner dimension,
+ * or a reduction over it. Every member of a group has the same row
+ * dimensions (by name, with the same tile extents and the same tile
+ * origins on every device) and the same inner dimension, so that each
+ * member reads, for a row, only that row of the members before it: the
+ * fused kernel runs the members' bodies one after the other for each row
+ * while the row is in cache.
+ *
+ * The group runs at its first phase: the schedule's actions are
+ * rewritten (kernel_fuse_apply) so that the first phase allocates every
+ * stored output of the group and holds one KERNEL action per member
+ * (run as one call, PrimePhase.fused), and the later phases keep only
+ * their frees. A member's output that the group also frees (read by no
+ * phase after it) is not stored: it is a row on the kernel's stack, and
+ * an ADD of two such contributions is a sum of rows in the kernel. The
+ * predictions are computed again from the rewritten actions.
+ */
+#ifndef PRIMEC_KERNEL_FUSE_H
+#define PRIMEC_KERNEL_FUSE_H
+
+#include "arena.h"
+#include "kernel_ir.h"
+#include "printer.h"
+#include "schedule.h"
+#include "source.h"
+
+#define KFUSE_MAX 8 /* members of one group */
+
+/* An ADD the group folds: after member `after`, member dst's output
+ * row += member src's. */
+typedef struct FuseAdd {
+    int after, dst, src;
+} FuseAdd;
+
+typedef struct FuseGroup {
+    int nmembers;
+    int phase[KFUSE_MAX];  /* the members' phase indices, in execution order */
+    int stored[KFUSE_MAX]; /* 1: the output is a tile; 0: a row of the kernel */
+    /* from[j][i]: the member whose output is input i of member j, or -1. */
+    int from[KFUSE_MAX][SCHED_MAX_OPERANDS];
+    int nadds;
+    FuseAdd adds[KFUSE_MAX];
+    int inner;                    /* the inner dimension (an operator dimension of every member) */
+    const char *where[KFUSE_MAX]; /* each member's instance in the .prime source: FILE:LINE:COL */
+} FuseGroup;
+
+typedef struct FusePlan {
+    int ngroups;
+    FuseGroup *groups;
+    int *group_of;  /* per phase: the group it is the first member of, or -1 */
+    int *member_of; /* per phase: the group it belongs to, or -1 */
+    int applied;    /* the schedule's actions were rewritten */
+} FusePlan;
+
+/* The groups of a schedule (no change to it); sources name the members'
+ * positions (may be NULL). */
+FusePlan *kernel_fuse_plan(Arena *arena, const Schedule *s, const SourceMap *sources);
+
+/* Rewrites the schedule's actions for plan's groups and predicts its
+ * bytes and peaks again. */
+void kernel_fuse_apply(Arena *arena, Schedule *s, FusePlan *plan);
+
+/* The KERNEL action's kind in a fused phase: bit 0, the output is no
+ * tile; bit 1 + i, input i is none. */
+#define KFUSE_NO_OUT 1
+#define KFUSE_NO_IN(i) (2 << (i))
+
+/* --dump-after=kernels: the groups. */
+void kernel_fuse_dump(const Schedule *s, const FusePlan *plan, FILE *out);
+
+/* The kernels of a group's members (kernel_build over their tiles), in
+ * one malloc'ed array the caller frees. */
+Kernel *kernel_fuse_members(const Schedule *s, const FuseGroup *g);
+
+/* The group as a comment: its members, operators and positions. */
+void kernel_fuse_comment(const Schedule *s, const FuseGroup *g, Printer *p);
+
+#endif

@@ -1,0 +1,52 @@
+#!/bin/sh
+# fuse_check.sh PRIMEC CASE.prime DIR [MODEL] — kernels fused across
+# instances (docs/kernels.md, "Fusion across instances"): builds the case's
+# model (MODEL, default m)
+# as it is and with --no-fuse, runs both with --check under
+# PRIME_TILE_FILL=nan (a tile read before its first write poisons the
+# results) and checks that
+# - both pass the check against the dense fp64 reference, with counters
+#   equal to the compiler's prediction;
+# - the fused program's errors are those of the unfused one, tensor by
+#   tensor (the fused kernel computes the same operations in the same order);
+# - its C has fused kernels (the unfused one none), run by the first
+#   phases of the dump's groups (a repeated layer's copies share the
+#   tables of its first), and fewer ADD actions where the dump folds ADDs
+#   into kernels;
+# - the fused program's peak is at most the unfused one's (the rows kept
+#   in the kernel are not stored).
+set -eu
+primec=$1
+case_file=$2
+dir=$3
+model=${4:-m}
+mkdir -p "$dir/fused" "$dir/plain"
+"$primec" build "$case_file" --model "$model" -o "$dir/fused" >/dev/null
+"$primec" build "$case_file" --model "$model" --no-fuse -o "$dir/plain" >/dev/null
+for v in fused plain; do
+    PRIME_TILE_FILL=nan "$dir/$v/$model" --check >"$dir/$v.out" 2>&1 || { cat "$dir/$v.out"; echo "FAIL: $v"; exit 1; }
+    grep -q "counters equal the compiler's prediction" "$dir/$v.out" || { echo "FAIL: $v: counters"; exit 1; }
+    grep -q "check passed" "$dir/$v.out" || { echo "FAIL: $v: check"; exit 1; }
+    grep '^check ' "$dir/$v.out" >"$dir/$v.errors"
+done
+diff -u "$dir/plain.errors" "$dir/fused.errors" || { echo "FAIL: the fused errors differ"; exit 1; }
+groups=$("$primec" check "$case_file" --model "$model" --dump-after=kernels | grep -c '^ fused phases' || true)
+adds=$("$primec" check "$case_file" --model "$model" --dump-after=kernels | grep -c '^  add after' || true)
+funcs=$(grep -c '^static void fused[0-9]*(' "$dir/fused/$model.c" || true)
+runs=$(grep -c 'fused[0-9]*};$' "$dir/fused/$model.c" || true)
+plain=$(grep -c 'fused[0-9]*' "$dir/plain/$model.c" || true)
+add_f=$(grep -c 'PRIME_ACT_ADD' "$dir/fused/$model.c" || true)
+add_p=$(grep -c 'PRIME_ACT_ADD' "$dir/plain/$model.c" || true)
+echo "fuse: $groups groups ($adds ADDs folded), $funcs fused kernels, run by $runs phases; ADD actions $add_p unfused, $add_f fused"
+[ "$groups" -gt 0 ] && [ "$funcs" -gt 0 ] && [ "$runs" -gt 0 ] && [ "$runs" -le "$groups" ] &&
+    [ "$plain" -eq 0 ] ||
+    { echo "FAIL: fused kernels"; exit 1; }
+if [ "$adds" -gt 0 ]; then
+    [ "$add_f" -lt "$add_p" ] || { echo "FAIL: ADD actions"; exit 1; }
+fi
+peak() { awk '/^ +0 +[0-9]/ {print $5; exit}' "$1"; }
+pf=$(peak "$dir/fused.out")
+pp=$(peak "$dir/plain.out")
+echo "fuse: peak bytes of rank 0: $pp unfused, $pf fused"
+[ -n "$pf" ] && [ -n "$pp" ] && [ "$pf" -le "$pp" ] || { echo "FAIL: peak"; exit 1; }
+echo "fuse: PASS"
