@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "emit_kernels.h"
 #include "kernel_c.h"
 #include "kernel_cuda.h"
 #include "printer.h"
@@ -41,41 +42,26 @@ static void print_phase_comment(Printer *p, const Kernel *k, int index, const So
 }
 
 /* The fused kernel of every group of s->fusion (kernel_fuse.h), each
- * distinct one once (by the C printing's text, as the C emitter keeps
- * them). The CUDA program's phases run their own kernels: its runtime
- * has no fused entry yet, so the schedule's actions are not rewritten
- * for this target and these functions are not called. */
+ * distinct one once (emit_fused_distinct, as the C emitter keeps them). The CUDA program's phases
+ * run their own kernels: its runtime has no fused entry yet, so the schedule's actions are not
+ * rewritten for this target and these functions are not called. */
 static void print_fused(Printer *p, const Schedule *s) {
     const FusePlan *plan = s->fusion;
     if (!plan)
         return;
-    char **bodies = calloc((size_t)plan->ngroups + 1, sizeof(char *));
-    if (!bodies)
-        ICE("out of memory");
+    int *same_as = emit_fused_distinct(s, NULL);
     for (int gi = 0; gi < plan->ngroups; ++gi) {
+        if (same_as[gi] != gi)
+            continue;
         const FuseGroup *g = &plan->groups[gi];
         Kernel *ks = kernel_fuse_members(s, g);
-        Printer c;
-        printer_init(&c);
-        printer_indent(&c, 1);
-        kernel_c_fused(&c, g, ks);
-        size_t len;
-        bodies[gi] = printer_take(&c, &len);
-        printer_free(&c);
-        int dup = 0;
-        for (int j = 0; j < gi && !dup; ++j)
-            dup = strcmp(bodies[j], bodies[gi]) == 0;
-        if (!dup) {
-            char name[64];
-            snprintf(name, sizeof name, "fused%d", g->phase[0]);
-            kernel_fuse_comment(s, g, p);
-            kernel_cuda_fused(p, g, ks, name);
-        }
+        char name[64];
+        snprintf(name, sizeof name, "fused%d", g->phase[0]);
+        kernel_fuse_comment(s, g, p);
+        kernel_cuda_fused(p, g, ks, name);
         free(ks);
     }
-    for (int gi = 0; gi < plan->ngroups; ++gi)
-        free(bodies[gi]);
-    free(bodies);
+    free(same_as);
 }
 
 static void print_header(Printer *p, const Schedule *s, const char *source_name) {

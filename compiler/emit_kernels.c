@@ -133,15 +133,11 @@ void emit_c_kernels(Printer *out, const Schedule *s, int whole, int dbl, int *ca
     free(table);
 }
 
-void emit_c_fused(Printer *out, const Schedule *s, int *fused_of) {
+int *emit_fused_distinct(const Schedule *s, char ***bodies_out) {
     const FusePlan *plan = s->fusion;
-    int n = s->phases.count;
-    for (int k = 0; k < n; ++k)
-        fused_of[k] = -1;
-    if (!plan || !plan->applied)
-        return;
     char **bodies = calloc((size_t)plan->ngroups + 1, sizeof(char *));
-    if (!bodies)
+    int *same_as = calloc((size_t)plan->ngroups + 1, sizeof(int));
+    if (!bodies || !same_as)
         ICE("out of memory");
     for (int gi = 0; gi < plan->ngroups; ++gi) {
         const FuseGroup *g = &plan->groups[gi];
@@ -154,22 +150,43 @@ void emit_c_fused(Printer *out, const Schedule *s, int *fused_of) {
         size_t len;
         bodies[gi] = printer_take(&p, &len);
         printer_free(&p);
-        int first = g->phase[0];
-        fused_of[first] = first;
-        for (int j = 0; j < gi; ++j)
-            if (strcmp(bodies[j], bodies[gi]) == 0) {
-                fused_of[first] = plan->groups[j].phase[0];
-                break;
-            }
-        if (fused_of[first] != first)
-            continue;
-        kernel_fuse_comment(s, g, out);
-        printer_printf(out,
-                       "static void fused%d(float *const *out, const float *const *const *in, "
-                       "const long *off)\n{\n%s}\n\n",
-                       first, bodies[gi]);
+        same_as[gi] = gi;
+        for (int j = 0; j < gi && same_as[gi] == gi; ++j)
+            if (strcmp(bodies[j], bodies[gi]) == 0)
+                same_as[gi] = j;
     }
-    for (int gi = 0; gi < plan->ngroups; ++gi)
+    if (bodies_out) {
+        *bodies_out = bodies;
+    } else {
+        for (int gi = 0; gi < plan->ngroups; ++gi)
+            free(bodies[gi]);
+        free(bodies);
+    }
+    return same_as;
+}
+
+void emit_c_fused(Printer *out, const Schedule *s, int *fused_of) {
+    const FusePlan *plan = s->fusion;
+    int n = s->phases.count;
+    for (int k = 0; k < n; ++k)
+        fused_of[k] = -1;
+    if (!plan || !plan->applied)
+        return;
+    char **bodies = NULL;
+    int *same_as = emit_fused_distinct(s, &bodies);
+    for (int gi = 0; gi < plan->ngroups; ++gi) {
+        const FuseGroup *g = &plan->groups[gi];
+        int first = g->phase[0];
+        fused_of[first] = plan->groups[same_as[gi]].phase[0];
+        if (same_as[gi] == gi) {
+            kernel_fuse_comment(s, g, out);
+            printer_printf(out,
+                           "static void fused%d(float *const *out, const float *const *const *in, "
+                           "const long *off)\n{\n%s}\n\n",
+                           first, bodies[gi]);
+        }
         free(bodies[gi]);
+    }
     free(bodies);
+    free(same_as);
 }

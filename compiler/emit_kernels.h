@@ -26,4 +26,11 @@ void emit_c_kernels(Printer *out, const Schedule *s, int whole, int dbl, int *ca
  * names the function a group's first phase k runs (-1: none). */
 void emit_c_fused(Printer *out, const Schedule *s, int *fused_of);
 
+/* The distinct fused kernels of s->fusion (non-NULL), by their C
+ * printing's text, for every printer of them: same_as[gi] (returned, to
+ * free) is the first group whose body equals group gi's (gi itself when
+ * none does). With bodies_out, *bodies_out[gi] is group gi's C body (each
+ * and the array to free). */
+int *emit_fused_distinct(const Schedule *s, char ***bodies_out);
+
 #endif
