@@ -69,6 +69,8 @@ static void usage(FILE *out) {
         "  --library              build: DIR/libM.a and DIR/M.h (the program without main:\n"
         "                         prime_program_main(prime_model_M(), argc, argv) runs it)\n"
         "  --cc CC                build: the C compiler (default: %s; cuda: nvcc)\n"
+        "  --cflags FLAGS         build: more flags for the C compiler, after primec's own, so\n"
+        "                         that -O1 or -g there wins (default: PRIMEC_CFLAGS, else none)\n"
         "  --dump-after=PASS      print the IR after PASS and stop (%s)\n"
         "  --max-memory BYTES     stop with an error past BYTES of the compiler's memory\n"
         "                         (8G, 512M, none; default: PRIMEC_MAX_MEMORY, else half of\n"
@@ -178,14 +180,14 @@ static const BuildTarget *build_target(const char *name) {
 /* Compiles src (and links link_obj, when not NULL) into the executable
  * out; or, given lib_obj, src into the object lib_obj and the static
  * library out (an archive of lib_obj, without main). */
-static int run_cc(const BuildTarget *t, const char *cc, const char *src, const char *link_obj,
-                  const char *out, const char *lib_obj) {
+static int run_cc(const BuildTarget *t, const char *cc, const char *cflags, const char *src,
+                  const char *link_obj, const char *out, const char *lib_obj) {
     const PrimecPaths *paths = primec_paths();
     const char *lib = t->lib == LIB_RT_MPI    ? paths->runtime_mpi_lib
                       : t->lib == LIB_RT_CUDA ? paths->runtime_cuda_lib
                                               : paths->runtime_lib;
     size_t n = strlen(cc) + strlen(src) + 3 * strlen(out) + strlen(paths->runtime_include) +
-               strlen(lib) + strlen(t->link) + strlen(PRIMEC_RUNTIME_CFLAGS) +
+               strlen(lib) + strlen(t->link) + strlen(PRIMEC_RUNTIME_CFLAGS) + strlen(cflags) +
                (link_obj ? strlen(link_obj) : 0) + (lib_obj ? 2 * strlen(lib_obj) : 0) + 256;
     char *cmd = malloc(n);
     if (!cmd)
@@ -193,16 +195,17 @@ static int run_cc(const BuildTarget *t, const char *cc, const char *src, const c
     if (lib_obj)
         snprintf(cmd, n,
                  "%s -std=c11 " PRIMEC_KERNEL_CFLAGS
-                 " -Wall -Wextra -Werror %s -DPRIME_MODEL_LIBRARY -I'%s' -c '%s' -o '%s'"
+                 " -Wall -Wextra -Werror %s %s -DPRIME_MODEL_LIBRARY -I'%s' -c '%s' -o '%s'"
                  " && rm -f '%s' && ar rcs '%s' '%s'",
-                 cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, lib_obj, out, out,
+                 cc, PRIMEC_RUNTIME_CFLAGS, cflags, paths->runtime_include, src, lib_obj, out, out,
                  lib_obj);
     else
         snprintf(cmd, n,
                  "%s -std=c11 " PRIMEC_KERNEL_CFLAGS
-                 " -Wall -Wextra -Werror %s -I'%s' '%s' %s%s%s -o '%s' '%s' %s",
-                 cc, PRIMEC_RUNTIME_CFLAGS, paths->runtime_include, src, link_obj ? "'" : "",
-                 link_obj ? link_obj : "", link_obj ? "'" : "", out, lib, t->link);
+                 " -Wall -Wextra -Werror %s %s -I'%s' '%s' %s%s%s -o '%s' '%s' %s",
+                 cc, PRIMEC_RUNTIME_CFLAGS, cflags, paths->runtime_include, src,
+                 link_obj ? "'" : "", link_obj ? link_obj : "", link_obj ? "'" : "", out, lib,
+                 t->link);
     int status = system(cmd);
     free(cmd);
     return status == 0;
@@ -283,6 +286,7 @@ static int run_calibrate(char **argv) {
 int main(int argc, char **argv) {
     const char *command = NULL, *file = NULL, *model = NULL, *dump_after = NULL;
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
+    const char *cflags = getenv("PRIMEC_CFLAGS") ? getenv("PRIMEC_CFLAGS") : "";
     int json = 0, emit_only = 0, library = 0, no_fuse = 0;
     int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
     const char *svg_dir = NULL, *profile = "v100"; /* explain --svg, --profile */
@@ -376,7 +380,7 @@ int main(int argc, char **argv) {
             }
         } else if (strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 ||
                    strcmp(a, "-o") == 0 || strcmp(a, "--cc") == 0 || strcmp(a, "--svg") == 0 ||
-                   strcmp(a, "--profile") == 0) {
+                   strcmp(a, "--profile") == 0 || strcmp(a, "--cflags") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
                 return EXIT_USAGE;
@@ -392,6 +396,8 @@ int main(int argc, char **argv) {
                 svg_dir = v;
             else if (strcmp(a, "--profile") == 0)
                 profile = v;
+            else if (strcmp(a, "--cflags") == 0)
+                cflags = v;
             else
                 cc = v;
         } else if (a[0] == '-') {
@@ -560,7 +566,7 @@ int main(int argc, char **argv) {
             } else if (library && !write_model_header(hdr, s->model->name)) {
                 fprintf(stderr, "primec: error: cannot write '%s': %s\n", hdr, strerror(errno));
                 rc = EXIT_USAGE;
-            } else if (!emit_only && !run_cc(tgt, cc, src, obj, exe, lib_obj)) {
+            } else if (!emit_only && !run_cc(tgt, cc, cflags, src, obj, exe, lib_obj)) {
                 fprintf(stderr, "primec: internal error: the C compiler rejected '%s'\n", src);
                 rc = EXIT_INTERNAL;
             } else {
