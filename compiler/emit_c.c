@@ -815,6 +815,8 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     emit_reference(&e, runs, reference64_of);
     e.dbl = 0;
 
+    /* The tables, laid out by format.c rather than by clang-format. */
+    printer_printf(p, "// clang-format off\n");
     printer_printf(p, "static const PrimeMesh mesh = {%d, {", m->mesh.naxes);
     for (int a = 0; a < m->mesh.naxes; ++a)
         printer_printf(p, "%s%ld", a ? ", " : "", m->mesh.sizes[a]);
@@ -861,6 +863,7 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
         printer_printf(p, "%s%ld", r ? ", " : "", s->pred_peak[r]);
     printer_printf(p, "};\n\n");
     int nsources = emit_weight_sources(p, m);
+    printer_printf(p, "// clang-format on\n");
     printer_printf(p,
                    "static const PrimeProgram program = {\"%s\", %d, TENSOR_COUNT, tensors, %d, "
                    "value_elems, %d, phases, reference, predicted_bytes, predicted_peak, %g, "

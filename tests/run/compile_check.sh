@@ -56,7 +56,12 @@ format)
         diff -u "$a" "$work/reformatted.c"
         exit 1
     fi
-    printf '%s: emitted C is clang-format clean (%s)\n' "$model" "$style"
+    # The tables between "// clang-format off" and "// clang-format on"
+    # are laid out by compiler/format.c, to the same column limit.
+    long=$(awk 'length($0) > 100 { print FILENAME ":" FNR ": " length($0) " columns" }' "$a" | head -5)
+    [ -z "$long" ] || fail "lines past 100 columns in $a: $long"
+    grep -q '^// clang-format off$' "$a" || fail "no table region (// clang-format off) in $a"
+    printf '%s: emitted C is clang-format clean (%s), no line past 100 columns\n' "$model" "$style"
     ;;
 *)
     fail "unknown mode '$mode'"

@@ -738,14 +738,15 @@ static void reference_fp64(double *const *v) {
     }
 }
 
+// clang-format off
 static const PrimeMesh mesh = {1, {2}};
 
 static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL,         NULL, NULL, NULL, NULL,
-                                  NULL,   &phase0_form, 0,    0,    NULL};
+static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
+    NULL};
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -753,42 +754,14 @@ static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_ex, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_z, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_pr, .slot = 0}},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_sb,
-           .slot = 0,
-           .arg = 0,
-           .nin = 1,
-           .in_tensor = {T_x},
-           .in_slot = {0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_ex,
-           .slot = 0,
-           .arg = 0,
-           .nin = 2,
-           .in_tensor = {T_x, T_sb},
-           .in_slot = {0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_z,
-           .slot = 0,
-           .arg = 0,
-           .nin = 1,
-           .in_tensor = {T_ex},
-           .in_slot = {0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_pr,
-           .slot = 0,
-           .arg = 0,
-           .nin = 2,
-           .in_tensor = {T_ex, T_z},
-           .in_slot = {0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_sb, .slot = 0, .arg = 0, .nin = 1,
+        .in_tensor = {T_x}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_ex, .slot = 0, .arg = 0, .nin = 2,
+        .in_tensor = {T_x, T_sb}, .in_slot = {0, 0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_z, .slot = 0, .arg = 0, .nin = 1,
+        .in_tensor = {T_ex}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_pr, .slot = 0, .arg = 0, .nin = 2,
+        .in_tensor = {T_ex, T_z}, .in_slot = {0, 0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
 static const PrimeOffsetForm phase1_offset_forms[] = {
@@ -797,7 +770,7 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
 static const PrimePhaseForm phase1_form = {&mesh, 10, phase1_forms, phase1_offset_forms, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward sb", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
-                                  &phase1_form, 7680, 1,    fused1};
+    &phase1_form, 7680, 1, fused1};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -805,8 +778,8 @@ static const PrimeActionForm phase2_forms[] = {
 };
 static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL};
 static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
-static const PrimePhase phase2 = {
-    "forward ex", NULL, NULL, phase2_kernels, NULL, NULL, NULL, &phase2_form, 0, 1, NULL};
+static const PrimePhase phase2 = {"forward ex", NULL, NULL, phase2_kernels, NULL, NULL, NULL,
+    &phase2_form, 0, 1, NULL};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -814,8 +787,8 @@ static const PrimeActionForm phase3_forms[] = {
 };
 static const PrimePhaseForm phase3_form = {&mesh, 2, phase3_forms, NULL, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {
-    "forward z", NULL, NULL, phase3_kernels, NULL, NULL, NULL, &phase3_form, 0, 1, NULL};
+static const PrimePhase phase3 = {"forward z", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+    &phase3_form, 0, 1, NULL};
 
 static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -823,59 +796,29 @@ static const PrimeActionForm phase4_forms[] = {
 };
 static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL};
 static const PrimeKernelFn phase4_kernels[] = {kernel4, kernel4_set};
-static const PrimePhase phase4 = {
-    "forward pr", NULL, NULL, phase4_kernels, NULL, NULL, NULL, &phase4_form, 0, 1, NULL};
+static const PrimePhase phase4 = {"forward pr", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
+    &phase4_form, 0, 1, NULL};
 
 static const PrimeActionForm phase5_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dpr, .slot = 0}},
 };
 static const PrimePhaseForm phase5_form = {&mesh, 1, phase5_forms, NULL, NULL};
-static const PrimePhase phase5 = {"dy-in", NULL,         NULL, NULL, NULL, NULL,
-                                  NULL,    &phase5_form, 0,    0,    NULL};
+static const PrimePhase phase5 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase5_form, 0, 0,
+    NULL};
 
 static const PrimeActionForm phase6_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0}},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dex,
-           .slot = 0,
-           .arg = 0,
-           .kind = 1,
-           .nin = 2,
-           .in_tensor = {T_dpr, T_z},
-           .in_slot = {0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dz,
-           .slot = 0,
-           .arg = 0,
-           .kind = 1,
-           .nin = 3,
-           .in_tensor = {T_dpr, T_ex, T_z},
-           .in_slot = {0, 0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dex_2,
-           .slot = 0,
-           .arg = 0,
-           .kind = 3,
-           .nin = 1,
-           .in_tensor = {T_dz},
-           .in_slot = {0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dx,
-           .slot = 0,
-           .arg = 0,
-           .kind = 2,
-           .nin = 3,
-           .in_tensor = {T_dex, T_x, T_sb},
-           .in_slot = {0, 0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dex, .slot = 0, .arg = 0, .kind = 1, .nin = 2,
+        .in_tensor = {T_dpr, T_z}, .in_slot = {0, 0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dz, .slot = 0, .arg = 0, .kind = 1, .nin = 3,
+        .in_tensor = {T_dpr, T_ex, T_z}, .in_slot = {0, 0, 0}}, .arg_form = PRIME_FORM_AFFINE,
+        .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dex_2, .slot = 0, .arg = 0, .kind = 3, .nin = 1,
+        .in_tensor = {T_dz}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dx, .slot = 0, .arg = 0, .kind = 2, .nin = 3,
+        .in_tensor = {T_dex, T_x, T_sb}, .in_slot = {0, 0, 0}}, .arg_form = PRIME_FORM_AFFINE,
+        .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
 static const PrimeOffsetForm phase6_offset_forms[] = {
@@ -884,7 +827,7 @@ static const PrimeOffsetForm phase6_offset_forms[] = {
 static const PrimePhaseForm phase6_form = {&mesh, 7, phase6_forms, phase6_offset_forms, NULL};
 static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
 static const PrimePhase phase6 = {"backward pr", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
-                                  &phase6_form,  9216, 1,    fused6};
+    &phase6_form, 9216, 1, fused6};
 
 static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -895,8 +838,8 @@ static const PrimeActionForm phase7_forms[] = {
 };
 static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
-static const PrimePhase phase7 = {
-    "backward pr", NULL, NULL, phase7_kernels, NULL, NULL, NULL, &phase7_form, 0, 1, NULL};
+static const PrimePhase phase7 = {"backward pr", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
+    &phase7_form, 0, 1, NULL};
 
 static const PrimeActionForm phase8_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -904,8 +847,8 @@ static const PrimeActionForm phase8_forms[] = {
 };
 static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
-static const PrimePhase phase8 = {
-    "backward z", NULL, NULL, phase8_kernels, NULL, NULL, NULL, &phase8_form, 0, 1, NULL};
+static const PrimePhase phase8 = {"backward z", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
+    &phase8_form, 0, 1, NULL};
 
 static const PrimeActionForm phase9_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -915,11 +858,11 @@ static const PrimeActionForm phase9_forms[] = {
 };
 static const PrimePhaseForm phase9_form = {&mesh, 4, phase9_forms, NULL, NULL};
 static const PrimeKernelFn phase9_kernels[] = {kernel9, kernel9_set};
-static const PrimePhase phase9 = {
-    "backward ex", NULL, NULL, phase9_kernels, NULL, NULL, NULL, &phase9_form, 0, 1, NULL};
+static const PrimePhase phase9 = {"backward ex", NULL, NULL, phase9_kernels, NULL, NULL, NULL,
+    &phase9_form, 0, 1, NULL};
 
-static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4,
-                                           &phase5, &phase6, &phase7, &phase8, &phase9};
+static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4, &phase5,
+    &phase6, &phase7, &phase8, &phase9};
 /* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */
 static const PrimePhaseRun runs[] = {
     {0, 10, 1, 0, 0, 0},
@@ -933,149 +876,39 @@ static const long pr_final_nslices[] = {2, 1, 1};
 static const int pr_final_slot[] = {0};
 static const PrimeAffine pr_final_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}, {0, 1, {0}, 0}};
 static const PrimeLayoutForm pr_final_form = {1, 3, pr_final_nslices, pr_final_slot,
-                                              pr_final_coord};
+    pr_final_coord};
 static const long dpr_fill_nslices[] = {2, 1, 1};
 static const int dpr_fill_slot[] = {0};
 static const PrimeAffine dpr_fill_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}, {0, 1, {0}, 0}};
 static const PrimeLayoutForm dpr_fill_form = {1, 3, dpr_fill_nslices, dpr_fill_slot,
-                                              dpr_fill_coord};
+    dpr_fill_coord};
 static const long dx_final_nslices[] = {2, 1, 1};
 static const int dx_final_slot[] = {0};
 static const PrimeAffine dx_final_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}, {0, 1, {0}, 0}};
 static const PrimeLayoutForm dx_final_form = {1, 3, dx_final_nslices, dx_final_slot,
-                                              dx_final_coord};
+    dx_final_coord};
 
 static const PrimeTensorDesc tensors[] = {
-    {"sb",
-     2,
-     {4, 16},
-     {2, 16},
-     {2, 1},
-     1,
-     -1,
-     0,
-     2,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"x",
-     3,
-     {4, 16, 16},
-     {2, 16, 16},
-     {2, 1, 1},
-     1,
-     0,
-     0,
-     0,
-     {NULL, NULL, NULL, &x_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"ex",
-     3,
-     {4, 16, 16},
-     {2, 16, 16},
-     {2, 1, 1},
-     1,
-     -1,
-     0,
-     4,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"z",
-     2,
-     {4, 16},
-     {2, 16},
-     {2, 1},
-     1,
-     -1,
-     0,
-     6,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"pr",
-     3,
-     {4, 16, 16},
-     {2, 16, 16},
-     {2, 1, 1},
-     1,
-     -1,
-     1,
-     8,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &pr_final_form},
-     0,
-     0},
-    {"dpr",
-     3,
-     {4, 16, 16},
-     {2, 16, 16},
-     {2, 1, 1},
-     1,
-     5,
-     0,
-     9,
-     {NULL, NULL, NULL, &dpr_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dex",
-     3,
-     {4, 16, 16},
-     {2, 16, 16},
-     {2, 1, 1},
-     1,
-     -1,
-     0,
-     5,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dz",
-     2,
-     {4, 16},
-     {2, 16},
-     {2, 1},
-     1,
-     -1,
-     0,
-     7,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dex_2",
-     3,
-     {4, 16, 16},
-     {2, 16, 16},
-     {2, 1, 1},
-     1,
-     -1,
-     0,
-     5,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dx",
-     3,
-     {4, 16, 16},
-     {2, 16, 16},
-     {2, 1, 1},
-     1,
-     -1,
-     1,
-     1,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &dx_final_form},
-     0,
-     0},
+    {"sb", 2, {4, 16}, {2, 16}, {2, 1}, 1, -1, 0, 2, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"x", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, 0, 0, 0, {NULL, NULL, NULL, &x_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"ex", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 0, 4, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"z", 2, {4, 16}, {2, 16}, {2, 1}, 1, -1, 0, 6, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"pr", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 1, 8, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &pr_final_form}, 0, 0},
+    {"dpr", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, 5, 0, 9, {NULL, NULL, NULL, &dpr_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dex", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 0, 5, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dz", 2, {4, 16}, {2, 16}, {2, 1}, 1, -1, 0, 7, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dex_2", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 0, 5, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dx", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 1, 1, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &dx_final_form}, 0, 0},
 };
 /* Tensor runs: {first, len, repeat, dvalue}. */
 static const PrimeTensorRun tensor_runs[] = {
@@ -1086,12 +919,11 @@ static const PrimeTensorRun tensor_runs[] = {
  * and peak bytes allocated per rank. */
 /* Every rank's counts are the same. */
 static const long predicted_bytes[] = {
-    0,
-    0,
-    0,
+    0, 0, 0,
 };
 static const long predicted_peak[] = {10496};
 
+// clang-format on
 static const PrimeProgram program = {"m",
                                      2,
                                      TENSOR_COUNT,

@@ -161,66 +161,48 @@ static void reference_fp64(double *const *v) {
     }
 }
 
+// clang-format off
 static const PrimeMesh mesh = {1, {2}};
 
 static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL,         NULL, NULL, NULL, NULL,
-                                  NULL,   &phase0_form, 0,    0,    NULL};
+static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
+    NULL};
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_m, .slot = 0, .kind = PRIME_COMBINE_MAX}},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_m,
-           .slot = 0,
-           .arg = 0,
-           .nin = 1,
-           .in_tensor = {T_x},
-           .in_slot = {0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_m, .slot = 0, .arg = 0, .nin = 1, .in_tensor = {T_x},
+        .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
-    {.a = {.op = PRIME_ACT_ALLREDUCE,
-           .tensor = T_m,
-           .slot = 0,
-           .tag = 0,
-           .kind = PRIME_COMBINE_MAX,
-           .arg = 0},
-     .arg_form = PRIME_FORM_GROUP,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_ALLREDUCE, .tensor = T_m, .slot = 0, .tag = 0, .kind = PRIME_COMBINE_MAX,
+        .arg = 0}, .arg_form = PRIME_FORM_GROUP, .index = 0},
 };
 static const PrimeOffsetForm phase1_offset_forms[] = {
     {2, {4, 4}, {{0, 1, {0}, 0}, {0, 2, {1}, 0}}},
 };
 static const PrimeGroupForm phase1_group_forms[] = {{0x1u, 0, {0}}};
 static const PrimePhaseForm phase1_form = {&mesh, 5, phase1_forms, phase1_offset_forms,
-                                           phase1_group_forms};
+    phase1_group_forms};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
-static const PrimePhase phase1 = {
-    "forward m", NULL, NULL, phase1_kernels, NULL, NULL, NULL, &phase1_form, 16, 1, NULL};
+static const PrimePhase phase1 = {"forward m", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
+    &phase1_form, 16, 1, NULL};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm, .slot = 0}},
 };
 static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
-static const PrimePhase phase2 = {"dy-in", NULL,         NULL, NULL, NULL, NULL,
-                                  NULL,    &phase2_form, 0,    0,    NULL};
+static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0,
+    NULL};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0}},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dx,
-           .slot = 0,
-           .arg = 0,
-           .nin = 3,
-           .in_tensor = {T_dm, T_x, T_m},
-           .in_slot = {0, 0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dx, .slot = 0, .arg = 0, .nin = 3,
+        .in_tensor = {T_dm, T_x, T_m}, .in_slot = {0, 0, 0}}, .arg_form = PRIME_FORM_AFFINE,
+        .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dm, .slot = 0}},
@@ -230,8 +212,8 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
 };
 static const PrimePhaseForm phase3_form = {&mesh, 6, phase3_forms, phase3_offset_forms, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {
-    "backward m", NULL, NULL, phase3_kernels, NULL, NULL, NULL, &phase3_form, 48, 1, NULL};
+static const PrimePhase phase3 = {"backward m", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+    &phase3_form, 48, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3};
 /* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */
@@ -255,61 +237,17 @@ static const long dx_final_nslices[] = {1, 2};
 static const int dx_final_slot[] = {0};
 static const PrimeAffine dx_final_coord[] = {{0, 1, {0}, 0}, {0, 2, {1}, 0}};
 static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot,
-                                              dx_final_coord};
+    dx_final_coord};
 
 static const PrimeTensorDesc tensors[] = {
-    {"m",
-     1,
-     {4},
-     {4},
-     {1},
-     1,
-     -1,
-     1,
-     2,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &m_final_form},
-     0,
-     0},
-    {"x",
-     2,
-     {4, 8},
-     {4, 4},
-     {1, 2},
-     1,
-     0,
-     0,
-     0,
-     {NULL, NULL, NULL, &x_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dm",
-     1,
-     {4},
-     {4},
-     {1},
-     1,
-     2,
-     0,
-     3,
-     {NULL, NULL, NULL, &dm_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dx",
-     2,
-     {4, 8},
-     {4, 4},
-     {1, 2},
-     1,
-     -1,
-     1,
-     1,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &dx_final_form},
-     0,
-     0},
+    {"m", 1, {4}, {4}, {1}, 1, -1, 1, 2, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &m_final_form}, 0, 0},
+    {"x", 2, {4, 8}, {4, 4}, {1, 2}, 1, 0, 0, 0, {NULL, NULL, NULL, &x_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dm", 1, {4}, {4}, {1}, 1, 2, 0, 3, {NULL, NULL, NULL, &dm_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dx", 2, {4, 8}, {4, 4}, {1, 2}, 1, -1, 1, 1, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &dx_final_form}, 0, 0},
 };
 /* Tensor runs: {first, len, repeat, dvalue}. */
 static const PrimeTensorRun tensor_runs[] = {
@@ -320,12 +258,11 @@ static const PrimeTensorRun tensor_runs[] = {
  * and peak bytes allocated per rank. */
 /* Every rank's counts are the same. */
 static const long predicted_bytes[] = {
-    0,
-    16,
-    0,
+    0, 16, 0,
 };
 static const long predicted_peak[] = {160};
 
+// clang-format on
 static const PrimeProgram program = {"m",
                                      2,
                                      TENSOR_COUNT,

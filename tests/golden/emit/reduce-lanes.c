@@ -572,6 +572,7 @@ static void reference_fp64(double *const *v) {
     }
 }
 
+// clang-format off
 static const PrimeMesh mesh = {1, {2}};
 
 static const PrimeActionForm phase0_forms[] = {
@@ -579,31 +580,17 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL,         NULL, NULL, NULL, NULL,
-                                  NULL,   &phase0_form, 0,    0,    NULL};
+static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
+    NULL};
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_m1, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_v1, .slot = 0}},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_m1,
-           .slot = 0,
-           .arg = 0,
-           .nin = 1,
-           .in_tensor = {T_x},
-           .in_slot = {0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_v1,
-           .slot = 0,
-           .arg = 0,
-           .nin = 2,
-           .in_tensor = {T_x, T_m1},
-           .in_slot = {0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_m1, .slot = 0, .arg = 0, .nin = 1,
+        .in_tensor = {T_x}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_v1, .slot = 0, .arg = 0, .nin = 2,
+        .in_tensor = {T_x, T_m1}, .in_slot = {0, 0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
 static const PrimeOffsetForm phase1_offset_forms[] = {
@@ -612,7 +599,7 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
 static const PrimePhaseForm phase1_form = {&mesh, 6, phase1_forms, phase1_offset_forms, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward m1", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
-                                  &phase1_form, 448,  1,    fused1};
+    &phase1_form, 448, 1, fused1};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -620,21 +607,14 @@ static const PrimeActionForm phase2_forms[] = {
 };
 static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL};
 static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
-static const PrimePhase phase2 = {
-    "forward v1", NULL, NULL, phase2_kernels, NULL, NULL, NULL, &phase2_form, 0, 1, NULL};
+static const PrimePhase phase2 = {"forward v1", NULL, NULL, phase2_kernels, NULL, NULL, NULL,
+    &phase2_form, 0, 1, NULL};
 
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_m2, .slot = 0}},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_m2,
-           .slot = 0,
-           .arg = 0,
-           .nin = 1,
-           .in_tensor = {T_y},
-           .in_slot = {0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_m2, .slot = 0, .arg = 0, .nin = 1,
+        .in_tensor = {T_y}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_y, .slot = 0}},
 };
@@ -643,29 +623,22 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
 };
 static const PrimePhaseForm phase3_form = {&mesh, 5, phase3_forms, phase3_offset_forms, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {
-    "forward m2", NULL, NULL, phase3_kernels, NULL, NULL, NULL, &phase3_form, 48, 1, NULL};
+static const PrimePhase phase3 = {"forward m2", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+    &phase3_form, 48, 1, NULL};
 
 static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dv1, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm2, .slot = 0}},
 };
 static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL};
-static const PrimePhase phase4 = {"dy-in", NULL,         NULL, NULL, NULL, NULL,
-                                  NULL,    &phase4_form, 0,    0,    NULL};
+static const PrimePhase phase4 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase4_form, 0, 0,
+    NULL};
 
 static const PrimeActionForm phase5_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0}},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dy,
-           .slot = 0,
-           .arg = 0,
-           .nin = 1,
-           .in_tensor = {T_dm2},
-           .in_slot = {0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dy, .slot = 0, .arg = 0, .nin = 1,
+        .in_tensor = {T_dm2}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dm2, .slot = 0}},
 };
@@ -674,41 +647,20 @@ static const PrimeOffsetForm phase5_offset_forms[] = {
 };
 static const PrimePhaseForm phase5_form = {&mesh, 5, phase5_forms, phase5_offset_forms, NULL};
 static const PrimeKernelFn phase5_kernels[] = {kernel5, kernel5_set};
-static const PrimePhase phase5 = {
-    "backward m2", NULL, NULL, phase5_kernels, NULL, NULL, NULL, &phase5_form, 72, 1, NULL};
+static const PrimePhase phase5 = {"backward m2", NULL, NULL, phase5_kernels, NULL, NULL, NULL,
+    &phase5_form, 72, 1, NULL};
 
 static const PrimeActionForm phase6_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0}},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dx,
-           .slot = 0,
-           .arg = 0,
-           .nin = 3,
-           .in_tensor = {T_dv1, T_x, T_m1},
-           .in_slot = {0, 0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dm1,
-           .slot = 0,
-           .arg = 0,
-           .kind = 1,
-           .nin = 3,
-           .in_tensor = {T_dv1, T_x, T_m1},
-           .in_slot = {0, 0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dx_2,
-           .slot = 0,
-           .arg = 0,
-           .kind = 3,
-           .nin = 1,
-           .in_tensor = {T_dm1},
-           .in_slot = {0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dx, .slot = 0, .arg = 0, .nin = 3,
+        .in_tensor = {T_dv1, T_x, T_m1}, .in_slot = {0, 0, 0}}, .arg_form = PRIME_FORM_AFFINE,
+        .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dm1, .slot = 0, .arg = 0, .kind = 1, .nin = 3,
+        .in_tensor = {T_dv1, T_x, T_m1}, .in_slot = {0, 0, 0}}, .arg_form = PRIME_FORM_AFFINE,
+        .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dx_2, .slot = 0, .arg = 0, .kind = 3, .nin = 1,
+        .in_tensor = {T_dm1}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
 static const PrimeOffsetForm phase6_offset_forms[] = {
@@ -717,7 +669,7 @@ static const PrimeOffsetForm phase6_offset_forms[] = {
 static const PrimePhaseForm phase6_form = {&mesh, 6, phase6_forms, phase6_offset_forms, NULL};
 static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
 static const PrimePhase phase6 = {"backward v1", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
-                                  &phase6_form,  1216, 1,    fused6};
+    &phase6_form, 1216, 1, fused6};
 
 static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -728,8 +680,8 @@ static const PrimeActionForm phase7_forms[] = {
 };
 static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
-static const PrimePhase phase7 = {
-    "backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL, &phase7_form, 0, 1, NULL};
+static const PrimePhase phase7 = {"backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
+    &phase7_form, 0, 1, NULL};
 
 static const PrimeActionForm phase8_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -737,11 +689,11 @@ static const PrimeActionForm phase8_forms[] = {
 };
 static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
-static const PrimePhase phase8 = {
-    "backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL, &phase8_form, 0, 1, NULL};
+static const PrimePhase phase8 = {"backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
+    &phase8_form, 0, 1, NULL};
 
-static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4,
-                                           &phase5, &phase6, &phase7, &phase8};
+static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4, &phase5,
+    &phase6, &phase7, &phase8};
 /* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */
 static const PrimePhaseRun runs[] = {
     {0, 9, 1, 0, 0, 0},
@@ -755,12 +707,12 @@ static const long v1_final_nslices[] = {2};
 static const int v1_final_slot[] = {0};
 static const PrimeAffine v1_final_coord[] = {{0, 2, {1}, 0}};
 static const PrimeLayoutForm v1_final_form = {1, 1, v1_final_nslices, v1_final_slot,
-                                              v1_final_coord};
+    v1_final_coord};
 static const long m2_final_nslices[] = {2};
 static const int m2_final_slot[] = {0};
 static const PrimeAffine m2_final_coord[] = {{0, 2, {1}, 0}};
 static const PrimeLayoutForm m2_final_form = {1, 1, m2_final_nslices, m2_final_slot,
-                                              m2_final_coord};
+    m2_final_coord};
 static const long y_fill_nslices[] = {2, 1};
 static const int y_fill_slot[] = {0};
 static const PrimeAffine y_fill_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}};
@@ -769,155 +721,45 @@ static const long dm2_fill_nslices[] = {2};
 static const int dm2_fill_slot[] = {0};
 static const PrimeAffine dm2_fill_coord[] = {{0, 2, {1}, 0}};
 static const PrimeLayoutForm dm2_fill_form = {1, 1, dm2_fill_nslices, dm2_fill_slot,
-                                              dm2_fill_coord};
+    dm2_fill_coord};
 static const long dy_final_nslices[] = {2, 1};
 static const int dy_final_slot[] = {0};
 static const PrimeAffine dy_final_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}};
 static const PrimeLayoutForm dy_final_form = {1, 2, dy_final_nslices, dy_final_slot,
-                                              dy_final_coord};
+    dy_final_coord};
 static const long dv1_fill_nslices[] = {2};
 static const int dv1_fill_slot[] = {0};
 static const PrimeAffine dv1_fill_coord[] = {{0, 2, {1}, 0}};
 static const PrimeLayoutForm dv1_fill_form = {1, 1, dv1_fill_nslices, dv1_fill_slot,
-                                              dv1_fill_coord};
+    dv1_fill_coord};
 static const long dx_final_nslices[] = {2, 1};
 static const int dx_final_slot[] = {0};
 static const PrimeAffine dx_final_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}};
 static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot,
-                                              dx_final_coord};
+    dx_final_coord};
 
 static const PrimeTensorDesc tensors[] = {
     {"m1", 1, {4}, {2}, {2}, 1, -1, 0, 4, {NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}, 0, 0},
-    {"x",
-     2,
-     {4, 32},
-     {2, 32},
-     {2, 1},
-     1,
-     0,
-     0,
-     0,
-     {NULL, NULL, NULL, &x_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"v1",
-     1,
-     {4},
-     {2},
-     {2},
-     1,
-     -1,
-     1,
-     6,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &v1_final_form},
-     0,
-     0},
-    {"m2",
-     1,
-     {4},
-     {2},
-     {2},
-     1,
-     -1,
-     1,
-     8,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &m2_final_form},
-     0,
-     0},
-    {"y",
-     2,
-     {4, 12},
-     {2, 12},
-     {2, 1},
-     1,
-     0,
-     0,
-     2,
-     {NULL, NULL, NULL, &y_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dm2",
-     1,
-     {4},
-     {2},
-     {2},
-     1,
-     4,
-     0,
-     9,
-     {NULL, NULL, NULL, &dm2_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dy",
-     2,
-     {4, 12},
-     {2, 12},
-     {2, 1},
-     1,
-     -1,
-     1,
-     3,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &dy_final_form},
-     0,
-     0},
-    {"dv1",
-     1,
-     {4},
-     {2},
-     {2},
-     1,
-     4,
-     0,
-     7,
-     {NULL, NULL, NULL, &dv1_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dx",
-     2,
-     {4, 32},
-     {2, 32},
-     {2, 1},
-     1,
-     -1,
-     1,
-     1,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &dx_final_form},
-     0,
-     0},
-    {"dm1",
-     1,
-     {4},
-     {2},
-     {2},
-     1,
-     -1,
-     0,
-     5,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dx_2",
-     2,
-     {4, 32},
-     {2, 32},
-     {2, 1},
-     1,
-     -1,
-     0,
-     1,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
+    {"x", 2, {4, 32}, {2, 32}, {2, 1}, 1, 0, 0, 0, {NULL, NULL, NULL, &x_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"v1", 1, {4}, {2}, {2}, 1, -1, 1, 6, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &v1_final_form}, 0, 0},
+    {"m2", 1, {4}, {2}, {2}, 1, -1, 1, 8, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &m2_final_form}, 0, 0},
+    {"y", 2, {4, 12}, {2, 12}, {2, 1}, 1, 0, 0, 2, {NULL, NULL, NULL, &y_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dm2", 1, {4}, {2}, {2}, 1, 4, 0, 9, {NULL, NULL, NULL, &dm2_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dy", 2, {4, 12}, {2, 12}, {2, 1}, 1, -1, 1, 3, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &dy_final_form}, 0, 0},
+    {"dv1", 1, {4}, {2}, {2}, 1, 4, 0, 7, {NULL, NULL, NULL, &dv1_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dx", 2, {4, 32}, {2, 32}, {2, 1}, 1, -1, 1, 1, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &dx_final_form}, 0, 0},
+    {"dm1", 1, {4}, {2}, {2}, 1, -1, 0, 5, {NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}, 0,
+        0},
+    {"dx_2", 2, {4, 32}, {2, 32}, {2, 1}, 1, -1, 0, 1, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, NULL}, 0, 0},
 };
 /* Tensor runs: {first, len, repeat, dvalue}. */
 static const PrimeTensorRun tensor_runs[] = {
@@ -928,12 +770,11 @@ static const PrimeTensorRun tensor_runs[] = {
  * and peak bytes allocated per rank. */
 /* Every rank's counts are the same. */
 static const long predicted_bytes[] = {
-    0,
-    0,
-    0,
+    0, 0, 0,
 };
 static const long predicted_peak[] = {640};
 
+// clang-format on
 static const PrimeProgram program = {"m",
                                      2,
                                      TENSOR_COUNT,

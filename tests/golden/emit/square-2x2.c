@@ -131,6 +131,7 @@ static void reference_fp64(double *const *v) {
     }
 }
 
+// clang-format off
 static const PrimeMesh mesh = {2, {2, 2}};
 
 static const PrimeActionForm phase0_forms[] = {
@@ -138,64 +139,33 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0}},
 };
 static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
-static const PrimePhase phase0 = {"init", NULL,         NULL, NULL, NULL, NULL,
-                                  NULL,   &phase0_form, 0,    0,    NULL};
+static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
+    NULL};
 
-static const PrimeAffine slots0[] = {
-    {1, 2, {0, 0}, 1}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
-static const PrimeAffine slots1[] = {
-    {0, 2, {0, 0}, 1}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
-static const PrimeAffine slots2[] = {
-    {0, 1, {0, 0}, 0}, {0, 2, {0, 0}, 1}, {0, 2, {0, 0}, 1}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
+static const PrimeAffine slots0[] = {{1, 2, {0, 0}, 1}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0},
+    {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
+static const PrimeAffine slots1[] = {{0, 2, {0, 0}, 1}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0},
+    {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
+static const PrimeAffine slots2[] = {{0, 1, {0, 0}, 0}, {0, 2, {0, 0}, 1}, {0, 2, {0, 0}, 1},
+    {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}, .repeat = 2, .body = 12, .dstep_arg = 1},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 1}, .slots = slots0, .skip = 2},
     {.a = {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 1, .peer = 0, .tag = 0},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {0, 1},
-     .slots = slots0,
-     .dstep_tag = 2,
-     .skip = 2},
-    {.a = {.op = PRIME_ACT_SEND,
-           .tensor = T_x,
-           .slot = 0,
-           .peer = 0,
-           .tag = 0,
-           .kind = PRIME_BYTES_SHIFT},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {0, 1},
-     .slots = slots1,
-     .dstep_tag = 2,
-     .skip = 2},
+        .peer_form = PRIME_FORM_SHIFT, .delta = {0, 1}, .slots = slots0, .dstep_tag = 2, .skip = 2},
+    {.a = {.op = PRIME_ACT_SEND, .tensor = T_x, .slot = 0, .peer = 0, .tag = 0,
+        .kind = PRIME_BYTES_SHIFT}, .peer_form = PRIME_FORM_SHIFT, .delta = {0, 1}, .slots = slots1,
+        .dstep_tag = 2, .skip = 2},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 1}, .slots = slots0, .skip = 2},
     {.a = {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 1, .peer = 0, .tag = 1},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {1, 0},
-     .slots = slots0,
-     .dstep_tag = 2,
-     .skip = 2},
-    {.a = {.op = PRIME_ACT_SEND,
-           .tensor = T_w,
-           .slot = 0,
-           .peer = 0,
-           .tag = 1,
-           .kind = PRIME_BYTES_SHIFT},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {1, 0},
-     .slots = slots1,
-     .dstep_tag = 2,
-     .skip = 2},
+        .peer_form = PRIME_FORM_SHIFT, .delta = {1, 0}, .slots = slots0, .dstep_tag = 2, .skip = 2},
+    {.a = {.op = PRIME_ACT_SEND, .tensor = T_w, .slot = 0, .peer = 0, .tag = 1,
+        .kind = PRIME_BYTES_SHIFT}, .peer_form = PRIME_FORM_SHIFT, .delta = {1, 0}, .slots = slots1,
+        .dstep_tag = 2, .skip = 2},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0}, .skip = 6},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_y,
-           .slot = 0,
-           .arg = 0,
-           .nin = 2,
-           .in_tensor = {T_x, T_w},
-           .in_slot = {0, 0}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0,
-     .slots = slots2},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_y, .slot = 0, .arg = 0, .nin = 2,
+        .in_tensor = {T_x, T_w}, .in_slot = {0, 0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0,
+        .slots = slots2},
     {.a = {.op = PRIME_ACT_WAIT}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}, .slots = slots1, .skip = 2},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 0}, .slots = slots1, .skip = 2},
@@ -205,157 +175,83 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
 };
 static const PrimePhaseForm phase1_form = {&mesh, 12, phase1_forms, phase1_offset_forms, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
-static const PrimePhase phase1 = {
-    "forward y", NULL, NULL, phase1_kernels, NULL, NULL, NULL, &phase1_form, 48, 1, NULL};
+static const PrimePhase phase1 = {"forward y", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
+    &phase1_form, 48, 1, NULL};
 
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0}},
 };
 static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
-static const PrimePhase phase2 = {"dy-in", NULL,         NULL, NULL, NULL, NULL,
-                                  NULL,    &phase2_form, 0,    0,    NULL};
+static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0,
+    NULL};
 
-static const PrimeAffine slots3[] = {
-    {0, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
-static const PrimeAffine slots4[] = {
-    {0, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {1, 2, {0, 0}, 1}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
-static const PrimeAffine slots5[] = {
-    {0, 3, {0, 0}, 2}, {2, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
-static const PrimeAffine slots6[] = {
-    {2, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
-static const PrimeAffine slots7[] = {
-    {1, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
+static const PrimeAffine slots3[] = {{0, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0},
+    {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
+static const PrimeAffine slots4[] = {{0, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {1, 2, {0, 0}, 1},
+    {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
+static const PrimeAffine slots5[] = {{0, 3, {0, 0}, 2}, {2, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0},
+    {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
+static const PrimeAffine slots6[] = {{2, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0},
+    {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
+static const PrimeAffine slots7[] = {{1, 3, {0, 0}, 2}, {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0},
+    {0, 1, {0, 0}, 0}, {0, 1, {0, 0}, 0}};
 static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}, .repeat = 2, .body = 14, .dstep_arg = 1},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0}, .slots = slots1, .skip = 2},
     {.a = {.op = PRIME_ACT_RECV, .tensor = T_w, .slot = 0, .peer = 0, .tag = 2},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {1, 0},
-     .slots = slots1,
-     .dstep_tag = 2,
-     .skip = 2},
-    {.a = {.op = PRIME_ACT_SEND,
-           .tensor = T_w,
-           .slot = 1,
-           .peer = 0,
-           .tag = 2,
-           .kind = PRIME_BYTES_SHIFT},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {1, 0},
-     .slots = slots0,
-     .dstep_tag = 2,
-     .skip = 2},
+        .peer_form = PRIME_FORM_SHIFT, .delta = {1, 0}, .slots = slots1, .dstep_tag = 2, .skip = 2},
+    {.a = {.op = PRIME_ACT_SEND, .tensor = T_w, .slot = 1, .peer = 0, .tag = 2,
+        .kind = PRIME_BYTES_SHIFT}, .peer_form = PRIME_FORM_SHIFT, .delta = {1, 0}, .slots = slots0,
+        .dstep_tag = 2, .skip = 2},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 0}, .slots = slots3},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dx,
-           .slot = 0,
-           .arg = 0,
-           .nin = 2,
-           .in_tensor = {T_dy, T_w},
-           .in_slot = {0, 1}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0,
-     .slots = slots4},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dx, .slot = 0, .arg = 0, .nin = 2,
+        .in_tensor = {T_dy, T_w}, .in_slot = {0, 1}}, .arg_form = PRIME_FORM_AFFINE, .index = 0,
+        .slots = slots4},
     {.a = {.op = PRIME_ACT_WAIT}},
-    {.a = {.op = PRIME_ACT_ADD,
-           .tensor = T_dx,
-           .slot = 2,
-           .nin = 1,
-           .in_tensor = {T_dx},
-           .in_slot = {1}},
-     .slots = slots5,
-     .skip = 1},
+    {.a = {.op = PRIME_ACT_ADD, .tensor = T_dx, .slot = 2, .nin = 1, .in_tensor = {T_dx},
+        .in_slot = {1}}, .slots = slots5, .skip = 1},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 1}, .slots = slots6, .skip = 1},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dx, .slot = 0}, .slots = slots7, .skip = 1},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_w, .slot = 1}, .slots = slots0, .skip = 2},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dx, .slot = 1}, .slots = slots7, .skip = 2},
     {.a = {.op = PRIME_ACT_RECV, .tensor = T_dx, .slot = 1, .peer = 0, .tag = 3},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {0, 1},
-     .slots = slots7,
-     .dstep_tag = 2,
-     .skip = 2},
-    {.a = {.op = PRIME_ACT_SEND,
-           .tensor = T_dx,
-           .slot = 0,
-           .peer = 0,
-           .tag = 3,
-           .kind = PRIME_BYTES_SHIFT},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {0, 1},
-     .slots = slots3,
-     .dstep_tag = 2,
-     .skip = 2},
+        .peer_form = PRIME_FORM_SHIFT, .delta = {0, 1}, .slots = slots7, .dstep_tag = 2, .skip = 2},
+    {.a = {.op = PRIME_ACT_SEND, .tensor = T_dx, .slot = 0, .peer = 0, .tag = 3,
+        .kind = PRIME_BYTES_SHIFT}, .peer_form = PRIME_FORM_SHIFT, .delta = {0, 1}, .slots = slots3,
+        .dstep_tag = 2, .skip = 2},
 };
 static const PrimeOffsetForm phase3_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 1}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase3_form = {&mesh, 14, phase3_forms, phase3_offset_forms, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {
-    "backward y", NULL, NULL, phase3_kernels, NULL, NULL, NULL, &phase3_form, 48, 1, NULL};
+static const PrimePhase phase3 = {"backward y", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+    &phase3_form, 48, 1, NULL};
 
 static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}, .repeat = 2, .body = 14, .dstep_arg = 1},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}, .slots = slots1, .skip = 2},
     {.a = {.op = PRIME_ACT_RECV, .tensor = T_x, .slot = 0, .peer = 0, .tag = 4},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {0, 1},
-     .slots = slots1,
-     .dstep_tag = 2,
-     .skip = 2},
-    {.a = {.op = PRIME_ACT_SEND,
-           .tensor = T_x,
-           .slot = 1,
-           .peer = 0,
-           .tag = 4,
-           .kind = PRIME_BYTES_SHIFT},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {0, 1},
-     .slots = slots0,
-     .dstep_tag = 2,
-     .skip = 2},
+        .peer_form = PRIME_FORM_SHIFT, .delta = {0, 1}, .slots = slots1, .dstep_tag = 2, .skip = 2},
+    {.a = {.op = PRIME_ACT_SEND, .tensor = T_x, .slot = 1, .peer = 0, .tag = 4,
+        .kind = PRIME_BYTES_SHIFT}, .peer_form = PRIME_FORM_SHIFT, .delta = {0, 1}, .slots = slots0,
+        .dstep_tag = 2, .skip = 2},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 0}, .slots = slots3},
-    {.a = {.op = PRIME_ACT_KERNEL,
-           .tensor = T_dw,
-           .slot = 0,
-           .arg = 0,
-           .nin = 2,
-           .in_tensor = {T_dy, T_x},
-           .in_slot = {0, 1}},
-     .arg_form = PRIME_FORM_AFFINE,
-     .index = 0,
-     .slots = slots4},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dw, .slot = 0, .arg = 0, .nin = 2,
+        .in_tensor = {T_dy, T_x}, .in_slot = {0, 1}}, .arg_form = PRIME_FORM_AFFINE, .index = 0,
+        .slots = slots4},
     {.a = {.op = PRIME_ACT_WAIT}},
-    {.a = {.op = PRIME_ACT_ADD,
-           .tensor = T_dw,
-           .slot = 2,
-           .nin = 1,
-           .in_tensor = {T_dw},
-           .in_slot = {1}},
-     .slots = slots5,
-     .skip = 1},
+    {.a = {.op = PRIME_ACT_ADD, .tensor = T_dw, .slot = 2, .nin = 1, .in_tensor = {T_dw},
+        .in_slot = {1}}, .slots = slots5, .skip = 1},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 1}, .slots = slots6, .skip = 1},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dw, .slot = 0}, .slots = slots7, .skip = 1},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 1}, .slots = slots0},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dw, .slot = 1}, .slots = slots7, .skip = 2},
     {.a = {.op = PRIME_ACT_RECV, .tensor = T_dw, .slot = 1, .peer = 0, .tag = 5},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {1, 0},
-     .slots = slots7,
-     .dstep_tag = 2,
-     .skip = 2},
-    {.a = {.op = PRIME_ACT_SEND,
-           .tensor = T_dw,
-           .slot = 0,
-           .peer = 0,
-           .tag = 5,
-           .kind = PRIME_BYTES_SHIFT},
-     .peer_form = PRIME_FORM_SHIFT,
-     .delta = {1, 0},
-     .slots = slots3,
-     .dstep_tag = 2,
-     .skip = 2},
+        .peer_form = PRIME_FORM_SHIFT, .delta = {1, 0}, .slots = slots7, .dstep_tag = 2, .skip = 2},
+    {.a = {.op = PRIME_ACT_SEND, .tensor = T_dw, .slot = 0, .peer = 0, .tag = 5,
+        .kind = PRIME_BYTES_SHIFT}, .peer_form = PRIME_FORM_SHIFT, .delta = {1, 0}, .slots = slots3,
+        .dstep_tag = 2, .skip = 2},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dy, .slot = 0}},
 };
 static const PrimeOffsetForm phase4_offset_forms[] = {
@@ -363,8 +259,8 @@ static const PrimeOffsetForm phase4_offset_forms[] = {
 };
 static const PrimePhaseForm phase4_form = {&mesh, 15, phase4_forms, phase4_offset_forms, NULL};
 static const PrimeKernelFn phase4_kernels[] = {kernel4, kernel4_set};
-static const PrimePhase phase4 = {
-    "gradient y", NULL, NULL, phase4_kernels, NULL, NULL, NULL, &phase4_form, 48, 1, NULL};
+static const PrimePhase phase4 = {"gradient y", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
+    &phase4_form, 48, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4};
 /* The order phases run in: {first, len, repeat, dtensor, dtag, orig}. */
@@ -392,92 +288,26 @@ static const long dx_final_nslices[] = {2, 2};
 static const int dx_final_slot[] = {2};
 static const PrimeAffine dx_final_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}};
 static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot,
-                                              dx_final_coord};
+    dx_final_coord};
 static const long dw_final_nslices[] = {2, 2};
 static const int dw_final_slot[] = {2};
 static const PrimeAffine dw_final_coord[] = {{0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}};
 static const PrimeLayoutForm dw_final_form = {1, 2, dw_final_nslices, dw_final_slot,
-                                              dw_final_coord};
+    dw_final_coord};
 
 static const PrimeTensorDesc tensors[] = {
-    {"y",
-     2,
-     {8, 6},
-     {4, 3},
-     {2, 2},
-     1,
-     -1,
-     1,
-     4,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &y_final_form},
-     0,
-     0},
-    {"x",
-     2,
-     {8, 4},
-     {4, 2},
-     {2, 2},
-     2,
-     0,
-     0,
-     0,
-     {NULL, NULL, NULL, &x_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"w",
-     2,
-     {4, 6},
-     {2, 3},
-     {2, 2},
-     2,
-     0,
-     0,
-     2,
-     {NULL, NULL, NULL, &w_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dy",
-     2,
-     {8, 6},
-     {4, 3},
-     {2, 2},
-     1,
-     2,
-     0,
-     5,
-     {NULL, NULL, NULL, &dy_fill_form},
-     {NULL, NULL, NULL, NULL},
-     0,
-     0},
-    {"dx",
-     2,
-     {8, 4},
-     {4, 2},
-     {2, 2},
-     3,
-     -1,
-     1,
-     1,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &dx_final_form},
-     0,
-     0},
-    {"dw",
-     2,
-     {4, 6},
-     {2, 3},
-     {2, 2},
-     3,
-     -1,
-     1,
-     3,
-     {NULL, NULL, NULL, NULL},
-     {NULL, NULL, NULL, &dw_final_form},
-     0,
-     0},
+    {"y", 2, {8, 6}, {4, 3}, {2, 2}, 1, -1, 1, 4, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &y_final_form}, 0, 0},
+    {"x", 2, {8, 4}, {4, 2}, {2, 2}, 2, 0, 0, 0, {NULL, NULL, NULL, &x_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"w", 2, {4, 6}, {2, 3}, {2, 2}, 2, 0, 0, 2, {NULL, NULL, NULL, &w_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dy", 2, {8, 6}, {4, 3}, {2, 2}, 1, 2, 0, 5, {NULL, NULL, NULL, &dy_fill_form},
+        {NULL, NULL, NULL, NULL}, 0, 0},
+    {"dx", 2, {8, 4}, {4, 2}, {2, 2}, 3, -1, 1, 1, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &dx_final_form}, 0, 0},
+    {"dw", 2, {4, 6}, {2, 3}, {2, 2}, 3, -1, 1, 3, {NULL, NULL, NULL, NULL},
+        {NULL, NULL, NULL, &dw_final_form}, 0, 0},
 };
 /* Tensor runs: {first, len, repeat, dvalue}. */
 static const PrimeTensorRun tensor_runs[] = {
@@ -488,12 +318,11 @@ static const PrimeTensorRun tensor_runs[] = {
  * and peak bytes allocated per rank. */
 /* Every rank's counts are the same. */
 static const long predicted_bytes[] = {
-    168,
-    0,
-    0,
+    168, 0, 0,
 };
 static const long predicted_peak[] = {256};
 
+// clang-format on
 static const PrimeProgram program = {"m",
                                      4,
                                      TENSOR_COUNT,
