@@ -56,6 +56,9 @@ typedef struct FusePlan {
     int *group_of;  /* per phase: the group it is the first member of, or -1 */
     int *member_of; /* per phase: the group it belongs to, or -1 */
     int applied;    /* the schedule's actions were rewritten */
+    /* The contributions computed into the tile they are added to
+     * (kernel_accum.h), or NULL. */
+    struct AccumPlan *accum;
 } FusePlan;
 
 /* The groups of a schedule (no change to it); sources name the members'

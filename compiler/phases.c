@@ -37,12 +37,20 @@ static const Expr *stated_grad(const Op *op, Sym name) {
     return NULL;
 }
 
+/* Whether name is dy_name. By its characters: dy_name is interned in the
+ * phases' arena, which need not be the one of a stated derivative's
+ * names (the planner derives the phases of one instance in an arena of
+ * its own). */
+static int is_dy(Sym name, Sym dy_name) {
+    return name == dy_name || (name && dy_name && strcmp(name, dy_name) == 0);
+}
+
 /* Lists every tensor named in e (an input of op, or dY), once each, in
  * the order of first mention. */
 static void collect_operands(Phase *ph, const Expr *e, const Op *op, Sym dy_name) {
     if (!e || (e->kind == EXPR_CALL && strcmp(e->name, "size") == 0))
         return;
-    if (e->kind == EXPR_NAME && e->name != dy_name) {
+    if (e->kind == EXPR_NAME && !is_dy(e->name, dy_name)) {
         int tensor_named = e->name == op->output.name;
         for (int i = 0; i < op->ninputs; ++i)
             tensor_named |= op->inputs[i].name == e->name;
@@ -55,7 +63,7 @@ static void collect_operands(Phase *ph, const Expr *e, const Op *op, Sym dy_name
                 return;
         const int none = PHASE_RESULT - 1;
         int input = none;
-        if (e->name == dy_name)
+        if (is_dy(e->name, dy_name))
             input = PHASE_DY;
         else if (e->name == op->output.name)
             input = PHASE_RESULT;

@@ -12,6 +12,7 @@
 #include "budget.h"
 #include "emit_c.h"
 #include "form.h"
+#include "kernel_accum.h"
 #include "kernel_fuse.h"
 #include "kernel_ir.h"
 #include "parse.h"
@@ -419,15 +420,20 @@ static void dump_schedule(Compilation *c) {
 
 /* The kernel IR is built by the emitter from each schedule; this pass
  * finds the groups of phases fused across instances (kernel_fuse.h) and
- * rewrites the schedule's actions for them, except for the CUDA target,
+ * the gradient contributions computed into the tile they are added to
+ * (kernel_accum.h), and rewrites the schedule's actions for them, except for the CUDA target,
  * whose runtime runs every phase's own kernel (its .cu prints the fused
  * kernels all the same). */
 static int pass_kernels(Compilation *c) {
     for (int i = 0; i < c->schedules.count && !c->no_fuse; ++i) {
         Schedule *s = c->schedules.items[i];
         s->fusion = kernel_fuse_plan(c->arena, s, &c->sources);
-        if (!c->emit_hooks)
+        s->fusion->accum = kernel_accum_plan(c->arena, s, s->fusion);
+        if (!c->emit_hooks) {
+            /* kernel_fuse_apply predicts again where it has groups. */
+            kernel_accum_apply(c->arena, s, s->fusion->accum, !s->fusion->ngroups);
             kernel_fuse_apply(c->arena, s, s->fusion);
+        }
     }
     return 1;
 }
@@ -438,6 +444,8 @@ static void dump_kernels(Compilation *c) {
         kernel_dump_schedule(s, c->dump_out);
         if (s->fusion)
             kernel_fuse_dump(s, s->fusion, c->dump_out);
+        if (s->fusion && s->fusion->accum)
+            kernel_accum_dump(s, s->fusion->accum, c->dump_out);
     }
 }
 

@@ -38,8 +38,13 @@ set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
 # plan, each built as it is and with --no-fuse and run with --check under
 # PRIME_TILE_FILL=nan: both pass with counters equal to the prediction,
 # with the same errors, a fused kernel per group, the ADDs folded into
-# them gone from the actions, and a peak no larger.
+# them gone from the actions, and a peak no larger; the fused backward of
+# the exp reads the forward's E (no exp in it). And the three projections
+# of tests/golden/dump/kernels-accum.prime, whose later backward GEMMs
+# accumulate into the first one's tile (kernel_accum.c): no tiles of their
+# own, fewer ADD actions, the same checks.
 foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime;m"
+             "accum;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-accum.prime;m"
              "opt;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_megatron")
   list(GET case 0 name)
   list(GET case 1 file)

@@ -13,8 +13,15 @@
 #   phases of the dump's groups (a repeated layer's copies share the
 #   tables of its first), and fewer ADD actions where the dump folds ADDs
 #   into kernels;
+# - every contribution the dump says accumulates into the tile it is added
+#   to (`accumulate phase ...: into T (no tile T2, no add)`) allocates no
+#   tile T2 in the rewritten program (the unfused one does), with fewer
+#   ADD actions;
 # - the fused program's peak is at most the unfused one's (the rows kept
-#   in the kernel are not stored).
+#   in the kernel are not stored);
+# - a fused kernel that runs the backward of a softmax's exp
+#   (causal_exp_shift and its variants state `grad S = dE * E;`) reads the
+#   forward's E and computes no exp.
 set -eu
 primec=$1
 case_file=$2
@@ -37,16 +44,40 @@ runs=$(grep -c 'fused[0-9]*};$' "$dir/fused/$model.c" || true)
 plain=$(grep -c 'fused[0-9]*' "$dir/plain/$model.c" || true)
 add_f=$(grep -c 'PRIME_ACT_ADD' "$dir/fused/$model.c" || true)
 add_p=$(grep -c 'PRIME_ACT_ADD' "$dir/plain/$model.c" || true)
-echo "fuse: $groups groups ($adds ADDs folded), $funcs fused kernels, run by $runs phases; ADD actions $add_p unfused, $add_f fused"
-[ "$groups" -gt 0 ] && [ "$funcs" -gt 0 ] && [ "$runs" -gt 0 ] && [ "$runs" -le "$groups" ] &&
-    [ "$plain" -eq 0 ] ||
-    { echo "FAIL: fused kernels"; exit 1; }
-if [ "$adds" -gt 0 ]; then
+accums=$("$primec" check "$case_file" --model "$model" --dump-after=kernels | grep -c '^ accumulate phase' || true)
+echo "fuse: $groups groups ($adds ADDs folded), $funcs fused kernels, run by $runs phases; $accums contributions accumulated; ADD actions $add_p unfused, $add_f fused"
+[ "$groups" -gt 0 ] || [ "$accums" -gt 0 ] || { echo "FAIL: nothing fused or accumulated"; exit 1; }
+[ "$plain" -eq 0 ] || { echo "FAIL: fused kernels in the unfused program"; exit 1; }
+if [ "$groups" -gt 0 ]; then
+    [ "$funcs" -gt 0 ] && [ "$runs" -gt 0 ] && [ "$runs" -le "$groups" ] ||
+        { echo "FAIL: fused kernels"; exit 1; }
+fi
+if [ "$adds" -gt 0 ] || [ "$accums" -gt 0 ]; then
     [ "$add_f" -lt "$add_p" ] || { echo "FAIL: ADD actions"; exit 1; }
 fi
+"$primec" check "$case_file" --model "$model" --dump-after=kernels |
+    sed -n 's/^ accumulate phase .*(no tile \(.*\), no add)$/\1/p' | tr -c 'A-Za-z0-9_\n' '_' |
+    while read -r t2; do
+        alloc="PRIME_ACT_ALLOC, .tensor = T_$t2,"
+        grep -q "$alloc" "$dir/plain/$model.c" || { echo "FAIL: $t2 is no tile of the unfused program"; exit 1; }
+        if grep -q "$alloc" "$dir/fused/$model.c"; then
+            echo "FAIL: $t2 is allocated, yet its contribution accumulates"
+            exit 1
+        fi
+    done
 peak() { awk '/^ +0 +[0-9]/ {print $5; exit}' "$1"; }
 pf=$(peak "$dir/fused.out")
 pp=$(peak "$dir/plain.out")
 echo "fuse: peak bytes of rank 0: $pp unfused, $pf fused"
 [ -n "$pf" ] && [ -n "$pp" ] && [ "$pf" -le "$pp" ] || { echo "FAIL: peak"; exit 1; }
+# Each fused kernel's comment names its members; the function ends at the
+# first line that is a lone "}".
+exp_bwd=$(awk '/^\/\* fused: / { fn = 1; com = 1; text = ""; bwd = 0; exps = 0 }
+    com { line = $0; sub(/^ \* /, "", line); text = text " " line }
+    com && /\*\// { com = 0; if (text ~ /backward [A-Za-z0-9_]* = *[a-z_]*exp/) bwd = 1 }
+    fn && /prime_expf/ { exps++ }
+    fn && /^}$/ { if (bwd) { n++; if (exps) bad++ } fn = 0 }
+    END { printf "%d %d\n", n, bad }' "$dir/fused/$model.c")
+echo "fuse: fused backward kernels of an exp, and of those computing an exp: $exp_bwd"
+[ "${exp_bwd#* }" = 0 ] || { echo "FAIL: a fused backward recomputes exp"; exit 1; }
 echo "fuse: PASS"

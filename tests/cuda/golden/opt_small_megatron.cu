@@ -1189,7 +1189,7 @@ int phase83(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in
 }
 
 /* phase 84: backward of ex_1 = causal_exp_shift at examples/opt_layer.prime:53:9 */
-__global__ void phase84_causal_exp_shift_node0(float *__restrict__ out, const float *__restrict__ x0, const float *__restrict__ x1, const float *__restrict__ x2, PrimeCudaOff off)
+__global__ void phase84_causal_exp_shift_node0(float *__restrict__ out, const float *__restrict__ x0, const float *__restrict__ x1)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 512L;
          i += (long)gridDim.x * blockDim.x) {
@@ -1199,19 +1199,17 @@ __global__ void phase84_causal_exp_shift_node0(float *__restrict__ out, const fl
         const long d1 = r % 16L;
         r /= 16L;
         const long d0 = r;
-        out[d0 * 256L + d1 * 16L + d2] += (x0[d0 * 256L + d1 * 16L + d2] * expf(((x1[d0 * 256L + d1 * 16L + d2] - x2[d0 * 16L + d1]) - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1])))))));
+        out[d0 * 256L + d1 * 16L + d2] += (x0[d0 * 256L + d1 * 16L + d2] * x1[d0 * 256L + d1 * 16L + d2]);
     }
 }
 
 int phase84(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     const long *off)
 {
+    (void)off;
     (void)h;
-    PrimeCudaOff o;
-    for (int d = 0; d < 8; ++d)
-        o.d[d] = d < 3 ? off[d] : 0;
     /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
-    phase84_causal_exp_shift_node0<<<2, 256, 0, s>>>(out, in[0], in[1], in[2], o);
+    phase84_causal_exp_shift_node0<<<2, 256, 0, s>>>(out, in[0], in[1]);
     if (cudaGetLastError() != cudaSuccess)
         return -1;
     return 0;
@@ -1580,7 +1578,7 @@ int fused1(cublasHandle_t h, cudaStream_t s, float *const *out,
 }
 
 /* fused: forward sb_0 = causal_bound at opt_layer.prime:52:9, forward ex_0 = causal_exp_shift at opt_layer.prime:53:9, forward z_0 = softmax_sum at opt_layer.prime:54:9, forward pr_0 = softmax_div at opt_layer.prime:55:9 */
-__global__ void fused9_rows(float *__restrict__ o0, float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x1_0, PrimeCudaOff off)
+__global__ void fused9_rows(float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x1_0, PrimeCudaOff off)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 32L;
          i += (long)gridDim.x * blockDim.x) {
@@ -1588,18 +1586,19 @@ __global__ void fused9_rows(float *__restrict__ o0, float *__restrict__ o1, floa
         const long d1 = r % 16L;
         r /= 16L;
         const long d0 = r;
+        float t0[1];
         {
             const float *x0 = x0_0;
             double acc = -INFINITY;
             for (long d2 = 0; d2 < 16L; ++d2)
                 acc = fmax(acc, (double)(x0[d0 * 256L + d1 * 16L + d2] - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1]))))));
-            o0[d0 * 16L + d1] = (float)acc;
+            t0[0] = (float)acc;
         }
         {
             const float *x0 = x1_0;
-            const float *x1 = o0;
+            const float *x1 = t0;
             for (long d2 = 0; d2 < 16L; ++d2)
-                o1[d0 * 256L + d1 * 16L + d2] = expf(((x0[d0 * 256L + d1 * 16L + d2] - x1[d0 * 16L + d1]) - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1]))))));
+                o1[d0 * 256L + d1 * 16L + d2] = expf(((x0[d0 * 256L + d1 * 16L + d2] - x1[0]) - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1]))))));
         }
         {
             const float *x0 = o1;
@@ -1628,7 +1627,7 @@ int fused9(cublasHandle_t h, cudaStream_t s, float *const *out,
     /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
     /* node 0: loop sum points 32 loops 3 reduce 1 terms 1 */
     /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
-    fused9_rows<<<1, 256, 0, s>>>(out[0], out[1], out[2], out[3], in[0][0], in[1][0], o);
+    fused9_rows<<<1, 256, 0, s>>>(out[1], out[2], out[3], in[0][0], in[1][0], o);
     if (cudaGetLastError() != cudaSuccess)
         return -1;
     return 0;
@@ -1751,7 +1750,7 @@ int fused68(cublasHandle_t h, cudaStream_t s, float *const *out,
 }
 
 /* fused: backward pr_1 = softmax_div at opt_layer.prime:55:9, backward pr_1 = softmax_div at opt_layer.prime:55:9, backward z_1 = softmax_sum at opt_layer.prime:54:9, backward ex_1 = causal_exp_shift at opt_layer.prime:53:9 */
-__global__ void fused81_rows(float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x1_2, const float *__restrict__ x3_1, const float *__restrict__ x3_2, PrimeCudaOff off)
+__global__ void fused81_rows(float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x1_2, const float *__restrict__ x3_1)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 32L;
          i += (long)gridDim.x * blockDim.x) {
@@ -1787,9 +1786,8 @@ __global__ void fused81_rows(float *__restrict__ o3, const float *__restrict__ x
         {
             const float *x0 = t0;
             const float *x1 = x3_1;
-            const float *x2 = x3_2;
             for (long d2 = 0; d2 < 16L; ++d2)
-                o3[d0 * 256L + d1 * 16L + d2] = (x0[d2] * expf(((x1[d0 * 256L + d1 * 16L + d2] - x2[d0 * 16L + d1]) - (1000000000000000000.0f * prime_step(((float)(d2 + off.d[2]) - (float)(d1 + off.d[1])))))));
+                o3[d0 * 256L + d1 * 16L + d2] = (x0[d2] * x1[d0 * 256L + d1 * 16L + d2]);
         }
     }
 }
@@ -1798,14 +1796,12 @@ int fused81(cublasHandle_t h, cudaStream_t s, float *const *out,
     const float *const *const *in, const long *off)
 {
     (void)h;
-    PrimeCudaOff o;
-    for (int d = 0; d < 8; ++d)
-        o.d[d] = d < 3 ? off[d] : 0;
+    (void)off;
     /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
     /* node 0: loop sum points 32 loops 3 reduce 1 terms 1 */
     /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
     /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
-    fused81_rows<<<1, 256, 0, s>>>(out[3], in[0][0], in[0][1], in[1][0], in[1][1], in[1][2], in[3][1], in[3][2], o);
+    fused81_rows<<<1, 256, 0, s>>>(out[3], in[0][0], in[0][1], in[1][0], in[1][1], in[1][2], in[3][1]);
     if (cudaGetLastError() != cudaSuccess)
         return -1;
     return 0;

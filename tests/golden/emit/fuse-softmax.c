@@ -263,37 +263,29 @@ static void kernel8_set(float *out, const float *const *in, const long *off) {
 }
 
 static void kernel9(float *out, const float *const *in, const long *off) {
+    (void)off;
     /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         for (long d1 = 0; d1 < 16; ++d1) {
             float *restrict o = out + d0 * 256L + d1 * 16L;
             const float *restrict x0 = in[0] + d0 * 256L + d1 * 16L;
             const float *restrict x1 = in[1] + d0 * 256L + d1 * 16L;
-            const float *restrict x2 = in[2] + d0 * 16L + d1 * 1L;
             for (long d2 = 0; d2 < 16; ++d2)
-                o[d2] +=
-                    (x0[d2] *
-                     prime_expf(((x1[d2] - x2[0]) - (1000000000000000000.0f *
-                                                     prime_step(((float)(int)(d2 + off[2]) -
-                                                                 (float)(int)(d1 + off[1])))))));
+                o[d2] += (x0[d2] * x1[d2]);
         }
     }
 }
 
 static void kernel9_set(float *out, const float *const *in, const long *off) {
+    (void)off;
     /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 2; ++d0) {
         for (long d1 = 0; d1 < 16; ++d1) {
             float *restrict o = out + d0 * 256L + d1 * 16L;
             const float *restrict x0 = in[0] + d0 * 256L + d1 * 16L;
             const float *restrict x1 = in[1] + d0 * 256L + d1 * 16L;
-            const float *restrict x2 = in[2] + d0 * 16L + d1 * 1L;
             for (long d2 = 0; d2 < 16; ++d2)
-                o[d2] =
-                    (x0[d2] *
-                     prime_expf(((x1[d2] - x2[0]) - (1000000000000000000.0f *
-                                                     prime_step(((float)(int)(d2 + off[2]) -
-                                                                 (float)(int)(d1 + off[1])))))));
+                o[d2] = (x0[d2] * x1[d2]);
         }
     }
 }
@@ -304,10 +296,11 @@ static void kernel9_set(float *out, const float *const *in, const long *off) {
 static void fused1(float *const *out, const float *const *const *in, const long *off) {
     for (long d0 = 0; d0 < 2; ++d0) {
         for (long d1 = 0; d1 < 16; ++d1) {
+            float t0[1];
             /* node 0: loop max points 32 loops 3 reduce 1 terms 1 */
             {
                 const float *restrict x0 = in[0][0] + d0 * 256L + d1 * 16L;
-                float *restrict o = out[0] + d0 * 16L + d1 * 1L;
+                float *restrict o = t0;
                 float row[16];
                 for (long d2 = 0; d2 < 16; ++d2)
                     row[d2] =
@@ -319,7 +312,7 @@ static void fused1(float *const *out, const float *const *const *in, const long 
             /* node 0: loop sum points 512 loops 3 reduce 0 terms 1 */
             {
                 const float *restrict x0 = in[1][0] + d0 * 256L + d1 * 16L;
-                const float *restrict x1 = in[1][1] + d0 * 16L + d1 * 1L;
+                const float *restrict x1 = t0;
                 float *restrict o = out[1] + d0 * 256L + d1 * 16L;
                 for (long d2 = 0; d2 < 16; ++d2)
                     o[d2] = prime_expf(
@@ -356,6 +349,7 @@ static void fused1(float *const *out, const float *const *const *in, const long 
  * fuse-softmax.prime:9:5, backward z = softmax_sum at fuse-softmax.prime:8:5, backward ex =
  * causal_exp_shift at fuse-softmax.prime:7:5 */
 static void fused6(float *const *out, const float *const *const *in, const long *off) {
+    (void)off;
     for (long d0 = 0; d0 < 2; ++d0) {
         for (long d1 = 0; d1 < 16; ++d1) {
             float t0[16];
@@ -401,13 +395,9 @@ static void fused6(float *const *out, const float *const *const *in, const long 
             {
                 const float *restrict x0 = t0;
                 const float *restrict x1 = in[3][1] + d0 * 256L + d1 * 16L;
-                const float *restrict x2 = in[3][2] + d0 * 16L + d1 * 1L;
                 float *restrict o = out[3] + d0 * 256L + d1 * 16L;
                 for (long d2 = 0; d2 < 16; ++d2)
-                    o[d2] = (x0[d2] * prime_expf(((x1[d2] - x2[0]) -
-                                                  (1000000000000000000.0f *
-                                                   prime_step(((float)(int)(d2 + off[2]) -
-                                                               (float)(int)(d1 + off[1])))))));
+                    o[d2] = (x0[d2] * x1[d2]);
             }
         }
     }
@@ -527,19 +517,15 @@ static void reference8(float *out, const float *const *in, const long *off) {
 }
 
 static void reference9(float *out, const float *const *in, const long *off) {
+    (void)off;
     /* node 0: loop sum points 1024 loops 3 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         for (long d1 = 0; d1 < 16; ++d1) {
             float *restrict o = out + d0 * 256L + d1 * 16L;
             const float *restrict x0 = in[0] + d0 * 256L + d1 * 16L;
             const float *restrict x1 = in[1] + d0 * 256L + d1 * 16L;
-            const float *restrict x2 = in[2] + d0 * 16L + d1 * 1L;
             for (long d2 = 0; d2 < 16; ++d2)
-                o[d2] +=
-                    (x0[d2] *
-                     prime_expf(((x1[d2] - x2[0]) - (1000000000000000000.0f *
-                                                     prime_step(((float)(int)(d2 + off[2]) -
-                                                                 (float)(int)(d1 + off[1])))))));
+                o[d2] += (x0[d2] * x1[d2]);
         }
     }
 }
@@ -650,18 +636,15 @@ static void reference_fp64_8(double *out, const double *const *in, const long *o
 }
 
 static void reference_fp64_9(double *out, const double *const *in, const long *off) {
+    (void)off;
     /* node 0: loop sum points 1024 loops 3 reduce 0 terms 1 */
     for (long d0 = 0; d0 < 4; ++d0) {
         for (long d1 = 0; d1 < 16; ++d1) {
             double *restrict o = out + d0 * 256L + d1 * 16L;
             const double *restrict x0 = in[0] + d0 * 256L + d1 * 16L;
             const double *restrict x1 = in[1] + d0 * 256L + d1 * 16L;
-            const double *restrict x2 = in[2] + d0 * 16L + d1 * 1L;
             for (long d2 = 0; d2 < 16; ++d2)
-                o[d2] += (x0[d2] *
-                          exp(((x1[d2] - x2[0]) -
-                               (1000000000000000000.0 *
-                                prime_step_d(((double)(d2 + off[2]) - (double)(d1 + off[1])))))));
+                o[d2] += (x0[d2] * x1[d2]);
         }
     }
 }
@@ -697,7 +680,7 @@ static void reference(float *const *v) {
         reference8(v[5], in, zero);
     }
     {
-        const float *in[] = {v[5], v[0], v[2]};
+        const float *in[] = {v[5], v[4]};
         reference9(v[1], in, zero);
     }
 }
@@ -733,7 +716,7 @@ static void reference_fp64(double *const *v) {
         reference_fp64_8(v[5], in, zero);
     }
     {
-        const double *in[] = {v[5], v[0], v[2]};
+        const double *in[] = {v[5], v[4]};
         reference_fp64_9(v[1], in, zero);
     }
 }
@@ -750,13 +733,12 @@ static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &p
 
 static const PrimeActionForm phase1_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
-    {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_sb, .slot = 0, .kind = PRIME_COMBINE_MAX}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_ex, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_z, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_pr, .slot = 0}},
-    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_sb, .slot = 0, .arg = 0, .nin = 1,
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_sb, .slot = 0, .arg = 0, .kind = 1, .nin = 1,
         .in_tensor = {T_x}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_ex, .slot = 0, .arg = 0, .nin = 2,
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_ex, .slot = 0, .arg = 0, .kind = 4, .nin = 2,
         .in_tensor = {T_x, T_sb}, .in_slot = {0, 0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
     {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_z, .slot = 0, .arg = 0, .nin = 1,
         .in_tensor = {T_ex}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
@@ -767,7 +749,7 @@ static const PrimeActionForm phase1_forms[] = {
 static const PrimeOffsetForm phase1_offset_forms[] = {
     {3, {2, 16, 16}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}, {0, 1, {0}, 0}}},
 };
-static const PrimePhaseForm phase1_form = {&mesh, 10, phase1_forms, phase1_offset_forms, NULL};
+static const PrimePhaseForm phase1_form = {&mesh, 9, phase1_forms, phase1_offset_forms, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward sb", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
     &phase1_form, 7680, 1, fused1};
@@ -775,8 +757,9 @@ static const PrimePhase phase1 = {"forward sb", NULL, NULL, phase1_kernels, NULL
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL};
+static const PrimePhaseForm phase2_form = {&mesh, 3, phase2_forms, NULL, NULL};
 static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
 static const PrimePhase phase2 = {"forward ex", NULL, NULL, phase2_kernels, NULL, NULL, NULL,
     &phase2_form, 0, 1, NULL};
@@ -816,9 +799,8 @@ static const PrimeActionForm phase6_forms[] = {
         .index = 0},
     {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dex_2, .slot = 0, .arg = 0, .kind = 3, .nin = 1,
         .in_tensor = {T_dz}, .in_slot = {0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
-    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dx, .slot = 0, .arg = 0, .kind = 2, .nin = 3,
-        .in_tensor = {T_dex, T_x, T_sb}, .in_slot = {0, 0, 0}}, .arg_form = PRIME_FORM_AFFINE,
-        .index = 0},
+    {.a = {.op = PRIME_ACT_KERNEL, .tensor = T_dx, .slot = 0, .arg = 0, .kind = 2, .nin = 2,
+        .in_tensor = {T_dex, T_ex}, .in_slot = {0, 0}}, .arg_form = PRIME_FORM_AFFINE, .index = 0},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
 static const PrimeOffsetForm phase6_offset_forms[] = {
@@ -827,16 +809,15 @@ static const PrimeOffsetForm phase6_offset_forms[] = {
 static const PrimePhaseForm phase6_form = {&mesh, 7, phase6_forms, phase6_offset_forms, NULL};
 static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
 static const PrimePhase phase6 = {"backward pr", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
-    &phase6_form, 9216, 1, fused6};
+    &phase6_form, 6144, 1, fused6};
 
 static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
-    {.a = {.op = PRIME_ACT_FREE, .tensor = T_ex, .slot = 0}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_z, .slot = 0}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dpr, .slot = 0}},
 };
-static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL};
+static const PrimePhaseForm phase7_form = {&mesh, 4, phase7_forms, NULL, NULL};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
 static const PrimePhase phase7 = {"backward pr", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
     &phase7_form, 0, 1, NULL};
@@ -853,10 +834,9 @@ static const PrimePhase phase8 = {"backward z", NULL, NULL, phase8_kernels, NULL
 static const PrimeActionForm phase9_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
-    {.a = {.op = PRIME_ACT_FREE, .tensor = T_sb, .slot = 0}},
-    {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
+    {.a = {.op = PRIME_ACT_FREE, .tensor = T_ex, .slot = 0}},
 };
-static const PrimePhaseForm phase9_form = {&mesh, 4, phase9_forms, NULL, NULL};
+static const PrimePhaseForm phase9_form = {&mesh, 3, phase9_forms, NULL, NULL};
 static const PrimeKernelFn phase9_kernels[] = {kernel9, kernel9_set};
 static const PrimePhase phase9 = {"backward ex", NULL, NULL, phase9_kernels, NULL, NULL, NULL,
     &phase9_form, 0, 1, NULL};
@@ -921,7 +901,7 @@ static const PrimeTensorRun tensor_runs[] = {
 static const long predicted_bytes[] = {
     0, 0, 0,
 };
-static const long predicted_peak[] = {10496};
+static const long predicted_peak[] = {8320};
 
 // clang-format on
 static const PrimeProgram program = {"m",
