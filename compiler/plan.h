@@ -85,6 +85,14 @@ typedef struct PlanOptions {
      * over all the folded tokens; its layouts stay the folded ones. */
     long tokens;
     long seq_tokens;
+    /* Training a batched model: mesh axis 0 is the data-parallel replica
+     * axis, of size 1 while planning (one replica). A candidate of an
+     * instance with token (batch) dimensions binds it to an axis of its
+     * partition that is the whole DSI of every token dimension and nothing
+     * else (the rule of plan_replica_axis); one of an instance without
+     * them leaves it unbound. So the plan written with that axis as long
+     * as the replicas runs them all. */
+    int replica_axis0;
     /* Optional: an arena for temporaries that plan_model resets as it
      * likes (a caller planning many meshes passes the same one, so the
      * memory stays mapped); NULL: plan_model makes its own. */
