@@ -350,6 +350,7 @@ static int price_per_sequence(Planner *p, int i, PlanCandidate *pc, const Instan
         long transient = c.peak - c.persistent;
         c.time *= f;
         c.fwd_time *= f;
+        c.compute_time *= f;
         c.coll_time *= f;
         c.coll_bytes *= fold;
         c.p2p_bytes *= fold;

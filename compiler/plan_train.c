@@ -48,6 +48,8 @@ int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *ch
     const double vocab_dev = o->vocab ? (double)((o->vocab + t - 1) / t) : 0;
     out->coll_time_s = m * n * s->coll_time + (c->allreduce_us + c->embedding_us) * 1e-6;
     out->coll_bytes = m * n * (double)s->coll_bytes;
+    out->conv_time_s = m * n * s->conv_time;
+    out->layer_comm_s = m * n * (s->time - s->conv_time - s->compute_time);
     if (replicas > 1)
         out->coll_bytes += 2 * (d - 1) / d * c->params_device * eb;
     if (stages > 1 && o->vocab)

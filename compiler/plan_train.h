@@ -68,6 +68,9 @@ typedef struct TrainPlan {
     PipelineCost pipe;
     double time_s;      /* iteration */
     double coll_time_s; /* collectives: the layers', the gradient and embedding all-reduces */
+    /* Of the critical path's m n layer passes: exposed communication inside
+     * the instances (collectives and shifts not hidden) and conversions. */
+    double layer_comm_s, conv_time_s;
     double coll_bytes;  /* per device and iteration */
     double p2p_bytes;   /* conversions and stage sends, per device and iteration */
     double mem_weights; /* per device, first stage */

@@ -167,6 +167,8 @@ static json_t *plan_json(const Search *s, const Model *m, Arena *arena) {
                   (double)p->pipe.shape.global_batch / p->time_s, "collective_time_s",
                   p->coll_time_s, "collective_bytes", p->coll_bytes, "p2p_bytes", p->p2p_bytes);
     json_object_set_new(o, "memory", mem);
+    json_object_set_new(o, "layer_exposed_comm_s", json_real(p->layer_comm_s));
+    json_object_set_new(o, "conversion_time_s", json_real(p->conv_time_s));
     json_object_set_new(o, "pipeline", cost_pipeline_json(&p->pipe));
     json_object_set_new(o, "optimizer_sharded",
                         json_boolean(p->pipe.shape.shard_optimizer && p->replicas > 1));
