@@ -63,7 +63,7 @@ typedef struct TrainPlan {
     int stages, replicas, recompute;
     long micro_batch, micro_batches;
     int *choice;      /* the layer plan: a candidate per instance */
-    int least_memory; /* the shape's time-optimal layer plan did not fit */
+    int least_memory; /* the shape's time-optimal layer plan did not fit (memory binds) */
     PlanSums sums;
     PipelineCost pipe;
     double time_s;      /* iteration */

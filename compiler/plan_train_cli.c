@@ -197,7 +197,7 @@ static void print_plan(const char *title, const Search *s, const Model *m, Arena
            title, mesh_text(arena, s, &plan->mesh), p->stages, p->stages == 1 ? "" : "s", uneven,
            p->replicas, p->replicas == 1 ? "" : "s", p->micro_batch, p->micro_batches,
            p->recompute ? ", activations recomputed" : "",
-           p->least_memory ? " (the least-memory layer plan of its shape)" : "");
+           p->least_memory ? " (memory binds: the fastest layer plan found within the limit)" : "");
     const int sharded = p->pipe.shape.shard_optimizer && p->replicas > 1;
     printf("  iteration %.2f ms (%.2f sequences/s): pipeline %.2f ms (bubble %.2f ms), gradient "
            "%s %.2f ms, optimizer %.2f ms%s\n",
