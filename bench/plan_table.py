@@ -171,7 +171,7 @@ def unmet(stderr):
 def training(args):
     print("| model | devices | primec plan (mesh x stages x replicas, micro-batch) | Megatron plan | "
           "throughput | collective time | collective bytes | peak memory | memory: primec / Megatron | "
-          "Megatron's collective share | search ms (processor) | why (the planner's breakdown) |")
+          "Megatron's collective share | search ms (processor) | why: the deciding term (primec - Megatron, per term, % of Megatron's iteration) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios = {name: [] for name, _, _ in TRAIN_SETS}
     with tempfile.TemporaryDirectory() as tmp:
