@@ -23,7 +23,8 @@
  * optimizer is sharded over the replicas, shard_optimizer: ZeRO-1), the stashed activations of the
  * micro- batches in flight (with recomputation only each layer's input and one layer's stash), and
  * the largest transient peak. A shape whose time- optimal tensor plan exceeds the limit is
- * re-solved for the least memory (weights and stash priced, time not): if that fits it is taken,
+ * re-solved for the least memory (weights and stash priced, time not): if that fits, the
+ * fastest plan within the limit of those priced time + mu * memory (mu bisected) is taken,
  * which is not exact when memory binds.
  */
 #ifndef PRIMEC_PLAN_TRAIN_H
