@@ -5,7 +5,7 @@ best mesh and data-parallel degree, under the same cost model.
 
     bench/plan_table.py [--primec build-rel/compiler/primec] [--profile v100]
                         [--elem-bytes 2] [--repeat 5] [--set layers|mlp|training]
-                        [--shard-optimizer] [--uneven-stages]
+                        [--shard-optimizer] [--uneven-stages] [--batched]
 
 --set training: whole models trained (`primec plan --training`): OPT,
 Llama 2 and BLOOM at ~7B and at their largest published size, on 8, 16
@@ -20,7 +20,9 @@ With --shard-optimizer both searches shard the optimizer state and step
 over the data-parallel replicas (ZeRO-1, `primec plan --shard-optimizer`).
 With --uneven-stages both searches also take stage counts that do not
 divide the layers (`primec plan --uneven-stages`: the first L mod p
-stages hold one layer more).
+stages hold one layer more). With --batched both plan the layers with a
+batch dimension (`opt_b`, `llama2_b`, `bloom_b`; Megatron-LM as
+`megatron_dp` and `megatron_sp_dp` with one replica axis of size 1).
 
 --set layers (default): one decoder layer of OPT-175B, Llama-2-70B and
 BLOOM-176B (batch of one sequence) on 4, 8, 16, 32 and 4096 devices.
@@ -180,9 +182,16 @@ def training(args):
             run = "train_" + title.replace(".", "_").replace("-", "_").lower()
             with open(path, "w") as f:
                 f.write('import "%s";\n' % os.path.abspath(example))
-                f.write("shape %s_shape of %s { param layers = 1, %s; }\n" % (run, model, params))
-                f.write("run %s = %s(P = 4) on %s_shape;\n" % (run, plan, run))
-                f.write("run %s_sp = %s_sp(P = 4) on %s_shape;\n" % (run, plan, run))
+                if args.batched:
+                    # The layer with a batch dimension (opt_b, ...): one
+                    # sequence, the replica axis r of size 1.
+                    f.write("shape %s_shape of %s_b { param layers = 1, b = 1, %s; }\n" % (run, model, params))
+                    f.write("run %s = %s_dp(R = 1, P = 4) on %s_shape;\n" % (run, plan, run))
+                    f.write("run %s_sp = %s_sp_dp(R = 1, P = 4) on %s_shape;\n" % (run, plan, run))
+                else:
+                    f.write("shape %s_shape of %s { param layers = 1, %s; }\n" % (run, model, params))
+                    f.write("run %s = %s(P = 4) on %s_shape;\n" % (run, plan, run))
+                    f.write("run %s_sp = %s_sp(P = 4) on %s_shape;\n" % (run, plan, run))
             for name, profile, n in TRAIN_SETS:
                 # Megatron-LM's plans: tensor parallelism, and with sequence
                 # parallelism; the faster of the two is the baseline.
@@ -252,6 +261,8 @@ def main():
     ap.add_argument("--shard-optimizer", action="store_true",
                     help="--set training: optimizer state and step sharded over the replicas "
                          "(ZeRO-1), for both plans")
+    ap.add_argument("--batched", action="store_true",
+                    help="--set training: the layers with a batch dimension (opt_b, llama2_b, bloom_b)")
     ap.add_argument("--uneven-stages", action="store_true",
                     help="--set training: stage counts that do not divide the layers too")
     args = ap.parse_args()
