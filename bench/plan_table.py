@@ -5,7 +5,7 @@ best mesh and data-parallel degree, under the same cost model.
 
     bench/plan_table.py [--primec build-rel/compiler/primec] [--profile v100]
                         [--elem-bytes 2] [--repeat 5] [--set layers|mlp|training]
-                        [--shard-optimizer] [--uneven-stages]
+                        [--shard-optimizer] [--uneven-stages] [--batched]
 
 --set training: whole models trained (`primec plan --training`): OPT,
 Llama 2 and BLOOM at ~7B and at their largest published size, on 8, 16
@@ -20,7 +20,9 @@ With --shard-optimizer both searches shard the optimizer state and step
 over the data-parallel replicas (ZeRO-1, `primec plan --shard-optimizer`).
 With --uneven-stages both searches also take stage counts that do not
 divide the layers (`primec plan --uneven-stages`: the first L mod p
-stages hold one layer more).
+stages hold one layer more). With --batched both plan the layers with a
+batch dimension (`opt_b`, `llama2_b`, `bloom_b`; Megatron-LM as
+`megatron_dp` and `megatron_sp_dp` with one replica axis of size 1).
 
 --set layers (default): one decoder layer of OPT-175B, Llama-2-70B and
 BLOOM-176B (batch of one sequence) on 4, 8, 16, 32 and 4096 devices.
@@ -85,6 +87,10 @@ TRAIN_SETS = [
 ]
 
 
+# Device memory of the profiles (mem_capacity_GB), the default limit.
+MEMORY = {"v100": 34.36e9, "h100": 85.9e9}
+
+
 def plan_text(p):
     # The layer's first instance and its output (the instance before the
     # loss) in different partitions: a conversion between consecutive
@@ -93,6 +99,63 @@ def plan_text(p):
     mark = "" if uses[0]["use"] == uses[-2]["use"] else " *"
     return "%s x %d x %d, b %d%s%s" % (p["mesh"], p["stages"], p["replicas"], p["micro_batch"],
                                        ", rc" if p["recompute"] else "", mark)
+
+
+# The terms of an iteration (cost_pipeline.h), seconds, from a plan's
+# JSON: iteration = compute + exposed communication inside the layers
+# (collectives and shifts the schedule does not hide) + conversions
+# between instances + stage sends + bubble + gradient all-reduce +
+# optimizer step (compute includes a recomputed forward and the LM head).
+def terms(p):
+    c = p["pipeline"]
+    m = c["micro_batches"]
+    path = (c["pipeline_us"] - c["bubble_us"] - m * c["p2p_us"]) * 1e-6
+    return {
+        "compute": path - p["layer_exposed_comm_s"] - p["conversion_time_s"],
+        "exposed layer communication": p["layer_exposed_comm_s"],
+        "conversions": p["conversion_time_s"],
+        "stage sends": m * c["p2p_us"] * 1e-6,
+        "bubble": c["bubble_us"] * 1e-6,
+        "gradient all-reduce": (c["allreduce_us"] + c["embedding_us"]) * 1e-6,
+        "optimizer step": c["optimizer_us"] * 1e-6,
+    }
+
+
+def shape(p):
+    return (p["mesh"], p["stages"], p["replicas"], p["micro_batch"], p["recompute"])
+
+
+def explain_row(s, m, memory_limit):
+    """Why primec's plan s wins or ties against Megatron's m: the term of
+    the iteration whose difference decides, from the planner's own
+    breakdown, and what differs in the shapes (stages, micro-batch,
+    recomputation) and memory."""
+    ts, tm = terms(s), terms(m)
+    diff = {k: tm[k] - ts[k] for k in ts}
+    total = m["iteration_s"] - s["iteration_s"]
+    if [u["use"] for u in s["instances"]] == [u["use"] for u in m["instances"]] and shape(s) == shape(m):
+        return "tie: the same plan"
+    key = max(diff, key=lambda k: abs(diff[k]))
+    parts = []
+    for k in sorted(diff, key=lambda k: -abs(diff[k]))[:2]:
+        if abs(diff[k]) >= 0.0005 * m["iteration_s"]:
+            parts.append("%s %+.1f%%" % (k, -100 * diff[k] / m["iteration_s"]))
+    verdict = "tie" if abs(total) < 0.005 * m["iteration_s"] else ("wins" if total > 0 else "loses")
+    text = "%s, decided by %s: %s of Megatron's iteration" % (verdict, key, ", ".join(parts) or "under 0.05%")
+    if shape(s)[1:] != shape(m)[1:]:
+        what = []
+        if s["stages"] != m["stages"]:
+            what.append("%d stages vs %d" % (s["stages"], m["stages"]))
+        if s["micro_batch"] != m["micro_batch"]:
+            what.append("micro-batch %d vs %d" % (s["micro_batch"], m["micro_batch"]))
+        if s["recompute"] != m["recompute"]:
+            what.append("recomputed" if s["recompute"] else "Megatron recomputes")
+        if what:
+            text += "; shape: " + ", ".join(what)
+    for p, who in ((m, "Megatron"), (s, "primec")):
+        if p["recompute"] or p["least_memory"]:
+            text += "; %s at %.0f%% of the memory limit" % (who, 100 * p["memory"]["total"] / memory_limit)
+    return text
 
 
 def gb(x):
@@ -110,8 +173,8 @@ def unmet(stderr):
 def training(args):
     print("| model | devices | primec plan (mesh x stages x replicas, micro-batch) | Megatron plan | "
           "throughput | collective time | collective bytes | peak memory | memory: primec / Megatron | "
-          "Megatron's collective share | search ms (processor) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "Megatron's collective share | search ms (processor) | why: the deciding term (primec - Megatron, per term, % of Megatron's iteration) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios = {name: [] for name, _, _ in TRAIN_SETS}
     with tempfile.TemporaryDirectory() as tmp:
         for title, example, model, plan, params, layers, vocab, batch in TRAIN_MODELS:
@@ -119,9 +182,16 @@ def training(args):
             run = "train_" + title.replace(".", "_").replace("-", "_").lower()
             with open(path, "w") as f:
                 f.write('import "%s";\n' % os.path.abspath(example))
-                f.write("shape %s_shape of %s { param layers = 1, %s; }\n" % (run, model, params))
-                f.write("run %s = %s(P = 4) on %s_shape;\n" % (run, plan, run))
-                f.write("run %s_sp = %s_sp(P = 4) on %s_shape;\n" % (run, plan, run))
+                if args.batched:
+                    # The layer with a batch dimension (opt_b, ...): one
+                    # sequence, the replica axis r of size 1.
+                    f.write("shape %s_shape of %s_b { param layers = 1, b = 1, %s; }\n" % (run, model, params))
+                    f.write("run %s = %s_dp(R = 1, P = 4) on %s_shape;\n" % (run, plan, run))
+                    f.write("run %s_sp = %s_sp_dp(R = 1, P = 4) on %s_shape;\n" % (run, plan, run))
+                else:
+                    f.write("shape %s_shape of %s { param layers = 1, %s; }\n" % (run, model, params))
+                    f.write("run %s = %s(P = 4) on %s_shape;\n" % (run, plan, run))
+                    f.write("run %s_sp = %s_sp(P = 4) on %s_shape;\n" % (run, plan, run))
             for name, profile, n in TRAIN_SETS:
                 # Megatron-LM's plans: tensor parallelism, and with sequence
                 # parallelism; the faster of the two is the baseline.
@@ -144,7 +214,7 @@ def training(args):
                     results.append((err, last, times))
                 err, last, times = results[0]
                 if err:
-                    print("| %s | %s | %s | | | | | | | | |" % (title, name, err))
+                    print("| %s | %s | %s | | | | | | | | | |" % (title, name, err))
                     continue
                 s = last["search"]
                 ms = statistics.median(times)
@@ -157,7 +227,7 @@ def training(args):
                 if not pinned:
                     m = last["pinned"]
                     why = "no plan fits: least %s (%s)" % (gb(m["smallest_memory"]), m["dominant"]) if m else "none"
-                    print("| %s | %s | %s | %s | | | | | %s / - | | %.0f (%.0f) |" % (
+                    print("| %s | %s | %s | %s | | | | | %s / - | | %.0f (%.0f) | |" % (
                         title, name, plan_text(s), why, gb(s["memory"]["total"]), ms, cpu))
                     continue
                 _, k, m = min(pinned, key=lambda x: (x[0], x[1]))
@@ -167,9 +237,10 @@ def training(args):
                 cb = s["collective_bytes"] / m["collective_bytes"] if m["collective_bytes"] else float("nan")
                 mem = s["memory"]["total"] / m["memory"]["total"]
                 share = m["collective_time_s"] / m["iteration_s"]
-                print("| %s | %s | %s | %s%s | %.2fx | %.2f | %.2f | %.2f | %s / %s | %.0f%% | %.0f (%.0f) |" % (
+                print("| %s | %s | %s | %s%s | %.2fx | %.2f | %.2f | %.2f | %s / %s | %.0f%% | %.0f (%.0f) | %s |" % (
                     title, name, plan_text(s), plan_text(m), ", SP" if k else "", thr, ct, cb, mem,
-                    gb(s["memory"]["total"]), gb(m["memory"]["total"]), 100 * share, ms, cpu))
+                    gb(s["memory"]["total"]), gb(m["memory"]["total"]), 100 * share, ms, cpu,
+                    explain_row(s, m, MEMORY[profile])))
     print()
     for name, _, _ in TRAIN_SETS:
         r = ratios[name]
@@ -190,6 +261,8 @@ def main():
     ap.add_argument("--shard-optimizer", action="store_true",
                     help="--set training: optimizer state and step sharded over the replicas "
                          "(ZeRO-1), for both plans")
+    ap.add_argument("--batched", action="store_true",
+                    help="--set training: the layers with a batch dimension (opt_b, llama2_b, bloom_b)")
     ap.add_argument("--uneven-stages", action="store_true",
                     help="--set training: stage counts that do not divide the layers too")
     args = ap.parse_args()

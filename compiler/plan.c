@@ -350,6 +350,7 @@ static int price_per_sequence(Planner *p, int i, PlanCandidate *pc, const Instan
         long transient = c.peak - c.persistent;
         c.time *= f;
         c.fwd_time *= f;
+        c.compute_time *= f;
         c.coll_time *= f;
         c.coll_bytes *= fold;
         c.p2p_bytes *= fold;
@@ -505,9 +506,22 @@ static void fill_candidate(Planner *p, const Instance *inst, const int *local_of
         pc->reduce_sig[a] = reduce_signature(s, a);
 }
 
+/* With PlanOptions.replica_axis0: whether the binding puts the batch,
+ * and only the batch, along mesh axis 0 (none of it for an instance
+ * without token dimensions). */
+static int replica_bound(const Planner *p, int i, const Partition *part, const int *axis_map) {
+    const unsigned tok = p->token_dims[i];
+    for (int k = 0; k < part->naxes; ++k)
+        if (axis_map[k] == 0)
+            return tok && plan_is_replica_axis(part, k, tok, p->model->instances[i].op->ndims);
+    return !tok;
+}
+
 static void bind_axes(Planner *p, int i, const Partition *part, int *axis_map, int a,
                       unsigned used) {
     if (a == part->naxes) {
+        if (p->opt->replica_axis0 && !replica_bound(p, i, part, axis_map))
+            return;
         try_candidate(p, i, part, axis_map);
         return;
     }

@@ -28,13 +28,14 @@
 #include "schedule.h"
 
 typedef struct PlanCost {
-    double time;      /* seconds per training step */
-    long coll_bytes;  /* collective bytes, the busiest device */
-    long p2p_bytes;   /* shift + redistribution bytes, the busiest device */
-    long peak;        /* peak bytes of the schedule, the busiest device */
-    long persistent;  /* weights, their gradients and stashed inputs, per device */
-    double coll_time; /* seconds of collectives on the slowest device (0 when not priced) */
-    double fwd_time;  /* of time: the forward phases (0 when not priced) */
+    double time;         /* seconds per training step */
+    long coll_bytes;     /* collective bytes, the busiest device */
+    long p2p_bytes;      /* shift + redistribution bytes, the busiest device */
+    long peak;           /* peak bytes of the schedule, the busiest device */
+    long persistent;     /* weights, their gradients and stashed inputs, per device */
+    double coll_time;    /* seconds of collectives on the slowest device (0 when not priced) */
+    double fwd_time;     /* of time: the forward phases (0 when not priced) */
+    double compute_time; /* of time: computing (the rest is exposed communication) */
     /* Set by the planner, busiest device each: weight elements held,
      * bytes of stashed activation inputs, and of those the bytes of the
      * model's input (its first reader only). */
@@ -85,6 +86,14 @@ typedef struct PlanOptions {
      * over all the folded tokens; its layouts stay the folded ones. */
     long tokens;
     long seq_tokens;
+    /* Training a batched model: mesh axis 0 is the data-parallel replica
+     * axis, of size 1 while planning (one replica). A candidate of an
+     * instance with token (batch) dimensions binds it to an axis of its
+     * partition that is the whole DSI of every token dimension and nothing
+     * else (the rule of plan_replica_axis); one of an instance without
+     * them leaves it unbound. So the plan written with that axis as long
+     * as the replicas runs them all. */
+    int replica_axis0;
     /* Optional: an arena for temporaries that plan_model resets as it
      * likes (a caller planning many meshes passes the same one, so the
      * memory stays mapped); NULL: plan_model makes its own. */
@@ -140,12 +149,13 @@ typedef struct PlanWeights {
 double plan_resolve(Plan *plan, const PlanWeights *w, Arena *scratch);
 
 /* What an assignment adds up to: instance and conversion times
- * (conversions at weight 1), the forward time and collective time of the
- * instances, collective and point-to-point bytes (busiest device each,
+ * (conversions at weight 1), the forward, collective and compute time of
+ * the instances, the conversions' time, collective and point-to-point bytes (busiest device each,
  * summed), weight elements, stashed and model-input bytes (summed), and
  * the largest transient peak (peak less persistent) of an instance. */
 typedef struct PlanSums {
     double time, fwd_time, coll_time;
+    double compute_time, conv_time; /* of time: instances computing; conversions */
     long coll_bytes, p2p_bytes;
     long weight_elems, stash_bytes, input_bytes, transient;
 } PlanSums;

@@ -57,6 +57,11 @@ typedef struct Planner {
     PtrVec memo;   /* Memo*: candidates already scheduled */
 } Planner;
 
+/* Whether axis k of part splits exactly the token dimensions `tok` (as
+ * bits; plan_replica.c): its size is a name nothing else uses, each token
+ * dimension's DSI is the axis, no other DSI mentions it. */
+int plan_is_replica_axis(const Partition *part, int k, unsigned tok, int ndims);
+
 static inline int ncand(const Planner *p, int i) {
     return p->plan->cands[i].count;
 }

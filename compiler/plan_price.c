@@ -30,6 +30,7 @@ PlanCost plan_price_schedule(const Schedule *s, Arena *scratch, void *ctx) {
     pc.peak = r.memory.max_total_bytes; /* with optimizer state */
     for (int k = 0; k < r.nphases; ++k) {
         pc.coll_time += r.phases[k].collective_us * 1e-6;
+        pc.compute_time += r.phases[k].compute_us * 1e-6;
         if (r.phases[k].phase && r.phases[k].phase->kind == PHASE_FWD)
             pc.fwd_time += r.phases[k].time_us * 1e-6;
     }

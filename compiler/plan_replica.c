@@ -24,7 +24,7 @@ static int mentions(const Expr *e, Sym sym) {
 /* Whether partition axis k of part may grow with the replicas: its size
  * is a name no other axis, step or DSI uses, every dimension in `tok` has
  * exactly the axis as its DSI, and no other dimension's DSI mentions it. */
-static int replica_axis_of(const Partition *part, int k, unsigned tok, int ndims) {
+int plan_is_replica_axis(const Partition *part, int k, unsigned tok, int ndims) {
     const AxisDecl *ax = part->axes[k];
     if (!ax->size || ax->size->kind != EXPR_NAME)
         return 0;
@@ -59,7 +59,7 @@ int plan_replica_axis(const Plan *plan) {
             continue;
         int found = -1;
         for (int k = 0; k < pc->partition->naxes && found < 0; ++k)
-            if (replica_axis_of(pc->partition, k, tok, pc->inst.op->ndims))
+            if (plan_is_replica_axis(pc->partition, k, tok, pc->inst.op->ndims))
                 found = pc->axis_map[k];
         if (found < 0 || (axis >= 0 && found != axis))
             return -1;

@@ -49,6 +49,7 @@ void plan_sums(const Plan *plan, const int *choice, PlanSums *out) {
         out->time += c->time;
         out->fwd_time += c->fwd_time;
         out->coll_time += c->coll_time;
+        out->compute_time += c->compute_time;
         out->coll_bytes += c->coll_bytes;
         out->p2p_bytes += c->p2p_bytes;
         out->weight_elems += c->weight_elems;
@@ -66,6 +67,7 @@ void plan_sums(const Plan *plan, const int *choice, PlanSums *out) {
             out->coll_time += ed->time[k];
         } else {
             out->p2p_bytes += ed->bytes[k];
+            out->conv_time += ed->time[k];
         }
     }
 }

@@ -48,6 +48,8 @@ int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *ch
     const double vocab_dev = o->vocab ? (double)((o->vocab + t - 1) / t) : 0;
     out->coll_time_s = m * n * s->coll_time + (c->allreduce_us + c->embedding_us) * 1e-6;
     out->coll_bytes = m * n * (double)s->coll_bytes;
+    out->conv_time_s = m * n * s->conv_time;
+    out->layer_comm_s = m * n * (s->time - s->conv_time - s->compute_time);
     if (replicas > 1)
         out->coll_bytes += 2 * (d - 1) / d * c->params_device * eb;
     if (stages > 1 && o->vocab)
@@ -233,6 +235,47 @@ static void least_memory(const TrainOptions *o, const TrainLayer *layer, int li,
     tp->least_memory = 1;
 }
 
+/* A shape whose time-optimal layer plan exceeds the memory limit and
+ * whose least-memory one (*tp, *choice) fits: the layer's program priced
+ * time + mu * memory (time_weights plus mu times memory_weights), mu
+ * bisected on a log scale between the two, and the fastest plan that fits
+ * kept in *tp and *choice. Not exact (a Lagrangian relaxation), but never
+ * slower than the least-memory plan. */
+static void fastest_fitting(const TrainOptions *o, const TrainLayer *layer, int li, const Shape *sh,
+                            int rc, Arena *scratch, Arena *keep_in, const int **choice,
+                            TrainPlan *tp) {
+    const long t = layer->plan->mesh.ndev, b = layer->micro_batch;
+    const PlanWeights wt = time_weights(o, t, sh->stages, sh->replicas, b, rc);
+    const PlanWeights wm = memory_weights(o, sh->stages, sh->replicas, b, rc);
+    const int ninst = layer->plan->ninst;
+    int *c = ARENA_ARRAY(keep_in, int, ninst + 1);
+    double lo = -20, hi = 0; /* log10 of mu, seconds per byte */
+    for (int step = 0; step < 16; ++step) {
+        const double mid = (lo + hi) / 2, mu = pow(10, mid);
+        PlanWeights w = wt;
+        w.weight += mu * wm.weight;
+        w.stash += mu * wm.stash;
+        w.input += mu * wm.input;
+        arena_reset(scratch);
+        plan_resolve(layer->plan, &w, scratch);
+        TrainPlan q;
+        if (!train_evaluate(o, layer, layer->plan->choice, sh->stages, sh->replicas, rc, &q))
+            return;
+        if (q.mem_total > (double)o->memory_limit) {
+            lo = mid;
+            continue;
+        }
+        hi = mid;
+        if (q.time_s < tp->time_s) {
+            memcpy(c, layer->plan->choice, sizeof(int) * (size_t)ninst);
+            *tp = q;
+            tp->layer = li;
+            tp->least_memory = 1;
+            *choice = c;
+        }
+    }
+}
+
 int train_search(const TrainOptions *o, const TrainLayer *layers, int nlayers, Arena *arena,
                  Arena *scratch, TrainPlan *best, TrainPlan *smallest, long *shapes) {
     int have = 0, have_small = 0;
@@ -277,8 +320,13 @@ int train_search(const TrainOptions *o, const TrainLayer *layers, int nlayers, A
                                        (2.0 * o->elem_bytes + train_state_bytes(o, sh[k].replicas));
                         if (pass == 0 && floor > limit)
                             continue;
+                        const double unconstrained = tp.time_s;
                         least_memory(o, layer, li, &sh[k], rc, scratch, keep_in, &cache, &choice,
                                      &tp);
+                        if (pass == 0 && tp.mem_total <= limit &&
+                            (!have || unconstrained < best->time_s))
+                            fastest_fitting(o, layer, li, &sh[k], rc, scratch, keep_in, &choice,
+                                            &tp);
                         if (!have_small || tp.mem_total < smallest->mem_total) {
                             keep(arena, &tp, choice, ninst, smallest);
                             have_small = 1;

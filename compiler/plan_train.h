@@ -23,7 +23,8 @@
  * optimizer is sharded over the replicas, shard_optimizer: ZeRO-1), the stashed activations of the
  * micro- batches in flight (with recomputation only each layer's input and one layer's stash), and
  * the largest transient peak. A shape whose time- optimal tensor plan exceeds the limit is
- * re-solved for the least memory (weights and stash priced, time not): if that fits it is taken,
+ * re-solved for the least memory (weights and stash priced, time not): if that fits, the
+ * fastest plan within the limit of those priced time + mu * memory (mu bisected) is taken,
  * which is not exact when memory binds.
  */
 #ifndef PRIMEC_PLAN_TRAIN_H
@@ -63,11 +64,14 @@ typedef struct TrainPlan {
     int stages, replicas, recompute;
     long micro_batch, micro_batches;
     int *choice;      /* the layer plan: a candidate per instance */
-    int least_memory; /* the shape's time-optimal layer plan did not fit */
+    int least_memory; /* the shape's time-optimal layer plan did not fit (memory binds) */
     PlanSums sums;
     PipelineCost pipe;
     double time_s;      /* iteration */
     double coll_time_s; /* collectives: the layers', the gradient and embedding all-reduces */
+    /* Of the critical path's m n layer passes: exposed communication inside
+     * the instances (collectives and shifts not hidden) and conversions. */
+    double layer_comm_s, conv_time_s;
     double coll_bytes;  /* per device and iteration */
     double p2p_bytes;   /* conversions and stage sends, per device and iteration */
     double mem_weights; /* per device, first stage */

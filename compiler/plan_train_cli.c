@@ -19,9 +19,17 @@ static double now_ms(clockid_t clock) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* A batched layer: its input is [b, s, h] (sequences, positions, hidden;
+ * stdlib/transformer_batched.prime), the layer of a sequence [s, h]. */
+static int batched_layer(const ModelTensor *x) {
+    return x->ndims == 3;
+}
+
 /* The tensor-parallel meshes of at most tp_max devices that divide N:
- * (d: t) and, for a square t, (i: s, j: s); or the --mesh one. */
-static int meshes_for(const PlanTrainArgs *a, long n, Mesh *out, int cap) {
+ * (d: t) and, for a square t, (i: s, j: s); or the --mesh one. For a
+ * batched layer each starts with the replica axis (r: 1), along which its
+ * partitions split the batch (PlanOptions.replica_axis0). */
+static int meshes_for(const PlanTrainArgs *a, long n, int batched, Mesh *out, int cap) {
     int k = 0;
     for (long t = 1; t <= n && t <= a->tp_max && k < cap; ++t) {
         if (n % t)
@@ -34,10 +42,13 @@ static int meshes_for(const PlanTrainArgs *a, long n, Mesh *out, int cap) {
                 continue;
             Mesh *m = &out[k++];
             memset(m, 0, sizeof *m);
-            m->naxes = shape + 1;
-            m->names[0] = shape ? "i" : "d";
-            m->names[1] = "j";
-            m->sizes[0] = m->sizes[1] = s;
+            const int r = batched ? 1 : 0;
+            m->naxes = shape + 1 + r;
+            m->names[0] = "r";
+            m->sizes[0] = 1;
+            m->names[r] = shape ? "i" : "d";
+            m->names[r + 1] = "j";
+            m->sizes[r] = m->sizes[r + 1] = s;
             m->ndev = (int)t;
         }
     }
@@ -48,6 +59,7 @@ typedef struct Search {
     TrainLayer layers[256];
     Arena *arenas[256];
     int nlayers;
+    int batched; /* batched_layer: the meshes start with the replica axis */
     TrainPlan best, smallest;
     int found;
     long shapes, candidates;
@@ -65,9 +77,10 @@ static int search(Compilation *c, const Model *m, long n, CostCtx *ctx, const Pl
     for (int t = 0; t < m->ntensors && !x; ++t)
         if (m->tensors[t].role == TENSOR_INPUT && m->tensors[t].ndims)
             x = &m->tensors[t];
-    long seq = x->sizes[0], hidden = x->sizes[x->ndims - 1];
+    s->batched = batched_layer(x);
+    long seq = x->sizes[s->batched ? 1 : 0], hidden = x->sizes[x->ndims - 1];
     Mesh meshes[64];
-    int nm = meshes_for(a, n, meshes, 64);
+    int nm = meshes_for(a, n, s->batched, meshes, 64);
     static const long sizes[] = {1, 2, 4, 8};
     Arena *scratch = arena_create();
     for (int k = 0; k < nm; ++k) {
@@ -81,9 +94,12 @@ static int search(Compilation *c, const Model *m, long n, CostCtx *ctx, const Pl
             memset(&opt, 0, sizeof opt);
             opt.mesh = meshes[k];
             opt.dp = 1;
-            opt.token_size = seq;
-            opt.tokens = b * seq;
-            opt.seq_tokens = seq;
+            /* Unbatched, b sequences fold into the tokens (attention
+             * priced per sequence); batched, the batch is b. */
+            opt.token_size = x->sizes[0];
+            opt.tokens = s->batched ? b : b * seq;
+            opt.seq_tokens = s->batched ? 0 : seq;
+            opt.replica_axis0 = s->batched;
             opt.cost = plan_price_schedule;
             opt.move = plan_price_move;
             opt.elem_bytes = ctx->opt.elem_bytes;
@@ -123,9 +139,12 @@ static void search_free(Search *s) {
         arena_destroy(s->arenas[k]);
 }
 
-static const char *mesh_text(Arena *arena, const Mesh *m) {
-    return m->naxes == 1 ? arena_printf(arena, "(d: %ld)", m->sizes[0])
-                         : arena_printf(arena, "(i: %ld, j: %ld)", m->sizes[0], m->sizes[1]);
+/* The tensor-parallel mesh (without a batched layer's replica axis). */
+static const char *mesh_text(Arena *arena, const Search *s, const Mesh *m) {
+    const int r = s->batched;
+    return m->naxes == 1 + r
+               ? arena_printf(arena, "(d: %ld)", m->sizes[r])
+               : arena_printf(arena, "(i: %ld, j: %ld)", m->sizes[r], m->sizes[r + 1]);
 }
 
 static json_t *plan_json(const Search *s, const Model *m, Arena *arena) {
@@ -141,13 +160,15 @@ static json_t *plan_json(const Search *s, const Model *m, Arena *arena) {
                             p->mem_activations, "total", p->mem_total);
     json_t *o =
         json_pack("{s:s, s:i, s:i, s:i, s:I, s:I, s:b, s:b, s:f, s:f, s:f, s:f, s:f}", "mesh",
-                  mesh_text(arena, &plan->mesh), "tensor_devices", plan->mesh.ndev, "stages",
+                  mesh_text(arena, s, &plan->mesh), "tensor_devices", plan->mesh.ndev, "stages",
                   p->stages, "replicas", p->replicas, "micro_batch", (json_int_t)p->micro_batch,
                   "micro_batches", (json_int_t)p->micro_batches, "recompute", p->recompute,
                   "least_memory", p->least_memory, "iteration_s", p->time_s, "sequences_per_s",
                   (double)p->pipe.shape.global_batch / p->time_s, "collective_time_s",
                   p->coll_time_s, "collective_bytes", p->coll_bytes, "p2p_bytes", p->p2p_bytes);
     json_object_set_new(o, "memory", mem);
+    json_object_set_new(o, "layer_exposed_comm_s", json_real(p->layer_comm_s));
+    json_object_set_new(o, "conversion_time_s", json_real(p->conv_time_s));
     json_object_set_new(o, "pipeline", cost_pipeline_json(&p->pipe));
     json_object_set_new(o, "optimizer_sharded",
                         json_boolean(p->pipe.shape.shard_optimizer && p->replicas > 1));
@@ -173,10 +194,10 @@ static void print_plan(const char *title, const Search *s, const Model *m, Arena
                                             p->stages - layers % p->stages, layers / p->stages)
                              : "";
     printf("%s: mesh %s x %d stage%s%s x %d replica%s; micro-batch %ld (%ld per replica)%s%s\n",
-           title, mesh_text(arena, &plan->mesh), p->stages, p->stages == 1 ? "" : "s", uneven,
+           title, mesh_text(arena, s, &plan->mesh), p->stages, p->stages == 1 ? "" : "s", uneven,
            p->replicas, p->replicas == 1 ? "" : "s", p->micro_batch, p->micro_batches,
            p->recompute ? ", activations recomputed" : "",
-           p->least_memory ? " (the least-memory layer plan of its shape)" : "");
+           p->least_memory ? " (memory binds: the fastest layer plan found within the limit)" : "");
     const int sharded = p->pipe.shape.shard_optimizer && p->replicas > 1;
     printf("  iteration %.2f ms (%.2f sequences/s): pipeline %.2f ms (bubble %.2f ms), gradient "
            "%s %.2f ms, optimizer %.2f ms%s\n",
@@ -235,6 +256,8 @@ static int write_training_plan(Compilation *c, const Model *m, const PlanTrainAr
                            p->stages, a->layers);
     else if (p->recompute)
         why = "it recomputes activations";
+    else if (s->batched && p->replicas > 1 && plan_replica_axis(plan) != 0)
+        why = "its layer plan does not split the batch along the replica axis r";
     if (why) {
         diag_error(&c->sink, m->name_span,
                    "the training plan chosen for '%s' cannot be written as a program: %s, which "
@@ -252,11 +275,19 @@ static int write_training_plan(Compilation *c, const Model *m, const PlanTrainAr
     }
     PlanWriteSpec w = {0};
     w.dp = p->replicas;
-    w.replica_axis = -1; /* the layer plan has no replica axis: one replica */
     w.stages = p->stages;
     w.layers = a->layers;
     w.micro_batches = p->micro_batches;
-    w.micro_tokens = p->micro_batch * s->layers[p->layer].seq_tokens;
+    if (s->batched) {
+        /* The replica axis r as long as the replicas, each micro-batch of
+         * b sequences per replica split over it: the whole global batch. */
+        w.replica_axis = 0;
+        w.batch = 1;
+        w.micro_tokens = p->micro_batch * p->replicas;
+    } else {
+        w.replica_axis = -1; /* the layer plan has no replica axis: one replica */
+        w.micro_tokens = p->micro_batch * s->layers[p->layer].seq_tokens;
+    }
     w.vocab = a->vocab;
     int ok = plan_write_spec(f, m, uses, &plan->mesh, &w, a->source, arena);
     if (fclose(f) != 0) {
@@ -329,7 +360,8 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
         json_t *r = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "model", m->name, "devices",
                               (json_int_t)devices, "profile", ctx->profile->name, "layers",
                               (json_int_t)a->layers, "global_batch", (json_int_t)a->global_batch,
-                              "seq_tokens", (json_int_t)x->sizes[0], "vocab", (json_int_t)a->vocab);
+                              "seq_tokens", (json_int_t)x->sizes[batched_layer(x) ? 1 : 0], "vocab",
+                              (json_int_t)a->vocab);
         json_object_set_new(r, "search", plan_json(s, m, arena));
         json_t *pj = json_null();
         if (have_base)
@@ -344,7 +376,8 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
     } else if (rc == 0) {
         printf("training plan for %s on %ld devices (profile %s): %ld layers, global batch %ld "
                "sequences of %ld tokens\n",
-               m->name, devices, ctx->profile->name, a->layers, a->global_batch, x->sizes[0]);
+               m->name, devices, ctx->profile->name, a->layers, a->global_batch,
+               x->sizes[batched_layer(x) ? 1 : 0]);
         print_plan("search", s, m, arena);
         if (have_base) {
             print_plan("pinned partitions", base, m, arena);

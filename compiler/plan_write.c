@@ -104,7 +104,21 @@ static const char *stage_axis_name(const Mesh *mesh) {
 static void write_header(FILE *f, const Model *m, const Mesh *mesh, const PlanWriteSpec *w,
                          int merged) {
     int dp = w->dp;
-    if (merged)
+    if (w->stages > 0)
+        fprintf(f,
+                "// Training plan chosen by `primec plan --training` for '%s': %ld layers on\n"
+                "// %d devices, %d pipeline stage%s%s%s of %d device%s each, times %d\n"
+                "// data-parallel replica%s%s%s;\n"
+                "// %ld micro-batch%s of %ld %s%s in 1F1B's order.\n"
+                "// Check it with `primec check`.\n",
+                m->name, w->layers, mesh->ndev * w->stages * dp, w->stages,
+                w->stages == 1 ? "" : "s", w->stages > 1 ? " along mesh axis " : "",
+                w->stages > 1 ? stage_axis_name(mesh) : "", mesh->ndev, mesh->ndev == 1 ? "" : "s",
+                dp, dp == 1 ? "" : "s", merged ? " along mesh axis " : "",
+                merged ? mesh->names[w->replica_axis] : "", w->micro_batches,
+                w->micro_batches == 1 ? "" : "es", w->micro_tokens, w->batch ? "sequence" : "token",
+                w->micro_tokens == 1 ? "" : "s");
+    else if (merged)
         fprintf(f,
                 "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
                 "// replicas of the searched mesh, written as its axis %s %d times longer:\n"
@@ -112,22 +126,14 @@ static void write_header(FILE *f, const Model *m, const Mesh *mesh, const PlanWr
                 "// replicas and all-reduces the weight gradients across them. Check it with\n"
                 "// `primec check`.\n",
                 m->name, mesh->ndev * dp, dp, mesh->names[w->replica_axis], dp);
-    else if (w->stages > 0)
-        fprintf(f,
-                "// Training plan chosen by `primec plan --training` for '%s': %ld layers on\n"
-                "// %d devices, %d pipeline stage%s%s%s of %d device%s each, times %d\n"
-                "// data-parallel replica%s; %ld micro-batch%s of %ld token%s in 1F1B's order.\n"
-                "// Check it with `primec check`.\n",
-                m->name, w->layers, mesh->ndev * w->stages * dp, w->stages,
-                w->stages == 1 ? "" : "s", w->stages > 1 ? " along mesh axis " : "",
-                w->stages > 1 ? stage_axis_name(mesh) : "", mesh->ndev, mesh->ndev == 1 ? "" : "s",
-                dp, dp == 1 ? "" : "s", w->micro_batches, w->micro_batches == 1 ? "" : "es",
-                w->micro_tokens, w->micro_tokens == 1 ? "" : "s");
     else
         fprintf(f,
                 "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
                 "// replica%s of the mesh below. Check it with `primec check`.\n",
                 m->name, mesh->ndev * dp, dp, dp == 1 ? "" : "s");
+    if (merged && w->stages > 0)
+        fprintf(f, "// The batch is split over the replicas and the program all-reduces the\n"
+                   "// weight gradients across them.\n");
     if (dp > 1 && !merged)
         fprintf(f,
                 "// The run is one replica: its activations hold 1/%d of the tokens. The\n"

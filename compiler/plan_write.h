@@ -27,12 +27,15 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
  * copies of the layer (the model's repeat parameter), and the batch of
  * one replica as micro_batches micro-batches of micro_tokens tokens each
  * (`microbatches TOKENS: M order 1f1b;` where M > 1, the token parameter
- * set to their product). */
+ * set to their product). A batched model's (batch) written with its
+ * replica axis (replica_axis) has micro-batches of micro_tokens sequences
+ * over all the replicas. */
 typedef struct PlanWriteSpec {
     int dp, replica_axis;
     int stages; /* 0: no stages written (plan_write_prime) */
     long layers;
     long micro_batches, micro_tokens;
+    int batch;  /* the token parameter counts sequences (a batched model's b) */
     long vocab; /* of the LM head the cost has and the program lacks; 0: none */
 } PlanWriteSpec;
 

@@ -140,3 +140,15 @@ add_test(NAME layers/stages/plan_write
                  ${PRIMEC_STAGES_DIR}/plan_write)
 set_tests_properties(layers/stages/plan_write PROPERTIES LABELS run TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
+# The same for a batched layer (tests/run/stages_plan_write_b.sh): the
+# replicas written along mesh axis r, the micro-batches over the batch b;
+# builds, passes --check, and primec cost of the file is compared with the
+# search's figures.
+add_test(NAME layers/stages/plan_write_b
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write_b.sh $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write_b.expected
+                 ${PRIMEC_STAGES_DIR}/plan_write_b)
+set_tests_properties(layers/stages/plan_write_b PROPERTIES LABELS run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")

@@ -400,11 +400,49 @@ static void test_memory_unmet(void **state) {
     free(f);
 }
 
+/* Memory limits between the least memory any plan needs and the
+ * unconstrained optimum's: the search's plan fits, is no faster than the
+ * enumeration's best that fits (the search is a relaxation there, not
+ * exact), and is found by trading time for memory within a shape
+ * (fastest_fitting), so it is within 10% of that best. */
+static void test_memory_binds(void **state) {
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, attention);
+    TrainOptions o = options(f, 0);
+    double least = 0;
+    long assignments = 0;
+    brute_force(f, &o, &least, &assignments);
+    Arena *arena = arena_create(), *scratch = arena_create();
+    TrainPlan free_best, best, smallest;
+    long shapes = 0;
+    assert_int_equal(
+        train_search(&o, f->layers, f->nlayers, arena, scratch, &free_best, &smallest, &shapes), 1);
+    int exact = 0;
+    for (int k = 1; k <= 4; ++k) {
+        o.memory_limit = (long)(least + (free_best.mem_total - least) * k / 5);
+        double brute = brute_force(f, &o, &least, &assignments);
+        assert_int_equal(
+            train_search(&o, f->layers, f->nlayers, arena, scratch, &best, &smallest, &shapes), 1);
+        printf("limit %ld: search %.9g s, enumeration %.9g s\n", o.memory_limit, best.time_s,
+               brute);
+        assert_true(best.mem_total <= (double)o.memory_limit);
+        assert_true(best.time_s >= brute * (1 - 1e-12));
+        assert_true(best.time_s <= 1.1 * brute);
+        exact += best.time_s <= brute * (1 + 1e-12);
+    }
+    printf("%d of 4 limits: the enumeration's optimum\n", exact);
+    arena_destroy(arena);
+    arena_destroy(scratch);
+    fixture_free(f);
+    free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exhaustive),        cmocka_unit_test(test_exhaustive_sharded),
         cmocka_unit_test(test_exhaustive_uneven), cmocka_unit_test(test_attention_per_sequence),
-        cmocka_unit_test(test_memory_unmet),
+        cmocka_unit_test(test_memory_unmet),      cmocka_unit_test(test_memory_binds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
