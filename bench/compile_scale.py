@@ -4,7 +4,8 @@ mesh and the layer count.
 
     python3 bench/compile_scale.py --primec build/compiler/primec \
         [--before OLD_PRIMEC] [--repeat 5] [--sizes 2,4,8,16] [--check-sizes 32,64]
-    python3 bench/compile_scale.py --primec build/compiler/primec --set opt [--repeat 5]
+    python3 bench/compile_scale.py --primec build/compiler/primec --set opt [--before OLD] \
+        [--repeat 5] [--layers 1,96] [--meshes 'square, 4x4;...']
     python3 bench/compile_scale.py --primec build/compiler/primec --set ring [--before OLD] \
         [--sizes 128,256,512]
 
@@ -22,6 +23,10 @@ clang-format), `build` (the C compiler too), and the emitted C's size.
 --set ring: `check` of a ring matmul on one long axis of D devices
 (m = n = D, k = 64; docs/program-form.md, "A ring on a long mesh"), for
 each D of --sizes: median time and max RSS (and the same for --before).
+
+With --set opt, --before measures the older compiler's `check` and own
+time right after each case's, so that both see the same load; --layers
+and --meshes choose the layer counts and the plans.
 
 --own-only (with --set opt) measures `check` and the compiler's own time
 only, without clang-format and the C compiler (the size column is then
@@ -104,18 +109,32 @@ def opt_set(a):
              ("opt_square", "P=2", "square, 2x2"),
              ("opt_square", "P=4", "square, 4x4"),
              ("opt_square", "P=8", "square, 8x8")]
+    layer_counts = [int(x) for x in a.layers.split(",") if x]
     head = ["plan", "layers", "check", "check: max RSS", "to C (own)", "max RSS", "emit-only",
             "build", "C size"]
+    if a.before:
+        head += ["before: check", "before: check max RSS", "before: to C (own)",
+                     "before: max RSS"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     with tempfile.TemporaryDirectory() as work:
         for name, mesh, label in cases:
-            for layers in (1, 96):
+            if a.meshes and label not in a.meshes.split(";"):
+                continue
+            for layers in layer_counts:
                 out = os.path.join(work, "out")
                 p = a.primec
                 sel = [example, "--model", name, "--param", "layers=%d" % layers, "--param", mesh]
                 t_check, rss_check = timed([p, "check"] + sel, a.repeat)
                 t_own, rss = timed([p, "build"] + sel + ["--dump-after=emit"], a.repeat)
+                old = []
+                if a.before:
+                    # The older compiler right after, so that both see the same load.
+                    tb_check, rssb_check = timed([a.before, "check"] + sel, a.repeat)
+                    tb_own, rssb = timed([a.before, "build"] + sel + ["--dump-after=emit"],
+                                         a.repeat)
+                    old = ["%.2f s" % tb_check, "%.0f MB" % (rssb_check / 1024),
+                           "%.2f s" % tb_own, "%.0f MB" % (rssb / 1024)]
                 if a.own_only:
                     r = subprocess.run([p, "build"] + sel + ["--dump-after=emit"],
                                        stdout=subprocess.PIPE, check=True)
@@ -125,12 +144,12 @@ def opt_set(a):
                     t_emit, _ = timed([p, "build"] + sel + ["--emit-only", "-o", out], a.repeat)
                     t_build, _ = timed([p, "build"] + sel + ["-o", out], a.repeat)
                     size = os.path.getsize(os.path.join(out, name + ".c"))
-                row = [label, str(layers), "%.2f s" % t_check, "%.0f MB" % (rss_check / 1024),
-                       "%.2f s" % t_own,
-                       "%.0f MB" % (rss / 1024),
-                       "-" if t_emit is None else "%.2f s" % t_emit,
-                       "-" if t_build is None else "%.2f s" % t_build,
-                       "%.0f KB" % (size / 1024)]
+                row = [label, str(layers), "%.2f s" % t_check, "%.0f MB" % (rss_check / 1024)]
+                row += ["%.2f s" % t_own,
+                        "%.0f MB" % (rss / 1024),
+                        "-" if t_emit is None else "%.2f s" % t_emit,
+                        "-" if t_build is None else "%.2f s" % t_build,
+                        "%.0f KB" % (size / 1024)] + old
                 print("| " + " | ".join(row) + " |", flush=True)
 
 
@@ -147,6 +166,11 @@ def main():
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--own-only", action="store_true",
                     help="--set opt: check and the compiler's own time only")
+    ap.add_argument("--layers", default="1,96",
+                    help="--set opt: the layer counts (default 1,96)")
+    ap.add_argument("--meshes", default=None,
+                    help="--set opt: only these plans, by their labels separated by ';' "
+                    "(e.g. 'square, 4x4;Megatron, 16 devices')")
     ap.add_argument("--cpu", action="store_true",
                     help="report user + system time instead of wall time")
     a = ap.parse_args()

@@ -33,7 +33,8 @@ static char *kernel_body(const Schedule *s, const PhaseSched *ph, int whole, int
  * kernel_c_body read no more): phases with equal keys have equal bodies,
  * and the copies of a repeated layer share their keys. */
 typedef struct KernelKey {
-    const void *expr, *phase, *op;
+    const void *expr, *op;
+    int max_reduce; /* the one field of the phase list's phase that kernel_build reads */
     long dim_sizes[IR_MAX_DIMS];
     long extent[IR_MAX_DIMS];
     int nin;
@@ -48,7 +49,7 @@ static void kernel_key(const Schedule *s, const PhaseSched *ph, KernelKey *key) 
     memset(key, 0, sizeof *key);
     const Instance *inst = &s->model->instances[ph->inst];
     key->expr = ph->expr;
-    key->phase = ph->phase;
+    key->max_reduce = ph->phase->max_reduce;
     key->op = inst->op;
     for (int d = 0; d < inst->op->ndims && d < IR_MAX_DIMS; ++d) {
         key->dim_sizes[d] = inst->dim_sizes[d];

@@ -60,11 +60,15 @@ static int simple_actions(const PhaseSched *ph, int r) {
 /* Whether phase ph can be a member: one step, no communication, a kernel
  * of one loop node whose loops are every dimension of extent > 1 (the
  * last one the inner loop), elementwise or reducing over the inner
- * dimension, and the same simple actions on every rank that computes. */
+ * dimension, and the same simple actions on every rank that computes.
+ * phase_candidate: the conditions on the phase alone (a compute phase
+ * without communication); candidate: the others, on its kernel k. */
+static int phase_candidate(const PhaseSched *ph) {
+    return is_compute(ph) && !ph->moves.count && !ph->boundary.count && !ph->collectives.count &&
+           !ph->groups.count && !ph->nboxes && ph->nin <= PRIME_MAX_KERNEL_INPUTS;
+}
+
 static int candidate(const Schedule *s, const PhaseSched *ph, const Kernel *k) {
-    if (!is_compute(ph) || ph->moves.count || ph->boundary.count || ph->collectives.count ||
-        ph->groups.count || ph->nboxes || ph->nin > PRIME_MAX_KERNEL_INPUTS)
-        return 0;
     if (k->nnodes != 1 || k->nodes[0].kind != KNODE_LOOP)
         return 0;
     const KernelLoop *l = &k->nodes[0].loop;
@@ -306,7 +310,9 @@ FusePlan *kernel_fuse_plan(Arena *arena, const Schedule *s, const SourceMap *sou
         ICE("out of memory");
     for (int p = 0; p < n; ++p) {
         const PhaseSched *ph = s->phases.items[p];
-        int cand = is_compute(ph);
+        /* The phase's own conditions first: its kernel is built only when
+         * they hold. */
+        int cand = phase_candidate(ph);
         if (cand) {
             kernel_build(k, s, ph, 0);
             cand = candidate(s, ph, k);
@@ -404,8 +410,11 @@ static void rewrite_later(const Schedule *s, const FuseGroup *g, PhaseSched *ph,
 }
 
 void kernel_fuse_apply(Arena *arena, Schedule *s, FusePlan *plan) {
+    unsigned char *rewritten = ARENA_ARRAY(arena, unsigned char, s->phases.count + 1);
     for (int gi = 0; gi < plan->ngroups; ++gi) {
         const FuseGroup *g = &plan->groups[gi];
+        for (int j = 0; j < g->nmembers; ++j)
+            rewritten[g->phase[j]] = 1;
         for (int r = 0; r < s->model->mesh.ndev; ++r) {
             if (!sched_device_computes(s, s->phases.items[g->phase[0]], r))
                 continue;
@@ -419,7 +428,7 @@ void kernel_fuse_apply(Arena *arena, Schedule *s, FusePlan *plan) {
     }
     plan->applied = 1;
     if (plan->ngroups)
-        sched_predict(s, arena);
+        sched_predict_again(s, arena, rewritten);
 }
 
 static const char *member_name(const Schedule *s, const FuseGroup *g, int j) {

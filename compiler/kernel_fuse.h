@@ -66,7 +66,8 @@ typedef struct FusePlan {
 FusePlan *kernel_fuse_plan(Arena *arena, const Schedule *s, const SourceMap *sources);
 
 /* Rewrites the schedule's actions for plan's groups and predicts its
- * bytes and peaks again. */
+ * bytes and peaks again (those of the rewritten phases, and the peaks
+ * after them moved by the bytes they no longer hold). */
 void kernel_fuse_apply(Arena *arena, Schedule *s, FusePlan *plan);
 
 /* The KERNEL action's kind in a fused phase: bit 0, the output is no

@@ -128,13 +128,38 @@ static Expr *max_indicator(Arena *arena, const Op *op, const Expr *e, Expr *d) {
     return ast_new_binary(arena, sp, '*', ind, d);
 }
 
+/* The derivatives taken so far, per operator and input: every instance
+ * of an operator (the copies of a repeated layer) shares one expression,
+ * so the emitter's kernel key (emit_kernels.c) finds them alike. */
+typedef struct Derived {
+    const Op *op;
+    int input;
+    const Expr *expr;
+} Derived;
+
+typedef struct DerivedSet {
+    int count;
+    Derived *items;
+} DerivedSet;
+
+static const Expr *derived_find(const DerivedSet *set, const Op *op, int a) {
+    for (int i = 0; i < set->count; ++i)
+        if (set->items[i].op == op && set->items[i].input == a)
+            return set->items[i].expr;
+    return NULL;
+}
+
 /* dX[...] += dY[...] * (de / dX), or the derivative the operator states.
  * Returns 0 after a diagnostic. */
-static int derive_input(Arena *arena, DiagSink *sink, const Instance *inst, int a, Phase *ph) {
+static int derive_input(Arena *arena, DiagSink *sink, const Instance *inst, int a, Phase *ph,
+                        DerivedSet *done) {
     const Op *op = inst->op;
     const Expr *stated = stated_grad(op, op->inputs[a].name);
+    const Expr *known = stated ? NULL : derived_find(done, op, a);
     if (stated) {
         ph->expr = stated;
+    } else if (known) {
+        ph->expr = known;
     } else {
         const Stmt *st = forward_stmt(op);
         Expr *d = ad_derive(arena, sink, st->value, op->inputs[a].name);
@@ -144,6 +169,7 @@ static int derive_input(Arena *arena, DiagSink *sink, const Instance *inst, int 
             d = max_indicator(arena, op, st->value, d);
         Expr *dyref = tensor_ref(arena, op, &op->output, ph->dy_name);
         ph->expr = ast_new_binary(arena, op->output.span, '*', dyref, d);
+        done->items[done->count++] = (Derived){op, a, ph->expr};
     }
     ph->wrt = a;
     ph->out = &op->inputs[a];
@@ -184,6 +210,7 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
     for (int i = 0; i < model->ninstances; ++i)
         for (int a = 0; a < model->instances[i].op->ninputs; ++a)
             has_grad[model->instances[i].args[a]] = 0;
+    DerivedSet done = {0, ARENA_ARRAY(arena, Derived, n)};
     for (int i = model->ninstances - 1; i >= 0; --i) {
         const Instance *inst = &model->instances[i];
         Sym dy_name = grad_name(arena, inst->op->output.name);
@@ -198,7 +225,7 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
             const ModelTensor *mt = &model->tensors[inst->args[a]];
             Phase *ph = add_phase(pl, mt->role == TENSOR_WEIGHT ? PHASE_GRAD : PHASE_BWD, i);
             ph->dy_name = dy_name;
-            if (!derive_input(arena, sink, inst, a, ph))
+            if (!derive_input(arena, sink, inst, a, ph, &done))
                 return NULL;
             has_grad[inst->args[a]] = 1;
         }

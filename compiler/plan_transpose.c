@@ -136,6 +136,7 @@ Schedule *schedule_transpose(Arena *arena, const Schedule *s, const Model *model
         q->moves = moves_permuted(arena, &ph->moves, perm);
         q->boundary = moves_permuted(arena, &ph->boundary, perm);
         q->peak = per_rank_permuted(arena, ph->peak, ndev, perm);
+        q->start = per_rank_permuted(arena, ph->start, ndev, perm);
         q->need_cached[0] = q->need_cached[1] = 0; /* learned on s's devices */
         ptrvec_push(arena, &t->phases, q);
     }

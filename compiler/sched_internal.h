@@ -390,6 +390,13 @@ void sched_post_sends_early(Schedule *s, Arena *arena);
 
 /* sched_predict.c: bytes and peak memory from the action lists. */
 void sched_predict(Schedule *s, Arena *arena);
+/* The same after the actions of the phases p with rewritten[p] changed
+ * (by the kernels pass), by folding those phases alone: the others' peaks
+ * move by the difference in the bytes in use that the rewritten phases
+ * leave. The rewrite must move no byte between ranks and keep no buffer
+ * past a phase (no sends, collectives, KEEP or WAIT_KEPT in a rewritten
+ * phase); otherwise, and for a folded schedule, it is sched_predict. */
+void sched_predict_again(Schedule *s, Arena *arena, const unsigned char *rewritten);
 /* The same fold on each action as sched_act appends it, keeping no list:
  * begin (before the first action), the action (sched_act's), end (after
  * the last). */

@@ -129,21 +129,95 @@ void sched_predict(Schedule *s, Arena *arena) {
     long *tile_bytes_of = ARENA_ARRAY_UNINIT(arena, long, s->ntensors + 1);
     for (int t = 0; t < s->ntensors; ++t)
         tile_bytes_of[t] = s->tensors[t].tile_elems * (long)sizeof(float);
-    for (int d = 0; d < ndev; ++d) {
-        PredictRank r = {0};
-        r.arena = arena;
-        for (int p = 0; p < s->phases.count; ++p) {
-            PhaseSched *ph = s->phases.items[p];
-            open_phase(&r, p);
+    /* Phase by phase, every rank in a phase: a phase's lists and per-rank
+     * arrays are read and written in one sweep. */
+    PredictRank *rs = ARENA_ARRAY(arena, PredictRank, ndev);
+    for (int d = 0; d < ndev; ++d)
+        rs[d].arena = arena;
+    for (int p = 0; p < s->phases.count; ++p) {
+        PhaseSched *ph = s->phases.items[p];
+        ph->start = ARENA_ARRAY_UNINIT(arena, long, ndev);
+        for (int d = 0; d < ndev; ++d) {
+            PredictRank *r = &rs[d];
+            open_phase(r, p);
+            ph->start[d] = r->cur;
             for (int i = 0; i < ph->nactions[d]; ++i) {
                 const PrimeAction *a = &ph->actions[d][i];
                 long tile_bytes = prime_action_has_tensor(a->op) ? tile_bytes_of[a->tensor] : 0;
-                fold_action(s, ph, d, a, tile_bytes, &r);
+                fold_action(s, ph, d, a, tile_bytes, r);
             }
-            close_phase(s, d, &r);
+            close_phase(s, d, r);
         }
-        s->pred_peak[d] = r.peak;
     }
+    for (int d = 0; d < ndev; ++d)
+        s->pred_peak[d] = rs[d].peak;
+}
+
+/* Whether sched_predict_again can fold rewritten phase ph alone: none
+ * of its actions moves bytes between ranks or keeps a buffer past it. */
+static int refoldable(const Schedule *s, const PhaseSched *ph) {
+    for (int d = 0; d < s->model->mesh.ndev; ++d)
+        for (int i = 0; i < ph->nactions[d]; ++i)
+            switch (ph->actions[d][i].op) {
+            case PRIME_ACT_SEND:
+            case PRIME_ACT_SEND_BOX:
+            case PRIME_ACT_RECV_BOX:
+            case PRIME_ACT_KEEP:
+            case PRIME_ACT_WAIT_KEPT:
+            case PRIME_ACT_ALLREDUCE:
+            case PRIME_ACT_REDUCE_SCATTER:
+            case PRIME_ACT_ALLGATHER:
+                return 0;
+            default:
+                break;
+            }
+    return 1;
+}
+
+void sched_predict_again(Schedule *s, Arena *arena, const unsigned char *rewritten) {
+    int ndev = s->model->mesh.ndev, n = s->phases.count;
+    int ok = !s->folded;
+    for (int p = 0; p < n && ok; ++p) {
+        const PhaseSched *ph = s->phases.items[p];
+        ok = ph->start && (!rewritten[p] || refoldable(s, ph));
+    }
+    if (!ok) {
+        sched_predict(s, arena);
+        return;
+    }
+    /* delta[d]: the bytes in use on rank d now less those before the
+     * rewrite, as phase p starts; a phase not rewritten runs alike,
+     * shifted by it. */
+    long *delta = ARENA_ARRAY(arena, long, ndev), *peak = ARENA_ARRAY(arena, long, ndev);
+    for (int p = 0; p < n; ++p) {
+        PhaseSched *ph = s->phases.items[p];
+        const PhaseSched *next = p + 1 < n ? s->phases.items[p + 1] : NULL;
+        for (int d = 0; d < ndev; ++d) {
+            if (rewritten[p]) {
+                PredictRank r = {0};
+                r.arena = arena;
+                r.cur = ph->start[d] + delta[d];
+                open_phase(&r, p);
+                ph->start[d] = r.cur;
+                for (int i = 0; i < ph->nactions[d]; ++i) {
+                    const PrimeAction *a = &ph->actions[d][i];
+                    long tile_bytes = prime_action_has_tensor(a->op)
+                                          ? s->tensors[a->tensor].tile_elems * (long)sizeof(float)
+                                          : 0;
+                    fold_action(s, ph, d, a, tile_bytes, &r);
+                }
+                ph->peak[d] = r.phase_peak;
+                delta[d] = next ? r.cur - next->start[d] : 0;
+            } else if (delta[d]) {
+                ph->start[d] += delta[d];
+                ph->peak[d] += delta[d];
+            }
+            if (ph->peak[d] > peak[d])
+                peak[d] = ph->peak[d];
+        }
+    }
+    for (int d = 0; d < ndev; ++d)
+        s->pred_peak[d] = peak[d];
 }
 
 /* ------------------------------------------------------------------ */

@@ -162,7 +162,8 @@ struct PhaseSched {
      * machine is the same when the chosen order runs for real). */
     int need_cached[2];
     void *need_cache[2];
-    long *peak; /* predicted per rank, over this phase */
+    long *peak;  /* predicted per rank, over this phase */
+    long *start; /* predicted per rank: bytes in use as the phase starts (NULL when folded) */
 };
 
 typedef struct Schedule {

@@ -58,3 +58,15 @@ target_link_libraries(test_sched_fold PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_sched_fold PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule/fold COMMAND test_sched_fold ${SCHED_FOLD_INPUTS})
 set_tests_properties(schedule/fold PROPERTIES LABELS unit TIMEOUT 120)
+
+# The predictions after fusion across instances, which fold the fused
+# groups' rewritten phases alone (sched_predict_again), against predicting
+# the rewritten lists anew; and the derived expressions that instances of
+# one operator share (the emitter's kernel key).
+file(GLOB SCHED_REFOLD_INPUTS ${CMAKE_SOURCE_DIR}/examples/*.prime)
+list(SORT SCHED_REFOLD_INPUTS)
+add_executable(test_sched_refold ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_refold.c)
+target_link_libraries(test_sched_refold PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_sched_refold PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME schedule/refold COMMAND test_sched_refold ${SCHED_REFOLD_INPUTS})
+set_tests_properties(schedule/refold PROPERTIES LABELS unit TIMEOUT 120)
