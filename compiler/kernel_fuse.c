@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_accum.h"
 #include "sched_internal.h"
 
 static int is_compute(const PhaseSched *ph) {
@@ -426,8 +427,13 @@ void kernel_fuse_apply(Arena *arena, Schedule *s, FusePlan *plan) {
         for (int j = 1; j < g->nmembers; ++j)
             ((PhaseSched *)s->phases.items[g->phase[j]])->noffsets = 0;
     }
+    /* The phases kernel_accum_apply rewrote before (it leaves their
+     * prediction to this one). */
+    int naccum = plan->accum && plan->accum->applied ? plan->accum->count : 0;
+    for (int e = 0; e < naccum; ++e)
+        rewritten[plan->accum->phase[e]] = 1;
     plan->applied = 1;
-    if (plan->ngroups)
+    if (plan->ngroups || naccum)
         sched_predict_again(s, arena, rewritten);
 }
 

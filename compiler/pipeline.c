@@ -430,8 +430,8 @@ static int pass_kernels(Compilation *c) {
         s->fusion = kernel_fuse_plan(c->arena, s, &c->sources);
         s->fusion->accum = kernel_accum_plan(c->arena, s, s->fusion);
         if (!c->emit_hooks) {
-            /* kernel_fuse_apply predicts again where it has groups. */
-            kernel_accum_apply(c->arena, s, s->fusion->accum, !s->fusion->ngroups);
+            /* kernel_fuse_apply predicts both rewrites again. */
+            kernel_accum_apply(c->arena, s, s->fusion->accum, 0);
             kernel_fuse_apply(c->arena, s, s->fusion);
         }
     }
