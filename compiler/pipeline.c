@@ -419,15 +419,13 @@ static void dump_schedule(Compilation *c) {
 
 /* The kernel IR is built by the emitter from each schedule; this pass
  * finds the groups of phases fused across instances (kernel_fuse.h) and
- * rewrites the schedule's actions for them, except for the CUDA target,
- * whose runtime runs every phase's own kernel (its .cu prints the fused
- * kernels all the same). */
+ * rewrites the schedule's actions for them (every target: the cpu and
+ * CUDA runtimes both run a fused group as one call). */
 static int pass_kernels(Compilation *c) {
     for (int i = 0; i < c->schedules.count && !c->no_fuse; ++i) {
         Schedule *s = c->schedules.items[i];
         s->fusion = kernel_fuse_plan(c->arena, s, &c->sources);
-        if (!c->emit_hooks)
-            kernel_fuse_apply(c->arena, s, s->fusion);
+        kernel_fuse_apply(c->arena, s, s->fusion);
     }
     return 1;
 }
