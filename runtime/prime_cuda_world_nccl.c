@@ -48,9 +48,10 @@ struct PrimeWorldBackend {
     PrimeDevBackend local;
     int rank, gpu;
     int running;
-    int broken;      /* a host exchange failed: no more of them */
-    int comm_failed; /* a device call failed: the communicator is aborted */
-    PrimeRdv *rdv;   /* NULL: the id came from a file */
+    int broken;            /* a host exchange failed: no more of them */
+    PrimeStatus broken_st; /* why: PRIME_ERR_TIMEOUT at a deadline, else PRIME_ERR_TRANSPORT */
+    int comm_failed;       /* a device call failed: the communicator is aborted */
+    PrimeRdv *rdv;         /* NULL: the id came from a file */
     PncComm *comm;
 };
 
@@ -186,11 +187,15 @@ void nccl_prime_world_destroy(PrimeWorld *world) {
 }
 
 /* An all-gather of host bytes over the sockets or through NCCL; breaks
- * the world and says why (on stderr) when it fails. */
+ * the world and says why (on stderr) when it fails: PRIME_ERR_TIMEOUT
+ * when a deadline passed (exit 4), else PRIME_ERR_TRANSPORT (a peer that
+ * went away; exit 3), then and at every later exchange. */
 static PrimeStatus exchange(PrimeWorld *w, void *buf, size_t per_rank, const char *what) {
     PrimeWorldBackend *be = w->be;
-    if (be->broken || (!be->rdv && be->comm_failed))
-        return PRIME_ERR_TIMEOUT;
+    if (be->broken)
+        return be->broken_st;
+    if (!be->rdv && be->comm_failed)
+        return PRIME_ERR_TRANSPORT;
     if (w->ndev == 1 || per_rank == 0)
         return PRIME_OK;
     char err[600], why[500];
@@ -210,7 +215,8 @@ static PrimeStatus exchange(PrimeWorld *w, void *buf, size_t per_rank, const cha
         return PRIME_OK;
     fprintf(stderr, "%s: %s\n", nccl_name, err);
     be->broken = 1;
-    return PRIME_ERR_TIMEOUT;
+    be->broken_st = failed == PRIME_RDV_TIMEOUT ? PRIME_ERR_TIMEOUT : PRIME_ERR_TRANSPORT;
+    return be->broken_st;
 }
 
 /* What a rank tells the others after a run. */
@@ -254,7 +260,7 @@ PrimeStatus nccl_prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
         return PRIME_ERR_ARG;
     PrimeWorldBackend *be = world->be;
     if (be->broken)
-        return PRIME_ERR_TIMEOUT;
+        return be->broken_st;
     be->running = 1;
     fn(&world->devs[be->rank], arg);
     be->running = 0;
