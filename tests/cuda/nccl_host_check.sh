@@ -12,7 +12,8 @@
 #   - 4 processes, one per device, run the square 2x2 matmul and the
 #     small OPT layer on the 2x2 square grid (meeting over TCP on
 #     127.0.0.1) and on 4 devices with Megatron-LM (meeting through an id
-#     file): each passes --check, counters equal to the prediction;
+#     file): each passes --check, counters equal to the prediction, and
+#     rank 0's --trace has both rows (compute, communication) of every rank;
 #   - a rank that exits in the middle of the run (PNC_HOST_EXIT) and a
 #     rank that stops answering (PRIME_FAULT=stall) end every other rank
 #     quickly (well before --timeout) or at the deadline, with a message
@@ -118,8 +119,17 @@ all_pass() {
 }
 
 port=$(free_port)
-world "0 1 2 3" --master "127.0.0.1:$port" --timeout 20 --check
+world "0 1 2 3" --master "127.0.0.1:$port" --timeout 20 --check --trace "$work/trace.json"
 all_pass "square 2x2 matmul over TCP"
+# Rank 0's trace has every rank's spans on both rows (compute, communication).
+python3 - "$work/trace.json" <<'PY' || fail "the trace of a world of 4 processes"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+rows = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "X"}
+missing = [(r, t) for r in range(4) for t in (0, 1) if (r, t) not in rows]
+if missing:
+    sys.exit("no span of (rank, row) %s" % missing)
+PY
 prog=$work/osq/opt_small_square port=$(free_port)
 world "0 1 2 3" --master "127.0.0.1:$port" --timeout 20 --check
 all_pass "opt_small_square over TCP"
