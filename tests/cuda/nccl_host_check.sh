@@ -9,10 +9,11 @@
 #     --check with the counters equal to the prediction;
 #   - the square 2x2 matmul (4 devices) refuses a missing or wrong world
 #     (exit 2, saying why);
-#   - 4 processes, one per device, run the square 2x2 matmul and the
-#     small OPT layer on the 2x2 square grid (meeting over TCP on
-#     127.0.0.1) and on 4 devices with Megatron-LM (meeting through an id
-#     file): each passes --check, counters equal to the prediction, and
+#   - 4 processes, one per device, run the square 2x2 matmul, a 2x2 grid
+#     whose all-reduces are within the mesh's rows (tests/cuda/
+#     grid_2x2.prime: communicators of groups), both meeting over TCP on
+#     127.0.0.1, and the small OPT MLP on 4 devices with Megatron-LM
+#     (meeting through an id file): each passes --check, counters equal to the prediction, and
 #     rank 0's --trace has both rows (compute, communication) of every rank;
 #   - a rank that exits in the middle of the run (PNC_HOST_EXIT) and a
 #     rank that stops answering (PRIME_FAULT=stall) end every other rank
@@ -33,8 +34,8 @@ build() { # FILE MODEL DIR
 }
 build "$src/tests/cuda/one_device.prime" one_device "$work/one"
 build "$src/tests/golden/emit/square-2x2.prime" m "$work/sq"
-build "$src/examples/opt_layer.prime" opt_small_square "$work/osq"
-build "$src/examples/opt_layer.prime" opt_small_megatron "$work/meg"
+build "$src/tests/cuda/grid_2x2.prime" grid_2x2 "$work/grid"
+build "$src/examples/opt_mlp.prime" opt_mlp_small "$work/mlp"
 one=$work/one/one_device sq=$work/sq/m
 # The communicators' sockets go in a directory of TMPDIR.
 TMPDIR=$work
@@ -130,12 +131,12 @@ missing = [(r, t) for r in range(4) for t in (0, 1) if (r, t) not in rows]
 if missing:
     sys.exit("no span of (rank, row) %s" % missing)
 PY
-prog=$work/osq/opt_small_square port=$(free_port)
+prog=$work/grid/grid_2x2 port=$(free_port)
 world "0 1 2 3" --master "127.0.0.1:$port" --timeout 20 --check
-all_pass "opt_small_square over TCP"
-prog=$work/meg/opt_small_megatron
+all_pass "grid_2x2 (all-reduces within the mesh's rows) over TCP"
+prog=$work/mlp/opt_mlp_small
 world "0 1 2 3" --nccl-id-file "$work/nccl.id" --timeout 20 --check
-all_pass "opt_small_megatron through an id file"
+all_pass "opt_mlp_small (Megatron-LM, fused kernels) through an id file"
 [ -s "$work/nccl.id" ] || fail "rank 0 wrote no id file"
 ! ls -d "$work"/pnc-* >/dev/null 2>&1 || fail "communicator directories left in $work"
 prog=$sq
