@@ -479,8 +479,9 @@ int pnc_recv(PncComm *c, PcuDev *d, int stream, float *buf, size_t n, int peer, 
     return post(c, 0, peer, buf, n, err, cap);
 }
 
-/* A collective as one group: member q gets `count` floats at send(q)
- * from every other member, into recv(r) per member r. */
+/* A collective as one group: every other member q gets the `count`
+ * floats at mine + q * per_peer_stride, and member r's arrive at
+ * from + r * count. */
 static int exchange(PncComm *c, const char *call, const float *mine, size_t per_peer_stride,
                     float *from, size_t count, double timeout_s, char *err, size_t cap) {
     group_reset();
