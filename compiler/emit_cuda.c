@@ -42,18 +42,21 @@ static void print_phase_comment(Printer *p, const Kernel *k, int index, const So
 }
 
 /* The fused kernel of every group of s->fusion (kernel_fuse.h), each
- * distinct one once (emit_fused_distinct, as the C emitter keeps them). The CUDA program's phases
- * run their own kernels: its runtime has no fused entry yet, so the schedule's actions are not
- * rewritten for this target and these functions are not called. */
-static void print_fused(Printer *p, const Schedule *s) {
+ * distinct one once (emit_fused_distinct, as the C emitter keeps them);
+ * fused_of[k]: the function the group first at phase k runs (-1: none),
+ * what the schedule's rewritten actions call at phase k. */
+static void print_fused(Printer *p, const Schedule *s, int *fused_of) {
     const FusePlan *plan = s->fusion;
-    if (!plan)
+    for (int k = 0; k < s->phases.count; ++k)
+        fused_of[k] = -1;
+    if (!plan || !plan->applied)
         return;
     int *same_as = emit_fused_distinct(s, NULL);
     for (int gi = 0; gi < plan->ngroups; ++gi) {
+        const FuseGroup *g = &plan->groups[gi];
+        fused_of[g->phase[0]] = plan->groups[same_as[gi]].phase[0];
         if (same_as[gi] != gi)
             continue;
-        const FuseGroup *g = &plan->groups[gi];
         Kernel *ks = kernel_fuse_members(s, g);
         char name[64];
         snprintf(name, sizeof name, "fused%d", g->phase[0]);
@@ -64,6 +67,56 @@ static void print_fused(Printer *p, const Schedule *s) {
     free(same_as);
 }
 
+/* prime_cuda_phases and prime_cuda_fused (each NULL where a phase has no
+ * such kernel) and the entry prime_cuda_run_phase (prime_cuda.h). */
+static void print_tables(Printer *p, int n, const int *canon, const int *fused_of) {
+    printer_printf(p,
+                   "typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *,\n"
+                   "    const float *const *, const long *);\n"
+                   "typedef int (*PrimeCudaFusedFn)(cublasHandle_t, cudaStream_t, float *const *,\n"
+                   "    const float *const *const *, const long *);\n"
+                   "extern const int prime_cuda_nphases;\n"
+                   "const int prime_cuda_nphases = %d;\n"
+                   "extern const PrimeCudaPhaseFn prime_cuda_phases[];\n"
+                   "const PrimeCudaPhaseFn prime_cuda_phases[] = {\n",
+                   n);
+    for (int i = 0; i < n; ++i) {
+        if (canon[i] < 0)
+            printer_printf(p, "    NULL,\n");
+        else
+            printer_printf(p, "    phase%d,\n", canon[i]);
+    }
+    if (n == 0)
+        printer_printf(p, "    NULL,\n");
+    printer_printf(p, "};\n\n"
+                      "extern const PrimeCudaFusedFn prime_cuda_fused[];\n"
+                      "const PrimeCudaFusedFn prime_cuda_fused[] = {\n");
+    for (int i = 0; i < n; ++i) {
+        if (fused_of[i] < 0)
+            printer_printf(p, "    NULL,\n");
+        else
+            printer_printf(p, "    fused%d,\n", fused_of[i]);
+    }
+    if (n == 0)
+        printer_printf(p, "    NULL,\n");
+    printer_printf(
+        p,
+        "};\n\n"
+        "extern \"C\" int prime_cuda_run_phase(int index, int fused, void *cublas, void *stream,\n"
+        "    float *const *out, const float *const *const *in, const long *off)\n"
+        "{\n"
+        "    if (index < 0 || index >= prime_cuda_nphases)\n"
+        "        return -2;\n"
+        "    if (fused)\n"
+        "        return prime_cuda_fused[index] ? prime_cuda_fused[index]((cublasHandle_t)cublas,\n"
+        "            (cudaStream_t)stream, out, in, off) : -2;\n"
+        "    if (!prime_cuda_phases[index])\n"
+        "        return -2;\n"
+        "    return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream,\n"
+        "        out[0], in[0], off);\n"
+        "}\n");
+}
+
 static void print_header(Printer *p, const Schedule *s, const char *source_name) {
     printer_printf(p,
                    "/*\n"
@@ -71,8 +124,9 @@ static void print_header(Printer *p, const Schedule *s, const char *source_name)
                    " *\n"
                    " * The tile kernel of every compute phase as CUDA: one host function\n"
                    " * per distinct kernel (cuBLAS for GEMM nodes, a __global__ kernel per\n"
-                   " * loop node), prime_cuda_phases, each phase's function (NULL: no\n"
-                   " * compute), and prime_cuda_run_phase, which the CUDA runtime calls\n"
+                   " * loop node), each group's fused kernel, prime_cuda_phases and\n"
+                   " * prime_cuda_fused, each phase's functions (NULL: none), and\n"
+                   " * prime_cuda_run_phase, which the CUDA runtime calls\n"
                    " * (runtime/prime_cuda.h). The program's tables and main are in\n"
                    " * %s.c (docs/cuda.md).\n"
                    " */\n",
@@ -114,33 +168,12 @@ char *emit_cuda_program(const Schedule *s, const SourceMap *sources, const char 
         snprintf(name, sizeof name, "phase%d", i);
         kernel_cuda_phase(&p, k, name);
     }
-    print_fused(&p, s);
-    printer_printf(&p,
-                   "typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *,\n"
-                   "    const float *const *, const long *);\n"
-                   "extern const int prime_cuda_nphases;\n"
-                   "const int prime_cuda_nphases = %d;\n"
-                   "extern const PrimeCudaPhaseFn prime_cuda_phases[];\n"
-                   "const PrimeCudaPhaseFn prime_cuda_phases[] = {\n",
-                   n);
-    for (int i = 0; i < n; ++i) {
-        if (canon[i] < 0)
-            printer_printf(&p, "    NULL,\n");
-        else
-            printer_printf(&p, "    phase%d,\n", canon[i]);
-    }
-    if (n == 0)
-        printer_printf(&p, "    NULL,\n");
-    printer_printf(&p, "};\n\n");
-    printer_printf(
-        &p, "extern \"C\" int prime_cuda_run_phase(int index, void *cublas, void *stream,\n"
-            "    float *out, const float *const *in, const long *off)\n"
-            "{\n"
-            "    if (index < 0 || index >= prime_cuda_nphases || !prime_cuda_phases[index])\n"
-            "        return -2;\n"
-            "    return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream,\n"
-            "        out, in, off);\n"
-            "}\n");
+    int *fused_of = calloc((size_t)n + 1, sizeof(int));
+    if (!fused_of)
+        ICE("out of memory");
+    print_fused(&p, s, fused_of);
+    print_tables(&p, n, canon, fused_of);
+    free(fused_of);
     for (int i = 0; i < n; ++i)
         free(keys[i]);
     free(keys);

@@ -421,19 +421,17 @@ static void dump_schedule(Compilation *c) {
 /* The kernel IR is built by the emitter from each schedule; this pass
  * finds the groups of phases fused across instances (kernel_fuse.h) and
  * the gradient contributions computed into the tile they are added to
- * (kernel_accum.h), and rewrites the schedule's actions for them, except for the CUDA target,
- * whose runtime runs every phase's own kernel (its .cu prints the fused
- * kernels all the same). */
+ * (kernel_accum.h), and rewrites the schedule's actions for them (every
+ * target: the cpu and CUDA runtimes both run a fused group as one call,
+ * and both targets' kernels accumulate into their output tile). */
 static int pass_kernels(Compilation *c) {
     for (int i = 0; i < c->schedules.count && !c->no_fuse; ++i) {
         Schedule *s = c->schedules.items[i];
         s->fusion = kernel_fuse_plan(c->arena, s, &c->sources);
         s->fusion->accum = kernel_accum_plan(c->arena, s, s->fusion);
-        if (!c->emit_hooks) {
-            /* kernel_fuse_apply predicts both rewrites again. */
-            kernel_accum_apply(c->arena, s, s->fusion->accum, 0);
-            kernel_fuse_apply(c->arena, s, s->fusion);
-        }
+        /* kernel_fuse_apply predicts both rewrites again. */
+        kernel_accum_apply(c->arena, s, s->fusion->accum, 0);
+        kernel_fuse_apply(c->arena, s, s->fusion);
     }
     return 1;
 }

@@ -164,17 +164,19 @@ int pcu_combine(PcuDev *d, int stream, float *dst, const float *src, size_t n, i
     return 0;
 }
 
-int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn, float *out,
-               const float *const *in, const long *off, char *err, size_t cap) {
+int pcu_kernel(PcuDev *d, PcuPhaseFn fn, const PcuCall *call, char *err, size_t cap) {
     (void)fn;
     if (injected(FAIL_KERNEL, "cublasSgemm", err, cap))
         return 1;
-    if (!host_fn) {
-        snprintf(err, cap, "phase %d has no kernel", index);
+    if (call->fused ? !call->host_fused : !call->host_fn) {
+        snprintf(err, cap, "phase %d has no %skernel", call->index, call->fused ? "fused " : "");
         return 1;
     }
     uint64_t t0 = prime_clock_ns();
-    host_fn(out, in, off);
+    if (call->fused)
+        call->host_fused(call->out, call->in, call->off);
+    else
+        call->host_fn(call->out[0], call->in[0], call->off);
     d->kernel_ns += prime_clock_ns() - t0;
     return 0;
 }

@@ -210,8 +210,25 @@ static PrimeStatus cuda_kernel(PrimeDev *dev, const PrimePhase *phase, float *ou
         snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
         return cuda_fail(dev, err);
     }
-    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, index, phase->kernels[0], out, in, off,
-                   err, sizeof err))
+    const float *const *ins[1] = {in};
+    PcuCall call = {index, 0, phase->kernels[0], NULL, &out, ins, off};
+    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, &call, err, sizeof err))
+        return cuda_fail(dev, err);
+    return PRIME_OK;
+}
+
+/* A fused group (PrimePhase.fused) as one call of its fused kernel. */
+static PrimeStatus cuda_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
+                                     const float *const *const *in, const long *off) {
+    CudaDev *cd = cuda_dev(dev);
+    char err[ERR_CAP];
+    int index = phase_index(cd, phase);
+    if (index < 0) {
+        snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
+        return cuda_fail(dev, err);
+    }
+    PcuCall call = {index, 1, NULL, phase->fused, out, in, off};
+    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, &call, err, sizeof err))
         return cuda_fail(dev, err);
     return PRIME_OK;
 }
@@ -571,6 +588,7 @@ static const PrimeDevOps cuda_ops = {
     .download = cuda_download,
     .copy_box = cuda_copy_box,
     .kernel = cuda_kernel,
+    .kernel_fused = cuda_kernel_fused,
     .combine = cuda_combine,
     .isend = cuda_isend,
     .irecv = cuda_irecv,

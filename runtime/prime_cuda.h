@@ -35,17 +35,21 @@
 extern "C" {
 #endif
 
-/* Runs the tile kernel of schedule phase `index` (the schedule's
- * numbering: copy l of a repeated layer's phase j is orig + l * len + j,
- * PrimePhaseRun) on cuBLAS handle `cublas` and CUDA stream `stream`:
- * out and in[i] are device pointers, in and off host arrays. Returns 0,
- * a cuBLAS status, -1 for a kernel that did not launch, -2 for a phase
- * without CUDA kernel. Emitted in M.cu. */
-int prime_cuda_run_phase(int index, void *cublas, void *stream, float *out, const float *const *in,
-                         const long *off);
+/* Runs, on cuBLAS handle `cublas` and CUDA stream `stream`, the tile
+ * kernel of schedule phase `index` (the schedule's numbering: copy l of a
+ * repeated layer's phase j is orig + l * len + j, PrimePhaseRun) on
+ * out[0] and in[0][i], or (fused) the fused kernel of the group whose
+ * first member is phase `index` (PrimePhase.fused) on member j's out[j]
+ * and in[j][i] (NULL: a row the kernel keeps). The tiles are device
+ * pointers, the arrays and off host arrays. Returns 0, a cuBLAS status,
+ * -1 for a kernel that did not launch, -2 for a phase without such a
+ * CUDA kernel. Emitted in M.cu. */
+int prime_cuda_run_phase(int index, int fused, void *cublas, void *stream, float *const *out,
+                         const float *const *const *in, const long *off);
 
-typedef int (*PrimeCudaRunPhaseFn)(int index, void *cublas, void *stream, float *out,
-                                   const float *const *in, const long *off);
+typedef int (*PrimeCudaRunPhaseFn)(int index, int fused, void *cublas, void *stream,
+                                   float *const *out, const float *const *const *in,
+                                   const long *off);
 
 /* main() of a CUDA program: returns the exit code (prime_program.c's,
  * and 2 without a CUDA device or for a mode this runtime lacks). */

@@ -306,9 +306,8 @@ static int next_marks(PcuDev *d, cudaEvent_t **pair, char *err, size_t cap) {
     return 0;
 }
 
-extern "C" int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn, float *out,
-                          const float *const *in, const long *off, char *err, size_t cap) {
-    (void)host_fn;
+extern "C" int pcu_kernel(PcuDev *d, PcuPhaseFn fn, const PcuCall *call, char *err, size_t cap) {
+    int index = call->index;
     if (use_gpu(d, err, cap))
         return 1;
     cudaStream_t s = d->stream[PCU_COMPUTE];
@@ -316,7 +315,7 @@ extern "C" int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn
     if (next_marks(d, &pair, err, cap))
         return 1;
     PCU_TRY(cudaEventRecord(pair[0], s));
-    int st = fn(index, d->blas, s, out, in, off);
+    int st = fn(index, call->fused, d->blas, s, call->out, call->in, call->off);
     if (st == -1) {
         cudaError_t e = cudaPeekAtLastError();
         snprintf(err, cap, "a kernel of phase %d did not launch: %s (%s)", index,
@@ -324,7 +323,7 @@ extern "C" int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn
         return 1;
     }
     if (st == -2) {
-        snprintf(err, cap, "phase %d has no CUDA kernel", index);
+        snprintf(err, cap, "phase %d has no CUDA %skernel", index, call->fused ? "fused " : "");
         return 1;
     }
     if (st != 0) {

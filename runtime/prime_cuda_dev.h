@@ -34,9 +34,9 @@ enum { PCU_COMPUTE = 0, PCU_COMM = 1 };
 typedef struct PcuDev PcuDev;
 typedef struct PcuEvent PcuEvent;
 
-/* The tile kernel of schedule phase `index` (prime_cuda.h). */
-typedef int (*PcuPhaseFn)(int index, void *cublas, void *stream, float *out, const float *const *in,
-                          const long *off);
+/* The tile kernels of M.cu (prime_cuda_run_phase, prime_cuda.h). */
+typedef int (*PcuPhaseFn)(int index, int fused, void *cublas, void *stream, float *const *out,
+                          const float *const *const *in, const long *off);
 
 /* The number of CUDA devices; non-zero (with err) when there is none or
  * the driver cannot say. */
@@ -69,14 +69,29 @@ int pcu_copy(PcuDev *d, int stream, float *dst, const float *src, size_t n, char
 /* dst[i] += src[i], or the maximum, on `stream`. */
 int pcu_combine(PcuDev *d, int stream, float *dst, const float *src, size_t n, int max, char *err,
                 size_t cap);
-/* The emitted C kernel of a phase (PrimeKernelFn). */
+/* The emitted C kernels of a phase (PrimeKernelFn) and of a fused group
+ * (PrimeFusedFn). */
 typedef void (*PcuHostFn)(float *out, const float *const *in, const long *off);
+typedef void (*PcuFusedHostFn)(float *const *out, const float *const *const *in, const long *off);
 
-/* Runs fn(index, ...) on the compute stream between two timing events;
- * a non-zero return of fn is reported as a cuBLAS status or a failed
- * launch. The host emulation (pcu_host.c) runs host_fn instead. */
-int pcu_kernel(PcuDev *d, PcuPhaseFn fn, int index, PcuHostFn host_fn, float *out,
-               const float *const *in, const long *off, char *err, size_t cap);
+/* One kernel call: phase `index`'s own kernel on out[0] and in[0]
+ * (fused 0), or the fused kernel of the group first at phase `index` on
+ * each member's out[j] and in[j] (fused 1); host_fn or host_fused is its
+ * C function, which the host emulation runs. */
+typedef struct PcuCall {
+    int index, fused;
+    PcuHostFn host_fn;
+    PcuFusedHostFn host_fused;
+    float *const *out;
+    const float *const *const *in;
+    const long *off;
+} PcuCall;
+
+/* Runs fn(call's index, fused, ...) on the compute stream between two
+ * timing events; a non-zero return of fn is reported as a cuBLAS status
+ * or a failed launch. The host emulation (pcu_host.c) runs the call's C
+ * function instead. */
+int pcu_kernel(PcuDev *d, PcuPhaseFn fn, const PcuCall *call, char *err, size_t cap);
 
 /* A new event recorded on `stream` of d. */
 int pcu_mark(PcuDev *d, int stream, PcuEvent **ev, char *err, size_t cap);

@@ -295,8 +295,29 @@ static PrimeStatus nccl_kernel(PrimeDev *dev, const PrimePhase *phase, float *ou
         snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
         return nccl_fail(dev, err);
     }
-    if (pcu_kernel(nd->pcu, (PcuPhaseFn)nd->run_phase, index, phase->kernels[0], out, in, off, err,
-                   sizeof err))
+    const float *const *ins[1] = {in};
+    PcuCall call = {index, 0, phase->kernels[0], NULL, &out, ins, off};
+    if (pcu_kernel(nd->pcu, (PcuPhaseFn)nd->run_phase, &call, err, sizeof err))
+        return nccl_fail(dev, err);
+    return PRIME_OK;
+}
+
+/* A fused group (PrimePhase.fused) as one call of its fused kernel, on
+ * the compute stream after the queued shifts, as nccl_kernel. */
+static PrimeStatus nccl_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
+                                     const float *const *const *in, const long *off) {
+    NcclDev *nd = nccl_dev(dev);
+    PrimeStatus st = flush(dev);
+    if (st != PRIME_OK)
+        return st;
+    char err[ERR_CAP];
+    int index = phase_index(nd, phase);
+    if (index < 0) {
+        snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
+        return nccl_fail(dev, err);
+    }
+    PcuCall call = {index, 1, NULL, phase->fused, out, in, off};
+    if (pcu_kernel(nd->pcu, (PcuPhaseFn)nd->run_phase, &call, err, sizeof err))
         return nccl_fail(dev, err);
     return PRIME_OK;
 }
@@ -477,6 +498,7 @@ static const PrimeDevOps nccl_ops = {
     .download = nccl_download,
     .copy_box = nccl_copy_box,
     .kernel = nccl_kernel,
+    .kernel_fused = nccl_kernel_fused,
     .combine = nccl_combine,
     .isend = nccl_isend,
     .irecv = nccl_irecv,

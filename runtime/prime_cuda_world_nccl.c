@@ -12,8 +12,9 @@
  * holds one PrimeDev per rank; only this process's runs, the others are
  * mirrors whose counters, status and failure text are copied in after
  * every prime_world_run, as the MPI backend does (internal.h), so the
- * driver's report and --check read every rank's counters anywhere. Trace
- * events are this process's only.
+ * driver's report and --check read every rank's counters anywhere; with
+ * --trace, every rank's trace events reach rank 0's mirrors too, so rank
+ * 0 writes the whole world's trace.
  *
  * The host-side exchanges (the counters, prime_world_share, the barrier)
  * are all-gathers over the rendezvous sockets, or, where the id came
@@ -48,9 +49,10 @@ struct PrimeWorldBackend {
     PrimeDevBackend local;
     int rank, gpu;
     int running;
-    int broken;      /* a host exchange failed: no more of them */
-    int comm_failed; /* a device call failed: the communicator is aborted */
-    PrimeRdv *rdv;   /* NULL: the id came from a file */
+    int broken;            /* a host exchange failed: no more of them */
+    PrimeStatus broken_st; /* why: PRIME_ERR_TIMEOUT at a deadline, else PRIME_ERR_TRANSPORT */
+    int comm_failed;       /* a device call failed: the communicator is aborted */
+    PrimeRdv *rdv;         /* NULL: the id came from a file */
     PncComm *comm;
 };
 
@@ -186,11 +188,15 @@ void nccl_prime_world_destroy(PrimeWorld *world) {
 }
 
 /* An all-gather of host bytes over the sockets or through NCCL; breaks
- * the world and says why (on stderr) when it fails. */
+ * the world and says why (on stderr) when it fails: PRIME_ERR_TIMEOUT
+ * when a deadline passed (exit 4), else PRIME_ERR_TRANSPORT (a peer that
+ * went away; exit 3), then and at every later exchange. */
 static PrimeStatus exchange(PrimeWorld *w, void *buf, size_t per_rank, const char *what) {
     PrimeWorldBackend *be = w->be;
-    if (be->broken || (!be->rdv && be->comm_failed))
-        return PRIME_ERR_TIMEOUT;
+    if (be->broken)
+        return be->broken_st;
+    if (!be->rdv && be->comm_failed)
+        return PRIME_ERR_TRANSPORT;
     if (w->ndev == 1 || per_rank == 0)
         return PRIME_OK;
     char err[600], why[500];
@@ -210,16 +216,59 @@ static PrimeStatus exchange(PrimeWorld *w, void *buf, size_t per_rank, const cha
         return PRIME_OK;
     fprintf(stderr, "%s: %s\n", nccl_name, err);
     be->broken = 1;
-    return PRIME_ERR_TIMEOUT;
+    be->broken_st = failed == PRIME_RDV_TIMEOUT ? PRIME_ERR_TIMEOUT : PRIME_ERR_TRANSPORT;
+    return be->broken_st;
 }
 
 /* What a rank tells the others after a run. */
 typedef struct Record {
     uint64_t bytes[PRIME_BYTES_KIND_COUNT];
     uint64_t cur, peak;
+    uint64_t events; /* trace events recorded */
     int32_t status;
     char failure[PRIME_RT_FAILURE_MAX];
 } Record;
+
+/* Every rank's trace events to rank 0's mirrors (each rank's whole
+ * timeline since the world began, as with MPI): an all-gather of as many
+ * events per rank as the most any rank recorded. Their times are each
+ * process's own, from its world's creation. */
+static PrimeStatus gather_traces(PrimeWorld *w, const Record *recs) {
+    uint64_t most = 0;
+    for (int r = 0; r < w->ndev; ++r)
+        most = recs[r].events > most ? recs[r].events : most;
+    if (most == 0)
+        return PRIME_OK;
+    size_t per = (size_t)most * sizeof(PrimeTraceEvent);
+    char *all = calloc((size_t)w->ndev, per);
+    if (!all)
+        return PRIME_ERR_NOMEM;
+    int me = w->be->rank;
+    const PrimeTrace *mine = &w->devs[me].trace;
+    if (mine->count)
+        memcpy(all + (size_t)me * per, mine->events, mine->count * sizeof(PrimeTraceEvent));
+    PrimeStatus st = exchange(w, all, per, "the trace after the run");
+    for (int r = 0; st == PRIME_OK && me == 0 && r < w->ndev; ++r) {
+        PrimeTrace *t = &w->devs[r].trace;
+        size_t n = (size_t)recs[r].events;
+        if (r == me)
+            continue;
+        if (n > t->cap) {
+            void *p = realloc(t->events, n * sizeof *t->events);
+            if (!p) {
+                st = PRIME_ERR_NOMEM;
+                break;
+            }
+            t->events = p;
+            t->cap = n;
+        }
+        if (n)
+            memcpy(t->events, all + (size_t)r * per, n * sizeof *t->events);
+        t->count = n;
+    }
+    free(all);
+    return st;
+}
 
 static PrimeStatus gather_counters(PrimeWorld *w) {
     int me = w->be->rank;
@@ -231,6 +280,7 @@ static PrimeStatus gather_counters(PrimeWorld *w) {
     memcpy(mine->bytes, dev->bytes_sent, sizeof mine->bytes);
     mine->cur = dev->cur_bytes;
     mine->peak = dev->peak_bytes;
+    mine->events = dev->trace.count;
     mine->status = (int32_t)dev->status;
     snprintf(mine->failure, sizeof mine->failure, "%s", dev->failure);
     PrimeStatus st = exchange(w, recs, sizeof *recs, "the counters after the run");
@@ -245,6 +295,8 @@ static PrimeStatus gather_counters(PrimeWorld *w) {
         memcpy(mirror->failure, recs[r].failure, sizeof mirror->failure);
         mirror->failure[sizeof mirror->failure - 1] = '\0';
     }
+    if (st == PRIME_OK && w->trace_on)
+        st = gather_traces(w, recs);
     free(recs);
     return st;
 }
@@ -254,7 +306,7 @@ PrimeStatus nccl_prime_world_run(PrimeWorld *world, PrimeRankFn fn, void *arg) {
         return PRIME_ERR_ARG;
     PrimeWorldBackend *be = world->be;
     if (be->broken)
-        return PRIME_ERR_TIMEOUT;
+        return be->broken_st;
     be->running = 1;
     fn(&world->devs[be->rank], arg);
     be->running = 0;

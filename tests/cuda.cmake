@@ -8,8 +8,11 @@
 #   with exit 2 naming it;
 # - the CUDA table of device operations (runtime/prime_cuda.c) on the host
 #   emulation of its CUDA calls (prime_rt_cuda_host): every small run of
-#   every example --local --check, counters equal to the prediction, and
-#   the CUDA program's refusals (tests/cuda/host_check.sh);
+#   every example --local --check, counters equal to the prediction, the
+#   fused kernels run as one call each, and the CUDA program's refusals
+#   (tests/cuda/host_check.sh);
+# - the NCCL world on the host emulation of NCCL: worlds of 4 processes
+#   (tests/cuda/nccl_host_check.sh);
 # - with nvcc (the CUDA toolkit in /usr/local/cuda, or on PATH): every
 #   example's .cu compiles for sm_80 and sm_90 with warnings as errors (one
 #   nvcc call per example file) and every run links with its C part,
@@ -75,9 +78,11 @@ foreach(path ${PRIMEC_CUDA_EXAMPLES})
 endforeach()
 
 # The one-process-per-GPU world on the host emulation (its NCCL:
-# communicators of one rank): worlds of one process passing --check, the
-# world's refusals, TCP and id-file rendezvous of 4 processes, deadlines
-# (tests/cuda/nccl_host_check.sh).
+# communicators of processes over Unix sockets): worlds of one process
+# passing --check, the world's refusals, worlds of 4 processes (the square
+# 2x2 matmul, the small OPT layer on the square grid and with Megatron-LM)
+# passing --check, a rank that exits and one that stalls, rendezvous
+# deadlines (tests/cuda/nccl_host_check.sh).
 add_test(NAME cuda/nccl-host
          COMMAND sh ${PRIMEC_CUDA_DIR}/nccl_host_check.sh $<TARGET_FILE:primec> ${CMAKE_C_COMPILER}
                  "${PRIMEC_CUDA_TEST_CFLAGS}" ${CMAKE_SOURCE_DIR}/runtime

@@ -6,7 +6,9 @@
 # sequence-parallel data-parallel runs) is emitted
 # with --target cuda, its C part compiled against LIB, and run with
 # --local --check, which must pass with the counters equal to the
-# compiler's prediction. The first run also checks the refusals of the
+# compiler's prediction. The first run with kernels fused across
+# instances runs them as one call each (fewer kernel calls than its
+# --no-fuse build, which passes too). The first run also checks the refusals of the
 # CUDA program: no --local and no world, a GPU that is not there; its --save-grads
 # (the same gradients as the cpu build's), --repeat, --json and --trace; and a failing CUDA call (emulated) at
 # allocation, kernel and copy, which must end the run with exit 3 and a
@@ -16,7 +18,7 @@ primec=$1 cc=$2 cflags=$3 include=$4 lib=$5 link=$6 work=$7 file=$8
 here=$(dirname "$0")
 mkdir -p "$work" || exit 1
 models=$(sh "$here/runs.sh" "$primec" "$file") || exit 1
-count=0 first=
+count=0 first= fused=
 for m in $models; do
     # A layer file's small runs of each kind: Megatron, the square grid,
     # sequence parallelism with data-parallel replicas (all-gather); the
@@ -46,9 +48,39 @@ for m in $models; do
         exit 1
     fi
     [ -n "$first" ] || first=$m
+    [ -n "$fused" ] || ! grep -q "^static void fused" "$dir/$m.c" || fused=$m
     count=$((count + 1))
 done
 [ $count -gt 0 ] || { echo "FAIL: no run of $file"; exit 1; }
+
+# kernel_calls JSON: the kernel calls of a --json report (timing.kernels).
+kernel_calls() {
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["timing"]["kernels"])' "$1"
+}
+# The first run with kernels fused across instances runs them as one call
+# each (the CUDA table's kernel_fused): fewer kernel calls than its
+# --no-fuse build, which passes --check as well.
+fusion="no fused kernels"
+if [ -n "$fused" ]; then
+    dir=$work/$fused nofuse=$work/nofuse-$fused
+    rm -rf "$nofuse"
+    "$primec" build "$file" --model "$fused" --target cuda --emit-only --no-fuse -o "$nofuse" \
+        >/dev/null || { echo "FAIL: primec build --target cuda --no-fuse --model $fused"; exit 1; }
+    ! grep -q "^static void fused" "$nofuse/$fused.c" || { echo "FAIL: --no-fuse fused"; exit 1; }
+    # shellcheck disable=SC2086
+    $cc -std=c11 -O1 -Wall -Wextra -Werror $cflags -I"$include" "$nofuse/$fused.c" \
+        -o "$nofuse/$fused" "$lib" $link || { echo "FAIL: the --no-fuse $fused.c"; exit 1; }
+    for d in "$dir" "$nofuse"; do
+        "$d/$fused" --local --check --json "$d/run.json" >"$d/fused.txt" 2>&1 &&
+            grep -q '"counters_match_prediction": true' "$d/run.json" &&
+            grep -q "^check passed" "$d/fused.txt" ||
+            { cat "$d/fused.txt"; echo "FAIL: $d/$fused --local --check --json"; exit 1; }
+    done
+    with=$(kernel_calls "$dir/run.json") without=$(kernel_calls "$nofuse/run.json")
+    [ "$with" -lt "$without" ] ||
+        { echo "FAIL: $fused: $with kernel calls fused, $without with --no-fuse"; exit 1; }
+    fusion="$fused fused: $with kernel calls, $without with --no-fuse"
+fi
 
 # expect WHAT CODE TEXT ARGS...: the program exits with CODE saying TEXT
 # (PCU_HOST_FAIL set to $inject when that is not empty).
@@ -97,4 +129,4 @@ for inject in $calls; do
         { cat "$work/refusal.txt"; echo "FAIL: PCU_HOST_FAIL=$inject: no verdict"; exit 1; }
 done
 inject=
-echo "host: PASS ($count runs of $file on the host emulation; refusals, options and failures ($calls) of $first)"
+echo "host: PASS ($count runs of $file on the host emulation; $fusion; refusals, options and failures ($calls) of $first)"

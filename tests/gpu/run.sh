@@ -11,13 +11,15 @@
 #      shapes' Megatron runs (opt_megatron, llama2_megatron,
 #      bloom_megatron) for the timings;
 #   3. runs each small one with --local --check (every device of the mesh
-#      on the one GPU; results, gradients and counters checked);
+#      on the one GPU, the kernels fused across instances as one CUDA
+#      kernel per group; results, gradients and counters checked);
 #   4. runs one process per GPU over NCCL: a one-device model as a world
 #      of one process (--check), and a two-device data-parallel model as
 #      two processes meeting over TCP on 127.0.0.1 (--check; on two GPUs
 #      where there are, else both on GPU 0, which NCCL refuses: that run
 #      must then end with a message naming the rank and the call, not
-#      hang);
+#      hang). Worlds of 4 processes need 4 GPUs: they are checked on the
+#      host emulation of NCCL only (ctest cuda/nccl-host, docs/cuda.md);
 #   5. times the published runs (--local --repeat 5, no check) and cuBLAS
 #      alone at the shapes of their GEMM nodes (tests/gpu/gemm_bench.cu);
 #   6. writes DIR/gpu/results.md: the GPU, each check, each run's step

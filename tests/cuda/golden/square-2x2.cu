@@ -3,8 +3,9 @@
  *
  * The tile kernel of every compute phase as CUDA: one host function
  * per distinct kernel (cuBLAS for GEMM nodes, a __global__ kernel per
- * loop node), prime_cuda_phases, each phase's function (NULL: no
- * compute), and prime_cuda_run_phase, which the CUDA runtime calls
+ * loop node), each group's fused kernel, prime_cuda_phases and
+ * prime_cuda_fused, each phase's functions (NULL: none), and
+ * prime_cuda_run_phase, which the CUDA runtime calls
  * (runtime/prime_cuda.h). The program's tables and main are in
  * m.c (docs/cuda.md).
  */
@@ -83,6 +84,8 @@ int phase4(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
 
 typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *,
     const float *const *, const long *);
+typedef int (*PrimeCudaFusedFn)(cublasHandle_t, cudaStream_t, float *const *,
+    const float *const *const *, const long *);
 extern const int prime_cuda_nphases;
 const int prime_cuda_nphases = 5;
 extern const PrimeCudaPhaseFn prime_cuda_phases[];
@@ -94,11 +97,25 @@ const PrimeCudaPhaseFn prime_cuda_phases[] = {
     phase4,
 };
 
-extern "C" int prime_cuda_run_phase(int index, void *cublas, void *stream,
-    float *out, const float *const *in, const long *off)
+extern const PrimeCudaFusedFn prime_cuda_fused[];
+const PrimeCudaFusedFn prime_cuda_fused[] = {
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+extern "C" int prime_cuda_run_phase(int index, int fused, void *cublas, void *stream,
+    float *const *out, const float *const *const *in, const long *off)
 {
-    if (index < 0 || index >= prime_cuda_nphases || !prime_cuda_phases[index])
+    if (index < 0 || index >= prime_cuda_nphases)
+        return -2;
+    if (fused)
+        return prime_cuda_fused[index] ? prime_cuda_fused[index]((cublasHandle_t)cublas,
+            (cudaStream_t)stream, out, in, off) : -2;
+    if (!prime_cuda_phases[index])
         return -2;
     return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream,
-        out, in, off);
+        out[0], in[0], off);
 }
