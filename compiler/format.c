@@ -87,23 +87,41 @@ static char *run_clang_format(const char *text, size_t len, size_t *out_len, con
  * "// clang-format on". clang-format would leave them as they are but
  * still spends most of its time reading them (two thirds of a small
  * layer's build), so they never reach it: each becomes a placeholder
- * declaration, and the region, wrapped here, takes its place after. */
+ * declaration, and the region, laid out here, takes its place after. */
 static const char region_off[] = "// clang-format off\n", region_on[] = "// clang-format on\n";
-static const char hole[] = "int primec_format_region_";
+static const char hole[] = "int primec_format_region;\n";
 
-/* Prints line (len bytes, no newline), broken after the commas at brace
- * depth depth (1: inside its outermost braces) where it passes the
- * column limit; a piece still too long is broken one level deeper. */
-static void wrap_line(Printer *p, const char *line, size_t len, int indent, int depth) {
-    if ((size_t)indent + len <= 100 || depth > 3) {
-        printer_printf(p, "%*s%.*s\n", indent, "", (int)len, line);
-        return;
+/* The column limit of format_style. */
+enum { columns = 100 };
+
+/* The next region at or after from: [*off, *on) with its two marker
+ * lines, or 0. */
+static int next_region(const char *text, const char *from, const char **off, const char **on) {
+    const char *o = strstr(from, region_off);
+    while (o && o != text && o[-1] != '\n')
+        o = strstr(o + 1, region_off);
+    const char *e = o ? strstr(o, region_on) : NULL;
+    if (!e || e[-1] != '\n')
+        return 0;
+    *off = o;
+    *on = e + sizeof region_on - 1;
+    return 1;
+}
+
+/* Prints line (len bytes) from column indent on, broken after the
+ * commas at brace depth depth (1: inside its outermost braces) where it
+ * passes the column limit, continuation lines indented by 4; a piece
+ * too long alone is broken one level deeper. No newline at the end;
+ * returns the column the line ends at. */
+static size_t wrap(Printer *p, const char *line, size_t len, size_t indent, int depth) {
+    if (indent + len <= columns || depth > 3) {
+        printer_printf(p, "%.*s", (int)len, line);
+        return indent + len;
     }
-    /* The pieces: split after ", " at the depth asked for. */
-    size_t start = 0, col = 0;
-    int d = 0, quoted = 0, first = 1;
+    size_t start = 0, col = indent;
+    int d = 0, quoted = 0;
     for (size_t i = 0; i <= len; ++i) {
-        char ch = i < len ? line[i] : 0;
+        char ch = i < len ? line[i] : ',';
         if (quoted) {
             if (ch == '\\' && i + 1 < len)
                 ++i;
@@ -111,147 +129,70 @@ static void wrap_line(Printer *p, const char *line, size_t len, int indent, int 
                 quoted = 0;
             continue;
         }
-        if (ch == '"')
-            quoted = 1;
-        else if (ch == '{')
-            ++d;
-        else if (ch == '}')
-            --d;
-        int cut = i == len || (ch == ',' && d == depth && i + 1 < len && line[i + 1] == ' ');
-        if (!cut)
+        d += ch == '{' ? 1 : ch == '}' ? -1 : 0;
+        quoted = ch == '"';
+        if (i < len && !(ch == ',' && d == depth && i + 1 < len && line[i + 1] == ' '))
             continue;
-        size_t end = i < len ? i + 1 : len; /* the comma stays with its piece */
-        const char *piece = line + start;
-        size_t plen = end - start;
-        int at = first ? indent : indent + 4;
-        if (first || col + 1 + plen > 100) {
-            if (!first)
-                printer_printf(p, "\n");
-            if (at + plen > 100 && depth < 3) {
-                /* Too long alone: broken deeper, then the line goes on. */
-                size_t l = plen;
-                while (l && piece[l - 1] == ' ')
-                    --l;
-                Printer sub;
-                printer_init(&sub);
-                wrap_line(&sub, piece, l, at, depth + 1);
-                size_t sl;
-                char *st = printer_take(&sub, &sl);
-                printer_free(&sub);
-                sl = sl ? sl - 1 : 0; /* without its newline */
-                st[sl] = 0;
-                printer_printf(p, "%s", st);
-                const char *nl = strrchr(st, '\n');
-                col = nl ? sl - (size_t)(nl - st) - 1 : sl;
-                free(st);
-            } else {
-                printer_printf(p, "%*s%.*s", at, "", (int)plen, piece);
-                col = (size_t)at + plen;
-            }
-        } else {
-            printer_printf(p, " %.*s", (int)plen, piece);
-            col += 1 + plen;
+        /* A piece, the comma with it. */
+        size_t end = i < len ? i + 1 : len, plen = end - start;
+        if (start > 0 && col + 1 + plen <= columns) {
+            printer_printf(p, " ");
+            ++col;
+        } else if (start > 0) {
+            printer_printf(p, "\n%*s", (int)(indent + 4), "");
+            col = indent + 4;
         }
-        first = 0;
+        col = wrap(p, line + start, plen, col, depth + 1);
         if (i == len)
             break;
-        start = end;
-        while (start < len && line[start] == ' ')
+        for (start = end; start < len && line[start] == ' ';)
             ++start;
         i = start - 1;
     }
-    printer_printf(p, "\n");
-}
-
-/* A table region as it appears in the formatted file: its lines wrapped
- * at the column limit. */
-static void print_region(Printer *p, const char *r, size_t len) {
-    for (size_t i = 0; i < len;) {
-        const char *nl = memchr(r + i, '\n', len - i);
-        size_t n = nl ? (size_t)(nl - (r + i)) : len - i;
-        int indent = 0;
-        while ((size_t)indent < n && r[i + (size_t)indent] == ' ')
-            ++indent;
-        wrap_line(p, r + i + indent, n - (size_t)indent, indent, 1);
-        i += n + 1;
-    }
+    return col;
 }
 
 char *format_c(const char *text, size_t len, size_t *out_len, const char **error) {
-    /* The regions, and the text with a placeholder for each. */
-    size_t cap = 16, nregions = 0;
-    const char **rs = malloc(cap * sizeof *rs);
-    size_t *rl = malloc(cap * sizeof *rl);
+    /* The text with a placeholder for each region. */
     Printer in;
     printer_init(&in);
-    const char *at = text, *end = text + len;
-    while (rs && rl && at < end) {
-        const char *off = strstr(at, region_off);
-        while (off && off != text && off[-1] != '\n')
-            off = strstr(off + 1, region_off);
-        const char *on = off ? strstr(off, region_on) : NULL;
-        if (!off || !on || on[-1] != '\n') {
-            printer_printf(&in, "%.*s", (int)(end - at), at);
-            break;
-        }
-        on += sizeof region_on - 1;
-        if (nregions == cap) {
-            cap *= 2;
-            const char **r2 = realloc(rs, cap * sizeof *rs);
-            size_t *l2 = r2 ? realloc(rl, cap * sizeof *rl) : NULL;
-            if (!r2 || !l2) {
-                free(r2 ? (void *)r2 : (void *)rs);
-                rs = NULL;
-                break;
-            }
-            rs = r2;
-            rl = l2;
-        }
-        rs[nregions] = off;
-        rl[nregions] = (size_t)(on - off);
-        printer_printf(&in, "%.*s%s%zu;\n", (int)(off - at), at, hole, nregions);
-        ++nregions;
-        at = on;
-    }
+    const char *at = text, *off, *on;
+    for (; next_region(text, at, &off, &on); at = on)
+        printer_printf(&in, "%.*s%s", (int)(off - at), at, hole);
+    printer_printf(&in, "%.*s", (int)(text + len - at), at);
     size_t in_len;
     char *in_text = printer_take(&in, &in_len);
     printer_free(&in);
-    if (!rs || !rl || !in_text) {
-        free(rs);
-        free(rl);
-        free(in_text);
+    if (!in_text) {
         *error = "out of memory";
         return NULL;
     }
     char *formatted = run_clang_format(in_text, in_len, out_len, error);
     free(in_text);
-    if (!formatted || nregions == 0) {
-        free(rs);
-        free(rl);
-        return formatted;
-    }
-    /* The regions back in their places. */
+    if (!formatted)
+        return NULL;
+    /* The regions back in their places, in their order, each line laid
+     * out from its own indentation. */
     Printer out;
     printer_init(&out);
-    const char *f = formatted;
-    size_t k = 0;
-    for (const char *h; (h = strstr(f, hole)) != NULL;) {
-        char *stop;
-        unsigned long long n = strtoull(h + sizeof hole - 1, &stop, 10);
-        if (*stop != ';' || n != k || (h != formatted && h[-1] != '\n'))
+    const char *f = formatted, *h;
+    for (at = text; (h = strstr(f, hole)) != NULL; f = h + sizeof hole - 1) {
+        if ((h != formatted && h[-1] != '\n') || !next_region(text, at, &off, &on))
             break;
         printer_printf(&out, "%.*s", (int)(h - f), f);
-        print_region(&out, rs[k], rl[k]);
-        ++k;
-        f = stop + 1;
-        if (*f == '\n')
-            ++f;
+        for (const char *l = off; l < on;) {
+            const char *nl = strchr(l, '\n');
+            size_t indent = strspn(l, " ");
+            printer_printf(&out, "%*s", (int)indent, "");
+            wrap(&out, l + indent, (size_t)(nl - l) - indent, indent, 1);
+            printer_printf(&out, "\n");
+            l = nl + 1;
+        }
+        at = on;
     }
     printer_printf(&out, "%s", f);
     free(formatted);
-    free(rs);
-    free(rl);
-    if (k != nregions) {
+    if (h || next_region(text, at, &off, &on)) {
         printer_free(&out);
         *error = "clang-format moved a table region's placeholder";
         return NULL;
