@@ -107,7 +107,7 @@ AccumPlan *kernel_accum_plan(Arena *arena, const Schedule *s, const FusePlan *fu
     return plan;
 }
 
-void kernel_accum_apply(Arena *arena, Schedule *s, AccumPlan *plan, int predict) {
+void kernel_accum_apply(Schedule *s, AccumPlan *plan) {
     for (int e = 0; e < plan->count; ++e) {
         PhaseSched *ph = s->phases.items[plan->phase[e]];
         for (int r = 0; r < s->model->mesh.ndev; ++r) {
@@ -128,8 +128,6 @@ void kernel_accum_apply(Arena *arena, Schedule *s, AccumPlan *plan, int predict)
         }
     }
     plan->applied = 1;
-    if (predict && plan->count)
-        sched_predict(s, arena);
 }
 
 void kernel_accum_dump(const Schedule *s, const AccumPlan *plan, FILE *out) {

@@ -36,10 +36,9 @@ typedef struct AccumPlan {
 AccumPlan *kernel_accum_plan(Arena *arena, const Schedule *s, const FusePlan *fusion);
 
 /* Rewrites the actions of plan's phases: the kernel writes into t1, and
- * t2's ALLOC, the ADD and t2's FREE are dropped. With predict, and a
- * phase rewritten, the bytes and peaks are predicted again (the caller
- * passes 0 where kernel_fuse_apply predicts them after its own rewrite). */
-void kernel_accum_apply(Arena *arena, Schedule *s, AccumPlan *plan, int predict);
+ * t2's ALLOC, the ADD and t2's FREE are dropped. The bytes and peaks are
+ * predicted again by kernel_fuse_apply, which runs next. */
+void kernel_accum_apply(Schedule *s, AccumPlan *plan);
 
 /* --dump-after=kernels: one line per phase. */
 void kernel_accum_dump(const Schedule *s, const AccumPlan *plan, FILE *out);

@@ -430,7 +430,7 @@ static int pass_kernels(Compilation *c) {
         s->fusion = kernel_fuse_plan(c->arena, s, &c->sources);
         s->fusion->accum = kernel_accum_plan(c->arena, s, s->fusion);
         /* kernel_fuse_apply predicts both rewrites again. */
-        kernel_accum_apply(c->arena, s, s->fusion->accum, 0);
+        kernel_accum_apply(s, s->fusion->accum);
         kernel_fuse_apply(c->arena, s, s->fusion);
     }
     return 1;

@@ -201,36 +201,33 @@ static int phase_index(CudaDev *cd, const PrimePhase *phase) {
     return -1;
 }
 
-static PrimeStatus cuda_kernel(PrimeDev *dev, const PrimePhase *phase, float *out,
-                               const float *const *in, const long *off) {
+/* The phase's kernel, or its fused group's (call->fused), on the device:
+ * call's index is found here. */
+static PrimeStatus cuda_launch(PrimeDev *dev, const PrimePhase *phase, PcuCall *call) {
     CudaDev *cd = cuda_dev(dev);
     char err[ERR_CAP];
-    int index = phase_index(cd, phase);
-    if (index < 0) {
+    call->index = phase_index(cd, phase);
+    if (call->index < 0) {
         snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
         return cuda_fail(dev, err);
     }
-    const float *const *ins[1] = {in};
-    PcuCall call = {index, 0, phase->kernels[0], NULL, &out, ins, off};
-    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, &call, err, sizeof err))
+    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, call, err, sizeof err))
         return cuda_fail(dev, err);
     return PRIME_OK;
+}
+
+static PrimeStatus cuda_kernel(PrimeDev *dev, const PrimePhase *phase, float *out,
+                               const float *const *in, const long *off) {
+    const float *const *ins[1] = {in};
+    PcuCall call = {0, 0, phase->kernels[0], NULL, &out, ins, off};
+    return cuda_launch(dev, phase, &call);
 }
 
 /* A fused group (PrimePhase.fused) as one call of its fused kernel. */
 static PrimeStatus cuda_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
                                      const float *const *const *in, const long *off) {
-    CudaDev *cd = cuda_dev(dev);
-    char err[ERR_CAP];
-    int index = phase_index(cd, phase);
-    if (index < 0) {
-        snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
-        return cuda_fail(dev, err);
-    }
-    PcuCall call = {index, 1, NULL, phase->fused, out, in, off};
-    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, &call, err, sizeof err))
-        return cuda_fail(dev, err);
-    return PRIME_OK;
+    PcuCall call = {0, 1, NULL, phase->fused, out, in, off};
+    return cuda_launch(dev, phase, &call);
 }
 
 static PrimeStatus cuda_combine(PrimeDev *dev, float *dst, const float *src, size_t n,

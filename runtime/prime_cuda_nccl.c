@@ -282,44 +282,37 @@ static int phase_index(NcclDev *nd, const PrimePhase *phase) {
     return -1;
 }
 
-static PrimeStatus nccl_kernel(PrimeDev *dev, const PrimePhase *phase, float *out,
-                               const float *const *in, const long *off) {
+/* The phase's kernel, or its fused group's (call->fused), on the compute
+ * stream after the queued shifts, which run under it: call's index is
+ * found here. */
+static PrimeStatus nccl_launch(PrimeDev *dev, const PrimePhase *phase, PcuCall *call) {
     NcclDev *nd = nccl_dev(dev);
-    /* Queued shifts go first, to run under the kernel. */
     PrimeStatus st = flush(dev);
     if (st != PRIME_OK)
         return st;
     char err[ERR_CAP];
-    int index = phase_index(nd, phase);
-    if (index < 0) {
+    call->index = phase_index(nd, phase);
+    if (call->index < 0) {
         snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
         return nccl_fail(dev, err);
     }
-    const float *const *ins[1] = {in};
-    PcuCall call = {index, 0, phase->kernels[0], NULL, &out, ins, off};
-    if (pcu_kernel(nd->pcu, (PcuPhaseFn)nd->run_phase, &call, err, sizeof err))
+    if (pcu_kernel(nd->pcu, (PcuPhaseFn)nd->run_phase, call, err, sizeof err))
         return nccl_fail(dev, err);
     return PRIME_OK;
 }
 
-/* A fused group (PrimePhase.fused) as one call of its fused kernel, on
- * the compute stream after the queued shifts, as nccl_kernel. */
+static PrimeStatus nccl_kernel(PrimeDev *dev, const PrimePhase *phase, float *out,
+                               const float *const *in, const long *off) {
+    const float *const *ins[1] = {in};
+    PcuCall call = {0, 0, phase->kernels[0], NULL, &out, ins, off};
+    return nccl_launch(dev, phase, &call);
+}
+
+/* A fused group (PrimePhase.fused) as one call of its fused kernel. */
 static PrimeStatus nccl_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
                                      const float *const *const *in, const long *off) {
-    NcclDev *nd = nccl_dev(dev);
-    PrimeStatus st = flush(dev);
-    if (st != PRIME_OK)
-        return st;
-    char err[ERR_CAP];
-    int index = phase_index(nd, phase);
-    if (index < 0) {
-        snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
-        return nccl_fail(dev, err);
-    }
-    PcuCall call = {index, 1, NULL, phase->fused, out, in, off};
-    if (pcu_kernel(nd->pcu, (PcuPhaseFn)nd->run_phase, &call, err, sizeof err))
-        return nccl_fail(dev, err);
-    return PRIME_OK;
+    PcuCall call = {0, 1, NULL, phase->fused, out, in, off};
+    return nccl_launch(dev, phase, &call);
 }
 
 /* Member 0 of a group makes an id; it reaches the other members over the
