@@ -215,6 +215,11 @@ typedef struct Builder {
     PredictRank *pred;
     PrimeAction *pending_act;
     PhaseSched **pending_ph;
+    /* The residency trials' results kept for reuse (sched_learn_needs):
+     * NeedMemo*, the latest per phase shape and sweep order. reuse_off
+     * (PRIMEC_NO_TRIAL_REUSE set) runs every trial. */
+    PtrVec need_memo;
+    int reuse_off;
     /* Per storage tensor, initialised when its id is handed out (below
      * this point the Builder starts zeroed). */
     Machine m;

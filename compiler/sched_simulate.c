@@ -641,6 +641,151 @@ int sched_phase_inputs(const PhaseSched *ph, int *tensors) {
     return n;
 }
 
+/* ---- Residency trials reused --------------------------------------- */
+
+/* What the residency trials of a phase learnt, and everything they read:
+ * the trials clear the stores of the phase's operands and output (so the
+ * holder counts are theirs alone) and run the phase on the machine, so
+ * what they decide is a function of the phase's shape (its instance's
+ * slice table and steps, its operands' index orders and tilings, which
+ * operands share a storage tensor, the sweep order), of the slots in use
+ * and the slot rings of the tensors they touch (the stores are cleared,
+ * the slots are not), and of whether the phase's all-reduces are
+ * deferred. A later phase equal in all of these (a copy of a repeated
+ * layer, its tensors another block) learns the same: it takes the
+ * result instead of running the trials. The side effects of the trials
+ * on the builder are replayed too: the tensors they allocated a slot of
+ * join the list sched_free_dead looks at, and the phase's action lists
+ * get the room its trials would have counted. */
+typedef struct NeedMemo {
+    const PhaseSched *ph; /* the phase whose trials ran */
+    int rev, defer, nins, ntouched;
+    uint64_t *slots;                             /* [touched][dev * SLOT_WORDS + w] */
+    Layout need[SCHED_MAX_OPERANDS + 1];         /* per distinct input (ins[]) */
+    unsigned char alloc[SCHED_MAX_OPERANDS + 1]; /* a trial took a slot of touched[k] */
+    int *hint;                                   /* per device: most actions a trial run appended */
+} NeedMemo;
+
+/* Whether two storage tensors are tiled alike. */
+static int same_tiling(const SchedTensor *x, const SchedTensor *y) {
+    return x->ndims == y->ndims && x->ntiles == y->ntiles && x->tile_elems == y->tile_elems &&
+           x->combine == y->combine && memcmp(x->nslices, y->nslices, sizeof x->nslices) == 0;
+}
+
+static int same_operand(const Schedule *s, const Operand *x, const Operand *y) {
+    return x->ndims == y->ndims &&
+           memcmp(x->opdims, y->opdims, sizeof(int) * (size_t)x->ndims) == 0 &&
+           same_tiling(&s->tensors[x->tensor], &s->tensors[y->tensor]);
+}
+
+/* Where operand i's storage tensor first occurs among the phase's
+ * operands (the output is operand nin). */
+static int first_use(const PhaseSched *ph, int i) {
+    int t = i < ph->nin ? ph->in[i].tensor : ph->out.tensor;
+    for (int j = 0; j < i; ++j)
+        if (ph->in[j].tensor == t)
+            return j;
+    return i;
+}
+
+/* Whether the trials of x and y read the same shape (see NeedMemo). */
+static int same_shape(const Builder *b, const PhaseSched *x, const PhaseSched *y) {
+    const Schedule *s = b->s;
+    if (x->kind != y->kind || x->nin != y->nin || x->inst < 0 || y->inst < 0 ||
+        !same_operand(s, &x->out, &y->out))
+        return 0;
+    for (int i = 0; i < x->nin; ++i)
+        if (!same_operand(s, &x->in[i], &y->in[i]))
+            return 0;
+    for (int i = 0; i <= x->nin; ++i)
+        if (first_use(x, i) != first_use(y, i))
+            return 0;
+    if (x->inst == y->inst)
+        return 1;
+    const Instance *ix = &s->model->instances[x->inst], *iy = &s->model->instances[y->inst];
+    const SliceTable *sx = &s->slices[x->inst], *sy = &s->slices[y->inst];
+    if (ix->steps != iy->steps || sx->ndev != sy->ndev || sx->steps != sy->steps ||
+        sx->ndims != sy->ndims || memcmp(sx->nslices, sy->nslices, sizeof sx->nslices) ||
+        memcmp(sx->extent, sy->extent, sizeof sx->extent))
+        return 0;
+    size_t n = (size_t)sx->ndims * (size_t)sx->ndev * (size_t)sx->steps;
+    return sx->slice == sy->slice || memcmp(sx->slice, sy->slice, sizeof(long) * n) == 0;
+}
+
+/* A copy of a learnt layout that aliases as the original would: its
+ * arrays are its own, with the same room to grow in place. */
+static Layout layout_clone(Builder *b, const Layout *l) {
+    Layout c;
+    c.ndev = l->ndev;
+    c.count = ARENA_ARRAY_UNINIT(b->arena, int, l->ndev + 1);
+    c.tiles = ARENA_ARRAY(b->arena, long *, l->ndev + 1);
+    c.slots = ARENA_ARRAY(b->arena, int *, l->ndev + 1);
+    c.cap = l->cap ? ARENA_ARRAY(b->arena, int, l->ndev + 1) : NULL;
+    for (int d = 0; d < l->ndev; ++d) {
+        int n = l->count[d], room = l->cap && l->cap[d] > n ? l->cap[d] : n;
+        c.count[d] = n;
+        c.slots[d] = l->slots[d];
+        if (l->cap)
+            c.cap[d] = l->cap[d];
+        if (l->tiles[d] || room) {
+            c.tiles[d] = ARENA_ARRAY_UNINIT(b->arena, long, room + 1);
+            if (n)
+                memcpy(c.tiles[d], l->tiles[d], sizeof(long) * (size_t)n);
+        }
+    }
+    return c;
+}
+
+static size_t slot_bytes(const Builder *b) {
+    return sizeof(uint64_t) * (size_t)b->ndev * SLOT_WORDS;
+}
+
+/* The memo of an earlier phase whose trials this phase's would repeat, or
+ * NULL; *same_at: the index of the memo of the same shape and order (to
+ * replace), -1 if none. */
+static NeedMemo *memo_find(Builder *b, const PhaseSched *ph, int rev, const int *touched,
+                           int ntouched, int *same_at) {
+    *same_at = -1;
+    for (int k = b->need_memo.count - 1; k >= 0; --k) {
+        NeedMemo *m = b->need_memo.items[k];
+        if (m->rev != rev || m->ntouched != ntouched || !same_shape(b, m->ph, ph))
+            continue;
+        *same_at = k;
+        if (m->defer != b->defer)
+            return NULL;
+        for (int i = 0; i < ntouched; ++i)
+            if (memcmp(m->slots + (size_t)i * (size_t)b->ndev * SLOT_WORDS,
+                       b->m.slot_used[touched[i]], slot_bytes(b)))
+                return NULL;
+        return m;
+    }
+    return NULL;
+}
+
+/* Applies a memo to phase ph: its learnt needs and the trials' effects. */
+static void memo_apply(Builder *b, PhaseSched *ph, int rev, const NeedMemo *m, const int *ins,
+                       const int *touched) {
+    for (int i = 0; i < m->nins; ++i) {
+        b->need[ins[i]] = layout_clone(b, &m->need[i]);
+        b->track_need[ins[i]] = 0;
+    }
+    for (int k = 0; k < m->ntouched; ++k)
+        if (m->alloc[k] && b->gained_flag && !b->gained_flag[touched[k]]) {
+            b->gained_flag[touched[k]] = 1;
+            intlist_push(b->arena, &b->gained, touched[k]);
+        }
+    if (!ph->action_hint)
+        ph->action_hint = ARENA_ARRAY(b->arena, int, b->ndev);
+    for (int d = 0; d < b->ndev; ++d)
+        if (m->hint[d] > ph->action_hint[d])
+            ph->action_hint[d] = m->hint[d];
+    Layout *cache = ARENA_ARRAY(b->arena, Layout, ph->nin + 1);
+    for (int k = 0; k < ph->nin; ++k)
+        cache[k] = b->need[ph->in[k].tensor];
+    ph->need_cache[rev] = cache;
+    ph->need_cached[rev] = 1;
+}
+
 /* Learns the residency each input needs at the start of the phase: a
  * trial run from empty input stores records the tiles nobody could
  * send; a second trial from that residency confirms it. */
@@ -662,6 +807,37 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         out_listed |= ins[i] == ph->out.tensor;
     if (!out_listed)
         touched[ntouched++] = ph->out.tensor;
+    /* Staged models idle devices per instance; a failed or exhausted
+     * builder changes what the trials do: no reuse there. */
+    int memo =
+        !b->reuse_off && !b->s->model->nstages && !b->failed && !b->out_of_slots && b->dry_count;
+    int same_at = -1;
+    if (memo) {
+        const NeedMemo *m = memo_find(b, ph, rev, touched, ntouched, &same_at);
+        if (m) {
+            memo_apply(b, ph, rev, m, ins, touched);
+            return;
+        }
+    }
+    unsigned char had_gained[SCHED_MAX_OPERANDS + 1] = {0};
+    int *hint = NULL;
+    if (memo) {
+        /* Which touched tensors the trials take a slot of: their gained
+         * flags are cleared meanwhile (a tensor may then be listed twice
+         * in gained, which sched_free_dead looks at once). */
+        for (int k = 0; k < ntouched && b->gained_flag; ++k) {
+            had_gained[k] = b->gained_flag[touched[k]];
+            b->gained_flag[touched[k]] = 0;
+        }
+        hint = ARENA_ARRAY(b->arena, int, b->ndev + 1);
+    }
+    uint64_t *slots_before = NULL;
+    if (memo) {
+        slots_before = arena_alloc_uninit(b->arena, slot_bytes(b) * (size_t)ntouched);
+        for (int k = 0; k < ntouched; ++k)
+            memcpy(slots_before + (size_t)k * (size_t)b->ndev * SLOT_WORDS,
+                   b->m.slot_used[touched[k]], slot_bytes(b));
+    }
     MachineSave saved;
     sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
@@ -693,6 +869,9 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
             sched_store_clear(store_of(b, ph->out.tensor, d));
         b->need_late = 0;
         sched_run_phase(b, ph);
+        for (int d = 0; hint && d < b->ndev; ++d)
+            if (b->dry_count[d] > hint[d])
+                hint[d] = b->dry_count[d];
         for (int i = 0; i < nins; ++i)
             for (int d = 0; d < b->ndev; ++d)
                 after += b->need[ins[i]].count[d];
@@ -721,6 +900,29 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
         cache[k] = b->need[ph->in[k].tensor];
     ph->need_cache[rev] = cache;
     ph->need_cached[rev] = 1;
+    if (!memo)
+        return;
+    NeedMemo *m = ARENA_NEW(b->arena, NeedMemo);
+    m->ph = ph;
+    m->rev = rev;
+    m->defer = b->defer;
+    m->nins = nins;
+    m->ntouched = ntouched;
+    m->slots = slots_before;
+    m->hint = hint;
+    for (int k = 0; k < ntouched; ++k) {
+        m->alloc[k] = b->gained_flag ? b->gained_flag[touched[k]] : 0;
+        if (b->gained_flag)
+            b->gained_flag[touched[k]] = (unsigned char)(had_gained[k] | m->alloc[k]);
+    }
+    for (int i = 0; i < nins; ++i)
+        m->need[i] = layout_clone(b, &b->need[ins[i]]);
+    if (b->failed || b->out_of_slots)
+        return; /* a trial failed: nothing to reuse */
+    if (same_at >= 0)
+        b->need_memo.items[same_at] = m;
+    else
+        ptrvec_push(b->arena, &b->need_memo, m);
 }
 
 void sched_strict_check(Builder *b, PhaseSched *ph, int first_boundary) {

@@ -370,6 +370,7 @@ static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
         mesh_coords(&model->mesh, d, b->coords + (long)d * model->mesh.naxes);
     b->st = &s->slices[0];
     b->steps = 1;
+    b->reuse_off = getenv("PRIMEC_NO_TRIAL_REUSE") != NULL;
 
     int *grad_storage = ARENA_ARRAY(arena, int, model->ntensors);
     for (int t = 0; t < model->ntensors; ++t)
