@@ -70,3 +70,17 @@ target_link_libraries(test_sched_refold PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_sched_refold PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule/refold COMMAND test_sched_refold ${SCHED_REFOLD_INPUTS})
 set_tests_properties(schedule/refold PROPERTIES LABELS unit TIMEOUT 120)
+
+# A phase whose residency trials repeat an earlier phase's takes their
+# result (sched_learn_needs): the schedule, the emitted C and check's
+# output must not change when every trial runs (tests/run/trial_reuse.sh).
+foreach(case "opt_small_square;layers=8" "opt_small_megatron;layers=8" "opt_square;layers=4")
+    list(GET case 0 model)
+    list(GET case 1 layers)
+    add_test(NAME schedule/trial_reuse/${model}
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/trial_reuse.sh $<TARGET_FILE:primec>
+                     ${CMAKE_CURRENT_BINARY_DIR}/schedule/trial_reuse/${model}
+                     ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime ${model} --param ${layers})
+    set_tests_properties(schedule/trial_reuse/${model} PROPERTIES
+                         LABELS run TIMEOUT 300 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()
