@@ -217,9 +217,10 @@ typedef struct Builder {
     PhaseSched **pending_ph;
     /* The residency trials' results kept for reuse (sched_learn_needs):
      * NeedMemo*, the latest per phase shape and sweep order. reuse_off
-     * (PRIMEC_NO_TRIAL_REUSE set) runs every trial. */
+     * (PRIMEC_NO_TRIAL_REUSE set) runs every trial; need_memo_hits counts
+     * the phases that took a memo (PRIMEC_TRIAL_REUSE_STATS prints it). */
     PtrVec need_memo;
-    int reuse_off;
+    int reuse_off, need_memo_hits;
     /* Per storage tensor, initialised when its id is handed out (below
      * this point the Builder starts zeroed). */
     Machine m;

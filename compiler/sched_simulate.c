@@ -762,6 +762,15 @@ static NeedMemo *memo_find(Builder *b, const PhaseSched *ph, int rev, const int 
     return NULL;
 }
 
+/* Keeps the needs just learnt for phase ph's sweep order rev. */
+static void need_cache_store(Builder *b, PhaseSched *ph, int rev) {
+    Layout *cache = ARENA_ARRAY(b->arena, Layout, ph->nin + 1);
+    for (int k = 0; k < ph->nin; ++k)
+        cache[k] = b->need[ph->in[k].tensor];
+    ph->need_cache[rev] = cache;
+    ph->need_cached[rev] = 1;
+}
+
 /* Applies a memo to phase ph: its learnt needs and the trials' effects. */
 static void memo_apply(Builder *b, PhaseSched *ph, int rev, const NeedMemo *m, const int *ins,
                        const int *touched) {
@@ -779,11 +788,8 @@ static void memo_apply(Builder *b, PhaseSched *ph, int rev, const NeedMemo *m, c
     for (int d = 0; d < b->ndev; ++d)
         if (m->hint[d] > ph->action_hint[d])
             ph->action_hint[d] = m->hint[d];
-    Layout *cache = ARENA_ARRAY(b->arena, Layout, ph->nin + 1);
-    for (int k = 0; k < ph->nin; ++k)
-        cache[k] = b->need[ph->in[k].tensor];
-    ph->need_cache[rev] = cache;
-    ph->need_cached[rev] = 1;
+    need_cache_store(b, ph, rev);
+    b->need_memo_hits++;
 }
 
 /* Learns the residency each input needs at the start of the phase: a
@@ -821,6 +827,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
     }
     unsigned char had_gained[SCHED_MAX_OPERANDS + 1] = {0};
     int *hint = NULL;
+    uint64_t *slots_before = NULL;
     if (memo) {
         /* Which touched tensors the trials take a slot of: their gained
          * flags are cleared meanwhile (a tensor may then be listed twice
@@ -830,9 +837,6 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
             b->gained_flag[touched[k]] = 0;
         }
         hint = ARENA_ARRAY(b->arena, int, b->ndev + 1);
-    }
-    uint64_t *slots_before = NULL;
-    if (memo) {
         slots_before = arena_alloc_uninit(b->arena, slot_bytes(b) * (size_t)ntouched);
         for (int k = 0; k < ntouched; ++k)
             memcpy(slots_before + (size_t)k * (size_t)b->ndev * SLOT_WORDS,
@@ -895,11 +899,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
     b->dry = was_dry;
     b->failed = was_failed || b->out_of_slots;
     b->next_tag = was_tag; /* trial tags are never emitted */
-    Layout *cache = ARENA_ARRAY(b->arena, Layout, ph->nin + 1);
-    for (int k = 0; k < ph->nin; ++k)
-        cache[k] = b->need[ph->in[k].tensor];
-    ph->need_cache[rev] = cache;
-    ph->need_cached[rev] = 1;
+    need_cache_store(b, ph, rev);
     if (!memo)
         return;
     NeedMemo *m = ARENA_NEW(b->arena, NeedMemo);

@@ -387,6 +387,8 @@ static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
     fill_inputs(b);
     if (!run_phases(b, grad_storage))
         return NULL;
+    if (getenv("PRIMEC_TRIAL_REUSE_STATS"))
+        fprintf(stderr, "residency trials reused: %d phases\n", b->need_memo_hits);
     for (int t = 0; t < s->ntensors; ++t)
         s->final[t] = sched_layout_of(b, t);
     if (fold) {
