@@ -57,9 +57,15 @@ static int same_tiles(const Schedule *s, int t1, int t2) {
     return 1;
 }
 
-/* t1 if phase ph can accumulate into it on every rank that acts on its
- * output, else -1. */
-static int accum_target(const Schedule *s, const PhaseSched *ph, Kernel *k) {
+int kernel_accum_into(const PhaseSched *ph, int r, int *slot) {
+    int add = 0;
+    if (rank_form(ph, r, ph->out.tensor, &add) != 1)
+        return -1;
+    *slot = ph->actions[r][add].slot;
+    return ph->actions[r][add].tensor;
+}
+
+int kernel_accum_tensor(const Schedule *s, const PhaseSched *ph) {
     if (ph->kind != PHASE_BWD && ph->kind != PHASE_GRAD)
         return -1;
     if (ph->moves.count || ph->boundary.count || ph->nboxes)
@@ -76,7 +82,14 @@ static int accum_target(const Schedule *s, const PhaseSched *ph, Kernel *k) {
             return -1;
         t1 = t;
     }
-    if (t1 < 0 || !same_tiles(s, t1, t2))
+    return t1 >= 0 && same_tiles(s, t1, t2) ? t1 : -1;
+}
+
+/* t1 if phase ph can accumulate into it on every rank that acts on its
+ * output, else -1. */
+static int accum_target(const Schedule *s, const PhaseSched *ph, Kernel *k) {
+    int t1 = kernel_accum_tensor(s, ph);
+    if (t1 < 0)
         return -1;
     /* One node: its accumulating form adds its value to t1 once, as the
      * ADD added the overwriting form's value. */

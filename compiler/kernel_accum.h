@@ -31,6 +31,15 @@ typedef struct AccumPlan {
     int applied;
 } AccumPlan;
 
+/* t1 if every rank of phase ph that acts on its output t2 does so in the
+ * one form above (ALLOC t2, KERNEL into t2, ADD t1 += t2, FREE t2), with
+ * the same t1 and tiles of t1's shape, else -1. */
+int kernel_accum_tensor(const Schedule *s, const PhaseSched *ph);
+
+/* Rank r's t1 in that form (and *slot its slot), or -1 where rank r's
+ * actions do not have it. */
+int kernel_accum_into(const PhaseSched *ph, int r, int *slot);
+
 /* The phases of s, outside fusion's groups (fusion may be NULL), whose
  * contributions can accumulate into the tile they are added to. */
 AccumPlan *kernel_accum_plan(Arena *arena, const Schedule *s, const FusePlan *fusion);

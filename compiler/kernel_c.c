@@ -247,6 +247,16 @@ static int row_dim(const Kernel *k, const KernelLoop *l, unsigned ops, int dbl) 
     return contiguous ? o : -1;
 }
 
+int kernel_c_column_dim(const Kernel *k) {
+    if (k->nnodes != 1 || k->nodes[0].kind != KNODE_LOOP)
+        return -1;
+    const KernelLoop *l = &k->nodes[0].loop;
+    unsigned ops = 0;
+    for (int t = 0; t < l->nterms; ++t)
+        ops |= kernel_expr_operands(k, l->terms[t].expr);
+    return row_dim(k, l, ops, 0);
+}
+
 /* The sum over the summed dimension r outside the row of dimension o:
  * acc[o] += terms for each r, in r's order (one double accumulator per
  * output of the row, deterministic), then the row added to the output. */
@@ -502,10 +512,12 @@ static void print_member_row(Printer *p, const Kernel *k, const FuseGroup *g, in
     const long mrow = max_row(k, l, 0);
     const int lanes = loop_lanes(k, l, 0);
     if (!l->nreduce) {
+        /* A contribution to a tile from outside the group adds to its row
+         * (the ADD's rounding: the value in fp32, then the sum). */
         open_loop(p, k, inner, 0);
         printer_printf(p, "o[");
         print_ref(&c, KERNEL_OUT);
-        printer_printf(p, "] = ");
+        printer_printf(p, "] %s ", g->into[j] >= 0 ? "+=" : "=");
         print_terms(&c, l, 1);
         printer_printf(p, ";\n");
         close_loops(p, 1, 0);
@@ -548,6 +560,58 @@ static void print_member_row(Printer *p, const Kernel *k, const FuseGroup *g, in
     printer_printf(p, "}\n");
 }
 
+/* Column sum j (kernel k) for one row of the group (row dimension
+ * `row`): c<j>[d] += its terms, the order of print_loop_rows. */
+static void print_column_row(Printer *p, const Kernel *k, int j, int row, int inner) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    unsigned looped = (1u << row) | (1u << inner), ops = 0;
+    for (int t = 0; t < l->nterms; ++t)
+        ops |= kernel_expr_operands(k, l->terms[t].expr);
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    for (int i = 0; i < k->ph->nin; ++i) {
+        if (!((ops >> i) & 1u))
+            continue;
+        char base[48];
+        snprintf(base, sizeof base, "in[%d][%d]", j, i);
+        printer_printf(p, "const float *restrict x%d = ", i);
+        print_offset(p, base, k, i, &row, 1);
+        printer_printf(p, ";\n");
+    }
+    Ctx c = {p, k, 0, inner, looped};
+    open_loop(p, k, inner, 0);
+    printer_printf(p, "c%d[d%d] += ", j, inner);
+    print_terms(&c, l, 0);
+    printer_printf(p, ";\n");
+    close_loops(p, 1, 0);
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+/* The ADD ad of the group after its member: a row into a row, or one
+ * reduction's value for the row into another's. */
+static void print_fused_add(Printer *p, const FuseGroup *g, const Kernel *ks, const FuseAdd *ad,
+                            int nouter) {
+    const int *dims = ks[ad->dst].nodes[0].loop.loop_dim;
+    int inner = g->inner, scalar = ks[ad->dst].stride[KERNEL_OUT][inner] == 0;
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    printer_printf(p, "float *restrict y = ");
+    print_row_ptr(p, &ks[ad->dst], g, ad->dst, KERNEL_OUT, dims, nouter);
+    printer_printf(p, ";\nconst float *restrict x = ");
+    print_row_ptr(p, &ks[ad->src], g, ad->src, KERNEL_OUT, dims, nouter);
+    printer_printf(p, ";\n");
+    if (scalar) {
+        printer_printf(p, "y[0] += x[0];\n");
+    } else {
+        open_loop(p, &ks[0], inner, 0);
+        printer_printf(p, "y[d%d] += x[d%d];\n", inner, inner);
+        close_loops(p, 1, 0);
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
 void kernel_c_fused(Printer *p, const FuseGroup *g, const Kernel *ks) {
     int uses_off = 0;
     for (int j = 0; j < g->nmembers; ++j)
@@ -557,6 +621,10 @@ void kernel_c_fused(Printer *p, const FuseGroup *g, const Kernel *ks) {
     const KernelLoop *l0 = &ks[0].nodes[0].loop;
     int nouter = l0->nloops - 1, inner = g->inner;
     long e = ks[0].extent[inner];
+    /* The column sums' accumulators live across the rows. */
+    for (int j = 0; j < g->nmembers; ++j)
+        if (g->cols[j])
+            printer_printf(p, "double c%d[%ld] = {0.0};\n", j, e);
     for (int x = 0; x < nouter; ++x)
         open_loop(p, &ks[0], l0->loop_dim[x], 1);
     for (int j = 0; j < g->nmembers; ++j)
@@ -566,25 +634,25 @@ void kernel_c_fused(Printer *p, const FuseGroup *g, const Kernel *ks) {
         char what[160];
         kernel_describe_node(&ks[j], 0, what, sizeof what);
         printer_printf(p, "/* %s */\n", what);
-        print_member_row(p, &ks[j], g, j);
-        for (int a = 0; a < g->nadds; ++a) {
-            const FuseAdd *ad = &g->adds[a];
-            if (ad->after != j)
-                continue;
-            const int *dims = ks[ad->dst].nodes[0].loop.loop_dim;
-            printer_printf(p, "{\n");
-            printer_indent(p, 1);
-            printer_printf(p, "float *restrict y = ");
-            print_row_ptr(p, &ks[ad->dst], g, ad->dst, KERNEL_OUT, dims, nouter);
-            printer_printf(p, ";\nconst float *restrict x = ");
-            print_row_ptr(p, &ks[ad->src], g, ad->src, KERNEL_OUT, dims, nouter);
-            printer_printf(p, ";\n");
-            open_loop(p, &ks[0], inner, 0);
-            printer_printf(p, "y[d%d] += x[d%d];\n", inner, inner);
-            close_loops(p, 1, 0);
-            printer_indent(p, -1);
-            printer_printf(p, "}\n");
-        }
+        if (g->cols[j])
+            print_column_row(p, &ks[j], j, l0->loop_dim[0], inner);
+        else
+            print_member_row(p, &ks[j], g, j);
+        for (int a = 0; a < g->nadds; ++a)
+            if (g->adds[a].after == j)
+                print_fused_add(p, g, ks, &g->adds[a], nouter);
     }
     close_loops(p, nouter, 1);
+    for (int j = 0; j < g->nmembers; ++j) {
+        if (!g->cols[j])
+            continue;
+        printer_printf(p, "{\n");
+        printer_indent(p, 1);
+        printer_printf(p, "float *restrict y = out[%d];\n", j);
+        open_loop(p, &ks[0], inner, 0);
+        printer_printf(p, "y[d%d] = (float)c%d[d%d];\n", inner, j, inner);
+        close_loops(p, 1, 0);
+        printer_indent(p, -1);
+        printer_printf(p, "}\n");
+    }
 }

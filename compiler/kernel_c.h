@@ -19,6 +19,11 @@ void kernel_c_body(Printer *p, const Kernel *k, int dbl);
  * skipped (PrimePhase.kernel_overwrites). */
 void kernel_c_body_mode(Printer *p, const Kernel *k, int dbl, int overwrite);
 
+/* The output dimension o of a kernel that is one fp32 sum over one
+ * strided dimension, printed as a row of double accumulators over o
+ * summed in the strided dimension's order (a column sum), or -1. */
+int kernel_c_column_dim(const Kernel *k);
+
 /* The body of `void f(float *const *out, const float *const *const *in,
  * const long *off)`: group g's fused kernel (kernel_fuse.h) over the
  * members' kernels ks, fp32. out[j] and in[j] are member j's tiles; the

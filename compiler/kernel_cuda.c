@@ -385,7 +385,8 @@ static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, i
     if (l->nreduce) {
         printer_printf(p, "] = (float)acc;\n");
     } else {
-        printer_printf(p, "] = ");
+        /* A contribution to a tile from outside the group adds to it. */
+        printer_printf(p, "] %s ", g->into[j] >= 0 ? "+=" : "=");
         print_terms(&c, l, 1);
         printer_printf(p, ";\n");
         printer_indent(p, -1);
@@ -397,7 +398,10 @@ static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, i
 /* The row of member m's output at the row's loop variables. */
 static void print_cuda_row(Printer *p, const Kernel *k, const FuseGroup *g, int m, int inner) {
     if (!g->stored[m]) {
-        printer_printf(p, "t%d[d%d]", m, inner);
+        if (k->nodes[0].loop.nreduce)
+            printer_printf(p, "t%d[0]", m);
+        else
+            printer_printf(p, "t%d[d%d]", m, inner);
         return;
     }
     unsigned looped = 0;
@@ -435,6 +439,57 @@ static void print_fused_params(Printer *p, const FuseGroup *g, const Kernel *ks,
         printer_printf(p, decl ? "%sPrimeCudaOff off" : "%so", any ? ", " : "");
 }
 
+/* The group's column sums (FuseGroup.cols) as one __global__ kernel,
+ * NAME_cols, a thread per element of the inner dimension summing over the
+ * group's one row dimension in order; 0 when the group has none. */
+static int print_cuda_columns(Printer *p, const FuseGroup *g, const Kernel *ks, const char *name,
+                              int uses_off) {
+    int any = 0;
+    for (int j = 0; j < g->nmembers; ++j)
+        any |= g->cols[j];
+    if (!any)
+        return 0;
+    const KernelLoop *l0 = &ks[0].nodes[0].loop;
+    int row = l0->loop_dim[0], inner = g->inner;
+    printer_printf(p, "__global__ void %s_cols(", name);
+    print_fused_params(p, g, ks, uses_off, 1);
+    printer_printf(p, ")\n{\n");
+    printer_indent(p, 1);
+    printer_printf(p, "const long d%d = blockIdx.x * (long)blockDim.x + threadIdx.x;\n", inner);
+    printer_printf(p, "if (d%d >= %ldL)\n    return;\n", inner, ks[0].extent[inner]);
+    for (int j = 0; j < g->nmembers; ++j) {
+        if (!g->cols[j])
+            continue;
+        const Kernel *k = &ks[j];
+        const KernelLoop *l = &k->nodes[0].loop;
+        unsigned looped = (1u << row) | (1u << inner), ops = loop_operands(k, l);
+        printer_printf(p, "{\n");
+        printer_indent(p, 1);
+        for (int i = 0; i < k->ph->nin; ++i) {
+            if (!((ops >> i) & 1u))
+                continue;
+            if (g->from[j][i] >= 0)
+                printer_printf(p, "const float *x%d = o%d;\n", i, g->from[j][i]);
+            else
+                printer_printf(p, "const float *x%d = x%d_%d;\n", i, j, i);
+        }
+        Ctx c = {p, k, 0, looped, 0, inner};
+        printer_printf(p, "double acc = 0.0;\n");
+        printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n", row, row, k->extent[row], row);
+        printer_indent(p, 1);
+        printer_printf(p, "acc += (double)");
+        print_terms(&c, l, 0);
+        printer_printf(p, ";\n");
+        printer_indent(p, -1);
+        printer_printf(p, "o%d[d%d] = (float)acc;\n", j, inner);
+        printer_indent(p, -1);
+        printer_printf(p, "}\n");
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n\n");
+    return 1;
+}
+
 void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const char *name) {
     const KernelLoop *l0 = &ks[0].nodes[0].loop;
     int nouter = l0->nloops - 1, inner = g->inner, uses_off = 0;
@@ -466,13 +521,15 @@ void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const c
             printer_printf(p, "float t%d[%ld];\n", j,
                            ks[j].nodes[0].loop.nreduce ? 1L : ks[0].extent[inner]);
     for (int j = 0; j < g->nmembers; ++j) {
-        print_cuda_member(p, &ks[j], g, j);
+        if (!g->cols[j])
+            print_cuda_member(p, &ks[j], g, j);
         for (int a = 0; a < g->nadds; ++a) {
             const FuseAdd *ad = &g->adds[a];
             if (ad->after != j)
                 continue;
-            printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n    ", inner, inner,
-                           ks[0].extent[inner], inner);
+            if (!ks[ad->dst].nodes[0].loop.nreduce)
+                printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n    ", inner, inner,
+                               ks[0].extent[inner], inner);
             print_cuda_row(p, &ks[ad->dst], g, ad->dst, inner);
             printer_printf(p, " += ");
             print_cuda_row(p, &ks[ad->src], g, ad->src, inner);
@@ -483,6 +540,7 @@ void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const c
     printer_printf(p, "}\n");
     printer_indent(p, -1);
     printer_printf(p, "}\n\n");
+    int cols = print_cuda_columns(p, g, ks, name, uses_off);
     printer_printf(p,
                    "int %s(cublasHandle_t h, cudaStream_t s, float *const *out,\n"
                    "    const float *const *const *in, const long *off)\n{\n",
@@ -506,7 +564,16 @@ void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const c
         blocks = CUDA_MAX_BLOCKS;
     printer_printf(p, "%s_rows<<<%ld, %d, 0, s>>>(", name, blocks, CUDA_THREADS);
     print_fused_params(p, g, ks, uses_off, 0);
-    printer_printf(p, ");\nif (cudaGetLastError() != cudaSuccess)\n    return -1;\nreturn 0;\n");
+    printer_printf(p, ");\n");
+    if (cols) {
+        /* After every row: the column sums read tiles from outside only,
+         * in the rows' order. */
+        long e = ks[0].extent[inner], cb = (e + CUDA_THREADS - 1) / CUDA_THREADS;
+        printer_printf(p, "%s_cols<<<%ld, %d, 0, s>>>(", name, cb, CUDA_THREADS);
+        print_fused_params(p, g, ks, uses_off, 0);
+        printer_printf(p, ");\n");
+    }
+    printer_printf(p, "if (cudaGetLastError() != cudaSuccess)\n    return -1;\nreturn 0;\n");
     printer_indent(p, -1);
     printer_printf(p, "}\n\n");
 }

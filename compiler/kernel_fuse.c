@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernel_accum.h"
+#include "kernel_c.h"
 #include "sched_internal.h"
 
 static int is_compute(const PhaseSched *ph) {
@@ -69,6 +70,14 @@ static int phase_candidate(const PhaseSched *ph) {
            !ph->groups.count && !ph->nboxes && ph->nin <= PRIME_MAX_KERNEL_INPUTS;
 }
 
+/* Whether k is a column sum a group can take: over a tile of two
+ * dimensions, summing the strided one into a row of the other. */
+static int column_sum(const Kernel *k) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    return l->nloops == 2 && l->nreduce == 1 && kernel_c_column_dim(k) == l->loop_dim[0];
+}
+
+/* 1 if ph can be a row member, 2 a column sum, 0 neither. */
 static int candidate(const Schedule *s, const PhaseSched *ph, const Kernel *k) {
     if (k->nnodes != 1 || k->nodes[0].kind != KNODE_LOOP)
         return 0;
@@ -79,7 +88,7 @@ static int candidate(const Schedule *s, const PhaseSched *ph, const Kernel *k) {
     int looped = 0;
     for (int d = 0; d < k->ndims; ++d)
         looped += k->extent[d] > 1;
-    int inner = l->loop_dim[l->nloops - 1];
+    int inner = l->loop_dim[l->nloops - 1], cols = column_sum(k);
     if (looped != l->nloops || k->extent[inner] > 4096)
         return 0;
     /* The inner loop reads and writes contiguous rows (a sum over a
@@ -87,10 +96,10 @@ static int candidate(const Schedule *s, const PhaseSched *ph, const Kernel *k) {
     unsigned ops = 0;
     for (int t = 0; t < l->nterms; ++t)
         ops |= kernel_expr_operands(k, l->terms[t].expr);
-    if (k->stride[KERNEL_OUT][inner] > 1)
+    if (k->stride[KERNEL_OUT][inner] > 1 && !cols)
         return 0;
     for (int i = 0; i < ph->nin; ++i)
-        if (((ops >> i) & 1u) && k->stride[i][inner] > 1)
+        if (((ops >> i) & 1u) && k->stride[i][inner] > 1 && !cols)
             return 0;
     int ndev = s->model->mesh.ndev, any = 0;
     for (int r = 0; r < ndev; ++r) {
@@ -103,7 +112,7 @@ static int candidate(const Schedule *s, const PhaseSched *ph, const Kernel *k) {
             return 0;
         any = 1;
     }
-    return any;
+    return any ? 1 + cols : 0;
 }
 
 /* Whether ph (kernel k) has the dimensions, loops, devices and tile
@@ -117,9 +126,16 @@ static int compatible(const Schedule *s, const PhaseSched *f, const Kernel *kf,
             k->extent[d] != kf->extent[d])
             return 0;
     const KernelLoop *l = &k->nodes[0].loop, *lf = &kf->nodes[0].loop;
-    if (l->nloops != lf->nloops ||
-        memcmp(l->loop_dim, lf->loop_dim, sizeof(int) * (size_t)l->nloops) != 0)
+    if (column_sum(k)) {
+        /* It sums the group's one row dimension into a row of its inner
+         * one. */
+        if (lf->nloops != 2 || l->loop_dim[0] != lf->loop_dim[1] ||
+            l->loop_dim[1] != lf->loop_dim[0])
+            return 0;
+    } else if (l->nloops != lf->nloops ||
+               memcmp(l->loop_dim, lf->loop_dim, sizeof(int) * (size_t)l->nloops) != 0) {
         return 0;
+    }
     for (int r = 0; r < s->model->mesh.ndev; ++r) {
         int c = sched_device_computes(s, ph, r);
         if (c != sched_device_computes(s, f, r))
@@ -152,13 +168,40 @@ static int producer(const Schedule *s, const FuseGroup *g, int upto, int tensor,
     return -1;
 }
 
-/* Adds phase p to g as member j = g->nmembers: its inputs
- * from earlier members and its ADDs. 0 when an ADD is not between two
- * members' elementwise outputs. */
-static int link(const Schedule *s, FuseGroup *g, int p, int *slots) {
+/* Whether tensor t is what a member of g before j accumulates into. */
+static int accumulated(const FuseGroup *g, int j, int t) {
+    for (int m = 0; m < j; ++m)
+        if (g->into[m] == t)
+            return 1;
+    return 0;
+}
+
+/* Whether a column sum of g before member j reads member m's output. */
+static int read_by_column(const Schedule *s, const FuseGroup *g, int j, int m) {
+    for (int c = 0; c < j; ++c) {
+        const PhaseSched *q = s->phases.items[g->phase[c]];
+        for (int i = 0; i < q->nin && g->cols[c]; ++i)
+            if (g->from[c][i] == m)
+                return 1;
+    }
+    return 0;
+}
+
+/* The column sums' double accumulators of one group, at most (bytes on
+ * the kernel's stack). */
+#define KFUSE_COLS_MAX 8192
+
+/* Adds phase p (kernel k, cols: a column sum) to g as member j =
+ * g->nmembers: its inputs from earlier members and its ADDs. 0 when an
+ * ADD is neither between two members' outputs nor the one of a
+ * contribution to a tile from outside (into), or when the member would
+ * read what the group cannot give it row by row. */
+static int link(const Schedule *s, FuseGroup *g, int p, const Kernel *k, int cols, int *slots) {
     const PhaseSched *ph = s->phases.items[p];
     int ndev = s->model->mesh.ndev, j = g->nmembers;
     g->phase[j] = p;
+    g->cols[j] = cols;
+    g->into[j] = -1;
     /* Its output is allocated at the first phase: no earlier member may
      * free a tile of that tensor (its slot could be the one reused). */
     for (int m = 0; m < j; ++m) {
@@ -172,13 +215,27 @@ static int link(const Schedule *s, FuseGroup *g, int p, int *slots) {
     for (int i = 0; i < ph->nin; ++i) {
         for (int r = 0; r < ndev; ++r)
             slots[r] = sched_device_computes(s, ph, r) ? kernel_action(ph, r)->in_slot[i] : -1;
-        g->from[j][i] = producer(s, g, j, ph->in[i].tensor, slots);
+        int m = g->from[j][i] = producer(s, g, j, ph->in[i].tensor, slots);
+        /* A column sum's value is whole after the last row only. A column
+         * sum reads tiles: from outside, which no member writes, or an
+         * earlier member's output (then stored, and added to by no ADD
+         * after it), whole when the rows are done. */
+        if ((m >= 0 && g->cols[m]) || accumulated(g, j, ph->in[i].tensor))
+            return 0;
+    }
+    if (cols) {
+        /* Every column sum of the group has a row of the inner extent. */
+        long e = k->extent[k->nodes[0].loop.loop_dim[0]], used = e;
+        for (int m = 0; m < j; ++m)
+            used += g->cols[m] ? e : 0;
+        if (used > KFUSE_COLS_MAX)
+            return 0;
     }
     int first = -1;
     for (int r = 0; r < ndev && first < 0; ++r)
         if (sched_device_computes(s, ph, r))
             first = r;
-    int nadds = 0;
+    int nadds = 0, folded = 0;
     for (int i = 0; i < ph->nactions[first]; ++i) {
         const PrimeAction *a = &ph->actions[first][i];
         if (a->op != PRIME_ACT_ADD)
@@ -189,7 +246,25 @@ static int link(const Schedule *s, FuseGroup *g, int p, int *slots) {
             dst = q->out.tensor == a->tensor ? m : dst;
             src = q->out.tensor == a->in_tensor[0] ? m : src;
         }
-        if (dst < 0 || src < 0 || g->nadds + nadds >= KFUSE_MAX)
+        if (cols || (dst >= 0 && g->cols[dst]) || (src >= 0 && g->cols[src]))
+            return 0;
+        if (dst < 0 && src == j && !folded && !k->nodes[0].loop.nreduce &&
+            kernel_accum_tensor(s, ph) == a->tensor) {
+            /* A contribution to a tile from outside: the member adds its
+             * value to that tile's row. Nothing in the group reads the
+             * tile (a member before it would see the sum of other rows'
+             * contributions so far). */
+            for (int m = 0; m <= j; ++m) {
+                const PhaseSched *q = s->phases.items[g->phase[m]];
+                for (int x = 0; x < q->nin; ++x)
+                    if (q->in[x].tensor == a->tensor)
+                        return 0;
+            }
+            g->into[j] = a->tensor;
+            folded = 1;
+            continue;
+        }
+        if (dst < 0 || src < 0 || g->nadds + nadds >= KFUSE_MAX || read_by_column(s, g, j, dst))
             return 0;
         g->adds[g->nadds + nadds++] = (FuseAdd){j, dst, src};
     }
@@ -200,7 +275,7 @@ static int link(const Schedule *s, FuseGroup *g, int p, int *slots) {
         int n = 0;
         for (int i = 0; i < ph->nactions[r]; ++i)
             n += ph->actions[r][i].op == PRIME_ACT_ADD;
-        if (n != nadds)
+        if (n != nadds + folded)
             return 0;
     }
     g->nadds += nadds;
@@ -229,6 +304,12 @@ static int freed_in_group(const Schedule *s, const FuseGroup *g, int m) {
     return 1;
 }
 
+/* Whether member kernel k reduces over the inner dimension (one value
+ * per row). */
+static int kfuse_reduces(const Kernel *k) {
+    return k->nodes[0].loop.nreduce == 1;
+}
+
 /* Which members' outputs are stored: every one the group does not free,
  * and every one that a row on the stack cannot hold (an elementwise
  * output not contiguous in the inner dimension, a reader or an ADD that
@@ -238,14 +319,18 @@ static void choose_stored(const Schedule *s, FuseGroup *g, const Kernel *ks) {
     for (int m = 0; m < g->nmembers; ++m) {
         const Kernel *k = &ks[m];
         long own = k->stride[KERNEL_OUT][inner];
+        /* A column sum's row and the tile a contribution is added to are
+         * tiles. */
         int ok = freed_in_group(s, g, m) && (own == 1 || own == 0) &&
-                 !s->tensors[k->ph->out.tensor].check;
+                 !s->tensors[k->ph->out.tensor].check && !g->cols[m] && g->into[m] < 0 &&
+                 !read_by_column(s, g, g->nmembers, m);
         for (int j = m + 1; j < g->nmembers && ok; ++j)
             for (int i = 0; i < ks[j].ph->nin; ++i)
                 if (g->from[j][i] == m && ks[j].stride[i][inner] != own)
                     ok = 0;
         for (int a = 0; a < g->nadds && ok; ++a)
-            if ((g->adds[a].dst == m || g->adds[a].src == m) && own != 1)
+            if ((g->adds[a].dst == m || g->adds[a].src == m) && own != 1 &&
+                !(own == 0 && kfuse_reduces(k)))
                 ok = 0;
         g->stored[m] = !ok;
     }
@@ -259,11 +344,16 @@ static void close_group(Arena *arena, const Schedule *s, const SourceMap *source
         const KernelLoop *l = &ks[0].nodes[0].loop;
         g->inner = l->loop_dim[l->nloops - 1];
         choose_stored(s, g, ks);
-        /* An ADD in the kernel is a sum of two contiguous rows. */
+        /* An ADD in the kernel is a sum of two contiguous rows, or of two
+         * reductions' values for the row. */
         int ok = 1;
-        for (int a = 0; a < g->nadds; ++a)
-            ok &= ks[g->adds[a].dst].stride[KERNEL_OUT][g->inner] == 1 &&
-                  ks[g->adds[a].src].stride[KERNEL_OUT][g->inner] == 1;
+        for (int a = 0; a < g->nadds; ++a) {
+            long sd = ks[g->adds[a].dst].stride[KERNEL_OUT][g->inner];
+            long ss = ks[g->adds[a].src].stride[KERNEL_OUT][g->inner];
+            ok &=
+                (sd == 1 && ss == 1) || (sd == 0 && ss == 0 && kfuse_reduces(&ks[g->adds[a].dst]) &&
+                                         kfuse_reduces(&ks[g->adds[a].src]));
+        }
         free(ks);
         if (!ok)
             g->nmembers = 0;
@@ -321,15 +411,17 @@ FusePlan *kernel_fuse_plan(Arena *arena, const Schedule *s, const SourceMap *sou
         if (cand && g->nmembers && g->nmembers < KFUSE_MAX &&
             compatible(s, s->phases.items[g->phase[0]], first, ph, k)) {
             FuseGroup saved = *g;
-            if (link(s, g, p, slots))
+            if (link(s, g, p, k, cand == 2, slots))
                 continue;
             *g = saved;
         }
         close_group(arena, s, sources, plan, g, &cap);
-        if (cand) {
+        /* A column sum does not start a group: the first member's loops
+         * are the group's rows. */
+        if (cand == 1) {
             memcpy(first, k, sizeof *k);
             /* A first member's ADDs would add what no member computed. */
-            if (!link(s, g, p, slots) || g->nadds)
+            if (!link(s, g, p, k, 0, slots) || g->nadds)
                 memset(g, 0, sizeof *g);
         }
     }
@@ -350,10 +442,13 @@ Kernel *kernel_fuse_members(const Schedule *s, const FuseGroup *g) {
     return ks;
 }
 
-/* Whether tensor t is the output of a member of g that is not stored. */
+/* Whether tensor t is the output of a member of g that has no tile of
+ * its own: one not stored, or one that accumulates into a tile from
+ * outside. */
 static int unstored(const Schedule *s, const FuseGroup *g, int t) {
     for (int j = 0; j < g->nmembers; ++j)
-        if (!g->stored[j] && ((const PhaseSched *)s->phases.items[g->phase[j]])->out.tensor == t)
+        if ((!g->stored[j] || g->into[j] >= 0) &&
+            ((const PhaseSched *)s->phases.items[g->phase[j]])->out.tensor == t)
             return 1;
     return 0;
 }
@@ -377,7 +472,7 @@ static void rewrite_first(Arena *arena, const Schedule *s, const FuseGroup *g, i
         }
         for (int j = 0; j < g->nmembers; ++j) {
             const PhaseSched *q = s->phases.items[g->phase[j]];
-            for (int x = 0; x < q->nactions[r] && g->stored[j]; ++x)
+            for (int x = 0; x < q->nactions[r] && g->stored[j] && g->into[j] < 0; ++x)
                 if (q->actions[r][x].op == PRIME_ACT_ALLOC)
                     out[n++] = q->actions[r][x];
         }
@@ -386,6 +481,15 @@ static void rewrite_first(Arena *arena, const Schedule *s, const FuseGroup *g, i
             PrimeAction ka = *kernel_action(q, r);
             ka.arg = k0->arg;
             ka.kind = g->stored[j] ? 0 : KFUSE_NO_OUT;
+            if (g->into[j] >= 0) {
+                /* Into the tile its ADD added to, which it reads. */
+                int slot = 0;
+                if (kernel_accum_into(q, r, &slot) != g->into[j])
+                    ICE("a fused contribution's rank differs");
+                ka.tensor = g->into[j];
+                ka.slot = slot;
+                ka.kind = KFUSE_ACCUM;
+            }
             for (int i = 0; i < ka.nin; ++i)
                 if (g->from[j][i] >= 0 && !g->stored[g->from[j][i]])
                     ka.kind |= KFUSE_NO_IN(i);
@@ -453,9 +557,14 @@ void kernel_fuse_dump(const Schedule *s, const FusePlan *plan, FILE *out) {
         fprintf(out, ", run at phase %d:", g->phase[0]);
         for (int j = 0; j < g->nmembers; ++j) {
             const PhaseSched *ph = s->phases.items[g->phase[j]];
-            fprintf(out, "%s %s %s -> %s (%s)", j ? "," : "", phase_name(ph->kind),
-                    member_name(s, g, j), s->tensors[ph->out.tensor].name,
-                    g->stored[j] ? "stored" : "a row");
+            fprintf(out, "%s %s %s -> %s (", j ? "," : "", phase_name(ph->kind),
+                    member_name(s, g, j), s->tensors[ph->out.tensor].name);
+            if (g->into[j] >= 0)
+                fprintf(out, "added to %s", s->tensors[g->into[j]].name);
+            else
+                fprintf(out, "%s%s", g->cols[j] ? "a column sum, " : "",
+                        g->stored[j] ? "stored" : "a row");
+            fprintf(out, ")");
         }
         fprintf(out, "\n  rows");
         Kernel *ks = kernel_fuse_members(s, g);

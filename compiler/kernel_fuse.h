@@ -12,6 +12,16 @@
  * fused kernel runs the members' bodies one after the other for each row
  * while the row is in cache.
  *
+ * Two more kinds of member, in a group of one row dimension: a column
+ * sum (a sum over the rows, of inputs from outside the group, into an
+ * output indexed by the inner dimension: a norm's gain and shift
+ * gradients), whose double accumulators the row loop carries; and a
+ * contribution added to a tile from outside the group (ALLOC t2, KERNEL
+ * into t2, ADD t1 += t2, FREE t2, as kernel_accum.h folds it), which
+ * accumulates into t1's row instead. Both add in the unfused order, so
+ * the fused kernel's results are those of the unfused phases, bit for
+ * bit.
+ *
  * The group runs at its first phase: the schedule's actions are
  * rewritten (kernel_fuse_apply) so that the first phase allocates every
  * stored output of the group and holds one KERNEL action per member
@@ -30,7 +40,7 @@
 #include "schedule.h"
 #include "source.h"
 
-#define KFUSE_MAX 8 /* members of one group */
+#define KFUSE_MAX 16 /* members of one group */
 
 /* An ADD the group folds: after member `after`, member dst's output
  * row += member src's. */
@@ -44,6 +54,14 @@ typedef struct FuseGroup {
     int stored[KFUSE_MAX]; /* 1: the output is a tile; 0: a row of the kernel */
     /* from[j][i]: the member whose output is input i of member j, or -1. */
     int from[KFUSE_MAX][SCHED_MAX_OPERANDS];
+    /* into[j]: the tensor, from outside the group, that member j's value
+     * is added to (its ADD folded: the member accumulates into that
+     * tile's row and has no tile of its own), or -1. */
+    int into[KFUSE_MAX];
+    /* cols[j]: member j sums over the group's rows (a column sum: its
+     * output is indexed by the inner dimension only), in double
+     * accumulators that the row loop carries, stored once after it. */
+    int cols[KFUSE_MAX];
     int nadds;
     FuseAdd adds[KFUSE_MAX];
     int inner;                    /* the inner dimension (an operator dimension of every member) */
@@ -74,6 +92,9 @@ void kernel_fuse_apply(Arena *arena, Schedule *s, FusePlan *plan);
  * tile; bit 1 + i, input i is none. */
 #define KFUSE_NO_OUT 1
 #define KFUSE_NO_IN(i) (2 << (i))
+/* ... and bit 30: the kernel adds to its output tile, which it reads
+ * (runtime/prime_sched.h, PRIME_FUSED_ACCUM). */
+#define KFUSE_ACCUM (1 << 30)
 
 /* --dump-after=kernels: the groups. */
 void kernel_fuse_dump(const Schedule *s, const FusePlan *plan, FILE *out);

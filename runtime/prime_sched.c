@@ -249,8 +249,8 @@ static PrimeStatus run_kernel(PrimeDev *dev, const PrimePhase *src, const PrimeR
 
 /* Runs the n consecutive KERNEL actions at acts as the phase's fused
  * kernel (PrimeFusedFn): every output tile is written whole first (so an
- * input that is an earlier member's output owes nothing), then the
- * inputs are settled. */
+ * input that is an earlier member's output owes nothing), except one a
+ * member accumulates into (settled), then the inputs are settled. */
 static PrimeStatus run_fused(PrimeDev *dev, const PrimePhase *src, const PrimeRankPhase *phase,
                              PrimeStore *store, const PrimeAction *acts, int n,
                              PrimeSchedStats *acc) {
@@ -270,7 +270,13 @@ static PrimeStatus run_fused(PrimeDev *dev, const PrimePhase *src, const PrimeRa
         float **r = slot_ref(store, a->tensor, a->slot);
         if (!r || !*r)
             return PRIME_ERR_ARG;
-        overwritten(store, a->tensor, a->slot, acc);
+        if (a->kind & PRIME_FUSED_ACCUM) {
+            PrimeStatus st = settle(dev, store, a->tensor, a->slot, acc);
+            if (st != PRIME_OK)
+                return st;
+        } else {
+            overwritten(store, a->tensor, a->slot, acc);
+        }
         out[j] = *r;
     }
     for (int j = 0; j < n; ++j) {

@@ -100,9 +100,14 @@ typedef void (*PrimeKernelFn)(float *out, const float *const *in, const long *of
  * the j-th of them. A KERNEL action's kind says which of its operands
  * are no tile (the fused kernel keeps them in rows of its own; NULL is
  * passed): bit 0 the output, bit 1 + i input i. The fused kernel writes
- * every element of each output tile, none of which it reads first. */
+ * every element of each output tile, none of which it reads first,
+ * except where the action says it accumulates (PRIME_FUSED_ACCUM). */
 typedef void (*PrimeFusedFn)(float *const *out, const float *const *const *in, const long *off);
-#define PRIME_MAX_FUSED 8
+#define PRIME_MAX_FUSED 16
+/* A KERNEL action's kind in a fused phase, bit 30: the member adds to its
+ * output tile (a contribution to a tile from before the group), which is
+ * read, not written whole. */
+#define PRIME_FUSED_ACCUM (1 << 30)
 
 /* A box inside two tiles: ext elements per dimension, at src_off in a
  * tile of shape src_tile and at dst_off in a tile of shape dst_tile.

@@ -1670,8 +1670,8 @@ int fused15(cublasHandle_t h, cudaStream_t s, float *const *out,
     return 0;
 }
 
-/* fused: backward y = add at opt_layer.prime:68:9, backward y = add at opt_layer.prime:68:9, backward ml_1 = bias at opt_layer.prime:67:9 */
-__global__ void fused54_rows(float *__restrict__ o0, float *__restrict__ o1, float *__restrict__ o2, const float *__restrict__ x0_0, const float *__restrict__ x1_0)
+/* fused: backward y = add at opt_layer.prime:68:9, backward y = add at opt_layer.prime:68:9, backward ml_1 = bias at opt_layer.prime:67:9, gradient ml_1 = bias at opt_layer.prime:67:9 */
+__global__ void fused54_rows(float *__restrict__ o0, float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x1_0)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
          i += (long)gridDim.x * blockDim.x) {
@@ -1695,6 +1695,20 @@ __global__ void fused54_rows(float *__restrict__ o0, float *__restrict__ o1, flo
     }
 }
 
+__global__ void fused54_cols(float *__restrict__ o0, float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, const float *__restrict__ x0_0, const float *__restrict__ x1_0)
+{
+    const long d1 = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (d1 >= 64L)
+        return;
+    {
+        const float *x0 = o0;
+        double acc = 0.0;
+        for (long d0 = 0; d0 < 16L; ++d0)
+            acc += (double)(x0[d0 * 64L + d1] * 1.0f);
+        o3[d1] = (float)acc;
+    }
+}
+
 int fused54(cublasHandle_t h, cudaStream_t s, float *const *out,
     const float *const *const *in, const long *off)
 {
@@ -1703,48 +1717,118 @@ int fused54(cublasHandle_t h, cudaStream_t s, float *const *out,
     /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
     /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
     /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
-    fused54_rows<<<1, 256, 0, s>>>(out[0], out[1], out[2], in[0][0], in[1][0]);
+    /* node 0: loop sum points 64 loops 2 reduce 1 terms 1 */
+    fused54_rows<<<1, 256, 0, s>>>(out[0], out[1], out[2], out[3], in[0][0], in[1][0]);
+    fused54_cols<<<1, 256, 0, s>>>(out[0], out[1], out[2], out[3], in[0][0], in[1][0]);
     if (cudaGetLastError() != cudaSuccess)
         return -1;
     return 0;
 }
 
-/* fused: backward n2_1 = norm_apply at opt_layer.prime:62:9, backward n2_1 = norm_apply at opt_layer.prime:62:9 */
-__global__ void fused68_rows(float *__restrict__ o0, float *__restrict__ o1, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x1_2, const float *__restrict__ x1_3)
+/* fused: backward l2_1 = scale_shift at opt_layer.prime:63:9, gradient l2_1 = scale_shift at opt_layer.prime:63:9, gradient l2_1 = scale_shift at opt_layer.prime:63:9, backward n2_1 = norm_apply at opt_layer.prime:62:9, backward n2_1 = norm_apply at opt_layer.prime:62:9, backward n2_1 = norm_apply at opt_layer.prime:62:9, backward v2_1 = norm_var at opt_layer.prime:61:9, backward v2_1 = norm_var at opt_layer.prime:61:9, backward m2_1 = norm_mean at opt_layer.prime:60:9 */
+__global__ void fused64_rows(float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, float *__restrict__ o6, float *__restrict__ o8, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x2_0, const float *__restrict__ x3_1, const float *__restrict__ x4_1, const float *__restrict__ x5_1, const float *__restrict__ x5_2, const float *__restrict__ x5_3, const float *__restrict__ x6_1, const float *__restrict__ x6_2, const float *__restrict__ x7_1, const float *__restrict__ x7_2)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
          i += (long)gridDim.x * blockDim.x) {
         long r = i;
         const long d0 = r;
+        float t0[64];
+        float t4[1];
+        float t5[1];
+        float t7[1];
         {
             const float *x0 = x0_0;
             const float *x1 = x0_1;
-            double acc = 0.0;
             for (long d1 = 0; d1 < 64L; ++d1)
-                acc += (double)(x0[d0 * 64L + d1] * ((-1.0f) * rsqrtf((x1[d0] + (1.0f / 100000.0f)))));
-            o0[d0] = (float)acc;
+                t0[d1] = (x0[d0 * 64L + d1] * x1[d1]);
         }
         {
-            const float *x0 = x1_0;
-            const float *x1 = x1_1;
-            const float *x2 = x1_2;
-            const float *x3 = x1_3;
+            const float *x0 = t0;
+            const float *x1 = x3_1;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o3[d0 * 64L + d1] += (x0[d1] * rsqrtf((x1[d0] + (1.0f / 100000.0f))));
+        }
+        {
+            const float *x0 = t0;
+            const float *x1 = x4_1;
             double acc = 0.0;
             for (long d1 = 0; d1 < 64L; ++d1)
-                acc += (double)(x0[d0 * 64L + d1] * ((x1[d0 * 64L + d1] - x2[d0]) * prime_rsqrt_grad((x3[d0] + (1.0f / 100000.0f)))));
-            o1[d0] = (float)acc;
+                acc += (double)(x0[d1] * ((-1.0f) * rsqrtf((x1[d0] + (1.0f / 100000.0f)))));
+            t4[0] = (float)acc;
+        }
+        {
+            const float *x0 = t0;
+            const float *x1 = x5_1;
+            const float *x2 = x5_2;
+            const float *x3 = x5_3;
+            double acc = 0.0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                acc += (double)(x0[d1] * ((x1[d0 * 64L + d1] - x2[d0]) * prime_rsqrt_grad((x3[d0] + (1.0f / 100000.0f)))));
+            t5[0] = (float)acc;
+        }
+        {
+            const float *x0 = t5;
+            const float *x1 = x6_1;
+            const float *x2 = x6_2;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o6[d0 * 64L + d1] += (x0[0] * (((x1[d0 * 64L + d1] - x2[d0]) + (x1[d0 * 64L + d1] - x2[d0])) / 64.0f));
+        }
+        {
+            const float *x0 = t5;
+            const float *x1 = x7_1;
+            const float *x2 = x7_2;
+            double acc = 0.0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                acc += (double)(x0[0] * ((((-1.0f) * (x1[d0 * 64L + d1] - x2[d0])) + ((x1[d0 * 64L + d1] - x2[d0]) * (-1.0f))) / 64.0f));
+            t7[0] = (float)acc;
+        }
+        t4[0] += t7[0];
+        {
+            const float *x0 = t4;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o8[d0 * 64L + d1] += (x0[0] * (1.0f / 64.0f));
         }
     }
 }
 
-int fused68(cublasHandle_t h, cudaStream_t s, float *const *out,
+__global__ void fused64_cols(float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, float *__restrict__ o6, float *__restrict__ o8, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x2_0, const float *__restrict__ x3_1, const float *__restrict__ x4_1, const float *__restrict__ x5_1, const float *__restrict__ x5_2, const float *__restrict__ x5_3, const float *__restrict__ x6_1, const float *__restrict__ x6_2, const float *__restrict__ x7_1, const float *__restrict__ x7_2)
+{
+    const long d1 = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (d1 >= 64L)
+        return;
+    {
+        const float *x0 = x1_0;
+        const float *x1 = x1_1;
+        double acc = 0.0;
+        for (long d0 = 0; d0 < 16L; ++d0)
+            acc += (double)(x0[d0 * 64L + d1] * x1[d0 * 64L + d1]);
+        o1[d1] = (float)acc;
+    }
+    {
+        const float *x0 = x2_0;
+        double acc = 0.0;
+        for (long d0 = 0; d0 < 16L; ++d0)
+            acc += (double)(x0[d0 * 64L + d1] * 1.0f);
+        o2[d1] = (float)acc;
+    }
+}
+
+int fused64(cublasHandle_t h, cudaStream_t s, float *const *out,
     const float *const *const *in, const long *off)
 {
     (void)h;
     (void)off;
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    /* node 0: loop sum points 64 loops 2 reduce 1 terms 1 */
+    /* node 0: loop sum points 64 loops 2 reduce 1 terms 1 */
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
     /* node 0: loop sum points 16 loops 2 reduce 1 terms 1 */
     /* node 0: loop sum points 16 loops 2 reduce 1 terms 1 */
-    fused68_rows<<<1, 256, 0, s>>>(out[0], out[1], in[0][0], in[0][1], in[1][0], in[1][1], in[1][2], in[1][3]);
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    /* node 0: loop sum points 16 loops 2 reduce 1 terms 1 */
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    fused64_rows<<<1, 256, 0, s>>>(out[1], out[2], out[3], out[6], out[8], in[0][0], in[0][1], in[1][0], in[1][1], in[2][0], in[3][1], in[4][1], in[5][1], in[5][2], in[5][3], in[6][1], in[6][2], in[7][1], in[7][2]);
+    fused64_cols<<<1, 256, 0, s>>>(out[1], out[2], out[3], out[6], out[8], in[0][0], in[0][1], in[1][0], in[1][1], in[2][0], in[3][1], in[4][1], in[5][1], in[5][2], in[5][3], in[6][1], in[6][2], in[7][1], in[7][2]);
     if (cudaGetLastError() != cudaSuccess)
         return -1;
     return 0;
@@ -2038,11 +2122,11 @@ const PrimeCudaFusedFn prime_cuda_fused[] = {
     NULL,
     NULL,
     NULL,
+    fused64,
     NULL,
     NULL,
     NULL,
     NULL,
-    fused68,
     NULL,
     NULL,
     NULL,
@@ -2069,11 +2153,11 @@ const PrimeCudaFusedFn prime_cuda_fused[] = {
     NULL,
     NULL,
     NULL,
+    fused64,
     NULL,
     NULL,
     NULL,
     NULL,
-    fused68,
     NULL,
     NULL,
     NULL,
@@ -2088,11 +2172,11 @@ const PrimeCudaFusedFn prime_cuda_fused[] = {
     NULL,
     NULL,
     NULL,
+    fused64,
     NULL,
     NULL,
     NULL,
     NULL,
-    fused68,
     NULL,
     NULL,
     NULL,
@@ -2119,11 +2203,11 @@ const PrimeCudaFusedFn prime_cuda_fused[] = {
     NULL,
     NULL,
     NULL,
+    fused64,
     NULL,
     NULL,
     NULL,
     NULL,
-    fused68,
     NULL,
     NULL,
     NULL,
