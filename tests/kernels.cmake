@@ -42,9 +42,12 @@ set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
 # the exp reads the forward's E (no exp in it). And the three projections
 # of tests/golden/dump/kernels-accum.prime, whose later backward GEMMs
 # accumulate into the first one's tile (kernel_accum.c): no tiles of their
-# own, fewer ADD actions, the same checks.
+# own, fewer ADD actions, the same checks. And the layer norm of
+# tests/golden/dump/kernels-norm.prime, whose backward is one group with
+# column sums and contributions added to the residual's gradient tile.
 foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime;m"
              "accum;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-accum.prime;m"
+             "norm;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm.prime;m"
              "opt;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_megatron")
   list(GET case 0 name)
   list(GET case 1 file)
