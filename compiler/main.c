@@ -449,11 +449,16 @@ int main(int argc, char **argv) {
     int gemm_dtype = GEMM_DTYPE_F32;
     if (dtype && !parse_dtype(dtype, &gemm_dtype))
         return EXIT_USAGE;
-    if (dtype && (strcmp(command, "build") || !cuda)) {
+    if (dtype && strcmp(command, "build")) {
+        fprintf(stderr, "primec: error: --dtype is an option of build --target cuda, not of %s\n",
+                command);
+        return EXIT_USAGE;
+    }
+    if (dtype && !cuda) {
         fprintf(stderr,
-                "primec: error: --dtype is an option of build --target cuda (the %s "
-                "target's GEMMs are fp32)\n",
-                strcmp(command, "build") ? "check and explain" : target);
+                "primec: error: --dtype is an option of build --target cuda: the %s target's "
+                "GEMMs are fp32\n",
+                target);
         return EXIT_USAGE;
     }
     const char *nvcc = NULL;
