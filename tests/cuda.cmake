@@ -21,7 +21,9 @@
 #   nvcc call per example file) and every run links with its C part,
 #   prime_rt_cuda, cuBLAS and the CUDA runtime and starts (without a GPU:
 #   "no CUDA device", exit 2); `primec build --target cuda` writes the
-#   executable. No GPU is needed: the kernels' arithmetic is not run here.
+#   executable; with --dtype bf16 and f16, the small OPT layer compiles,
+#   links and starts (tests/cuda/dtype_nvcc.sh). No GPU is needed: the
+#   kernels' arithmetic is not run here.
 
 set(PRIMEC_CUDA_DIR ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
 set(PRIMEC_CUDA_WORK ${CMAKE_CURRENT_BINARY_DIR}/cuda)
@@ -149,6 +151,17 @@ foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})
   set_tests_properties(cuda/nvcc/${name} PROPERTIES LABELS compile TIMEOUT 600
                        PASS_REGULAR_EXPRESSION "nvcc: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+# --dtype bf16 and f16: the small OPT layer with Megatron-LM and data
+# parallelism (plain, strided-batched and looped strided-batched GEMMs)
+# compiles for sm_80 and sm_90 with warnings as errors in one nvcc call,
+# every GEMM a cublasGemmEx or cublasGemmStridedBatchedEx on narrow
+# operands, and each C part links and starts (tests/cuda/dtype_nvcc.sh).
+add_test(NAME cuda/nvcc-dtype
+         COMMAND sh ${PRIMEC_CUDA_DIR}/dtype_nvcc.sh $<TARGET_FILE:primec> ${PRIMEC_NVCC}
+                 ${CMAKE_SOURCE_DIR}/runtime ${PRIMEC_CUDA_WORK}/nvcc-dtype
+                 ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime opt_small_megatron_dp ${PRIMEC_CUDA_LINK})
+set_tests_properties(cuda/nvcc-dtype PROPERTIES LABELS compile TIMEOUT 600
+                     PASS_REGULAR_EXPRESSION "nvcc dtype: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 if(NOT TARGET prime_rt_cuda)
   return()
 endif()
