@@ -32,6 +32,7 @@ if(TARGET prime_rt_cuda)
   set(PRIMEC_HAS_CUDA ON)
   # What a CUDA program's two files include besides the common headers.
   install(FILES ${CMAKE_SOURCE_DIR}/runtime/prime_cuda.h ${CMAKE_SOURCE_DIR}/runtime/prime_cuda_math.cuh
+          ${CMAKE_SOURCE_DIR}/runtime/prime_cuda_gemm.h
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/primec)
 endif()
 if(TARGET primec-calibrate-mpi)

@@ -779,6 +779,8 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     printer_printf(
         p, " */\n#include <math.h>\n#include <stddef.h>\n\n#include \"prime_math.h\"\n#include "
            "\"prime_program.h\"\n#include \"prime_rt.h\"\n#include \"prime_sched.h\"\n\n");
+    if (s->gemm_dtype != GEMM_DTYPE_F32)
+        printer_printf(p, "#include \"prime_cuda_gemm.h\"\n\n");
 
     /* The rest goes to a second printer: the tensor names it uses are
      * known only at its end, and the enum of them comes first. */

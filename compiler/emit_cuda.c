@@ -232,9 +232,16 @@ static void print_cuda_main(Printer *p, const Schedule *s) {
                    "/* The tile kernels are %s.cu's: the schedule runs on CUDA devices. */\n"
                    "#include \"prime_cuda.h\"\n\n",
                    s->model->name);
-    printer_printf(p, ""
-                      "int main(int argc, char **argv)\n{\n    return prime_cuda_main(&program, "
-                      "prime_cuda_run_phase, argc, argv);\n}\n");
+    if (s->gemm_dtype == GEMM_DTYPE_F32)
+        printer_printf(p,
+                       ""
+                       "int main(int argc, char **argv)\n{\n    return prime_cuda_main(&program, "
+                       "prime_cuda_run_phase, argc, argv);\n}\n");
+    else
+        printer_printf(p,
+                       "int main(int argc, char **argv)\n{\n    return prime_cuda_main_dtype("
+                       "&program, prime_cuda_run_phase, \"%s\", argc, argv);\n}\n",
+                       s->gemm_dtype == GEMM_DTYPE_BF16 ? "bf16" : "f16");
 }
 
 const EmitCHooks emit_cuda_c_hooks = {print_cuda_main};

@@ -112,8 +112,15 @@ static void print_gemm(Printer *p, const Kernel *k, const KernelGemm *g, int dbl
         printer_printf(p, "for (long b%d = 0; b%d < %ld; ++b%d) {\n", j, j, g->batch_extent[j], j);
         printer_indent(p, 1);
     }
-    printer_printf(p, "%s%s(%d, %d, ", dbl ? "prime_dgemm" : "prime_gemm",
-                   g->nbatch ? "_batched" : "", g->trans_a, g->trans_b);
+    /* --dtype bf16 or f16 (the cuda target): the fp32 kernels' GEMMs round
+     * their operands as the .cu's do (runtime/prime_cuda_gemm.h). */
+    int narrow = !dbl && k->gemm_dtype != GEMM_DTYPE_F32;
+    printer_printf(p, "%s%s%s(", dbl ? "prime_dgemm" : "prime_gemm", g->nbatch ? "_batched" : "",
+                   narrow ? "_narrow" : "");
+    if (narrow)
+        printer_printf(p, "%s, ",
+                       k->gemm_dtype == GEMM_DTYPE_BF16 ? "PRIME_DTYPE_BF16" : "PRIME_DTYPE_F16");
+    printer_printf(p, "%d, %d, ", g->trans_a, g->trans_b);
     if (g->nbatch)
         printer_printf(p, "%ld, ", g->batch_extent[g->nbatch - 1]);
     printer_printf(p, "%ld, %ld, %ld, %s1.0%s", g->m, g->n, g->k, g->sign < 0 ? "-" : "", f);

@@ -225,13 +225,8 @@ static void print_loop_kernel(Printer *p, const Kernel *k, const KernelLoop *l, 
     printer_printf(p, "}\n\n");
 }
 
-/* A GEMM node as cuBLAS calls: row-major C = op(A) op(B) is column-major
- * C^T = op(B)^T op(A)^T, so B comes first and m, n swap; the outer batch
- * dimensions are host loops, the last one the strided batch. */
-static void print_gemm_call(Printer *p, const Kernel *k, const KernelGemm *g) {
-    int outer = g->nbatch > 0 ? g->nbatch - 1 : 0;
-    printer_printf(p, "{\n");
-    printer_indent(p, 1);
+/* alpha (sign, scale, factors on the host) and beta of a GEMM node. */
+static void print_alpha_beta(Printer *p, const Kernel *k, const KernelGemm *g) {
     printer_printf(p, "const float alpha = %s1.0f", g->sign < 0 ? "-" : "");
     if (g->scale != 1)
         printer_printf(p, " * %ld.0f", g->scale);
@@ -241,6 +236,40 @@ static void print_gemm_call(Printer *p, const Kernel *k, const KernelGemm *g) {
         print_expr(&c, g->factors[i].expr);
     }
     printer_printf(p, ";\nconst float beta = 1.0f;\n");
+}
+
+/* The operands of a cuBLAS call (B, A, then C) with the outer batch
+ * offsets: ptr[r] names operand r (0 A, 1 B, 2 C), type[r] its cuBLAS
+ * type or NULL (the fp32 calls have none). */
+static void print_gemm_operands(Printer *p, const KernelGemm *g, const char *const *ptr,
+                                const char *const *type) {
+    int outer = g->nbatch > 0 ? g->nbatch - 1 : 0;
+    const int rows[3] = {1, 0, 2};
+    const long ld[3] = {g->lda, g->ldb, g->ldc};
+    for (int q = 0; q < 3; ++q) {
+        int r = rows[q];
+        printer_printf(p, ",\n    %s%s", r == 2 ? "&beta, " : "", ptr[r]);
+        for (int j = 0; j < outer; ++j)
+            if (g->batch_stride[r][j])
+                printer_printf(p, " + b%d * %ldL", j, g->batch_stride[r][j]);
+        if (type)
+            printer_printf(p, ", %s", type[r]);
+        printer_printf(p, ", %ld", ld[r]);
+        if (g->nbatch)
+            printer_printf(p, ", %ldLL", g->batch_stride[r][g->nbatch - 1]);
+    }
+    if (g->nbatch)
+        printer_printf(p, ", %ld", g->batch_extent[g->nbatch - 1]);
+}
+
+/* A GEMM node as cuBLAS calls: row-major C = op(A) op(B) is column-major
+ * C^T = op(B)^T op(A)^T, so B comes first and m, n swap; the outer batch
+ * dimensions are host loops, the last one the strided batch. */
+static void print_gemm_call(Printer *p, const Kernel *k, const KernelGemm *g) {
+    int outer = g->nbatch > 0 ? g->nbatch - 1 : 0;
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    print_alpha_beta(p, k, g);
     for (int j = 0; j < outer; ++j) {
         printer_printf(p, "for (long b%d = 0; b%d < %ldL; ++b%d) {\n", j, j, g->batch_extent[j], j);
         printer_indent(p, 1);
@@ -249,30 +278,70 @@ static void print_gemm_call(Printer *p, const Kernel *k, const KernelGemm *g) {
                    g->nbatch ? "cublasSgemmStridedBatched" : "cublasSgemm",
                    g->trans_b ? "CUBLAS_OP_T" : "CUBLAS_OP_N",
                    g->trans_a ? "CUBLAS_OP_T" : "CUBLAS_OP_N", g->n, g->m, g->k);
-    /* cuBLAS's order: B, A, then C. */
-    const int rows[3] = {1, 0, 2};
-    const int x3[3] = {g->a, g->b, KERNEL_OUT};
-    const long ld[3] = {g->lda, g->ldb, g->ldc};
-    for (int q = 0; q < 3; ++q) {
-        int r = rows[q];
-        if (r == 2)
-            printer_printf(p, ",\n    &beta, out");
-        else
-            printer_printf(p, ",\n    in[%d]", x3[r]);
-        for (int j = 0; j < outer; ++j)
-            if (g->batch_stride[r][j])
-                printer_printf(p, " + b%d * %ldL", j, g->batch_stride[r][j]);
-        printer_printf(p, ", %ld", ld[r]);
-        if (g->nbatch)
-            printer_printf(p, ", %ldLL", g->batch_stride[r][g->nbatch - 1]);
-    }
-    if (g->nbatch)
-        printer_printf(p, ", %ld", g->batch_extent[g->nbatch - 1]);
+    char a[16], b[16];
+    snprintf(a, sizeof a, "in[%d]", g->a);
+    snprintf(b, sizeof b, "in[%d]", g->b);
+    const char *ptr[3] = {a, b, "out"};
+    print_gemm_operands(p, g, ptr, NULL);
     printer_printf(p, ");\nif (st != CUBLAS_STATUS_SUCCESS)\n    return (int)st;\n");
     for (int j = 0; j < outer; ++j) {
         printer_indent(p, -1);
         printer_printf(p, "}\n");
     }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+/* The elements a GEMM reads of operand r (0 A, 1 B) from its pointer:
+ * one past the largest offset, row-major, over every batch. */
+static long gemm_span(const KernelGemm *g, int r) {
+    long rows = r == 0 ? (g->trans_a ? g->k : g->m) : (g->trans_b ? g->n : g->k);
+    long cols = r == 0 ? (g->trans_a ? g->m : g->k) : (g->trans_b ? g->k : g->n);
+    long span = (rows - 1) * (r == 0 ? g->lda : g->ldb) + cols;
+    for (int j = 0; j < g->nbatch; ++j)
+        span += (g->batch_extent[j] - 1) * g->batch_stride[r][j];
+    return span;
+}
+
+/* A GEMM node with bf16 or f16 operands (--dtype): A and B converted
+ * into blocks of the stream-ordered pool (prime_cuda_narrow,
+ * prime_cuda_math.cuh), then cublasGemmEx or cublasGemmStridedBatchedEx
+ * with fp32 accumulation (CUBLAS_COMPUTE_32F) into the fp32 output. */
+static void print_gemm_narrow(Printer *p, const Kernel *k, const KernelGemm *g) {
+    int outer = g->nbatch > 0 ? g->nbatch - 1 : 0, bf16 = k->gemm_dtype == GEMM_DTYPE_BF16;
+    const char *type = bf16 ? "CUDA_R_16BF" : "CUDA_R_16F";
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    print_alpha_beta(p, k, g);
+    printer_printf(p, "%s *na = NULL, *nb = NULL;\n", bf16 ? "__nv_bfloat16" : "__half");
+    printer_printf(p,
+                   "if (prime_cuda_narrow(s, in[%d], %ldL, &na) ||\n"
+                   "    prime_cuda_narrow(s, in[%d], %ldL, &nb)) {\n"
+                   "    prime_cuda_narrow_free(s, na, nb);\n    return -1;\n}\n",
+                   g->a, gemm_span(g, 0), g->b, gemm_span(g, 1));
+    if (outer)
+        printer_printf(p, "cublasStatus_t st = CUBLAS_STATUS_SUCCESS;\n");
+    for (int j = 0; j < outer; ++j) {
+        printer_printf(p,
+                       "for (long b%d = 0; b%d < %ldL && st == CUBLAS_STATUS_SUCCESS; ++b%d) {\n",
+                       j, j, g->batch_extent[j], j);
+        printer_indent(p, 1);
+    }
+    printer_printf(p, "%sst = %s(\n    h, %s, %s, %ld, %ld, %ld, &alpha",
+                   outer ? "" : "cublasStatus_t ",
+                   g->nbatch ? "cublasGemmStridedBatchedEx" : "cublasGemmEx",
+                   g->trans_b ? "CUBLAS_OP_T" : "CUBLAS_OP_N",
+                   g->trans_a ? "CUBLAS_OP_T" : "CUBLAS_OP_N", g->n, g->m, g->k);
+    const char *ptr[3] = {"na", "nb", "out"};
+    const char *types[3] = {type, type, "CUDA_R_32F"};
+    print_gemm_operands(p, g, ptr, types);
+    printer_printf(p, ",\n    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);\n");
+    for (int j = 0; j < outer; ++j) {
+        printer_indent(p, -1);
+        printer_printf(p, "}\n");
+    }
+    printer_printf(p, "prime_cuda_narrow_free(s, na, nb);\n"
+                      "if (st != CUBLAS_STATUS_SUCCESS)\n    return (int)st;\n");
     printer_indent(p, -1);
     printer_printf(p, "}\n");
 }
@@ -328,7 +397,9 @@ void kernel_cuda_phase(Printer *p, const Kernel *k, const char *name) {
         char what[160];
         kernel_describe_node(k, i, what, sizeof what);
         printer_printf(p, "/* %s */\n", what);
-        if (k->nodes[i].kind == KNODE_GEMM)
+        if (k->nodes[i].kind == KNODE_GEMM && k->gemm_dtype != GEMM_DTYPE_F32)
+            print_gemm_narrow(p, k, &k->nodes[i].gemm);
+        else if (k->nodes[i].kind == KNODE_GEMM)
             print_gemm_call(p, k, &k->nodes[i].gemm);
         else
             print_launch(p, k, &k->nodes[i].loop, kname, i);

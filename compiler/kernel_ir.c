@@ -397,6 +397,7 @@ void kernel_build(Kernel *k, const Schedule *s, const PhaseSched *ph, int whole)
     memset(k, 0, sizeof *k);
     k->ph = ph;
     k->inst = &s->model->instances[ph->inst];
+    k->gemm_dtype = s->gemm_dtype;
     k->ndims = k->inst->op->ndims;
     for (int d = 0; d < k->ndims; ++d)
         k->extent[d] = whole ? k->inst->dim_sizes[d] : s->slices[ph->inst].extent[d];

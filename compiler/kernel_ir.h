@@ -108,6 +108,7 @@ typedef struct Kernel {
     int nnodes;
     KernelNode nodes[KERNEL_MAX_TERMS + 1];
     const char *no_gemm; /* why a product of two operands is no GEMM (NULL: none was tried) */
+    int gemm_dtype;      /* the schedule's GEMM operand type (GEMM_DTYPE_*) */
 } Kernel;
 
 /* The kernel of a compute phase: whole = 0 over the tile the schedule

@@ -63,6 +63,8 @@ static void usage(FILE *out) {
         "  --target cpu|mpi|cuda  build: the backend (cpu: a thread per device; mpi: an MPI "
         "process each;\n"
         "                         cuda: every device on a GPU, kernels by nvcc, see docs/cuda.md)\n"
+        "  --dtype f32|bf16|f16   build --target cuda: the GEMMs' A and B operand type, fp32\n"
+        "                         accumulation and output either way (default f32; docs/cuda.md)\n"
         "  -o DIR                 build: output directory (default: .)\n"
         "  --emit-only            build: write the C (and .cu) file but do not compile it\n"
         "  --no-fuse              build: no kernels fused across instances (see docs/kernels.md)\n"
@@ -252,6 +254,18 @@ static int build_cuda(Compilation *c, const Schedule *s, const char *outdir, con
     return rc;
 }
 
+/* --dtype NAME: f32, bf16 or f16 (GEMM_DTYPE_*); else a message and 0. */
+static int parse_dtype(const char *name, int *out) {
+    static const char *const names[] = {"f32", "bf16", "f16"};
+    for (int i = 0; i < 3; ++i)
+        if (strcmp(name, names[i]) == 0) {
+            *out = i;
+            return 1;
+        }
+    fprintf(stderr, "primec: error: --dtype takes f32, bf16 or f16, not '%s'\n", name);
+    return 0;
+}
+
 /* `primec --print-paths`: where this primec finds the runtime and the
  * profiles (installed, relative to its binary, or in its build tree). */
 static void print_paths(void) {
@@ -285,7 +299,7 @@ static int run_calibrate(char **argv) {
 
 int main(int argc, char **argv) {
     const char *command = NULL, *file = NULL, *model = NULL, *dump_after = NULL;
-    const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC;
+    const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC, *dtype = NULL;
     const char *cflags = getenv("PRIMEC_CFLAGS") ? getenv("PRIMEC_CFLAGS") : "";
     int json = 0, emit_only = 0, library = 0, no_fuse = 0;
     int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
@@ -380,7 +394,8 @@ int main(int argc, char **argv) {
             }
         } else if (strcmp(a, "--model") == 0 || strcmp(a, "--target") == 0 ||
                    strcmp(a, "-o") == 0 || strcmp(a, "--cc") == 0 || strcmp(a, "--svg") == 0 ||
-                   strcmp(a, "--profile") == 0 || strcmp(a, "--cflags") == 0) {
+                   strcmp(a, "--profile") == 0 || strcmp(a, "--cflags") == 0 ||
+                   strcmp(a, "--dtype") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "primec: error: option '%s' needs a value\n", a);
                 return EXIT_USAGE;
@@ -398,6 +413,8 @@ int main(int argc, char **argv) {
                 profile = v;
             else if (strcmp(a, "--cflags") == 0)
                 cflags = v;
+            else if (strcmp(a, "--dtype") == 0)
+                dtype = v;
             else
                 cc = v;
         } else if (a[0] == '-') {
@@ -429,6 +446,21 @@ int main(int argc, char **argv) {
     }
     const BuildTarget *tgt = build_target(target);
     const int cuda = strcmp(target, "cuda") == 0;
+    int gemm_dtype = GEMM_DTYPE_F32;
+    if (dtype && !parse_dtype(dtype, &gemm_dtype))
+        return EXIT_USAGE;
+    if (dtype && strcmp(command, "build")) {
+        fprintf(stderr, "primec: error: --dtype is an option of build --target cuda, not of %s\n",
+                command);
+        return EXIT_USAGE;
+    }
+    if (dtype && !cuda) {
+        fprintf(stderr,
+                "primec: error: --dtype is an option of build --target cuda: the %s target's "
+                "GEMMs are fp32\n",
+                target);
+        return EXIT_USAGE;
+    }
     const char *nvcc = NULL;
     if (strcmp(command, "build") == 0 && cuda && !emit_only) {
         nvcc = cuda_find_nvcc(strcmp(cc, PRIMEC_CC) ? cc : NULL);
@@ -489,6 +521,7 @@ int main(int argc, char **argv) {
     c.dump_after = dump_after;
     c.predict_only = strcmp(command, "check") == 0 && !dump_after;
     c.no_fuse = no_fuse;
+    c.gemm_dtype = gemm_dtype;
     if (cuda)
         c.emit_hooks = &emit_cuda_c_hooks;
     const char *last = strcmp(command, "build") == 0 || dump_after ? "emit" : "schedule";

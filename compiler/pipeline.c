@@ -450,7 +450,8 @@ static void dump_kernels(Compilation *c) {
 static int pass_emit(Compilation *c) {
     for (int i = 0; i < c->schedules.count; ++i) {
         size_t len;
-        const Schedule *s = c->schedules.items[i];
+        Schedule *s = c->schedules.items[i];
+        s->gemm_dtype = c->gemm_dtype;
         const ScheduleForm *form = form_build(c->arena, s);
         char *text =
             emit_c_program(c->arena, s, form, c->input ? c->input : "<none>", c->emit_hooks, &len);

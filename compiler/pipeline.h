@@ -51,6 +51,7 @@ typedef struct Compilation {
     /* What the emitted C's target changes (emit_c.h); NULL: cpu and mpi. */
     const struct EmitCHooks *emit_hooks;
     int no_fuse;      /* --no-fuse: the kernels pass fuses nothing */
+    int gemm_dtype;   /* --dtype: the GEMM operand type (GEMM_DTYPE_*), set on every schedule */
     PtrVec emitted;   /* char*: emitted program text per schedule */
     const char *pass; /* the pass running, or the last one run; NULL before */
 } Compilation;

@@ -188,7 +188,13 @@ typedef struct Schedule {
     int folded;
     /* The kernels pass's fused groups (kernel_fuse.h), or NULL. */
     struct FusePlan *fusion;
+    /* The element type of the GEMMs' A and B operands (--dtype, the cuda
+     * target; GEMM_DTYPE_F32 elsewhere): bf16 and f16 take rounded
+     * operands with fp32 accumulation and fp32 output (docs/cuda.md). */
+    int gemm_dtype;
 } Schedule;
+
+enum { GEMM_DTYPE_F32 = 0, GEMM_DTYPE_BF16 = 1, GEMM_DTYPE_F16 = 2 };
 
 /* Builds the schedule of a model. Returns NULL after reporting
  * diagnostics. Evaluates the partitions and derives the phases itself;

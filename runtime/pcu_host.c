@@ -12,6 +12,9 @@
  * downloads of the driver, and the counters. It says nothing about the
  * ordering of real streams, which only a GPU shows (tests/gpu/run.sh).
  *
+ * PCU_HOST_GEMM=TYPE makes the kernels' bf16 and f16 GEMMs round to TYPE
+ * instead (prime_cuda_gemm.h): a wrong result that --check must catch.
+ *
  * PCU_HOST_FAIL=CALL:N (CALL alloc, kernel or copy; read once) makes the
  * N-th such call of the process (from 0) fail as a CUDA call would, so
  * tests see the runtime turn a device error into a message naming the
@@ -19,6 +22,7 @@
  */
 #include "prime_cuda_dev.h"
 
+#include "prime_cuda_gemm.h"
 #include "prime_rt.h"
 
 #include <math.h>
@@ -64,6 +68,24 @@ static int injected(int kind, const char *call, char *err, size_t cap) {
         return 0;
     snprintf(err, cap, "%s: an emulated failure (PCU_HOST_FAIL)", call);
     return 1;
+}
+
+/* PCU_HOST_GEMM=bf16|f16|f32 (read once): the type the kernels' bf16
+ * and f16 GEMMs round their operands to instead of the program's, a
+ * deliberately wrong device result for tests (the dense reference keeps
+ * the program's type); -1 when unset. */
+static int gemm_override(void) {
+    static atomic_int type = -2;
+    if (atomic_load(&type) == -2) {
+        const char *env = getenv("PCU_HOST_GEMM");
+        int t = !env                       ? -1
+                : strcmp(env, "bf16") == 0 ? PRIME_DTYPE_BF16
+                : strcmp(env, "f16") == 0  ? PRIME_DTYPE_F16
+                : strcmp(env, "f32") == 0  ? PRIME_DTYPE_F32
+                                           : -1;
+        atomic_store(&type, t);
+    }
+    return atomic_load(&type);
 }
 
 int pcu_device_count(int *count, char *err, size_t cap) {
@@ -173,10 +195,12 @@ int pcu_kernel(PcuDev *d, PcuPhaseFn fn, const PcuCall *call, char *err, size_t 
         return 1;
     }
     uint64_t t0 = prime_clock_ns();
+    prime_gemm_narrow_override(gemm_override());
     if (call->fused)
         call->host_fused(call->out, call->in, call->off);
     else
         call->host_fn(call->out[0], call->in[0], call->off);
+    prime_gemm_narrow_override(-1);
     d->kernel_ns += prime_clock_ns() - t0;
     return 0;
 }

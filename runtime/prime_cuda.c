@@ -802,6 +802,11 @@ static int choose_gpu(const PrimeProgram *prog, CudaOpts *o) {
 
 int prime_cuda_main(const PrimeProgram *prog, PrimeCudaRunPhaseFn run_phase, int argc,
                     char **argv) {
+    return prime_cuda_main_dtype(prog, run_phase, NULL, argc, argv);
+}
+
+int prime_cuda_main_dtype(const PrimeProgram *prog, PrimeCudaRunPhaseFn run_phase,
+                          const char *gemm_dtype, int argc, char **argv) {
     prime_blas_choose_core(argv); /* with every option, before they are taken out */
     /* The CUDA options come out; the rest goes to the driver. */
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
@@ -827,14 +832,15 @@ int prime_cuda_main(const PrimeProgram *prog, PrimeCudaRunPhaseFn run_phase, int
 #ifdef PRIME_CUDA_HAVE_NCCL
         prime_cuda_world_select(0, NULL, 0, prog->name);
 #endif
-        PrimeProgramDevice device = {"cuda", cuda_attach, cuda_detach, &cw};
+        PrimeProgramDevice device = {"cuda", cuda_attach, cuda_detach, &cw, gemm_dtype};
         rc = prime_program_main_device(prog, &device, nrest, rest);
     }
 #ifdef PRIME_CUDA_HAVE_NCCL
     else if (rc == 0) {
         PrimeCudaNccl cn = {prog, run_phase, NULL};
         prime_cuda_world_select(1, &o.rdv, o.gpu, prog->name);
-        PrimeProgramDevice device = {"cuda", prime_cuda_nccl_attach, prime_cuda_nccl_detach, &cn};
+        PrimeProgramDevice device = {"cuda", prime_cuda_nccl_attach, prime_cuda_nccl_detach, &cn,
+                                     gemm_dtype};
         rc = prime_program_main_device(prog, &device, nrest, rest);
     }
 #endif

@@ -55,6 +55,12 @@ typedef int (*PrimeCudaRunPhaseFn)(int index, int fused, void *cublas, void *str
  * and 2 without a CUDA device or for a mode this runtime lacks). */
 int prime_cuda_main(const PrimeProgram *program, PrimeCudaRunPhaseFn run_phase, int argc,
                     char **argv);
+/* The same for a program built with --dtype bf16 or f16 (gemm_dtype
+ * "bf16", "f16"; NULL: fp32): its GEMMs take rounded operands, and so
+ * do its dense fp32 reference's, which --check names as its yardstick
+ * (prime_cuda_gemm.h, docs/cuda.md). */
+int prime_cuda_main_dtype(const PrimeProgram *program, PrimeCudaRunPhaseFn run_phase,
+                          const char *gemm_dtype, int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -2,13 +2,57 @@
  * prime_cuda_math.cuh — the intrinsics of the language as CUDA device
  * functions, for the kernels primec --target cuda prints (the fp32 side
  * of prime_math.h, the same formulas; rsqrtf for rsqrt on the device),
- * usable on the host too (a GEMM's alpha), and the offsets of a tile
- * passed to a kernel by value.
+ * usable on the host too (a GEMM's alpha), the offsets of a tile
+ * passed to a kernel by value, and the conversion of a GEMM's operands to
+ * bf16 or f16 (--dtype).
  */
 #ifndef PRIME_CUDA_MATH_CUH
 #define PRIME_CUDA_MATH_CUH
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <math.h>
+
+/* fp32 to the narrow GEMM operand types, rounding to nearest even (as
+ * runtime/pcu_host_gemm.c rounds in the host emulation). */
+__device__ __forceinline__ void prime_cuda_round(__nv_bfloat16 *d, float x) {
+    *d = __float2bfloat16_rn(x);
+}
+__device__ __forceinline__ void prime_cuda_round(__half *d, float x) {
+    *d = __float2half_rn(x);
+}
+
+template <typename T>
+__global__ void prime_cuda_narrow_kernel(T *__restrict__ dst, const float *__restrict__ src, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+         i += (long)gridDim.x * blockDim.x)
+        prime_cuda_round(&dst[i], src[i]);
+}
+
+/* *dst: n elements of src rounded to T (__nv_bfloat16 or __half), in a
+ * block of the device's stream-ordered pool allocated and written on
+ * stream s; 0, or -1 when the allocation or the launch failed (then *dst
+ * is what prime_cuda_narrow_free frees). */
+template <typename T> inline int prime_cuda_narrow(cudaStream_t s, const float *src, long n, T **dst) {
+    *dst = NULL;
+    if (cudaMallocAsync((void **)dst, (size_t)(n > 0 ? n : 1) * sizeof(T), s) != cudaSuccess) {
+        *dst = NULL;
+        return -1;
+    }
+    long blocks = (n + 255) / 256;
+    blocks = blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks;
+    prime_cuda_narrow_kernel<T><<<(unsigned)blocks, 256, 0, s>>>(*dst, src, n);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+/* Frees both operands' blocks on s, after the work queued there. */
+template <typename T> inline void prime_cuda_narrow_free(cudaStream_t s, T *a, T *b) {
+    if (a)
+        (void)cudaFreeAsync(a, s);
+    if (b)
+        (void)cudaFreeAsync(b, s);
+}
 
 /* A tile's global offset per operator dimension (off[] of the C kernels),
  * passed by value: 8 is IR_MAX_DIMS. */

@@ -129,12 +129,17 @@ PrimeStatus prime_dev_fail_text(PrimeDev *dev, PrimeStatus status, const char *f
 
 /* How a driver runs a program on a kind of device other than the host:
  * `attach` installs its table on every device of a new world (and says
- * why not on stderr), `detach` takes it off before the world goes. */
+ * why not on stderr), `detach` takes it off before the world goes.
+ * gemm_dtype: the GEMM operand type of a CUDA program built with --dtype
+ * ("bf16", "f16"; NULL: fp32), whose dense fp32 reference rounds its
+ * GEMMs' operands the same way (prime_cuda_gemm.h): --check names it as
+ * its yardstick (docs/cuda.md). */
 typedef struct PrimeProgramDevice {
     const char *name;
     PrimeStatus (*attach)(PrimeWorld *world, void *arg);
     void (*detach)(PrimeWorld *world, void *arg);
     void *arg;
+    const char *gemm_dtype;
 } PrimeProgramDevice;
 
 /* prime_program_main on a device (NULL: the host). */

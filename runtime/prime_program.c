@@ -834,6 +834,15 @@ static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *devic
                 rc = 1;
             if (js)
                 fprintf(js, ", \"check\": {");
+            /* --dtype: the yardstick is the dense program with the same
+             * narrow GEMMs (docs/cuda.md). */
+            const char *narrow = device ? device->gemm_dtype : NULL;
+            const char *dense = narrow ? narrow : "fp32";
+            if (narrow)
+                say(out,
+                    "check: GEMM operands in %s, fp32 accumulation; the yardstick (dense %s) is "
+                    "the dense fp32 program with the same %s GEMMs\n",
+                    dense, dense, dense);
             for (int t = 0, first = 1; t < prog->ntensors; ++t) {
                 if (!prog->tensors[t].check)
                     continue;
@@ -856,15 +865,15 @@ static int run_program(const PrimeProgram *prog, const PrimeProgramDevice *devic
                 /* A reference that overflows proves nothing: non-finite
                  * errors fail whatever the bound. */
                 int ok = isfinite(err) && isfinite(bound) && err <= bound && missing == 0;
-                say(out, "check %-8s error vs fp64 %.3e (dense fp32 %.3e, bound %.3e)%s %s\n",
-                    prog->tensors[t].name, err, run.err32[t], bound,
+                say(out, "check %-8s error vs fp64 %.3e (dense %s %.3e, bound %.3e)%s %s\n",
+                    prog->tensors[t].name, err, dense, run.err32[t], bound,
                     missing ? " MISSING TILES" : "", ok ? "ok" : "FAIL");
                 if (js)
                     fprintf(js,
-                            "%s\"%s\": {\"error\": %.6e, \"dense_fp32_error\": %.6e, \"bound\": "
+                            "%s\"%s\": {\"error\": %.6e, \"dense_%s_error\": %.6e, \"bound\": "
                             "%.6e, \"ok\": %s}",
-                            first ? "" : ", ", prog->tensors[t].name, err, run.err32[t], bound,
-                            ok ? "true" : "false");
+                            first ? "" : ", ", prog->tensors[t].name, err, dense, run.err32[t],
+                            bound, ok ? "true" : "false");
                 first = 0;
                 if (!ok)
                     rc = 1;

@@ -1,6 +1,6 @@
 # The CUDA printing of the kernel IR (--target cuda, docs/cuda.md):
-# - golden .cu files (tests/cuda/golden/): the square matmul and one small
-#   OPT layer; `cmake --build BUILD --target update-golden-cuda` rewrites
+# - golden .cu files (tests/cuda/golden/): the square matmul (fp32 and
+#   --dtype bf16) and one small OPT layer; `cmake --build BUILD --target update-golden-cuda` rewrites
 #   them for review with `git diff`;
 # - for every example file, the C and the CUDA tile kernels come from the
 #   same kernel IR node by node (tests/cuda/nodes_check.sh);
@@ -11,6 +11,9 @@
 #   every example --local --check, counters equal to the prediction, the
 #   fused kernels run as one call each, and the CUDA program's refusals
 #   (tests/cuda/host_check.sh);
+# - --dtype bf16 and f16 on the host emulation: --check passes against the
+#   dense program with the same narrow GEMMs, and fails where the device's
+#   rounding is not the program's (tests/cuda/dtype_check.sh);
 # - the NCCL world on the host emulation of NCCL: worlds of 4 processes
 #   (tests/cuda/nccl_host_check.sh);
 # - with nvcc (the CUDA toolkit in /usr/local/cuda, or on PATH): every
@@ -18,23 +21,27 @@
 #   nvcc call per example file) and every run links with its C part,
 #   prime_rt_cuda, cuBLAS and the CUDA runtime and starts (without a GPU:
 #   "no CUDA device", exit 2); `primec build --target cuda` writes the
-#   executable. No GPU is needed: the kernels' arithmetic is not run here.
+#   executable; with --dtype bf16 and f16, the small OPT layer compiles,
+#   links and starts (tests/cuda/dtype_nvcc.sh). No GPU is needed: the
+#   kernels' arithmetic is not run here.
 
 set(PRIMEC_CUDA_DIR ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
 set(PRIMEC_CUDA_WORK ${CMAKE_CURRENT_BINARY_DIR}/cuda)
 file(MAKE_DIRECTORY ${PRIMEC_CUDA_WORK})
 
-# name:source (relative to the repository root):model.
-set(PRIMEC_CUDA_GOLDEN square-2x2:tests/golden/emit/square-2x2.prime:m
-    opt_small_megatron:examples/opt_layer.prime:opt_small_megatron)
+# name:source (relative to the repository root):model:dtype (--dtype).
+set(PRIMEC_CUDA_GOLDEN square-2x2:tests/golden/emit/square-2x2.prime:m:f32
+    opt_small_megatron:examples/opt_layer.prime:opt_small_megatron:f32
+    square-2x2-bf16:tests/golden/emit/square-2x2.prime:m:bf16)
 set(PRIMEC_CUDA_UPDATE "")
 foreach(entry ${PRIMEC_CUDA_GOLDEN})
   string(REPLACE ":" ";" case ${entry})
   list(GET case 0 name)
   list(GET case 1 file)
   list(GET case 2 model)
+  list(GET case 3 dtype)
   set(args $<TARGET_FILE:primec> ${CMAKE_SOURCE_DIR} ${PRIMEC_CUDA_WORK}/golden-${name} ${file}
-           ${model} ${PRIMEC_CUDA_DIR}/golden/${name}.cu)
+           ${model} ${PRIMEC_CUDA_DIR}/golden/${name}.cu ${dtype})
   add_test(NAME cuda/golden/${name} COMMAND sh ${PRIMEC_CUDA_DIR}/golden.sh check ${args})
   set_tests_properties(cuda/golden/${name} PROPERTIES LABELS golden TIMEOUT 60)
   list(APPEND PRIMEC_CUDA_UPDATE COMMAND sh ${PRIMEC_CUDA_DIR}/golden.sh update ${args})
@@ -76,6 +83,20 @@ foreach(path ${PRIMEC_CUDA_EXAMPLES})
   set_tests_properties(cuda/host/${name} PROPERTIES LABELS run TIMEOUT 600
                        PASS_REGULAR_EXPRESSION "host: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+
+# --dtype bf16 and f16 on the host emulation, whose GEMMs round their
+# operands as the .cu's cublasGemmEx calls do: the square 2x2 matmul and
+# the small OPT layer (Megatron-LM, 4 devices) pass --check against the
+# dense program with the same GEMMs, their errors are past the f32
+# build's bounds and ordered bf16 > f16 > f32, and device GEMMs rounded
+# to another type fail (tests/cuda/dtype_check.sh).
+add_test(NAME cuda/dtype-host
+         COMMAND sh ${PRIMEC_CUDA_DIR}/dtype_check.sh $<TARGET_FILE:primec> ${CMAKE_C_COMPILER}
+                 "${PRIMEC_CUDA_TEST_CFLAGS}" ${CMAKE_SOURCE_DIR}/runtime
+                 $<TARGET_FILE:prime_rt_cuda_host> "${PRIMEC_CUDA_TEST_BLAS} -lpthread -lm"
+                 ${PRIMEC_CUDA_WORK}/dtype-host ${CMAKE_SOURCE_DIR})
+set_tests_properties(cuda/dtype-host PROPERTIES LABELS run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "dtype host: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 
 # The one-process-per-GPU world on the host emulation (its NCCL:
 # communicators of processes over Unix sockets): worlds of one process
@@ -130,6 +151,17 @@ foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})
   set_tests_properties(cuda/nvcc/${name} PROPERTIES LABELS compile TIMEOUT 600
                        PASS_REGULAR_EXPRESSION "nvcc: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+# --dtype bf16 and f16: the small OPT layer with Megatron-LM and data
+# parallelism (plain, strided-batched and looped strided-batched GEMMs)
+# compiles for sm_80 and sm_90 with warnings as errors in one nvcc call,
+# every GEMM a cublasGemmEx or cublasGemmStridedBatchedEx on narrow
+# operands, and each C part links and starts (tests/cuda/dtype_nvcc.sh).
+add_test(NAME cuda/nvcc-dtype
+         COMMAND sh ${PRIMEC_CUDA_DIR}/dtype_nvcc.sh $<TARGET_FILE:primec> ${PRIMEC_NVCC}
+                 ${CMAKE_SOURCE_DIR}/runtime ${PRIMEC_CUDA_WORK}/nvcc-dtype
+                 ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime opt_small_megatron_dp ${PRIMEC_CUDA_LINK})
+set_tests_properties(cuda/nvcc-dtype PROPERTIES LABELS compile TIMEOUT 600
+                     PASS_REGULAR_EXPRESSION "nvcc dtype: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 if(NOT TARGET prime_rt_cuda)
   return()
 endif()

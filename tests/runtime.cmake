@@ -60,3 +60,12 @@ foreach(part world p2p)
   set_tests_properties(runtime_${part}/pinned PROPERTIES LABELS unit TIMEOUT 60
                        ENVIRONMENT "PRIME_PIN=1")
 endforeach()
+
+# The host side of --dtype bf16 and f16 (runtime/pcu_host_gemm.c): the
+# roundings against independent references over a sweep of fp32, and the
+# narrow GEMMs against fp64 sums of the rounded operands.
+add_executable(test_runtime_dtype ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_runtime_dtype.c)
+target_link_libraries(test_runtime_dtype PRIVATE prime_rt_cuda_host PkgConfig::CMOCKA)
+target_compile_options(test_runtime_dtype PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME runtime_dtype COMMAND test_runtime_dtype)
+set_tests_properties(runtime_dtype PROPERTIES LABELS unit TIMEOUT 60)

@@ -12,7 +12,8 @@
 #      bloom_megatron) for the timings;
 #   3. runs each small one with --local --check (every device of the mesh
 #      on the one GPU, the kernels fused across instances as one CUDA
-#      kernel per group; results, gradients and counters checked);
+#      kernel per group; results, gradients and counters checked), and
+#      opt_small_megatron built with --dtype bf16 and --dtype f16;
 #   4. runs one process per GPU over NCCL: a one-device model as a world
 #      of one process (--check), and a two-device data-parallel model as
 #      two processes meeting over TCP on 127.0.0.1 (--check; on two GPUs
@@ -67,6 +68,9 @@ for f in $families; do
     check_runs="$check_runs $file:${fam}_small_square $file:${fam}_small_megatron"
     bench_runs="$bench_runs $file:${fam}_megatron"
 done
+# The small OPT layer with bf16 and f16 GEMM operands (--dtype, docs/cuda.md):
+# file:model@dtype, built into DIR/gpu/model-dtype.
+dtype_runs="opt_layer:opt_small_megatron@bf16 opt_layer:opt_small_megatron@f16"
 # One process per GPU over NCCL: the models of tests/cuda/.
 nccl_runs="one_device two_devices"
 
@@ -89,8 +93,9 @@ primec=$build/compiler/primec
     die "this primec was built without the CUDA runtime (prime_rt_cuda): is nvcc found by cmake?" 2
 
 # Every run must exist (primec check names it).
-for entry in $check_runs $bench_runs; do
+for entry in $check_runs $bench_runs $dtype_runs; do
     file=$root/examples/${entry%%:*}.prime model=${entry#*:}
+    model=${model%@*}
     timeout 60 "$primec" check "$file" --model "$model" >/dev/null 2>&1 ||
         die "$model of ${entry%%:*}.prime does not check"
 done
@@ -101,6 +106,10 @@ done
 if [ $plan -eq 1 ]; then
     say "run.sh plan (primec $primec, nvcc $nvcc):"
     for entry in $check_runs; do say "  check  ${entry#*:} (examples/${entry%%:*}.prime) --local --check"; done
+    for entry in $dtype_runs; do
+        m=${entry#*:}
+        say "  check  ${m%@*} (examples/${entry%%:*}.prime) --dtype ${m#*@} --local --check"
+    done
     for entry in $bench_runs; do say "  time   ${entry#*:} (examples/${entry%%:*}.prime) --local --repeat 5"; done
     say "  cuBLAS alone at the GEMM shapes of the timed runs (tests/gpu/gemm_bench.cu)"
     say "  nccl   one_device (tests/cuda/one_device.prime) --check: a world of one process"
@@ -117,17 +126,18 @@ fail() { say "FAIL: $*"; failed="$failed
 - $*"; }
 
 say "== build the programs (primec build --target cuda) in $out, $(nproc) at a time"
-# build_one MODEL FILE: primec build under a timeout, saying so when it ran out.
+# build_one MODEL FILE [DTYPE]: primec build (with --dtype DTYPE, into
+# MODEL-DTYPE) under a timeout, saying so when it ran out.
 build_one() {
-    rc=0
-    timeout 600 "$primec" build "$2" --model "$1" --target cuda -o "$out/$1" \
-        >"$out/$1.build.log" 2>&1 || rc=$?
-    [ $rc -ne 124 ] || echo "run.sh: timed out after 600 s" >>"$out/$1.build.log"
+    rc=0 name=$1${3:+-$3}
+    timeout 600 "$primec" build "$2" --model "$1" --target cuda ${3:+--dtype "$3"} -o "$out/$name" \
+        >"$out/$name.build.log" 2>&1 || rc=$?
+    [ $rc -ne 124 ] || echo "run.sh: timed out after 600 s" >>"$out/$name.build.log"
     return $rc
 }
 pids=""
 running=0
-for entry in $check_runs $bench_runs nccl:one_device nccl:two_devices; do
+for entry in $check_runs $bench_runs $dtype_runs nccl:one_device nccl:two_devices; do
     if [ $running -ge "$(nproc)" ]; then
         for p in $pids; do
             wait "${p%%:*}" || fail "build of ${p#*:} (log: $out/${p#*:}.build.log)"
@@ -136,8 +146,10 @@ for entry in $check_runs $bench_runs nccl:one_device nccl:two_devices; do
     fi
     src=$root/examples/${entry%%:*}.prime
     [ "${entry%%:*}" != nccl ] || src=$root/tests/cuda/${entry#*:}.prime
-    build_one "${entry#*:}" "$src" &
-    pids="$pids $!:${entry#*:}"
+    m=${entry#*:} dt=
+    case $m in *@*) dt=${m#*@} m=${m%@*} ;; esac
+    build_one "$m" "$src" $dt &
+    pids="$pids $!:$m${dt:+-$dt}"
     running=$((running + 1))
 done
 for p in $pids; do
@@ -163,19 +175,21 @@ fi
     say ""
 } >"$results"
 
-for entry in $check_runs; do
-    model=${entry#*:}
-    exe=$out/$model/$model
-    [ -x "$exe" ] || { fail "$model was not built"; continue; }
-    say "== $model --local --check"
+for entry in $check_runs $dtype_runs; do
+    m=${entry#*:}
+    model=${m%@*} name=${m%@*}
+    case $m in *@*) name=$model-${m#*@} ;; esac
+    exe=$out/$name/$model
+    [ -x "$exe" ] || { fail "$name was not built"; continue; }
+    say "== $name --local --check"
     rc=0
-    timeout 120 "$exe" --local --check --timeout 60 --json "$out/$model.json" >"$out/$model.log" 2>&1 || rc=$?
-    tail -3 "$out/$model.log"
-    if [ $rc -eq 0 ] && grep -q '^check passed' "$out/$model.log"; then
-        say "- $model: check passed, $(grep -o 'time per training step[^,]*' "$out/$model.log")" >>"$results"
+    timeout 120 "$exe" --local --check --timeout 60 --json "$out/$name.json" >"$out/$name.log" 2>&1 || rc=$?
+    tail -3 "$out/$name.log"
+    if [ $rc -eq 0 ] && grep -q '^check passed' "$out/$name.log"; then
+        say "- $name: check passed, $(grep -o 'time per training step[^,]*' "$out/$name.log")" >>"$results"
     else
-        fail "$model --local --check (exit $rc, log: $out/$model.log)"
-        say "- $model: FAILED (exit $rc)" >>"$results"
+        fail "$name --local --check (exit $rc, log: $out/$name.log)"
+        say "- $name: FAILED (exit $rc)" >>"$results"
     fi
 done
 
