@@ -170,10 +170,10 @@ typedef struct AxisBinding {
 typedef struct ModelItem {
     ModelItemKind kind;
     Span span;
-    Ident name;      /* param, tensor, or instance result name */
-    Expr *value;     /* MITEM_PARAM; MITEM_MICRO: the count */
-    int order;       /* MITEM_MICRO: MicroOrder */
-    int recompute;   /* MITEM_MICRO: `recompute` written (Model.recompute) */
+    Ident name;    /* param, tensor, or instance result name */
+    Expr *value;   /* MITEM_PARAM; MITEM_MICRO: the count */
+    int order;     /* MITEM_MICRO: MicroOrder */
+    int recompute; /* MITEM_MICRO: `recompute` written (Model.recompute) */
     Span recompute_span;
     PtrVec axes;     /* MITEM_MESH: AxisDecl* */
     PtrVec dims;     /* MITEM_INPUT/WEIGHT: Expr* (EXPR_NAME or EXPR_INT) */

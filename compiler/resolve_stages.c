@@ -181,8 +181,9 @@ int resolve_recompute(Resolver *r, Model *m) {
                    "'recompute' runs each pipeline stage's forward again before its backward, and "
                    "model '%s' has no stages",
                    m->name);
-        diag_note(r->sink, m->micro_item->span,
-                  "a plan's 'stages AXIS;' (or the model's item) puts the layer's copies on stages");
+        diag_note(
+            r->sink, m->micro_item->span,
+            "a plan's 'stages AXIS;' (or the model's item) puts the layer's copies on stages");
         return 0;
     }
     int per_micro = m->nmicro > 1 ? m->ninstances / m->nmicro : m->ninstances;
