@@ -164,6 +164,17 @@ add_test(NAME layers/stages/plan_write
 set_tests_properties(layers/stages/plan_write PROPERTIES LABELS run TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 
+# And one the search chooses to recompute (tests/run/stages_plan_write_rc.sh):
+# the written plan carries `recompute`, equals
+# tests/run/stages_plan_write_rc.expected and builds and passes --check.
+add_test(NAME layers/stages/plan_write_rc
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write_rc.sh $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write_rc.expected
+                 ${PRIMEC_STAGES_DIR}/plan_write_rc)
+set_tests_properties(layers/stages/plan_write_rc PROPERTIES LABELS run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
 # The same for a batched layer (tests/run/stages_plan_write_b.sh): the
 # replicas written along mesh axis r, the micro-batches over the batch b;
 # builds, passes --check, and primec cost of the file is compared with the
