@@ -111,8 +111,9 @@ static int is_compute(const PhaseSched *ph) {
 static const char *phase_title(const Schedule *s, Arena *arena, const PhaseSched *ph) {
     if (ph->inst < 0)
         return phase_name(ph->kind);
-    return arena_printf(arena, "%s of %s", phase_name(ph->kind),
-                        s->model->instances[ph->inst].name);
+    return arena_printf(arena, "%s%s of %s",
+                        ph->kind == PHASE_FWD && ph->phase->recompute ? "recomputed " : "",
+                        phase_name(ph->kind), s->model->instances[ph->inst].name);
 }
 
 /* How the program holds its schedule: rank-parametric phases and

@@ -260,8 +260,9 @@ void phases_dump(const PhaseList *pl, FILE *out) {
         }
         const Instance *inst = &model->instances[ph->inst];
         const char *yname = model->tensors[inst->result].name;
-        fprintf(out, " %s of %s: %s%s[", phase_name(ph->kind), inst->name, ph->out_grad ? "d" : "",
-                model->tensors[ph->out_tensor].name);
+        fprintf(out, " %s%s of %s: %s%s[",
+                ph->kind == PHASE_FWD && ph->recompute ? "recomputed " : "", phase_name(ph->kind),
+                inst->name, ph->out_grad ? "d" : "", model->tensors[ph->out_tensor].name);
         for (int x = 0; x < ph->out->ndims; ++x)
             fprintf(out, "%s%s", x ? ", " : "", inst->op->dims[ph->out->dims[x]]);
         fprintf(out, "] %s ", ph->max_reduce ? "max=" : "+=");
