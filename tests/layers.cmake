@@ -94,10 +94,10 @@ set_tests_properties(layers/stages/stages_1f1b PROPERTIES LABELS run TIMEOUT 300
                      FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
 # The same in 1F1B's order with each stage's forward recomputed before its
 # backward (`recompute`; stages_1f1b_rc on 2 stages, stages_1f1b_s4_rc on
-# 4): --check with counters equal to the prediction, and the predicted
-# peaks below the 1F1B runs' on every stage but the last
-# (tests/run/peak_recompute.sh).
-foreach(model stages_1f1b_rc stages_1f1b_s4_rc)
+# 4; stages_gpipe_rc in GPipe's order): --check with counters equal to the
+# prediction, and the predicted and counted peaks below those of the runs
+# without on every stage but the last (tests/run/peak_recompute.sh).
+foreach(model stages_1f1b_rc stages_1f1b_s4_rc stages_gpipe_rc)
   add_test(NAME layers/stages/${model}
            COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
                    sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime
@@ -106,7 +106,8 @@ foreach(model stages_1f1b_rc stages_1f1b_s4_rc)
                        PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction"
                        FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
 endforeach()
-foreach(pair "stages_1f1b;stages_1f1b_rc" "stages_1f1b_s4;stages_1f1b_s4_rc")
+foreach(pair "stages_1f1b;stages_1f1b_rc" "stages_1f1b_s4;stages_1f1b_s4_rc"
+             "stages_gpipe;stages_gpipe_rc")
   list(GET pair 0 base)
   list(GET pair 1 rc)
   add_test(NAME layers/stages/peak_${rc}
