@@ -241,6 +241,14 @@ ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count, int
     return it;
 }
 
+ModelItem *ast_set_micro_recompute(ModelItem *it, Span word) {
+    if (it) {
+        it->recompute = 1;
+        it->recompute_span = word;
+    }
+    return it;
+}
+
 ModelItem *ast_new_stages_item(Arena *a, Span span, Ident axis) {
     ModelItem *it = new_item(a, MITEM_STAGES, span);
     it->name = axis;
@@ -524,7 +532,8 @@ static void dump_item(const ModelItem *it, FILE *out) {
     case MITEM_MICRO:
         fprintf(out, "(microbatches %s ", it->name.name);
         ast_dump_expr(it->value, out);
-        fputs(it->order == MICRO_1F1B ? " 1f1b)" : ")", out);
+        fputs(it->order == MICRO_1F1B ? " 1f1b" : "", out);
+        fputs(it->recompute ? " recompute)" : ")", out);
         return;
     case MITEM_LAYER:
         fprintf(out, "(layer %s -> %s (repeat ", it->layer_in.name, it->layer_out.name);

@@ -170,9 +170,11 @@ typedef struct AxisBinding {
 typedef struct ModelItem {
     ModelItemKind kind;
     Span span;
-    Ident name;      /* param, tensor, or instance result name */
-    Expr *value;     /* MITEM_PARAM; MITEM_MICRO: the count */
-    int order;       /* MITEM_MICRO: MicroOrder */
+    Ident name;    /* param, tensor, or instance result name */
+    Expr *value;   /* MITEM_PARAM; MITEM_MICRO: the count */
+    int order;     /* MITEM_MICRO: MicroOrder */
+    int recompute; /* MITEM_MICRO: `recompute` written (Model.recompute) */
+    Span recompute_span;
     PtrVec axes;     /* MITEM_MESH: AxisDecl* */
     PtrVec dims;     /* MITEM_INPUT/WEIGHT: Expr* (EXPR_NAME or EXPR_INT) */
     Ident op;        /* MITEM_INSTANCE */
@@ -339,6 +341,8 @@ typedef enum MicroOrder { MICRO_GPIPE, MICRO_1F1B } MicroOrder;
 /* `microbatches PARAM: COUNT [order ORDER];` (a model item, or a plan's
  * clause). */
 ModelItem *ast_new_micro_item(Arena *a, Span span, Ident param, Expr *count, int order);
+/* The clause's `recompute` (the word's span): it, or NULL (it was NULL). */
+ModelItem *ast_set_micro_recompute(ModelItem *it, Span word);
 ModelItem *ast_new_layer_item(Arena *a, Span span, Ident in, Ident out, Expr *repeat, PtrVec items);
 UseClause *ast_new_use(Arena *a, Span span, Ident partition, PtrVec bindings);
 AxisBinding *ast_new_binding(Arena *a, Span span, Ident part_axis, Ident mesh_axis);

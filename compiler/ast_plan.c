@@ -114,7 +114,8 @@ static void dump_rule(const PlanRule *r, FILE *out) {
     if (r->micro) {
         fprintf(out, "(microbatches %s ", r->micro->name.name);
         ast_dump_expr(r->micro->value, out);
-        fputs(r->micro->order == MICRO_1F1B ? " 1f1b)" : ")", out);
+        fputs(r->micro->order == MICRO_1F1B ? " 1f1b" : "", out);
+        fputs(r->micro->recompute ? " recompute)" : ")", out);
         return;
     }
     fputs(r->is_default ? "(default" : "(rule", out);

@@ -586,6 +586,9 @@ static const char *phase_label(const Schedule *s, const PhaseSched *ph, Arena *a
     if (ph->inst < 0)
         return phase_name(ph->kind);
     const char *inst = s->model->instances[ph->inst].name;
+    if (ph->kind == PHASE_FWD && ph->phase->recompute) /* `recompute`: it writes NAME_rc */
+        return arena_printf(arena, "recomputed forward of %s -> %s", inst,
+                            s->tensors[ph->out.tensor].name);
     if (ph->kind == PHASE_FWD)
         return arena_printf(arena, "%s of %s", phase_name(ph->kind), inst);
     return arena_printf(arena, "%s of %s -> %s", phase_name(ph->kind), inst,

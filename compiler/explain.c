@@ -111,8 +111,9 @@ static int is_compute(const PhaseSched *ph) {
 static const char *phase_title(const Schedule *s, Arena *arena, const PhaseSched *ph) {
     if (ph->inst < 0)
         return phase_name(ph->kind);
-    return arena_printf(arena, "%s of %s", phase_name(ph->kind),
-                        s->model->instances[ph->inst].name);
+    return arena_printf(arena, "%s%s of %s",
+                        ph->kind == PHASE_FWD && ph->phase->recompute ? "recomputed " : "",
+                        phase_name(ph->kind), s->model->instances[ph->inst].name);
 }
 
 /* How the program holds its schedule: rank-parametric phases and
@@ -158,9 +159,11 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
     if (m->nmicro > 1)
         fprintf(out,
                 "micro-batches: %d of %s = %ld each (micro-batch m's tensors NAME_mbm for m > 0, "
-                "the weights shared)%s\n",
+                "the weights shared)%s%s\n",
                 m->nmicro, m->micro_item->name.name, micro_param(m),
-                m->micro_order == MICRO_1F1B ? ", in 1F1B's order" : "");
+                m->micro_order == MICRO_1F1B ? ", in 1F1B's order" : "",
+                m->recompute ? ", each stage's forward recomputed before its backward (NAME_rc)"
+                             : "");
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
         fprintf(out, "%s = %s(", inst->name, inst->op->name);
@@ -565,10 +568,11 @@ json_t *explain_json_value(const Schedule *s, Arena *arena, int ranks) {
                             json_pack("{s:s, s:i, s:i}", "axis", m->mesh.names[m->stage_axis],
                                       "count", m->nstages, "copies_each", m->stage_copies));
     if (m->nmicro > 1)
-        json_object_set_new(root, "microbatches",
-                            json_pack("{s:s, s:i, s:I, s:s}", "param", m->micro_item->name.name,
-                                      "count", m->nmicro, "each", (json_int_t)micro_param(m),
-                                      "order", m->micro_order == MICRO_1F1B ? "1f1b" : "gpipe"));
+        json_object_set_new(
+            root, "microbatches",
+            json_pack("{s:s, s:i, s:I, s:s, s:b}", "param", m->micro_item->name.name, "count",
+                      m->nmicro, "each", (json_int_t)micro_param(m), "order",
+                      m->micro_order == MICRO_1F1B ? "1f1b" : "gpipe", "recompute", m->recompute));
     return root;
 }
 

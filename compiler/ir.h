@@ -81,6 +81,11 @@ typedef struct ModelTensor {
     int file_transposed;
     int in_layer;
     Sym base;
+    /* Activation recomputation (Model.recompute): the index of this
+     * activation's recomputed copy NAME_rc (0: none), and whether this is
+     * such a copy (its producer is the instance of the original). */
+    int rc;
+    int is_rc;
 } ModelTensor;
 
 /* An operator applied in a model, with its partition bound to the mesh. */
@@ -142,6 +147,11 @@ typedef struct Model {
     /* The order of their phases (MicroOrder): GPipe's, or 1F1B's
      * (phases_order_1f1b). */
     int micro_order;
+    /* `recompute` in the micro-batch clause: the backward of each stage's
+     * micro-batch reads recomputed copies (ModelTensor.rc) of the layer's
+     * activations, made by its forward run again just before it
+     * (phases_recompute); 0 without. */
+    int recompute;
     /* The model as written: decl itself for a model, the model a run's
      * plan names for a run (decl is then the run's resolved copy). */
     const ModelDecl *source;

@@ -232,6 +232,8 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model) {
     }
     if (model->nmicro > 1 && model->micro_order == MICRO_1F1B)
         phases_order_1f1b(arena, pl);
+    if (model->recompute)
+        phases_recompute(arena, pl);
     return pl;
 }
 
@@ -240,9 +242,8 @@ static const char *operand_model_name(const PhaseList *pl, const Phase *ph, cons
     const Instance *inst = &pl->model->instances[ph->inst];
     if (o->input == PHASE_DY)
         return NULL;
-    if (o->input == PHASE_RESULT)
-        return pl->model->tensors[inst->result].name;
-    return pl->model->tensors[inst->args[o->input]].name;
+    int t = o->input == PHASE_RESULT ? inst->result : inst->args[o->input];
+    return pl->model->tensors[phases_operand_tensor(pl->model, ph, t)].name;
 }
 
 void phases_dump(const PhaseList *pl, FILE *out) {
@@ -259,8 +260,9 @@ void phases_dump(const PhaseList *pl, FILE *out) {
         }
         const Instance *inst = &model->instances[ph->inst];
         const char *yname = model->tensors[inst->result].name;
-        fprintf(out, " %s of %s: %s%s[", phase_name(ph->kind), inst->name, ph->out_grad ? "d" : "",
-                model->tensors[ph->out_tensor].name);
+        fprintf(out, " %s%s of %s: %s%s[",
+                ph->kind == PHASE_FWD && ph->recompute ? "recomputed " : "", phase_name(ph->kind),
+                inst->name, ph->out_grad ? "d" : "", model->tensors[ph->out_tensor].name);
         for (int x = 0; x < ph->out->ndims; ++x)
             fprintf(out, "%s%s", x ? ", " : "", inst->op->dims[ph->out->dims[x]]);
         fprintf(out, "] %s ", ph->max_reduce ? "max=" : "+=");

@@ -64,6 +64,12 @@ typedef struct Phase {
     int nin;     /* operands in the order the expression first names them */
     PhaseOperand in[PHASE_MAX_OPERANDS];
     int micro; /* dy-in: the micro-batch whose outputs' gradients arrive; -1 for every one */
+    /* Activation recomputation (Model.recompute): a forward run again
+     * before its stage's backward of the micro-batch (out_tensor is the
+     * recomputed copy, ModelTensor.rc), or a backward or gradient phase
+     * of such a model. Either reads the recomputed copy of an operand
+     * made on its own stage where there is one (phases_operand_tensor). */
+    int recompute;
 } Phase;
 
 /* Every phase of a model, in execution order. */
@@ -83,6 +89,17 @@ PhaseList *phases_derive(Arena *arena, DiagSink *sink, const Model *model);
  * backward and a forward in turn, then the backwards left, with one dy-in
  * phase per micro-batch (phases_order.c). */
 void phases_order_1f1b(Arena *arena, PhaseList *pl);
+/* `recompute`: inserts, before the first backward or gradient phase of
+ * each micro-batch on each stage, the forward phases of that stage and
+ * micro-batch whose results its backward reads (directly, or through
+ * another recomputed forward), writing the recomputed copies
+ * (phases_recompute.c). */
+void phases_recompute(Arena *arena, PhaseList *pl);
+/* The model tensor a phase of instance inst reads for model tensor t: the
+ * recomputed copy of t when the phase recomputes or differentiates under
+ * `recompute` and t was made on the instance's stage, else t. */
+int phases_operand_tensor(const Model *m, const Phase *ph, int t);
+
 /* The micro-batch of instance i, and of a model tensor (its producer's;
  * 0 for an input or a weight). */
 int phases_instance_micro(const Model *m, int i);

@@ -254,8 +254,8 @@ static int write_training_plan(Compilation *c, const Model *m, const PlanTrainAr
     if (a->layers % p->stages)
         why = arena_printf(arena, "%d stages do not divide the %ld layers (uneven stages)",
                            p->stages, a->layers);
-    else if (p->recompute)
-        why = "it recomputes activations";
+    else if (p->recompute && p->stages < 2)
+        why = "it recomputes activations on one pipeline stage ('recompute' needs stages)";
     else if (s->batched && p->replicas > 1 && plan_replica_axis(plan) != 0)
         why = "its layer plan does not split the batch along the replica axis r";
     if (why) {
@@ -278,6 +278,7 @@ static int write_training_plan(Compilation *c, const Model *m, const PlanTrainAr
     w.stages = p->stages;
     w.layers = a->layers;
     w.micro_batches = p->micro_batches;
+    w.recompute = p->recompute != 0;
     if (s->batched) {
         /* The replica axis r as long as the replicas, each micro-batch of
          * b sequences per replica split over it: the whole global batch. */

@@ -109,7 +109,7 @@ static void write_header(FILE *f, const Model *m, const Mesh *mesh, const PlanWr
                 "// Training plan chosen by `primec plan --training` for '%s': %ld layers on\n"
                 "// %d devices, %d pipeline stage%s%s%s of %d device%s each, times %d\n"
                 "// data-parallel replica%s%s%s;\n"
-                "// %ld micro-batch%s of %ld %s%s in 1F1B's order.\n"
+                "// %ld micro-batch%s of %ld %s%s in 1F1B's order%s.\n"
                 "// Check it with `primec check`.\n",
                 m->name, w->layers, mesh->ndev * w->stages * dp, w->stages,
                 w->stages == 1 ? "" : "s", w->stages > 1 ? " along mesh axis " : "",
@@ -117,7 +117,8 @@ static void write_header(FILE *f, const Model *m, const Mesh *mesh, const PlanWr
                 dp, dp == 1 ? "" : "s", merged ? " along mesh axis " : "",
                 merged ? mesh->names[w->replica_axis] : "", w->micro_batches,
                 w->micro_batches == 1 ? "" : "es", w->micro_tokens, w->batch ? "sequence" : "token",
-                w->micro_tokens == 1 ? "" : "s");
+                w->micro_tokens == 1 ? "" : "s",
+                w->recompute ? ",\n// each stage's forward recomputed before its backward" : "");
     else if (merged)
         fprintf(f,
                 "// Plan chosen by `primec plan` for '%s': %d devices as %d data-parallel\n"
@@ -184,8 +185,9 @@ int plan_write_spec(FILE *f, const Model *m, const char *const *uses, const Mesh
     if (w->stages > 0) {
         if (w->stages > 1)
             fprintf(f, "    stages %s;\n", stage_axis_name(mesh));
-        if (w->micro_batches > 1)
-            fprintf(f, "    microbatches %s: %ld order 1f1b;\n", token, w->micro_batches);
+        if (w->micro_batches > 1 || w->recompute)
+            fprintf(f, "    microbatches %s: %ld order 1f1b%s;\n", token, w->micro_batches,
+                    w->recompute ? " recompute" : "");
     }
     if (dflt)
         fprintf(f, "    default use %s;\n", dflt);

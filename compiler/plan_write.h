@@ -27,7 +27,8 @@ void plan_write_prime(FILE *f, const Model *m, const char *const *uses, const Me
  * copies of the layer (the model's repeat parameter), and the batch of
  * one replica as micro_batches micro-batches of micro_tokens tokens each
  * (`microbatches TOKENS: M order 1f1b;` where M > 1, the token parameter
- * set to their product). A batched model's (batch) written with its
+ * set to their product; `... order 1f1b recompute;` with recompute, for
+ * any M). A batched model's (batch) written with its
  * replica axis (replica_axis) has micro-batches of micro_tokens sequences
  * over all the replicas. */
 typedef struct PlanWriteSpec {
@@ -35,8 +36,9 @@ typedef struct PlanWriteSpec {
     int stages; /* 0: no stages written (plan_write_prime) */
     long layers;
     long micro_batches, micro_tokens;
-    int batch;  /* the token parameter counts sequences (a batched model's b) */
-    long vocab; /* of the LM head the cost has and the program lacks; 0: none */
+    int recompute; /* `recompute` in the micro-batch clause (stages > 1) */
+    int batch;     /* the token parameter counts sequences (a batched model's b) */
+    long vocab;    /* of the LM head the cost has and the program lacks; 0: none */
 } PlanWriteSpec;
 
 /* The plan with spec w; 0 (nothing written) when a training plan's model

@@ -785,7 +785,7 @@ Model *resolve_model_decl(Resolver *r, const ModelDecl *decl) {
         model_items(r, mc, &decl->items, NULL);
     if (!mc->ok)
         return NULL;
-    if (!resolve_stages(r, m))
+    if (!resolve_stages(r, m) || !resolve_recompute(r, m))
         return NULL;
     /* No mesh: a computation (a `use` without a mesh was reported). */
     m->computation = !mc->have_mesh;
@@ -944,6 +944,8 @@ void resolve_dump(const Module *module, FILE *out) {
         if (m->nmicro)
             fprintf(out, " microbatches %s:%d%s", m->micro_item->name.name, m->nmicro,
                     m->micro_order == MICRO_1F1B ? " 1f1b" : "");
+        if (m->recompute)
+            fprintf(out, " recompute");
         fprintf(out, "\n");
         for (int t = 0; t < m->ntensors; ++t) {
             const ModelTensor *mt = &m->tensors[t];
@@ -953,7 +955,7 @@ void resolve_dump(const Module *module, FILE *out) {
                                                 : "activation");
             for (int x = 0; x < mt->ndims; ++x)
                 fprintf(out, "%s%ld", x ? ", " : "", mt->sizes[x]);
-            fprintf(out, "]\n");
+            fprintf(out, mt->is_rc ? "] recomputed\n" : "]\n");
         }
         for (int k = 0; k < m->ninstances; ++k) {
             const Instance *inst = &m->instances[k];

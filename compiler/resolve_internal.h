@@ -55,6 +55,10 @@ void resolve_stages_item(Resolver *r, Model *m, const ModelItem *it);
  * fail. */
 void resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value, long count);
 int resolve_stages(Resolver *r, Model *m);
+/* `recompute`: an error without stages; else the recomputed copies of the
+ * layer's activations (ModelTensor.rc) appended to the model's tensors.
+ * Returns 0 after reporting. */
+int resolve_recompute(Resolver *r, Model *m);
 
 /* Binds the `use` clause's partition to an instance of m (its size
  * parameters unset); 0 after reporting. */

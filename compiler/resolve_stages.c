@@ -16,6 +16,7 @@
  * stage starts on micro-batch m + 1 while the next works on m.
  */
 #include <limits.h>
+#include <string.h>
 
 #include "resolve_internal.h"
 
@@ -167,4 +168,55 @@ void resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value,
     *value /= n;
     m->nmicro = n;
     m->micro_order = it->order;
+    m->recompute = it->recompute;
+}
+
+/* The recomputed copies (`recompute`): NAME_rc of every activation a
+ * layer instance makes, the producer's; 0 after reporting. */
+int resolve_recompute(Resolver *r, Model *m) {
+    if (!m->recompute)
+        return 1;
+    if (m->nstages < 1) {
+        diag_error(r->sink, m->micro_item->recompute_span,
+                   "'recompute' runs each pipeline stage's forward again before its backward, and "
+                   "model '%s' has no stages",
+                   m->name);
+        diag_note(
+            r->sink, m->micro_item->span,
+            "a plan's 'stages AXIS;' (or the model's item) puts the layer's copies on stages");
+        return 0;
+    }
+    int per_micro = m->nmicro > 1 ? m->ninstances / m->nmicro : m->ninstances;
+    int end = m->layer_first + m->layer_size * m->stage_copies * m->nstages;
+    int n = 0;
+    for (int i = 0; i < m->ninstances; ++i)
+        n += i % per_micro >= m->layer_first && i % per_micro < end;
+    ModelTensor *tensors = ARENA_ARRAY(r->arena, ModelTensor, m->ntensors + n + 1);
+    memcpy(tensors, m->tensors, sizeof(ModelTensor) * (size_t)m->ntensors);
+    int count = m->ntensors;
+    for (int i = 0; i < m->ninstances; ++i) {
+        if (i % per_micro < m->layer_first || i % per_micro >= end)
+            continue;
+        ModelTensor *orig = &tensors[m->instances[i].result];
+        const char *name = arena_printf(r->arena, "%s_rc", orig->name);
+        Sym sym = arena_intern(r->arena, name, strlen(name));
+        for (int t = 0; t < count; ++t)
+            if (tensors[t].name == sym) {
+                diag_error(r->sink, m->micro_item->recompute_span,
+                           "the recomputed copy of '%s' is named '%s', a tensor of the model",
+                           orig->name, sym);
+                diag_note(r->sink, tensors[t].span, "'%s' is declared here", sym);
+                return 0;
+            }
+        ModelTensor *rc = &tensors[count];
+        *rc = *orig;
+        rc->name = sym;
+        rc->is_rc = 1;
+        rc->rc = 0;
+        rc->file_name = NULL;
+        orig->rc = count++;
+    }
+    m->tensors = tensors;
+    m->ntensors = count;
+    return 1;
 }

@@ -355,6 +355,9 @@ int sched_holds_any(Builder *b, int tensor);
 long sched_convert(Builder *b, PhaseSched *ph, int from, int to, const Layout *target,
                    const char *reason);
 int sched_add_box(Builder *b, PhaseSched *ph, const PrimeBox *box);
+/* The index of box in ph's boxes, added there if new (sched_add_box
+ * outside a trial run; sched_sends.c for a box send it moves). */
+int sched_phase_box(Arena *arena, PhaseSched *ph, const PrimeBox *box);
 
 /* sched_gather.c: a conversion that is an all-gather, as ring collectives;
  * 0 when it is not one (nothing emitted), else 1 with the bytes sent. */

@@ -228,12 +228,16 @@ int sched_holds_any(Builder *b, int tensor) {
 int sched_add_box(Builder *b, PhaseSched *ph, const PrimeBox *box) {
     if (b->dry)
         return 0;
+    return sched_phase_box(b->arena, ph, box);
+}
+
+int sched_phase_box(Arena *arena, PhaseSched *ph, const PrimeBox *box) {
     for (int i = 0; i < ph->nboxes; ++i)
         if (memcmp(&ph->boxes[i], box, sizeof *box) == 0)
             return i;
     if (ph->nboxes == ph->box_cap) {
         int cap = ph->box_cap ? ph->box_cap * 2 : 8;
-        PrimeBox *nb = ARENA_ARRAY(b->arena, PrimeBox, cap);
+        PrimeBox *nb = ARENA_ARRAY(arena, PrimeBox, cap);
         if (ph->nboxes)
             memcpy(nb, ph->boxes, sizeof(PrimeBox) * (size_t)ph->nboxes);
         ph->boxes = nb;

@@ -110,6 +110,8 @@ static void move_sends(Arena *arena, Schedule *s, int p, int q, int d) {
             ph->actions[d][n++] = a;
             continue;
         }
+        if (a.op == PRIME_ACT_SEND_BOX) /* its box, among the boxes of its new phase */
+            a.arg = sched_phase_box(arena, qh, &ph->boxes[a.arg]);
         qh->actions[d][qh->nactions[d]++] = a;
         if (tag < 0) {
             tag = a.tag;

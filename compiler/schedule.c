@@ -157,10 +157,11 @@ static void bind_operands(Builder *b, PhaseSched *ph, const Phase *src, int dy_t
         } else if (po->input == PHASE_RESULT) {
             /* The forward result, read by the derivative of a maximum. */
             ot = &inst->op->output;
-            tensor = sched_storage_for(b, inst->result, 0, src->inst, ot, 0);
+            tensor = sched_storage_for(b, phases_operand_tensor(b->s->model, src, inst->result), 0,
+                                       src->inst, ot, 0);
         } else {
             ot = &inst->op->inputs[po->input];
-            int mt = inst->args[po->input];
+            int mt = phases_operand_tensor(b->s->model, src, inst->args[po->input]);
             tensor = sched_storage_for(b, mt, 0, src->inst, ot, 0);
             /* The same tensor read with another index order (x and its
              * transpose) is a second storage tensor. */
@@ -220,7 +221,8 @@ static void mark_checks(Schedule *s, Arena *arena, const int *grad_storage) {
     for (int t = 0; t < s->ntensors; ++t) {
         SchedTensor *ts = &s->tensors[t];
         const ModelTensor *mt = &model->tensors[ts->model_tensor];
-        if (!ts->is_grad && mt->role == TENSOR_ACTIVATION && consumers[ts->model_tensor] == 0)
+        if (!ts->is_grad && mt->role == TENSOR_ACTIVATION && !mt->is_rc &&
+            consumers[ts->model_tensor] == 0)
             ts->check = 1;
         if (ts->is_grad && mt->role != TENSOR_ACTIVATION && grad_storage[ts->model_tensor] == t)
             ts->check = 1;

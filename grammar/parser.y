@@ -82,6 +82,7 @@ static TensorSource tensor_source(ParseCtx *ctx, Ident from, const char *name, S
 static int stages_word(ParseCtx *ctx, const Ident *word);
 static int micro_word(ParseCtx *ctx, const Ident *word);
 static int micro_order(ParseCtx *ctx, const Ident *word, const Ident *value);
+static int micro_recompute(ParseCtx *ctx, const Ident *word, int after_count);
 }
 
 %define api.pure full
@@ -385,6 +386,17 @@ plan_rule
     | name name ':' expr name name ';'
                             { int o = micro_word(ctx, &$1) ? micro_order(ctx, &$5, &$6) : -1;
                               $$ = o < 0 ? NULL : ast_new_plan_micro(ctx->arena, @$, $2, $4, o); }
+    | name name ':' expr name ';'
+                            { $$ = micro_word(ctx, &$1) && micro_recompute(ctx, &$5, 1)
+                                  ? ast_new_plan_micro(ctx->arena, @$, $2, $4, MICRO_GPIPE) : NULL;
+                              if ($$)
+                                  ast_set_micro_recompute($$->micro, $5.span); }
+    | name name ':' expr name name name ';'
+                            { int o = micro_word(ctx, &$1) ? micro_order(ctx, &$5, &$6) : -1;
+                              $$ = o < 0 || !micro_recompute(ctx, &$7, 0) ? NULL
+                                  : ast_new_plan_micro(ctx->arena, @$, $2, $4, o);
+                              if ($$)
+                                  ast_set_micro_recompute($$->micro, $7.span); }
     | error ';'             { $$ = NULL; }
     ;
 
@@ -470,6 +482,16 @@ mitem
     | name name ':' expr name name ';'
                             { int o = micro_word(ctx, &$1) ? micro_order(ctx, &$5, &$6) : -1;
                               $$ = o < 0 ? NULL : ast_new_micro_item(ctx->arena, @$, $2, $4, o); }
+    | name name ':' expr name ';'
+                            { $$ = micro_word(ctx, &$1) && micro_recompute(ctx, &$5, 1)
+                                  ? ast_set_micro_recompute(
+                                      ast_new_micro_item(ctx->arena, @$, $2, $4, MICRO_GPIPE), $5.span)
+                                  : NULL; }
+    | name name ':' expr name name name ';'
+                            { int o = micro_word(ctx, &$1) ? micro_order(ctx, &$5, &$6) : -1;
+                              $$ = o < 0 || !micro_recompute(ctx, &$7, 0) ? NULL
+                                  : ast_set_micro_recompute(
+                                      ast_new_micro_item(ctx->arena, @$, $2, $4, o), $7.span); }
     | LAYER '(' name ARROW name ')' REPEAT expr model_body
                             { $$ = ast_new_layer_item(ctx->arena, @$, $3, $5, $8, $9); }
     | error ';'             { $$ = NULL; }
@@ -552,6 +574,20 @@ static int micro_order(ParseCtx *ctx, const Ident *word, const Ident *value) {
                "backward) and '1f1b'",
                value->name);
     return -1;
+}
+
+/* `microbatches PARAM: COUNT [order ORDER] recompute;`: the last word
+ * must be `recompute` (after_count: it follows the count, where `order`
+ * could have come too); 0 after reporting. */
+static int micro_recompute(ParseCtx *ctx, const Ident *word, int after_count) {
+    if (strcmp(word->name, "recompute") == 0)
+        return 1;
+    diag_error(ctx->sink, word->span,
+               after_count ? "unexpected '%s': after the micro-batch count comes 'order gpipe', "
+                             "'order 1f1b' or 'recompute'"
+                           : "unexpected '%s': after the micro-batch order comes 'recompute' or ';'",
+               word->name);
+    return 0;
 }
 
 /* `from "NAME" [transposed]`: the words are checked here, so that they

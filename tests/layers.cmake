@@ -92,6 +92,30 @@ add_test(NAME layers/stages/stages_1f1b
 set_tests_properties(layers/stages/stages_1f1b PROPERTIES LABELS run TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction"
                      FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+# The same in 1F1B's order with each stage's forward recomputed before its
+# backward (`recompute`; stages_1f1b_rc on 2 stages, stages_1f1b_s4_rc on
+# 4; stages_gpipe_rc in GPipe's order): --check with counters equal to the
+# prediction, and the predicted and counted peaks below those of the runs
+# without on every stage but the last (tests/run/peak_recompute.sh).
+foreach(model stages_1f1b_rc stages_1f1b_s4_rc stages_gpipe_rc)
+  add_test(NAME layers/stages/${model}
+           COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
+                   sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime
+                   ${model} ${PRIMEC_STAGES_DIR}/${model})
+  set_tests_properties(layers/stages/${model} PROPERTIES LABELS run TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction"
+                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+endforeach()
+foreach(pair "stages_1f1b;stages_1f1b_rc" "stages_1f1b_s4;stages_1f1b_s4_rc"
+             "stages_gpipe;stages_gpipe_rc")
+  list(GET pair 0 base)
+  list(GET pair 1 rc)
+  add_test(NAME layers/stages/peak_${rc}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/peak_recompute.sh $<TARGET_FILE:primec>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime ${base} ${rc})
+  set_tests_properties(layers/stages/peak_${rc} PROPERTIES LABELS run TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
 add_test(NAME layers/stages/peak_1f1b
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/peak_order.sh $<TARGET_FILE:primec>
                  ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime stages_gpipe stages_1f1b)
@@ -139,6 +163,17 @@ add_test(NAME layers/stages/plan_write
                  ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write.expected
                  ${PRIMEC_STAGES_DIR}/plan_write)
 set_tests_properties(layers/stages/plan_write PROPERTIES LABELS run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
+# And one the search chooses to recompute (tests/run/stages_plan_write_rc.sh):
+# the written plan carries `recompute`, equals
+# tests/run/stages_plan_write_rc.expected and builds and passes --check.
+add_test(NAME layers/stages/plan_write_rc
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write_rc.sh $<TARGET_FILE:primec>
+                 ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
+                 ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write_rc.expected
+                 ${PRIMEC_STAGES_DIR}/plan_write_rc)
+set_tests_properties(layers/stages/plan_write_rc PROPERTIES LABELS run TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 
 # The same for a batched layer (tests/run/stages_plan_write_b.sh): the

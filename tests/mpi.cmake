@@ -133,11 +133,18 @@ endforeach()
 
 # The four-layer staged MLP with micro-batches (tests/run/stages_mlp.prime),
 # and the same MLP in 4 micro-batches in 1F1B's order
-# (tests/run/stages_1f1b.prime), as 4 MPI processes.
-foreach(model stages_mlp stages_1f1b)
+# (tests/run/stages_1f1b.prime), as 4 MPI processes; and its runs with
+# each stage's forward recomputed before its backward (stages_1f1b_rc, 4
+# processes; stages_1f1b_s4_rc, 8).
+foreach(case stages_mlp:stages_mlp:4 stages_1f1b:stages_1f1b:4 stages_1f1b:stages_1f1b_rc:4
+             stages_1f1b:stages_1f1b_s4_rc:8)
+  string(REPLACE ":" ";" parts ${case})
+  list(GET parts 0 file)
+  list(GET parts 1 model)
+  list(GET parts 2 nproc)
   add_test(NAME mpi/layers/${model}
-           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh mpi:4 $<TARGET_FILE:primec>
-                   ${CMAKE_CURRENT_SOURCE_DIR}/run/${model}.prime ${model}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/model_run.sh mpi:${nproc} $<TARGET_FILE:primec>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/run/${file}.prime ${model}
                    ${PRIMEC_MPI_RUN_DIR}/layers/${model}
                    ${MPIEXEC_EXECUTABLE} ${PRIMEC_MPIEXEC_FLAGS})
   set_tests_properties(mpi/layers/${model} PROPERTIES LABELS "mpi;run" TIMEOUT 300
