@@ -165,14 +165,14 @@ add_test(NAME layers/stages/plan_write
 set_tests_properties(layers/stages/plan_write PROPERTIES LABELS run TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 
-# And one the search chooses to recompute (tests/run/stages_plan_write_rc.sh):
+# And one the search chooses to recompute (the same script, case rc):
 # the written plan carries `recompute`, equals
 # tests/run/stages_plan_write_rc.expected and builds and passes --check.
 add_test(NAME layers/stages/plan_write_rc
-         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write_rc.sh $<TARGET_FILE:primec>
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write.sh $<TARGET_FILE:primec>
                  ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
                  ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_plan_write_rc.expected
-                 ${PRIMEC_STAGES_DIR}/plan_write_rc)
+                 ${PRIMEC_STAGES_DIR}/plan_write_rc rc)
 set_tests_properties(layers/stages/plan_write_rc PROPERTIES LABELS run TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 

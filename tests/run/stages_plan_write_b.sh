@@ -16,11 +16,7 @@
 # docs/planner.md, "The plan written", says where they differ).
 set -u
 primec=$1 example=$2 golden=$3 dir=$4
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
+. "$(dirname "$0")/plan_write_lib.sh"
 
 rm -rf "$dir"
 mkdir -p "$dir" || fail "cannot create $dir"
@@ -31,12 +27,7 @@ sed 's|^import ".*";$|import "examples/opt_layer.prime";|' "$dir/planned.prime" 
 diff -u "$golden" "$dir/planned.norm" || fail "the written plan differs from $golden"
 "$primec" check "$dir/planned.prime" --model opt_b_planned | grep -q "on 8 devices" ||
     fail "the written run is not on 8 devices"
-"$primec" build "$dir/planned.prime" --model opt_b_planned -o "$dir/out" >"$dir/build.out" 2>&1 ||
-    fail "the written plan does not build: $(tail -3 "$dir/build.out")"
-"$dir/out/opt_b_planned" --check >"$dir/run.out" 2>&1 || fail "--check failed: $(tail -3 "$dir/run.out")"
-grep -q "check passed" "$dir/run.out" || fail "no 'check passed'"
-grep -q "counters equal the compiler's prediction" "$dir/run.out" ||
-    fail "the counters differ from the prediction"
+built_check "$dir" "$dir/planned.prime" opt_b_planned
 "$primec" cost "$dir/planned.prime" --model opt_b_planned --profile v100 --json >"$dir/cost.json" ||
     fail "primec cost failed"
 python3 - "$dir/plan.json" "$dir/cost.json" <<'PY' || fail "the search and primec cost disagree"
