@@ -492,15 +492,13 @@ static void print_row_ptr(Printer *p, const Kernel *k, const FuseGroup *g, int j
     print_offset(p, base, k, x, dims, nouter);
 }
 
-/* Member j's node for one row: the inner loop, the output row (or its
- * one element for a reduction) set. */
-static void print_member_row(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+/* Opens member j's block for one row: a pointer x<i> to the row of each
+ * operand its terms read (the outer loops dims[0..nouter)); returns
+ * those operands. */
+static unsigned open_member(Printer *p, const Kernel *k, const FuseGroup *g, int j, const int *dims,
+                            int nouter) {
     const KernelLoop *l = &k->nodes[0].loop;
-    const int *dims = l->loop_dim;
-    int nouter = l->nloops - 1, inner = dims[nouter];
-    unsigned looped = 0, ops = 0;
-    for (int x = 0; x < l->nloops; ++x)
-        looped |= 1u << dims[x];
+    unsigned ops = 0;
     for (int t = 0; t < l->nterms; ++t)
         ops |= kernel_expr_operands(k, l->terms[t].expr);
     printer_printf(p, "{\n");
@@ -512,6 +510,19 @@ static void print_member_row(Printer *p, const Kernel *k, const FuseGroup *g, in
         print_row_ptr(p, k, g, j, i, dims, nouter);
         printer_printf(p, ";\n");
     }
+    return ops;
+}
+
+/* Member j's node for one row: the inner loop, the output row (or its
+ * one element for a reduction) set. */
+static void print_member_row(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    const int *dims = l->loop_dim;
+    int nouter = l->nloops - 1, inner = dims[nouter];
+    unsigned looped = 0;
+    for (int x = 0; x < l->nloops; ++x)
+        looped |= 1u << dims[x];
+    open_member(p, k, g, j, dims, nouter);
     printer_printf(p, "float *restrict o = ");
     print_row_ptr(p, k, g, j, KERNEL_OUT, dims, nouter);
     printer_printf(p, ";\n");
@@ -568,23 +579,13 @@ static void print_member_row(Printer *p, const Kernel *k, const FuseGroup *g, in
 }
 
 /* Column sum j (kernel k) for one row of the group (row dimension
- * `row`): c<j>[d] += its terms, the order of print_loop_rows. */
-static void print_column_row(Printer *p, const Kernel *k, int j, int row, int inner) {
+ * `row`): c<j>[d] += its terms, the order of print_loop_rows. What it
+ * reads is a tile (from outside, or a member's stored output). */
+static void print_column_row(Printer *p, const Kernel *k, const FuseGroup *g, int j, int row,
+                             int inner) {
     const KernelLoop *l = &k->nodes[0].loop;
-    unsigned looped = (1u << row) | (1u << inner), ops = 0;
-    for (int t = 0; t < l->nterms; ++t)
-        ops |= kernel_expr_operands(k, l->terms[t].expr);
-    printer_printf(p, "{\n");
-    printer_indent(p, 1);
-    for (int i = 0; i < k->ph->nin; ++i) {
-        if (!((ops >> i) & 1u))
-            continue;
-        char base[48];
-        snprintf(base, sizeof base, "in[%d][%d]", j, i);
-        printer_printf(p, "const float *restrict x%d = ", i);
-        print_offset(p, base, k, i, &row, 1);
-        printer_printf(p, ";\n");
-    }
+    unsigned looped = (1u << row) | (1u << inner);
+    open_member(p, k, g, j, &row, 1);
     Ctx c = {p, k, 0, inner, looped};
     open_loop(p, k, inner, 0);
     printer_printf(p, "c%d[d%d] += ", j, inner);
@@ -642,7 +643,7 @@ void kernel_c_fused(Printer *p, const FuseGroup *g, const Kernel *ks) {
         kernel_describe_node(&ks[j], 0, what, sizeof what);
         printer_printf(p, "/* %s */\n", what);
         if (g->cols[j])
-            print_column_row(p, &ks[j], j, l0->loop_dim[0], inner);
+            print_column_row(p, &ks[j], g, j, l0->loop_dim[0], inner);
         else
             print_member_row(p, &ks[j], g, j);
         for (int a = 0; a < g->nadds; ++a)
