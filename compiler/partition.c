@@ -257,8 +257,19 @@ static int cmp_long(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The smallest value in [0, maxv] that none of the n values takes, or -1. */
+/* The smallest value in [0, maxv] that none of the n values (each in
+ * [0, maxv]) takes, or -1. A table of the values where maxv is not far
+ * more than the points, else a sort. */
 static long first_unused(Arena *arena, const long *values, long n, long maxv) {
+    if (maxv < 4 * n + 64) {
+        unsigned char *taken = arena_alloc(arena, (size_t)maxv + 1);
+        for (long i = 0; i < n; ++i)
+            taken[values[i]] = 1;
+        for (long v = 0; v <= maxv; ++v)
+            if (!taken[v])
+                return v;
+        return -1;
+    }
     long *sorted = ARENA_ARRAY(arena, long, (size_t)n);
     memcpy(sorted, values, sizeof(long) * (size_t)n);
     qsort(sorted, (size_t)n, sizeof(long), cmp_long);

@@ -35,10 +35,12 @@
 #include <string.h>
 
 #define MAX_SLOTS 1024
-/* Per tensor and device: a bitmap of the slots in use, then one word of
- * the ring the slots are handed out from (sched_slot_alloc): the ring's
- * size in the high half, the next slot to try in the low half. Copies,
- * saves and restores of the machine carry both. */
+/* Per tensor and device: one word of the ring the slots are handed out
+ * from (sched_slot_alloc): the ring's size in the high half, the next slot
+ * to try in the low half; then a bitmap of the slots in use (the ring word
+ * first, so that a slot's allocation and its free, below slot 64, touch
+ * one cache line of the device's words, not two). Copies, saves and
+ * restores of the machine carry both. */
 #define SLOT_BITMAP_WORDS (MAX_SLOTS / 64)
 #define SLOT_WORDS (SLOT_BITMAP_WORDS + 1)
 
@@ -144,6 +146,7 @@ typedef struct Builder {
     Schedule *s;
     const SliceTable *st;
     int ndev;
+    int staged; /* Model.nstages is set: devices may sit out a phase (sched_idle) */
     long steps;
     int dry; /* a trial run: no diagnostics, actions discarded */
     int failed;
@@ -236,8 +239,10 @@ typedef struct Builder {
 /* Whether device dev sits out the current phase: its instance runs on
  * another pipeline stage (Model.nstages). */
 static inline int sched_idle(const Builder *b, int dev) {
+    if (!b->staged)
+        return 0;
     const Model *m = b->s->model;
-    if (!m->nstages || !b->ph || b->ph->inst < 0)
+    if (!b->ph || b->ph->inst < 0)
         return 0;
     return !instance_on_device(m, &m->instances[b->ph->inst],
                                b->coords + (long)dev * m->mesh.naxes);
@@ -270,6 +275,18 @@ static inline int last_read_of(const Builder *b, int t) {
 
 /* Can device src serve tile `tile` of `tensor` to device dst? */
 typedef int (*CandidateFn)(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
+
+/* Which devices sched_choose_sources looks at for a tile (all of them,
+ * in ascending order, when NULL): `held`, when the candidate function
+ * passes only devices whose store holds the tile (the scan ends after the
+ * machine's holder count of them); or, where `first` is set, the list
+ * first[tile], next[device], ... (ascending, -1 ends it) of every device
+ * that may pass, tiles below ntiles. */
+typedef struct SourceScan {
+    int held;
+    const int *first, *next;
+    long ntiles;
+} SourceScan;
 
 /* Tile of an operand at device dev and operator step t (not phase step). */
 static inline long tile_at(const Builder *b, const Operand *o, int dev, long t) {
@@ -343,8 +360,8 @@ void sched_layout_add(Builder *b, Layout *l, int dev, long tile);
 
 /* sched_moves.c: where a tile comes from, redistribution and conversion between tilings. */
 MoveKind sched_choose_sources(Builder *b, int tensor, int nrecv, const int *dst, const long *tile,
-                              CandidateFn cand, void *ctx, int exclusive, int *src,
-                              long *delta_out);
+                              CandidateFn cand, void *ctx, int exclusive, const SourceScan *sc,
+                              int *src, long *delta_out);
 int sched_holds_tile(Builder *b, int tensor, int src, int dst, long tile, void *ctx);
 Move *sched_new_move(Builder *b, int tensor, long step, MoveKind kind, const long *delta, int n,
                      const int *dst, const int *src, const long *tile);

@@ -340,8 +340,8 @@ static int slot_is_used(const uint64_t *used, int s) {
  * of its slots are in use, so it is as large as the most tiles the device
  * holds at once, as lowest-free slots would be. */
 int sched_slot_alloc(Builder *b, int tensor, int dev) {
-    uint64_t *used = b->m.slot_used[tensor] + (size_t)dev * SLOT_WORDS;
-    uint64_t *ring = used + SLOT_BITMAP_WORDS;
+    uint64_t *ring = b->m.slot_used[tensor] + (size_t)dev * SLOT_WORDS;
+    uint64_t *used = ring + 1;
     int size = (int)(*ring >> 32), next = (int)(*ring & 0xffffffffu);
     int s = -1;
     if (size <= 64) {
@@ -410,7 +410,8 @@ int sched_emit_alloc(Builder *b, int tensor, int dev) {
 }
 
 void sched_emit_free(Builder *b, int tensor, int dev, int slot) {
-    b->m.slot_used[tensor][(size_t)dev * SLOT_WORDS + slot / 64] &= ~((uint64_t)1 << (slot % 64));
+    b->m.slot_used[tensor][(size_t)dev * SLOT_WORDS + 1 + slot / 64] &=
+        ~((uint64_t)1 << (slot % 64));
     PrimeAction *a = sched_act(b, dev, PRIME_ACT_FREE);
     a->tensor = tensor;
     a->slot = slot;

@@ -47,16 +47,58 @@ static void delta_between(const Builder *b, int dst, int src, long *delta) {
     }
 }
 
+/* How many devices hold `tile` of `tensor` (the machine's holder count;
+ * a tile held twice by one device counts twice), or -1 where the count is
+ * not kept. */
+static long holders_of(Builder *b, int tensor, long tile) {
+    const Store *st = store_of(b, tensor, 0);
+    if (!st->holders || tile < 0 || tile >= st->nholders)
+        return -1;
+    return st->holders[tile];
+}
+
+/* The devices a scan for sources of `tile` visits, in ascending order:
+ * from the first candidate the scan allows, sc->first's list where it
+ * has one (every device that may pass cand is on it), else every device;
+ * where cand passes only devices that hold the tile (sc->held), *left
+ * counts the holders not yet seen (-1: unknown), a device that does not
+ * hold it is passed over before cand is asked, and the scan ends once
+ * every holder the machine counts was seen (the devices after them would
+ * all fail cand). The choice is the same as over every device. */
+static int scan_next(Builder *b, const SourceScan *sc, int tensor, int c, long tile, long *left) {
+    if (sc && sc->first) {
+        if (c < 0)
+            return tile >= 0 && tile < sc->ntiles ? sc->first[tile] : -1;
+        return sc->next[c];
+    }
+    for (++c; c < b->ndev && *left != 0; ++c) {
+        if (*left < 0)
+            return c;
+        if (sched_store_find(store_of(b, tensor, c), tile) >= 0) {
+            --*left;
+            return c;
+        }
+    }
+    return -1;
+}
+
+static long scan_start(Builder *b, const SourceScan *sc, int tensor, long tile) {
+    return sc && sc->held ? holders_of(b, tensor, tile) : -1;
+}
+
 /* Picks a source for every receiver: one uniform mesh offset if one
  * serves all of them (the nearest such), else the nearest candidate per
  * receiver. Fills src[] and classifies the move. `exclusive`: a source
- * can serve one receiver only (accumulators). */
+ * can serve one receiver only (accumulators). `sc` (or NULL) narrows the
+ * devices looked at for a receiver's tile (see scan_next). */
 MoveKind sched_choose_sources(Builder *b, int tensor, int nrecv, const int *dst, const long *tile,
-                              CandidateFn cand, void *ctx, int exclusive, int *src,
-                              long *delta_out) {
+                              CandidateFn cand, void *ctx, int exclusive, const SourceScan *sc,
+                              int *src, long *delta_out) {
     long best_delta[IR_MAX_AXES];
     long best_dist = -1;
-    for (int c = 0; c < b->ndev; ++c) {
+    long left = scan_start(b, sc, tensor, tile[0]);
+    for (int c = scan_next(b, sc, tensor, -1, tile[0], &left); c >= 0;
+         c = scan_next(b, sc, tensor, c, tile[0], &left)) {
         if (!cand(b, tensor, c, dst[0], tile[0], ctx))
             continue;
         long delta[IR_MAX_AXES];
@@ -83,7 +125,9 @@ MoveKind sched_choose_sources(Builder *b, int tensor, int nrecv, const int *dst,
     for (int r = 0; r < nrecv; ++r) {
         long bd = -1;
         src[r] = -1;
-        for (int c = 0; c < b->ndev; ++c) {
+        left = scan_start(b, sc, tensor, tile[r]);
+        for (int c = scan_next(b, sc, tensor, -1, tile[r], &left); c >= 0;
+             c = scan_next(b, sc, tensor, c, tile[r], &left)) {
             if ((exclusive && taken[c]) || !cand(b, tensor, c, dst[r], tile[r], ctx))
                 continue;
             long delta[IR_MAX_AXES];
@@ -157,8 +201,9 @@ long sched_redistribute(Builder *b, PhaseSched *ph, int tensor, const Layout *ta
     long bytes = 0;
     if (n > 0) {
         long delta[IR_MAX_AXES] = {0};
-        MoveKind kind =
-            sched_choose_sources(b, tensor, n, dst, tile, sched_holds_tile, NULL, 0, src, delta);
+        const SourceScan held = {1, NULL, NULL, 0};
+        MoveKind kind = sched_choose_sources(b, tensor, n, dst, tile, sched_holds_tile, NULL, 0,
+                                             &held, src, delta);
         for (int r = 0; r < n; ++r) {
             if (src[r] < 0) {
                 if (!b->dry)

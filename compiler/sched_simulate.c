@@ -141,6 +141,11 @@ typedef struct StepState {
      * name every tile once (no tile used at two steps, or as two
      * operands). */
     unsigned char *last_once[SCHED_MAX_OPERANDS];
+    /* Per operand (the output as operand nin), the tile of every device
+     * at this step's operator step (now) and the next step's (then, when
+     * there is a next step): tile_at, once per step and device. */
+    long *now[SCHED_MAX_OPERANDS + 1], *then[SCHED_MAX_OPERANDS + 1];
+    long then_t; /* the operator step `then` holds, -1: none */
 } StepState;
 
 static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
@@ -181,7 +186,41 @@ static void step_state_init(Builder *b, PhaseSched *ph, StepState *ss) {
         ss->add_tile[i] = ARENA_ARRAY_UNINIT(b->arena, long, ndev + 1);
     }
     ss->acc_first = ARENA_ARRAY_UNINIT(b->arena, int, b->s->tensors[ph->out.tensor].ntiles + 1);
+    for (int i = 0; i <= ph->nin; ++i) {
+        ss->now[i] = ARENA_ARRAY_UNINIT(b->arena, long, ndev + 1);
+        ss->then[i] = ARENA_ARRAY_UNINIT(b->arena, long, ndev + 1);
+    }
+    ss->then_t = -1;
     ss->acc_next = ARENA_ARRAY_UNINIT(b->arena, int, ndev + 1);
+}
+
+/* The tiles of every operand and device at operator step t. */
+static void tiles_fill(Builder *b, const PhaseSched *ph, long *const *rows, long t) {
+    for (int i = 0; i <= ph->nin; ++i) {
+        const Operand *o = i < ph->nin ? &ph->in[i] : &ph->out;
+        for (int d = 0; d < b->ndev; ++d)
+            rows[i][d] = tile_at(b, o, d, t);
+    }
+}
+
+/* Sets ss->now to the tiles at ss->t (those of `then` when it holds that
+ * step) and ss->then to those at the next step's operator step. */
+static void step_tiles(Builder *b, StepState *ss) {
+    const PhaseSched *ph = ss->ph;
+    if (ss->then_t == ss->t) {
+        for (int i = 0; i <= ph->nin; ++i) {
+            long *x = ss->now[i];
+            ss->now[i] = ss->then[i];
+            ss->then[i] = x;
+        }
+    } else {
+        tiles_fill(b, ph, ss->now, ss->t);
+    }
+    ss->then_t = -1;
+    if (ss->s + 1 < ss->T) {
+        ss->then_t = op_step(b, ph, ss->s + 1);
+        tiles_fill(b, ph, ss->then, ss->then_t);
+    }
 }
 
 /* Inputs needed now must be here (first step: from the initial
@@ -196,7 +235,7 @@ static void step_check_inputs(Builder *b, StepState *ss) {
         for (int d = 0; d < b->ndev; ++d) {
             if (sched_idle(b, d))
                 continue;
-            long tile = tile_at(b, &ph->in[i], d, ss->t);
+            long tile = ss->now[i][d];
             if (sched_store_find(store_of(b, tensor, d), tile) < 0) {
                 if (!b->dry || !b->track_need[tensor])
                     ICE("tile %s of %s missing on device %d at step %ld",
@@ -294,7 +333,7 @@ static int needed_later(Builder *b, StepState *ss, int i, int dev, long tile) {
     /* A device that uses each tile once and uses this one as operand i
      * now uses it at no other step: the table's answer, without the
      * lookup in the device's region (a cache miss per send). */
-    if (ss->last_once[i][dev] && tile_at(b, &ss->ph->in[i], dev, ss->t) == tile)
+    if (ss->last_once[i][dev] && ss->now[i][dev] == tile)
         return 0;
     long cap = ss->last_cap[i];
     const LastUse *region = ss->last[i] + (size_t)dev * (size_t)cap;
@@ -310,8 +349,9 @@ static int holds_tile_here(Builder *b, int tensor, int src, int dst, long tile, 
     return !sched_idle(b, src) && sched_holds_tile(b, tensor, src, dst, tile, ctx);
 }
 
-/* 1. Posts the moves of operand i that bring the next step's tiles. */
-static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
+/* 1. Posts the moves of operand i that bring the next step's tiles (at
+ * the next step's operator step, ss->then). */
+static void step_post_moves_of(Builder *b, StepState *ss, int i) {
     PhaseSched *ph = ss->ph;
     int tensor = ph->in[i].tensor;
     int *dst = ss->dst, *src = ss->src;
@@ -322,7 +362,7 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     for (int d = 0; d < b->ndev; ++d) {
         if (sched_idle(b, d))
             continue;
-        long tile = tile_at(b, &ph->in[i], d, tn);
+        long tile = ss->then[i][d];
         const Store *st = store_of(b, tensor, d);
         if (sched_store_find(st, tile) >= 0)
             continue;
@@ -336,8 +376,9 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
     if (n == 0)
         return;
     long delta[IR_MAX_AXES] = {0};
+    const SourceScan held = {1, NULL, NULL, 0};
     MoveKind kind =
-        sched_choose_sources(b, tensor, n, dst, tiles, holds_tile_here, NULL, 0, src, delta);
+        sched_choose_sources(b, tensor, n, dst, tiles, holds_tile_here, NULL, 0, &held, src, delta);
     int tag = b->next_tag++;
     for (int r = 0; r < n; ++r) {
         int slot = sched_emit_alloc(b, tensor, dst[r]);
@@ -363,14 +404,13 @@ static void step_post_moves_of(Builder *b, StepState *ss, int i, long tn) {
 }
 
 static void step_post_moves(Builder *b, StepState *ss) {
-    for (int d = 0; d < b->ndev * SCHED_MAX_OPERANDS; ++d)
-        ss->pending_free_slot[d] = -1;
+    /* Every slot -1 (all bits set). */
+    memset(ss->pending_free_slot, 0xff, sizeof(int) * (size_t)b->ndev * SCHED_MAX_OPERANDS);
     memset(ss->nadd, 0, sizeof ss->nadd);
     if (ss->s + 1 >= ss->T)
         return;
-    const long tn = op_step(b, ss->ph, ss->s + 1);
     for (int i = 0; i < ss->ph->nin; ++i)
-        step_post_moves_of(b, ss, i, tn);
+        step_post_moves_of(b, ss, i);
 }
 
 /* 2. Compute: every device adds its sub-operator into the accumulator of
@@ -382,7 +422,7 @@ static void step_compute(Builder *b, StepState *ss) {
     for (int d = 0; d < b->ndev; ++d) {
         if (sched_idle(b, d))
             continue;
-        long otile = tile_at(b, &ph->out, d, ss->t);
+        long otile = ss->now[ph->nin][d];
         Acc *a = active[d];
         int into_slot;
         Acc *partial = NULL;
@@ -412,7 +452,7 @@ static void step_compute(Builder *b, StepState *ss) {
         for (int i = 0; i < ph->nin; ++i) {
             const Store *st = store_of(b, ph->in[i].tensor, d);
             k->in_tensor[i] = ph->in[i].tensor;
-            k->in_slot[i] = st->items[sched_store_find(st, tile_at(b, &ph->in[i], d, ss->t))].slot;
+            k->in_slot[i] = st->items[sched_store_find(st, ss->now[i][d])].slot;
         }
         sched_acc_add(partial ? partial : active[d], sched_red_id(b, as, d, ss->t), ss->s);
         if (partial)
@@ -473,10 +513,10 @@ static void step_travel(Builder *b, StepState *ss) {
     Acc **active = as->active;
     int *dst = ss->dst, *src = ss->src;
     long *tiles = ss->tiles;
-    const long tn = op_step(b, ph, ss->s + 1);
     int n = 0;
+    /* The output's tiles at the next step's operator step. */
     for (int d = 0; d < b->ndev; ++d) {
-        as->next_tile[d] = sched_idle(b, d) ? -1 : tile_at(b, &ph->out, d, tn);
+        as->next_tile[d] = sched_idle(b, d) ? -1 : ss->then[ph->nin][d];
         as->claimed[d] = 0;
     }
     /* The devices whose accumulator could travel, by tile (candidates of
@@ -510,8 +550,10 @@ static void step_travel(Builder *b, StepState *ss) {
     }
     if (n > 0) {
         long delta[IR_MAX_AXES] = {0};
+        /* Only a device whose accumulator is of the tile can send it. */
+        const SourceScan by_tile = {0, first, next, ntiles};
         MoveKind kind = sched_choose_sources(b, ph->out.tensor, n, dst, tiles, sched_acc_available,
-                                             as, 1, src, delta);
+                                             as, 1, &by_tile, src, delta);
         int tag = b->next_tag++;
         int m = 0;
         for (int r = 0; r < n; ++r) {
@@ -578,6 +620,7 @@ void sched_run_phase(Builder *b, PhaseSched *ph) {
     for (ss.s = 0; ss.s < ss.T && !b->out_of_slots; ++ss.s) {
         ss.t = op_step(b, ph, ss.s);
         ss.as.step = ss.s;
+        step_tiles(b, &ss);
         for (int d = 0; d < b->ndev; ++d)
             if (!sched_idle(b, d))
                 sched_act(b, d, PRIME_ACT_STEP)->arg = (int)ss.s;

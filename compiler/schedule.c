@@ -366,6 +366,7 @@ static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
     b->sink = sink;
     b->s = s;
     b->ndev = model->mesh.ndev;
+    b->staged = model->nstages != 0;
     b->dry_count = ARENA_ARRAY(arena, int, b->ndev);
     b->coords = ARENA_ARRAY(arena, long, (long)b->ndev * model->mesh.naxes + 1);
     for (int d = 0; d < b->ndev; ++d)
