@@ -493,10 +493,9 @@ static void print_row_ptr(Printer *p, const Kernel *k, const FuseGroup *g, int j
 }
 
 /* Opens member j's block for one row: a pointer x<i> to the row of each
- * operand its terms read (the outer loops dims[0..nouter)); returns
- * those operands. */
-static unsigned open_member(Printer *p, const Kernel *k, const FuseGroup *g, int j, const int *dims,
-                            int nouter) {
+ * operand its terms read (the outer loops dims[0..nouter)). */
+static void open_member(Printer *p, const Kernel *k, const FuseGroup *g, int j, const int *dims,
+                        int nouter) {
     const KernelLoop *l = &k->nodes[0].loop;
     unsigned ops = 0;
     for (int t = 0; t < l->nterms; ++t)
@@ -510,7 +509,6 @@ static unsigned open_member(Printer *p, const Kernel *k, const FuseGroup *g, int
         print_row_ptr(p, k, g, j, i, dims, nouter);
         printer_printf(p, ";\n");
     }
-    return ops;
 }
 
 /* Member j's node for one row: the inner loop, the output row (or its

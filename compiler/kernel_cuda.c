@@ -491,7 +491,13 @@ static void print_fused_params(Printer *p, const FuseGroup *g, const Kernel *ks,
     int any = 0;
     for (int j = 0; j < g->nmembers; ++j)
         if (g->stored[j]) {
-            printer_printf(p, decl ? "%sfloat *__restrict__ o%d" : "%sout[%d]", any ? ", " : "", j);
+            /* The contributions added to one tile from outside share it:
+             * no __restrict__ on theirs. */
+            const char *q = g->into[j] >= 0 ? "" : "__restrict__ ";
+            if (decl)
+                printer_printf(p, "%sfloat *%so%d", any ? ", " : "", q, j);
+            else
+                printer_printf(p, "%sout[%d]", any ? ", " : "", j);
             any = 1;
         }
     for (int j = 0; j < g->nmembers; ++j) {

@@ -16,6 +16,8 @@
  * stage starts on micro-batch m + 1 while the next works on m.
  */
 #include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "resolve_internal.h"
@@ -171,6 +173,17 @@ void resolve_micro_item(Resolver *r, Model *m, const ModelItem *it, long *value,
     m->recompute = it->recompute;
 }
 
+/* A tensor's interned name and its index, ordered by the name's address. */
+typedef struct NamedTensor {
+    uintptr_t name;
+    int t;
+} NamedTensor;
+
+static int by_name(const void *a, const void *b) {
+    uintptr_t x = ((const NamedTensor *)a)->name, y = ((const NamedTensor *)b)->name;
+    return (x > y) - (x < y);
+}
+
 /* The recomputed copies (`recompute`): NAME_rc of every activation a
  * layer instance makes, the producer's; 0 after reporting. */
 int resolve_recompute(Resolver *r, Model *m) {
@@ -194,20 +207,30 @@ int resolve_recompute(Resolver *r, Model *m) {
     ModelTensor *tensors = ARENA_ARRAY(r->arena, ModelTensor, m->ntensors + n + 1);
     memcpy(tensors, m->tensors, sizeof(ModelTensor) * (size_t)m->ntensors);
     int count = m->ntensors;
+    /* A copy's name may be no tensor's of the model (the copies' names
+     * differ as their originals' do): the names sorted once, each copy's
+     * looked up. */
+    NamedTensor *sorted = ARENA_ARRAY(r->arena, NamedTensor, m->ntensors + 1);
+    for (int t = 0; t < m->ntensors; ++t)
+        sorted[t] = (NamedTensor){(uintptr_t)tensors[t].name, t};
+    qsort(sorted, (size_t)m->ntensors, sizeof *sorted, by_name);
     for (int i = 0; i < m->ninstances; ++i) {
         if (i % per_micro < m->layer_first || i % per_micro >= end)
             continue;
         ModelTensor *orig = &tensors[m->instances[i].result];
         const char *name = arena_printf(r->arena, "%s_rc", orig->name);
         Sym sym = arena_intern(r->arena, name, strlen(name));
-        for (int t = 0; t < count; ++t)
-            if (tensors[t].name == sym) {
-                diag_error(r->sink, m->micro_item->recompute_span,
-                           "the recomputed copy of '%s' is named '%s', a tensor of the model",
-                           orig->name, sym);
-                diag_note(r->sink, tensors[t].span, "'%s' is declared here", sym);
-                return 0;
-            }
+        NamedTensor key = {(uintptr_t)sym, 0};
+        const NamedTensor *hit =
+            bsearch(&key, sorted, (size_t)m->ntensors, sizeof *sorted, by_name);
+        if (hit) {
+            int t = hit->t;
+            diag_error(r->sink, m->micro_item->recompute_span,
+                       "the recomputed copy of '%s' is named '%s', a tensor of the model",
+                       orig->name, sym);
+            diag_note(r->sink, tensors[t].span, "'%s' is declared here", sym);
+            return 0;
+        }
         ModelTensor *rc = &tensors[count];
         *rc = *orig;
         rc->name = sym;

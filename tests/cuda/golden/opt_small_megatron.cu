@@ -1726,7 +1726,7 @@ int fused54(cublasHandle_t h, cudaStream_t s, float *const *out,
 }
 
 /* fused: backward l2_1 = scale_shift at opt_layer.prime:63:9, gradient l2_1 = scale_shift at opt_layer.prime:63:9, gradient l2_1 = scale_shift at opt_layer.prime:63:9, backward n2_1 = norm_apply at opt_layer.prime:62:9, backward n2_1 = norm_apply at opt_layer.prime:62:9, backward n2_1 = norm_apply at opt_layer.prime:62:9, backward v2_1 = norm_var at opt_layer.prime:61:9, backward v2_1 = norm_var at opt_layer.prime:61:9, backward m2_1 = norm_mean at opt_layer.prime:60:9 */
-__global__ void fused64_rows(float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, float *__restrict__ o6, float *__restrict__ o8, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x2_0, const float *__restrict__ x3_1, const float *__restrict__ x4_1, const float *__restrict__ x5_1, const float *__restrict__ x5_2, const float *__restrict__ x5_3, const float *__restrict__ x6_1, const float *__restrict__ x6_2, const float *__restrict__ x7_1, const float *__restrict__ x7_2)
+__global__ void fused64_rows(float *__restrict__ o1, float *__restrict__ o2, float *o3, float *o6, float *o8, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x2_0, const float *__restrict__ x3_1, const float *__restrict__ x4_1, const float *__restrict__ x5_1, const float *__restrict__ x5_2, const float *__restrict__ x5_3, const float *__restrict__ x6_1, const float *__restrict__ x6_2, const float *__restrict__ x7_1, const float *__restrict__ x7_2)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
          i += (long)gridDim.x * blockDim.x) {
@@ -1791,7 +1791,7 @@ __global__ void fused64_rows(float *__restrict__ o1, float *__restrict__ o2, flo
     }
 }
 
-__global__ void fused64_cols(float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3, float *__restrict__ o6, float *__restrict__ o8, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x2_0, const float *__restrict__ x3_1, const float *__restrict__ x4_1, const float *__restrict__ x5_1, const float *__restrict__ x5_2, const float *__restrict__ x5_3, const float *__restrict__ x6_1, const float *__restrict__ x6_2, const float *__restrict__ x7_1, const float *__restrict__ x7_2)
+__global__ void fused64_cols(float *__restrict__ o1, float *__restrict__ o2, float *o3, float *o6, float *o8, const float *__restrict__ x0_0, const float *__restrict__ x0_1, const float *__restrict__ x1_0, const float *__restrict__ x1_1, const float *__restrict__ x2_0, const float *__restrict__ x3_1, const float *__restrict__ x4_1, const float *__restrict__ x5_1, const float *__restrict__ x5_2, const float *__restrict__ x5_3, const float *__restrict__ x6_1, const float *__restrict__ x6_2, const float *__restrict__ x7_1, const float *__restrict__ x7_2)
 {
     const long d1 = blockIdx.x * (long)blockDim.x + threadIdx.x;
     if (d1 >= 64L)
