@@ -237,7 +237,14 @@ static int write_model_header(const char *path, const char *model) {
 static int build_cuda(Compilation *c, const Schedule *s, const char *outdir, const char *nvcc,
                       const char **obj) {
     size_t len;
-    char *text = emit_cuda_program(s, &c->sources, c->input ? c->input : "<none>", &len);
+    char *raw = emit_cuda_program(s, &c->sources, c->input ? c->input : "<none>", &len);
+    const char *err = NULL;
+    char *text = format_c(raw, len, &len, &err);
+    free(raw);
+    if (!text) {
+        fprintf(stderr, "primec: error: %s\n", err);
+        return EXIT_INTERNAL;
+    }
     char *src = arena_printf(c->arena, "%s/%s.cu", outdir, s->model->name);
     *obj = nvcc ? arena_printf(c->arena, "%s/%s.o", outdir, s->model->name) : NULL;
     int rc = EXIT_OK;

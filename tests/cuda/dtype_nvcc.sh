@@ -27,7 +27,9 @@ for d in bf16 f16; do
     type=CUDA_R_16BF
     [ $d = f16 ] && type=CUDA_R_16F
     gemms=$(grep -c 'cublasGemm\(StridedBatched\)\?Ex(' "$cu")
-    typed=$(grep -c "^ *n[ab][^,]*, $type, " "$cu")
+    # The program is clang-formatted: an argument list may wrap, so the
+    # operands are counted over the text joined into one line.
+    typed=$(tr -s '\n ' '  ' <"$cu" | grep -o "n[ab][^,(]*, $type, " | wc -l)
     if [ "$gemms" -eq 0 ] || [ "$typed" -ne $((2 * gemms)) ] || grep -q cublasSgemm "$cu"; then
         echo "FAIL: $d: $gemms Ex GEMMs, $typed $type operands (two each), or an fp32 cublasSgemm"
         exit 1

@@ -17,9 +17,7 @@
 #include "prime_cuda_math.cuh"
 
 /* phase 1: forward of y = matmul at tests/golden/emit/square-2x2.prime:7:5 */
-int phase1(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
-    const long *off)
-{
+int phase1(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in, const long *off) {
     (void)off;
     if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
         return -1;
@@ -28,17 +26,13 @@ int phase1(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
         const float alpha = 1.0f;
         const float beta = 1.0f;
         __nv_bfloat16 *na = NULL, *nb = NULL;
-        if (prime_cuda_narrow(s, in[0], 8L, &na) ||
-            prime_cuda_narrow(s, in[1], 6L, &nb)) {
+        if (prime_cuda_narrow(s, in[0], 8L, &na) || prime_cuda_narrow(s, in[1], 6L, &nb)) {
             prime_cuda_narrow_free(s, na, nb);
             return -1;
         }
-        cublasStatus_t st = cublasGemmEx(
-            h, CUBLAS_OP_N, CUBLAS_OP_N, 3, 4, 2, &alpha,
-            nb, CUDA_R_16BF, 3,
-            na, CUDA_R_16BF, 2,
-            &beta, out, CUDA_R_32F, 3,
-            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 3, 4, 2, &alpha, nb,
+                                         CUDA_R_16BF, 3, na, CUDA_R_16BF, 2, &beta, out, CUDA_R_32F,
+                                         3, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         prime_cuda_narrow_free(s, na, nb);
         if (st != CUBLAS_STATUS_SUCCESS)
             return (int)st;
@@ -47,9 +41,7 @@ int phase1(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
 }
 
 /* phase 3: backward of y = matmul at tests/golden/emit/square-2x2.prime:7:5 */
-int phase3(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
-    const long *off)
-{
+int phase3(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in, const long *off) {
     (void)off;
     if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
         return -1;
@@ -58,17 +50,13 @@ int phase3(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
         const float alpha = 1.0f;
         const float beta = 1.0f;
         __nv_bfloat16 *na = NULL, *nb = NULL;
-        if (prime_cuda_narrow(s, in[0], 12L, &na) ||
-            prime_cuda_narrow(s, in[1], 6L, &nb)) {
+        if (prime_cuda_narrow(s, in[0], 12L, &na) || prime_cuda_narrow(s, in[1], 6L, &nb)) {
             prime_cuda_narrow_free(s, na, nb);
             return -1;
         }
-        cublasStatus_t st = cublasGemmEx(
-            h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 4, 3, &alpha,
-            nb, CUDA_R_16BF, 3,
-            na, CUDA_R_16BF, 3,
-            &beta, out, CUDA_R_32F, 2,
-            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 4, 3, &alpha, nb,
+                                         CUDA_R_16BF, 3, na, CUDA_R_16BF, 3, &beta, out, CUDA_R_32F,
+                                         2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         prime_cuda_narrow_free(s, na, nb);
         if (st != CUBLAS_STATUS_SUCCESS)
             return (int)st;
@@ -77,9 +65,7 @@ int phase3(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
 }
 
 /* phase 4: gradient of y = matmul at tests/golden/emit/square-2x2.prime:7:5 */
-int phase4(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
-    const long *off)
-{
+int phase4(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in, const long *off) {
     (void)off;
     if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
         return -1;
@@ -88,17 +74,13 @@ int phase4(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
         const float alpha = 1.0f;
         const float beta = 1.0f;
         __nv_bfloat16 *na = NULL, *nb = NULL;
-        if (prime_cuda_narrow(s, in[1], 8L, &na) ||
-            prime_cuda_narrow(s, in[0], 12L, &nb)) {
+        if (prime_cuda_narrow(s, in[1], 8L, &na) || prime_cuda_narrow(s, in[0], 12L, &nb)) {
             prime_cuda_narrow_free(s, na, nb);
             return -1;
         }
-        cublasStatus_t st = cublasGemmEx(
-            h, CUBLAS_OP_N, CUBLAS_OP_T, 3, 2, 4, &alpha,
-            nb, CUDA_R_16BF, 3,
-            na, CUDA_R_16BF, 2,
-            &beta, out, CUDA_R_32F, 3,
-            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, 3, 2, 4, &alpha, nb,
+                                         CUDA_R_16BF, 3, na, CUDA_R_16BF, 2, &beta, out, CUDA_R_32F,
+                                         3, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         prime_cuda_narrow_free(s, na, nb);
         if (st != CUBLAS_STATUS_SUCCESS)
             return (int)st;
@@ -106,40 +88,33 @@ int phase4(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     return 0;
 }
 
-typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *,
-    const float *const *, const long *);
+typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *, const float *const *,
+                                const long *);
 typedef int (*PrimeCudaFusedFn)(cublasHandle_t, cudaStream_t, float *const *,
-    const float *const *const *, const long *);
+                                const float *const *const *, const long *);
 extern const int prime_cuda_nphases;
 const int prime_cuda_nphases = 5;
 extern const PrimeCudaPhaseFn prime_cuda_phases[];
 const PrimeCudaPhaseFn prime_cuda_phases[] = {
-    NULL,
-    phase1,
-    NULL,
-    phase3,
-    phase4,
+    NULL, phase1, NULL, phase3, phase4,
 };
 
 extern const PrimeCudaFusedFn prime_cuda_fused[];
 const PrimeCudaFusedFn prime_cuda_fused[] = {
-    NULL,
-    NULL,
-    NULL,
-    NULL,
-    NULL,
+    NULL, NULL, NULL, NULL, NULL,
 };
 
 extern "C" int prime_cuda_run_phase(int index, int fused, void *cublas, void *stream,
-    float *const *out, const float *const *const *in, const long *off)
-{
+                                    float *const *out, const float *const *const *in,
+                                    const long *off) {
     if (index < 0 || index >= prime_cuda_nphases)
         return -2;
     if (fused)
         return prime_cuda_fused[index] ? prime_cuda_fused[index]((cublasHandle_t)cublas,
-            (cudaStream_t)stream, out, in, off) : -2;
+                                                                 (cudaStream_t)stream, out, in, off)
+                                       : -2;
     if (!prime_cuda_phases[index])
         return -2;
-    return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream,
-        out[0], in[0], off);
+    return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream, out[0], in[0],
+                                    off);
 }

@@ -17,9 +17,7 @@
 #include "prime_cuda_math.cuh"
 
 /* phase 1: forward of y = matmul at tests/golden/emit/square-2x2.prime:7:5 */
-int phase1(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
-    const long *off)
-{
+int phase1(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in, const long *off) {
     (void)off;
     if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
         return -1;
@@ -27,11 +25,8 @@ int phase1(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     {
         const float alpha = 1.0f;
         const float beta = 1.0f;
-        cublasStatus_t st = cublasSgemm(
-            h, CUBLAS_OP_N, CUBLAS_OP_N, 3, 4, 2, &alpha,
-            in[1], 3,
-            in[0], 2,
-            &beta, out, 3);
+        cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 3, 4, 2, &alpha, in[1], 3,
+                                        in[0], 2, &beta, out, 3);
         if (st != CUBLAS_STATUS_SUCCESS)
             return (int)st;
     }
@@ -39,9 +34,7 @@ int phase1(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
 }
 
 /* phase 3: backward of y = matmul at tests/golden/emit/square-2x2.prime:7:5 */
-int phase3(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
-    const long *off)
-{
+int phase3(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in, const long *off) {
     (void)off;
     if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
         return -1;
@@ -49,11 +42,8 @@ int phase3(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     {
         const float alpha = 1.0f;
         const float beta = 1.0f;
-        cublasStatus_t st = cublasSgemm(
-            h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 4, 3, &alpha,
-            in[1], 3,
-            in[0], 3,
-            &beta, out, 2);
+        cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 4, 3, &alpha, in[1], 3,
+                                        in[0], 3, &beta, out, 2);
         if (st != CUBLAS_STATUS_SUCCESS)
             return (int)st;
     }
@@ -61,9 +51,7 @@ int phase3(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
 }
 
 /* phase 4: gradient of y = matmul at tests/golden/emit/square-2x2.prime:7:5 */
-int phase4(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
-    const long *off)
-{
+int phase4(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in, const long *off) {
     (void)off;
     if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
         return -1;
@@ -71,51 +59,41 @@ int phase4(cublasHandle_t h, cudaStream_t s, float *out, const float *const *in,
     {
         const float alpha = 1.0f;
         const float beta = 1.0f;
-        cublasStatus_t st = cublasSgemm(
-            h, CUBLAS_OP_N, CUBLAS_OP_T, 3, 2, 4, &alpha,
-            in[0], 3,
-            in[1], 2,
-            &beta, out, 3);
+        cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, 3, 2, 4, &alpha, in[0], 3,
+                                        in[1], 2, &beta, out, 3);
         if (st != CUBLAS_STATUS_SUCCESS)
             return (int)st;
     }
     return 0;
 }
 
-typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *,
-    const float *const *, const long *);
+typedef int (*PrimeCudaPhaseFn)(cublasHandle_t, cudaStream_t, float *, const float *const *,
+                                const long *);
 typedef int (*PrimeCudaFusedFn)(cublasHandle_t, cudaStream_t, float *const *,
-    const float *const *const *, const long *);
+                                const float *const *const *, const long *);
 extern const int prime_cuda_nphases;
 const int prime_cuda_nphases = 5;
 extern const PrimeCudaPhaseFn prime_cuda_phases[];
 const PrimeCudaPhaseFn prime_cuda_phases[] = {
-    NULL,
-    phase1,
-    NULL,
-    phase3,
-    phase4,
+    NULL, phase1, NULL, phase3, phase4,
 };
 
 extern const PrimeCudaFusedFn prime_cuda_fused[];
 const PrimeCudaFusedFn prime_cuda_fused[] = {
-    NULL,
-    NULL,
-    NULL,
-    NULL,
-    NULL,
+    NULL, NULL, NULL, NULL, NULL,
 };
 
 extern "C" int prime_cuda_run_phase(int index, int fused, void *cublas, void *stream,
-    float *const *out, const float *const *const *in, const long *off)
-{
+                                    float *const *out, const float *const *const *in,
+                                    const long *off) {
     if (index < 0 || index >= prime_cuda_nphases)
         return -2;
     if (fused)
         return prime_cuda_fused[index] ? prime_cuda_fused[index]((cublasHandle_t)cublas,
-            (cudaStream_t)stream, out, in, off) : -2;
+                                                                 (cudaStream_t)stream, out, in, off)
+                                       : -2;
     if (!prime_cuda_phases[index])
         return -2;
-    return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream,
-        out[0], in[0], off);
+    return prime_cuda_phases[index]((cublasHandle_t)cublas, (cudaStream_t)stream, out[0], in[0],
+                                    off);
 }
