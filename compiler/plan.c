@@ -563,6 +563,16 @@ static void summarise(Planner *p) {
     plan->memory = persistent + transient;
 }
 
+void plan_bind_candidate(Instance *inst, const Instance *orig, const PlanCandidate *pc) {
+    *inst = *orig;
+    inst->partition = pc->partition;
+    memcpy(inst->axis_map, pc->inst.axis_map, sizeof inst->axis_map);
+    inst->nsize_params = pc->inst.nsize_params;
+    memcpy(inst->size_param_names, pc->inst.size_param_names, sizeof inst->size_param_names);
+    memcpy(inst->size_param_values, pc->inst.size_param_values, sizeof inst->size_param_values);
+    inst->steps = pc->inst.steps;
+}
+
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst) {
     const PlanCandidate *pc = plan->cands[inst].items[plan->choice[inst]];
     const Mesh *mesh = &plan->mesh;

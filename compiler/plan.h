@@ -177,6 +177,11 @@ double plan_assignment_time(const Plan *plan, const int *choice);
  * the best objective, or -1 if there are more. */
 double plan_exhaustive(const Plan *plan, long limit, int *best_choice);
 
+/* inst as the model's instance orig bound as candidate pc binds it: its
+ * partition, axis map, size parameters and steps (the shapes are
+ * orig's). */
+void plan_bind_candidate(Instance *inst, const Instance *orig, const PlanCandidate *pc);
+
 /* The instance's candidate as `use` text: "square(i: i, j: j)". */
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst);
 

@@ -95,13 +95,7 @@ static Model *planned_model(Arena *arena, const Model *m, const Result *r) {
     for (int i = 0; i < m->ninstances; ++i) {
         const PlanCandidate *pc = r->plan.cands[i].items[r->plan.choice[i]];
         Instance *inst = &pm->instances[i];
-        *inst = m->instances[i];
-        inst->partition = pc->partition;
-        memcpy(inst->axis_map, pc->inst.axis_map, sizeof inst->axis_map);
-        inst->nsize_params = pc->inst.nsize_params;
-        memcpy(inst->size_param_names, pc->inst.size_param_names, sizeof inst->size_param_names);
-        memcpy(inst->size_param_values, pc->inst.size_param_values, sizeof inst->size_param_values);
-        inst->steps = pc->inst.steps;
+        plan_bind_candidate(inst, &m->instances[i], pc);
         memcpy(inst->dim_sizes, pc->inst.dim_sizes, sizeof inst->dim_sizes);
         const Op *op = inst->op;
         for (int a = 0; a <= op->ninputs; ++a) {

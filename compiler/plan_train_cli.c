@@ -86,13 +86,7 @@ static Model *layer_program(Arena *arena, const Model *m, const Plan *plan, cons
     for (int i = 0; i < m->ninstances; ++i) {
         const PlanCandidate *pc = plan->cands[i].items[choice[i]];
         Instance *inst = &pm->instances[i];
-        *inst = m->instances[i];
-        inst->partition = pc->partition;
-        memcpy(inst->axis_map, pc->inst.axis_map, sizeof inst->axis_map);
-        inst->nsize_params = pc->inst.nsize_params;
-        memcpy(inst->size_param_names, pc->inst.size_param_names, sizeof inst->size_param_names);
-        memcpy(inst->size_param_values, pc->inst.size_param_values, sizeof inst->size_param_values);
-        inst->steps = pc->inst.steps;
+        plan_bind_candidate(inst, &m->instances[i], pc);
     }
     return pm;
 }
