@@ -139,6 +139,20 @@ typedef struct PredictRank {
     Arena *arena;
 } PredictRank;
 
+/* A replica axis of the mesh and what the proof found on it. */
+/* (sched_orbit.c) */
+typedef struct SchedOrbit {
+    int axis; /* the mesh axis of the replicas */
+    int R;    /* its size */
+    int ndev, ndev_red;
+    int *rho_of;  /* [device]: its coordinate on the axis */
+    int *rep_of;  /* [device]: its rank on the mesh without the axis */
+    int *full_of; /* [rho * ndev_red + reduced rank]: the device */
+    /* Split over the replicas: [model tensor * IR_MAX_DIMS + dim], any
+     * dimension of a model tensor, [instance * IR_MAX_DIMS + op dim]. */
+    unsigned char *tensor_dim_split, *tensor_split, *dim_split;
+} SchedOrbit;
+
 typedef struct Builder {
     int tensor_cap; /* storage tensors the per-tensor arrays have room for */
     Arena *arena;
@@ -149,6 +163,10 @@ typedef struct Builder {
     int staged; /* Model.nstages is set: devices may sit out a phase (sched_idle) */
     long steps;
     int dry; /* a trial run: no diagnostics, actions discarded */
+    /* The simulation of one replica (sched_orbit.c), or NULL; set when a
+     * choice made could differ on the whole mesh. */
+    const struct SchedOrbit *orbit;
+    int orbit_broken;
     int failed;
     int out_of_slots; /* a device needed more than MAX_SLOTS live tiles of a tensor:
                        * reported once, and sticky through trial runs */

@@ -116,6 +116,11 @@ typedef struct Collective {
     int *action;              /* per member: index of its action in phase->actions */
     long elems;
     long bytes; /* over all members */
+    /* The simulation of one replica (sched_orbit.c): the size of the group
+     * on the whole mesh, whose members are the replicas' translates of
+     * these (its scratch is priced by it; its bytes are added when the
+     * schedule is expanded); 0: the group is this one. */
+    int orbit_gsize;
 } Collective;
 
 /* One operand of a phase: a storage tensor and, per dimension of it, the
@@ -192,7 +197,23 @@ typedef struct Schedule {
      * target; GEMM_DTYPE_F32 elsewhere): bf16 and f16 take rounded
      * operands with fp32 accumulation and fp32 output (docs/cuda.md). */
     int gemm_dtype;
+    /* How the analysis ran: 0, every rank was simulated; else one replica
+     * of this many along mesh axis orbit_axis was, and the rest expanded
+     * from it (sched_orbit.c; `check` only). */
+    int orbit_replicas;
+    int orbit_axis;
+    /* With orbit_replicas: [device] the row of its values in every phase's
+     * per-rank arrays (PhaseSched.nactions, peak), which hold those of
+     * one replica (its devices' ranks on the mesh without orbit_axis);
+     * read them through sched_rank_row. NULL: the device's own row. */
+    const int *orbit_rep;
 } Schedule;
+
+/* The row of device d in the phases' per-rank arrays (PhaseSched.nactions,
+ * peak): d, or its rank in the replica simulated (Schedule.orbit_rep). */
+static inline int sched_rank_row(const Schedule *s, int d) {
+    return s->orbit_rep ? s->orbit_rep[d] : d;
+}
 
 enum { GEMM_DTYPE_F32 = 0, GEMM_DTYPE_BF16 = 1, GEMM_DTYPE_F16 = 2 };
 

@@ -1,0 +1,487 @@
+/*
+ * sched_orbit.c — `check` of a plan with data-parallel replicas by
+ * simulating one replica (docs/program-form.md, "One replica per orbit").
+ *
+ * A mesh axis `r` of size R is a replica axis when every DSI of every
+ * instance, evaluated on the slice tables, is either invariant in the
+ * coordinate r (the dimension is replicated over the replicas) or
+ * affine in it with the slope of a block: slice(r, c, t) = slice(0, c,
+ * t) + r * K, with slice(0, c, t) < K and K * R the dimension's slice
+ * count (the dimension is split over the replicas, replica-major). Every
+ * model tensor's dimension must be one or the other in every instance
+ * that reads or writes it, so that a value's tilings agree on it. Then
+ * the machine of replica r is that of replica 0 translated (the tiles of
+ * a split dimension moved by r * K), and the scheduler's choices commute
+ * with the translation:
+ *
+ *   - the devices a replica's work is laid on, its slots and the order of
+ *     its actions are per device, from its slice table rows, which are
+ *     translates of replica 0's;
+ *   - a source (the nearest holder, a uniform shift) is in the receiver's
+ *     own replica: a tile of a split tensor is held only there, and a
+ *     tile of an unsplit one is held by the translates of every holder,
+ *     the own replica's at a distance smaller by the replica offset; only
+ *     an exclusive choice (a travelling accumulator) that finds no free
+ *     source in the replica could look further, and that breaks the
+ *     proof (Builder.orbit_broken: the full simulation runs instead);
+ *   - an all-reduce of a tile of an unsplit tensor whose reduction is
+ *     split over the replicas joins the replicas' groups into one group
+ *     of R times the members (the replicas' partial sums are of disjoint
+ *     reduction slices, so the greedy grouping of sched_finish_accumulators
+ *     makes, in each replica, the groups it makes alone); it is simulated
+ *     as one collective whose members are replica 0's
+ *     (Collective.orbit_gsize: the group's size on the whole mesh, which
+ *     prices its scratch; its bytes per member are priced here from the
+ *     position of each member in the whole group); every other collective
+ *     runs within one replica;
+ *   - an all-gather conversion of an unsplit value never qualifies on the
+ *     whole mesh (every piece has a holder in each replica), and a
+ *     reduce-scatter of a joined group is not attempted: the reduced run
+ *     does neither.
+ *
+ * The reduced model is the model on the mesh without axis r, with every
+ * split dimension R times shorter and its slices those of replica 0. Its
+ * schedule is built folded (Schedule.folded) and is expanded here: every
+ * per-rank figure of device (r, c) is that of device c of the reduced
+ * mesh, moves' bytes and transfer counts are R times theirs, a per-replica
+ * collective is R collectives, a joined one is one over R times its
+ * members. A reduced run that reports anything (an error in the model),
+ * or whose proof breaks, is dropped and the whole mesh is simulated, so
+ * diagnostics are those of the full simulation.
+ */
+#include "sched_orbit.h"
+
+#include <stdio.h>
+#include <time.h>
+
+/* Modes of an operator dimension over the replica axis. */
+enum { DIM_INVARIANT = 0, DIM_SPLIT = 1 };
+
+/* The mode of dimension x of a slice table over axis geometry `o`, or -1
+ * when it is neither invariant nor a replica-major block split. */
+static int dim_mode(const SchedOrbit *o, const SliceTable *st, int x) {
+    long n = st->nslices[x];
+    int split = n % o->R == 0 && n > 1;
+    long k = split ? n / o->R : 0;
+    int invariant = 1;
+    for (int dev = 0; dev < st->ndev && (split || invariant); ++dev) {
+        int rho = o->rho_of[dev];
+        int base = o->full_of[o->rep_of[dev]];
+        for (long t = 0; t < st->steps; ++t) {
+            long v = slice_at(st, x, dev, t), v0 = slice_at(st, x, base, t);
+            if (v != v0)
+                invariant = 0;
+            if (split && (v0 >= k || v != v0 + rho * k))
+                split = 0;
+        }
+    }
+    return invariant ? DIM_INVARIANT : split ? DIM_SPLIT : -1;
+}
+
+/* Records tensor dimension (mt, j) as of mode `mode`; 0 on a conflict. */
+static int note_tensor_dim(SchedOrbit *o, signed char *seen, int mt, int j, int mode) {
+    signed char *s = &seen[(long)mt * IR_MAX_DIMS + j];
+    if (*s >= 0 && *s != mode)
+        return 0;
+    *s = (signed char)mode;
+    o->tensor_dim_split[(long)mt * IR_MAX_DIMS + j] = (unsigned char)(mode == DIM_SPLIT);
+    if (mode == DIM_SPLIT)
+        o->tensor_split[mt] = 1;
+    return 1;
+}
+
+/* The geometry of axis a: replica coordinate and reduced rank of every
+ * device, and the device of each (replica, reduced rank). */
+static void axis_geometry(Arena *arena, const Mesh *mesh, int a, SchedOrbit *o) {
+    o->axis = a;
+    o->R = (int)mesh->sizes[a];
+    o->ndev = mesh->ndev;
+    o->ndev_red = mesh->ndev / o->R;
+    o->rho_of = ARENA_ARRAY(arena, int, o->ndev);
+    o->rep_of = ARENA_ARRAY(arena, int, o->ndev);
+    o->full_of = ARENA_ARRAY(arena, int, o->ndev);
+    long coords[IR_MAX_AXES];
+    for (int d = 0; d < o->ndev; ++d) {
+        mesh_coords(mesh, d, coords);
+        long red = 0;
+        for (int x = 0; x < mesh->naxes; ++x)
+            if (x != a)
+                red = red * mesh->sizes[x] + coords[x];
+        o->rho_of[d] = (int)coords[a];
+        o->rep_of[d] = (int)red;
+        o->full_of[coords[a] * o->ndev_red + red] = d;
+    }
+}
+
+/* Whether axis a is a replica axis of the model (filling o's flags). */
+static int prove_axis(Arena *arena, const Model *m, const SliceTable *const *slices,
+                      const PhaseList *phases, int a, SchedOrbit *o) {
+    axis_geometry(arena, &m->mesh, a, o);
+    o->tensor_dim_split = ARENA_ARRAY(arena, unsigned char, (long)m->ntensors *IR_MAX_DIMS + 1);
+    o->tensor_split = ARENA_ARRAY(arena, unsigned char, m->ntensors + 1);
+    o->dim_split = ARENA_ARRAY(arena, unsigned char, (long)m->ninstances *IR_MAX_DIMS + 1);
+    signed char *seen = ARENA_ARRAY_UNINIT(arena, signed char, (long)m->ntensors *IR_MAX_DIMS + 1);
+    memset(seen, -1, (size_t)m->ntensors * IR_MAX_DIMS + 1);
+    int any = 0;
+    for (int i = 0; i < m->ninstances; ++i) {
+        const Instance *inst = &m->instances[i];
+        const SliceTable *st = slices[i];
+        int mode[IR_MAX_DIMS];
+        for (int x = 0; x < st->ndims; ++x) {
+            mode[x] = dim_mode(o, st, x);
+            if (mode[x] < 0)
+                return 0;
+            o->dim_split[(long)i * IR_MAX_DIMS + x] = (unsigned char)(mode[x] == DIM_SPLIT);
+            any |= mode[x] == DIM_SPLIT;
+        }
+        const Op *op = inst->op;
+        for (int k = 0; k < op->ninputs; ++k)
+            for (int j = 0; j < op->inputs[k].ndims; ++j)
+                if (!note_tensor_dim(o, seen, inst->args[k], j, mode[op->inputs[k].dims[j]]))
+                    return 0;
+        for (int j = 0; j < op->output.ndims; ++j)
+            if (!note_tensor_dim(o, seen, inst->result, j, mode[op->output.dims[j]]))
+                return 0;
+        /* A recomputed copy is the same value: its dimensions are its
+         * original's (phases_operand_tensor reads either). */
+        if (m->tensors[inst->result].rc)
+            for (int j = 0; j < op->output.ndims; ++j)
+                if (!note_tensor_dim(o, seen, m->tensors[inst->result].rc, j,
+                                     mode[op->output.dims[j]]))
+                    return 0;
+    }
+    /* A phase whose output and reduction are both split gives the tiles
+     * of replica r only replica r's block of the reduction: on the whole
+     * mesh it misses slices, which one replica cannot see. */
+    for (int p = 0; p < phases->count; ++p) {
+        const Phase *ph = &phases->items[p];
+        if (ph->inst < 0)
+            continue;
+        const unsigned char *split = o->dim_split + (long)ph->inst * IR_MAX_DIMS;
+        int out_split = 0, red_split = 0;
+        unsigned char in_out[IR_MAX_DIMS] = {0};
+        for (int j = 0; j < ph->out->ndims; ++j) {
+            in_out[ph->out->dims[j]] = 1;
+            out_split |= split[ph->out->dims[j]];
+        }
+        for (int x = 0; x < m->instances[ph->inst].op->ndims; ++x)
+            red_split |= !in_out[x] && split[x];
+        if (out_split && red_split)
+            return 0;
+    }
+    /* Without a split dimension every replica computes the same values:
+     * nothing to gain, and a replication the expansion does not price. */
+    return any;
+}
+
+/* The model on the mesh without the replica axis: split dimensions R
+ * times shorter. */
+static Model *reduced_model(Arena *arena, const Model *m, const SchedOrbit *o) {
+    Model *r = ARENA_NEW(arena, Model);
+    *r = *m;
+    Mesh *mesh = &r->mesh;
+    int n = 0;
+    for (int a = 0; a < m->mesh.naxes; ++a) {
+        if (a == o->axis)
+            continue;
+        mesh->names[n] = m->mesh.names[a];
+        mesh->sizes[n] = m->mesh.sizes[a];
+        mesh->spans[n] = m->mesh.spans[a];
+        n++;
+    }
+    mesh->naxes = n;
+    mesh->ndev = o->ndev_red;
+    r->tensors = ARENA_ARRAY(arena, ModelTensor, m->ntensors + 1);
+    memcpy(r->tensors, m->tensors, sizeof(ModelTensor) * (size_t)m->ntensors);
+    for (int t = 0; t < m->ntensors; ++t)
+        for (int j = 0; j < m->tensors[t].ndims; ++j)
+            if (o->tensor_dim_split[(long)t * IR_MAX_DIMS + j])
+                r->tensors[t].sizes[j] /= o->R;
+    r->instances = ARENA_ARRAY(arena, Instance, m->ninstances + 1);
+    memcpy(r->instances, m->instances, sizeof(Instance) * (size_t)m->ninstances);
+    for (int i = 0; i < m->ninstances; ++i) {
+        Instance *inst = &r->instances[i];
+        for (int x = 0; x < inst->op->ndims; ++x)
+            if (o->dim_split[(long)i * IR_MAX_DIMS + x])
+                inst->dim_sizes[x] /= o->R;
+        for (int a = 0; a < IR_MAX_AXES; ++a)
+            if (inst->axis_map[a] > o->axis)
+                inst->axis_map[a]--;
+    }
+    return r;
+}
+
+/* Replica 0's rows of a slice table, split dimensions with R times fewer
+ * slices. */
+static SliceTable *reduced_table(Arena *arena, const SliceTable *st, const SchedOrbit *o,
+                                 int inst) {
+    SliceTable *r = ARENA_NEW(arena, SliceTable);
+    *r = *st;
+    r->ndev = o->ndev_red;
+    r->slice = ARENA_ARRAY_UNINIT(arena, long, (long)st->ndims * r->ndev * st->steps + 1);
+    for (int x = 0; x < st->ndims; ++x) {
+        if (o->dim_split[(long)inst * IR_MAX_DIMS + x])
+            r->nslices[x] /= o->R;
+        for (int d = 0; d < r->ndev; ++d)
+            memcpy(r->slice + ((long)x * r->ndev + d) * st->steps,
+                   st->slice + ((long)x * st->ndev + o->full_of[d]) * st->steps,
+                   sizeof(long) * (size_t)st->steps);
+    }
+    int n = 0;
+    for (int a = 0; a < st->naxes; ++a)
+        if (a != o->axis)
+            r->axis_sizes[n++] = st->axis_sizes[a];
+    r->naxes = n;
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Expansion to the whole mesh                                         */
+
+/* The tile id on the whole mesh, in replica rho, of reduced tile `tile`
+ * of storage tensor t (whose reduced form is `red`). */
+static long full_tile(const SchedOrbit *o, const SchedTensor *red, long tile, int rho) {
+    long coord[IR_MAX_DIMS], rest = tile;
+    for (int x = red->ndims - 1; x >= 0; --x) {
+        coord[x] = rest % red->nslices[x];
+        rest /= red->nslices[x];
+    }
+    long id = 0;
+    for (int x = 0; x < red->ndims; ++x) {
+        int split = o->tensor_dim_split[(long)red->model_tensor * IR_MAX_DIMS + x];
+        long n = red->nslices[x] * (split ? o->R : 1);
+        id = id * n + coord[x] + (split ? (long)rho * red->nslices[x] : 0);
+    }
+    return id;
+}
+
+static Move *expand_move(Arena *arena, const SchedOrbit *o, const Move *mv, int naxes) {
+    Move *f = ARENA_NEW(arena, Move);
+    *f = *mv;
+    f->ntransfers = mv->ntransfers * o->R;
+    f->bytes = mv->bytes * o->R;
+    f->transfers = NULL;
+    memset(f->delta, 0, sizeof f->delta);
+    for (int a = 0, k = 0; a < naxes; ++a)
+        f->delta[a] = a == o->axis ? 0 : mv->delta[k++];
+    memset(&f->have, 0, sizeof f->have);
+    memset(&f->need, 0, sizeof f->need);
+    return f;
+}
+
+/* The bytes each position of an all-reduce of `elems` over g members
+ * sends, the last table made kept (the collectives of a phase are mostly
+ * of one size). */
+typedef struct BytesCache {
+    long elems;
+    int g;
+    long *bytes;
+} BytesCache;
+
+static const long *position_bytes(Arena *arena, BytesCache *c, long elems, int g) {
+    if (!c->bytes || c->elems != elems || c->g != g) {
+        c->elems = elems;
+        c->g = g;
+        c->bytes = ARENA_ARRAY_UNINIT(arena, long, g);
+        for (int p = 0; p < g; ++p)
+            c->bytes[p] = (long)sched_collective_bytes(PRIME_ACT_ALLREDUCE, elems, g, p);
+    }
+    return c->bytes;
+}
+
+static int cmp_int(const void *x, const void *y) {
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* A collective of the reduced schedule on the whole mesh: R collectives
+ * of the replicas, or one joined (orbit_gsize) whose members' bytes are
+ * added to the predictions here. */
+static void expand_collective(Arena *arena, const SchedOrbit *o, Schedule *full,
+                              const Schedule *red, PhaseSched *ph, const Collective *c,
+                              BytesCache *cache) {
+    const SchedTensor *t = &red->tensors[c->tensor];
+    if (!c->orbit_gsize) {
+        for (int rho = 0; rho < o->R; ++rho) {
+            Collective *f = ARENA_NEW(arena, Collective);
+            *f = *c;
+            f->phase = ph;
+            f->action = NULL;
+            f->tile = full_tile(o, t, c->tile, rho);
+            f->group = ARENA_ARRAY(arena, int, c->gsize);
+            for (int p = 0; p < c->gsize; ++p)
+                f->group[p] = o->full_of[rho * o->ndev_red + c->group[p]];
+            ptrvec_push(arena, &ph->collectives, f);
+            ptrvec_push(arena, &ph->groups, f);
+        }
+        return;
+    }
+    /* Joined: members sorted by rank, as the ring of sched_finish_accumulators. */
+    int g = c->orbit_gsize;
+    ICE_ASSERT(g == c->gsize * o->R);
+    int *order = ARENA_ARRAY(arena, int, g);
+    for (int rho = 0, k = 0; rho < o->R; ++rho)
+        for (int p = 0; p < c->gsize; ++p)
+            order[k++] = o->full_of[rho * o->ndev_red + c->group[p]];
+    int sorted = 1;
+    for (int k = 1; k < g && sorted; ++k)
+        sorted = order[k - 1] < order[k];
+    if (!sorted)
+        qsort(order, (size_t)g, sizeof(int), cmp_int);
+    const long *bytes_at = position_bytes(arena, cache, c->elems, g);
+    Collective *f = ARENA_NEW(arena, Collective);
+    *f = *c;
+    f->phase = ph;
+    f->action = NULL;
+    f->gsize = g;
+    f->orbit_gsize = 0;
+    f->group = ARENA_ARRAY(arena, int, g);
+    f->slots = ARENA_ARRAY(arena, int, g);
+    f->bytes = 0;
+    for (int p = 0; p < g; ++p) {
+        int d = order[p];
+        f->group[p] = d;
+        int q = 0;
+        while (c->group[q] != o->rep_of[d])
+            q++;
+        f->slots[p] = c->slots[q];
+        long bytes = bytes_at[p];
+        f->bytes += bytes;
+        full->pred_bytes[PRIME_BYTES_COLLECTIVE][d] += bytes;
+    }
+    ptrvec_push(arena, &ph->collectives, f);
+    ptrvec_push(arena, &ph->groups, f);
+}
+
+/* Whether a phase's output tile is made in every replica from the same
+ * reduction slices (an unsplit output with an unsplit reduction): then
+ * the whole mesh has R times the copies of each tile. */
+static int replicated_phase(const SchedOrbit *o, const Schedule *red, const PhaseSched *ph) {
+    if (ph->inst < 0)
+        return 0;
+    const SchedTensor *out = &red->tensors[ph->out.tensor];
+    if (o->tensor_split[out->model_tensor])
+        return 0;
+    const Op *op = red->model->instances[ph->inst].op;
+    for (int x = 0; x < op->ndims; ++x)
+        if (o->dim_split[(long)ph->inst * IR_MAX_DIMS + x])
+            return 0;
+    return 1;
+}
+
+/* A per-rank array of the reduced mesh on the whole mesh: device d has
+ * the value of its reduced rank. */
+static void *spread(Arena *arena, const SchedOrbit *o, const void *red, size_t size) {
+    char *out = arena_alloc_uninit(arena, size * (size_t)o->ndev + 1);
+    const char *in = red;
+    if (o->axis == 0) {
+        /* Replica-major: R copies of the reduced array. */
+        for (int rho = 0; rho < o->R; ++rho)
+            memcpy(out + size * (size_t)rho * (size_t)o->ndev_red, in, size * (size_t)o->ndev_red);
+    } else {
+        for (int d = 0; d < o->ndev; ++d)
+            memcpy(out + size * (size_t)d, in + size * (size_t)o->rep_of[d], size);
+    }
+    return out;
+}
+
+static Schedule *expand(Arena *arena, const SchedOrbit *o, const Model *m,
+                        const SliceTable *const *slices, const Schedule *red) {
+    Schedule *s = ARENA_NEW(arena, Schedule);
+    *s = *red;
+    s->model = m;
+    s->slices = ARENA_ARRAY(arena, SliceTable, m->ninstances);
+    for (int i = 0; i < m->ninstances; ++i)
+        s->slices[i] = *slices[i];
+    s->tensors = ARENA_ARRAY(arena, SchedTensor, red->ntensors + 1);
+    for (int t = 0; t < red->ntensors; ++t) {
+        SchedTensor *f = &s->tensors[t];
+        *f = red->tensors[t];
+        for (int x = 0; x < f->ndims; ++x)
+            if (o->tensor_dim_split[(long)f->model_tensor * IR_MAX_DIMS + x]) {
+                f->shape[x] *= o->R;
+                f->nslices[x] *= o->R;
+                f->ntiles *= o->R;
+            }
+    }
+    /* Layouts are not expanded (a folded schedule's readers, check's
+     * summary and the tests, read none): empty on the whole mesh. */
+    s->home = ARENA_ARRAY(arena, Layout, red->ntensors + 1);
+    s->final = ARENA_ARRAY(arena, Layout, red->ntensors + 1);
+    for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
+        s->pred_bytes[k] = spread(arena, o, red->pred_bytes[k], sizeof(long));
+    s->pred_peak = spread(arena, o, red->pred_peak, sizeof(long));
+    memset(&s->phases, 0, sizeof s->phases);
+    BytesCache cache = {0};
+    for (int p = 0; p < red->phases.count; ++p) {
+        const PhaseSched *rp = red->phases.items[p];
+        PhaseSched *ph = ARENA_NEW(arena, PhaseSched);
+        *ph = *rp;
+        ph->actions = NULL;
+        ph->action_cap = NULL;
+        ph->action_hint = NULL;
+        ph->start = NULL;
+        ph->nlocal_acc = rp->nlocal_acc * o->R;
+        ph->ntravel_acc = rp->ntravel_acc * o->R;
+        if (replicated_phase(o, red, rp))
+            ph->replication = rp->replication * o->R;
+        memset(&ph->moves, 0, sizeof ph->moves);
+        memset(&ph->boundary, 0, sizeof ph->boundary);
+        memset(&ph->collectives, 0, sizeof ph->collectives);
+        memset(&ph->groups, 0, sizeof ph->groups);
+        for (int k = 0; k < rp->moves.count; ++k)
+            ptrvec_push(arena, &ph->moves,
+                        expand_move(arena, o, rp->moves.items[k], m->mesh.naxes));
+        for (int k = 0; k < rp->boundary.count; ++k)
+            ptrvec_push(arena, &ph->boundary,
+                        expand_move(arena, o, rp->boundary.items[k], m->mesh.naxes));
+        for (int k = 0; k < rp->collectives.count; ++k)
+            expand_collective(arena, o, s, red, ph, rp->collectives.items[k], &cache);
+        ptrvec_push(arena, &s->phases, ph);
+    }
+    s->orbit_replicas = o->R;
+    s->orbit_rep = o->rep_of;
+    s->orbit_axis = o->axis;
+    return s;
+}
+
+Schedule *sched_orbit_check(Arena *arena, DiagSink *sink, const Model *m,
+                            const SliceTable *const *slices, const PhaseList *phases) {
+    if (m->nstages || getenv("PRIMEC_FULL_SIMULATION"))
+        return NULL;
+    clock_t t0 = clock();
+    SchedOrbit o;
+    int axis = -1;
+    for (int a = 0; a < m->mesh.naxes && axis < 0; ++a) {
+        if (m->mesh.sizes[a] < 2)
+            continue;
+        memset(&o, 0, sizeof o);
+        if (prove_axis(arena, m, slices, phases, a, &o))
+            axis = a;
+    }
+    if (axis < 0)
+        return NULL;
+    Model *rm = reduced_model(arena, m, &o);
+    const SliceTable **rs = ARENA_ARRAY(arena, const SliceTable *, m->ninstances + 1);
+    for (int i = 0; i < m->ninstances; ++i)
+        rs[i] = reduced_table(arena, slices[i], &o, i);
+    clock_t t1 = clock();
+    DiagSink mute;
+    diag_init(&mute, sink->sources, arena, NULL);
+    int broken = 0;
+    Schedule *red = sched_build_orbit(arena, &mute, rm, rs, phases, &o, &broken);
+    clock_t t2 = clock();
+    int ok = red && !broken && mute.count == 0 && mute.error_count == 0 && mute.warning_count == 0;
+    if (getenv("PRIMEC_ORBIT_STATS"))
+        fprintf(stderr, "%s: one replica of %d along '%s' simulated%s\n", m->name, o.R,
+                m->mesh.names[axis],
+                ok       ? ""
+                : broken ? ", the proof broke: every rank simulated"
+                         : ", it reported: every rank simulated");
+    Schedule *s = ok ? expand(arena, &o, m, slices, red) : NULL;
+    if (getenv("PRIMEC_ORBIT_STATS"))
+        fprintf(stderr, "proof and reduction %.3f s, one replica %.3f s, expansion %.3f s\n",
+                (double)(t1 - t0) / CLOCKS_PER_SEC, (double)(t2 - t1) / CLOCKS_PER_SEC,
+                (double)(clock() - t2) / CLOCKS_PER_SEC);
+    return s;
+}
