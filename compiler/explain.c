@@ -136,6 +136,33 @@ static void form_text(const Schedule *s, Arena *arena, FILE *out) {
     }
 }
 
+/* Which simulation the analysis ran: explain's of every rank; check's of
+ * one replica where a replica axis is proven (sched_orbit.c). */
+static void analysis_text(const Schedule *s, Arena *arena, FILE *out) {
+    int replicas;
+    int axis = s->orbit_replicas ? s->orbit_axis : schedule_replica_axis(arena, s, &replicas);
+    if (s->orbit_replicas)
+        fprintf(out, "analysis: one replica of %d along '%s' simulated\n", s->orbit_replicas,
+                s->model->mesh.names[axis]);
+    else if (axis >= 0)
+        fprintf(out,
+                "analysis: every rank simulated; check simulates one replica of %d along '%s'\n",
+                replicas, s->model->mesh.names[axis]);
+    else
+        fprintf(out, "analysis: every rank simulated (no replica axis)\n");
+}
+
+static json_t *json_analysis(const Schedule *s, Arena *arena) {
+    int replicas = s->orbit_replicas;
+    int axis = replicas ? s->orbit_axis : schedule_replica_axis(arena, s, &replicas);
+    json_t *a = json_pack("{s:s}", "simulated", s->orbit_replicas ? "one replica" : "every rank");
+    if (axis >= 0) {
+        json_object_set_new(a, "replica_axis", json_string(s->model->mesh.names[axis]));
+        json_object_set_new(a, "replicas", json_integer(replicas));
+    }
+    return a;
+}
+
 /* The value of the micro-batched parameter in one micro-batch. */
 static long micro_param(const Model *m) {
     for (int i = 0; i < m->nparams; ++i)
@@ -346,6 +373,7 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
             "redistribution bytes %ld\n",
             ncoll, nredist, total[0], total[1], total[2]);
     form_text(s, arena, out);
+    analysis_text(s, arena, out);
 }
 
 /* ------------------------------------------------------------------ */
@@ -563,6 +591,7 @@ json_t *explain_json_value(const Schedule *s, Arena *arena, int ranks) {
                   per_device, "per_device_max", "shift", (json_int_t)most[0], "collective",
                   (json_int_t)most[1], "redist", (json_int_t)most[2], "peak", (json_int_t)most[3],
                   "program_form", json_program_form(s, arena));
+    json_object_set_new(root, "analysis", json_analysis(s, arena));
     if (m->nstages)
         json_object_set_new(root, "stages",
                             json_pack("{s:s, s:i, s:i}", "axis", m->mesh.names[m->stage_axis],

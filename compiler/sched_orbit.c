@@ -115,7 +115,7 @@ static void axis_geometry(Arena *arena, const Mesh *mesh, int a, SchedOrbit *o) 
 
 /* Whether axis a is a replica axis of the model (filling o's flags). */
 static int prove_axis(Arena *arena, const Model *m, const SliceTable *const *slices,
-                      const PhaseList *phases, int a, SchedOrbit *o) {
+                      const Phase *const *phases, int nphases, int a, SchedOrbit *o) {
     axis_geometry(arena, &m->mesh, a, o);
     o->tensor_dim_split = ARENA_ARRAY(arena, unsigned char, (long)m->ntensors *IR_MAX_DIMS + 1);
     o->tensor_split = ARENA_ARRAY(arena, unsigned char, m->ntensors + 1);
@@ -153,8 +153,8 @@ static int prove_axis(Arena *arena, const Model *m, const SliceTable *const *sli
     /* A phase whose output and reduction are both split gives the tiles
      * of replica r only replica r's block of the reduction: on the whole
      * mesh it misses slices, which one replica cannot see. */
-    for (int p = 0; p < phases->count; ++p) {
-        const Phase *ph = &phases->items[p];
+    for (int p = 0; p < nphases; ++p) {
+        const Phase *ph = phases[p];
         if (ph->inst < 0)
             continue;
         const unsigned char *split = o->dim_split + (long)ph->inst * IR_MAX_DIMS;
@@ -445,20 +445,47 @@ static Schedule *expand(Arena *arena, const SchedOrbit *o, const Model *m,
     return s;
 }
 
+/* The first replica axis of the model (o filled), or -1. */
+static int find_axis(Arena *arena, const Model *m, const SliceTable *const *slices,
+                     const Phase *const *phases, int nphases, SchedOrbit *o) {
+    for (int a = 0; a < m->mesh.naxes; ++a) {
+        if (m->mesh.sizes[a] < 2)
+            continue;
+        memset(o, 0, sizeof *o);
+        if (prove_axis(arena, m, slices, phases, nphases, a, o))
+            return a;
+    }
+    return -1;
+}
+
+int schedule_replica_axis(Arena *arena, const Schedule *s, int *replicas) {
+    const Model *m = s->model;
+    *replicas = 0;
+    if (m->nstages)
+        return -1;
+    const Phase **list = ARENA_ARRAY(arena, const Phase *, s->phases.count + 1);
+    for (int p = 0; p < s->phases.count; ++p)
+        list[p] = ((const PhaseSched *)s->phases.items[p])->phase;
+    const SliceTable **slices = ARENA_ARRAY(arena, const SliceTable *, m->ninstances + 1);
+    for (int i = 0; i < m->ninstances; ++i)
+        slices[i] = &s->slices[i];
+    SchedOrbit o;
+    int axis = find_axis(arena, m, slices, list, s->phases.count, &o);
+    if (axis >= 0)
+        *replicas = o.R;
+    return axis;
+}
+
 Schedule *sched_orbit_check(Arena *arena, DiagSink *sink, const Model *m,
                             const SliceTable *const *slices, const PhaseList *phases) {
     if (m->nstages || getenv("PRIMEC_FULL_SIMULATION"))
         return NULL;
     clock_t t0 = clock();
+    const Phase **list = ARENA_ARRAY(arena, const Phase *, phases->count + 1);
+    for (int p = 0; p < phases->count; ++p)
+        list[p] = &phases->items[p];
     SchedOrbit o;
-    int axis = -1;
-    for (int a = 0; a < m->mesh.naxes && axis < 0; ++a) {
-        if (m->mesh.sizes[a] < 2)
-            continue;
-        memset(&o, 0, sizeof o);
-        if (prove_axis(arena, m, slices, phases, a, &o))
-            axis = a;
-    }
+    int axis = find_axis(arena, m, slices, list, phases->count, &o);
     if (axis < 0)
         return NULL;
     Model *rm = reduced_model(arena, m, &o);

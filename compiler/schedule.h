@@ -244,6 +244,12 @@ Schedule *schedule_check_from(Arena *arena, DiagSink *sink, const Model *model,
 long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const SchedTensor *tt,
                             const Layout *need, long *max_per_device);
 
+/* The mesh axis along which `check` of s's model simulates one replica
+ * (sched_orbit.c: every DSI invariant or a replica-major block split over
+ * it), with the replicas' count in *replicas; -1 (and 0) when none is
+ * proven. For explain, which simulates every rank. */
+int schedule_replica_axis(Arena *arena, const Schedule *s, int *replicas);
+
 /* Slice index of a tensor's dimension x in a tile id. */
 long sched_tile_coord(const SchedTensor *t, long tile, int x);
 /* What member pos of a collective action (ALLREDUCE, REDUCE_SCATTER or
