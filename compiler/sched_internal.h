@@ -21,6 +21,8 @@
  *   sched_sends.c       stage boundary sends posted where the value is made
  *   sched_predict.c     predicted bytes and peaks (from the lists, or folded
  *                       as the actions are made)
+ *   sched_orbit.c       `check` from one replica's simulation, where a
+ *                       replica axis is proven
  *   sched_transpose.c   a schedule with the axes of a square mesh swapped
  *   schedule.c          the driver: storage tensors, operands, the phase loop
  */

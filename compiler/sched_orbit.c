@@ -39,15 +39,29 @@
  *     reduce-scatter of a joined group is not attempted: the reduced run
  *     does neither.
  *
+ * Besides, a phase whose output and reduction are both split would give a
+ * tile of replica r only replica r's block of the reduction (an error
+ * the whole mesh reports and one replica cannot see): no replica axis.
+ *
+ * The axis need not be called r nor be a data-parallel one: the heads or
+ * columns of a Megatron-LM plan on mesh(d: P) split every dimension they
+ * touch in blocks of d, and d is a replica axis of one device. The first
+ * axis of the mesh that passes is taken; a square grid's skewed DSIs
+ * ((i + j + t) % P) pass on no axis.
+ *
  * The reduced model is the model on the mesh without axis r, with every
  * split dimension R times shorter and its slices those of replica 0. Its
- * schedule is built folded (Schedule.folded) and is expanded here: every
- * per-rank figure of device (r, c) is that of device c of the reduced
- * mesh, moves' bytes and transfer counts are R times theirs, a per-replica
- * collective is R collectives, a joined one is one over R times its
- * members. A reduced run that reports anything (an error in the model),
- * or whose proof breaks, is dropped and the whole mesh is simulated, so
- * diagnostics are those of the full simulation.
+ * schedule is built folded (Schedule.folded) and is expanded here: device
+ * (r, c) has the predicted bytes and peak of device c of the reduced mesh
+ * (its collective bytes apart), every phase keeps the reduced per-rank
+ * arrays (action counts, peaks), read through Schedule.orbit_rep; moves'
+ * bytes and transfer counts are R times theirs, a per-replica collective
+ * is R collectives, a joined one is one over R times its members, and the
+ * layouts (home, final, a redistribution's have and need) are not
+ * expanded (empty: no reader of a folded schedule reads them). A reduced
+ * run that reports anything (an error in the model), or whose proof
+ * breaks, is dropped and the whole mesh is simulated, so diagnostics are
+ * those of the full simulation.
  */
 #include "sched_orbit.h"
 
