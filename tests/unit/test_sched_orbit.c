@@ -265,6 +265,47 @@ static void test_written(void **state) {
     rmdir(dir);
 }
 
+/* Every matmul partition of the stdlib on 1-D meshes of 1 to 16 devices
+ * and on 2x2 and 4x4: data, column and row split a dimension in blocks of
+ * d (row's reduction too: its all-reduce joins every device), replicate
+ * splits none, ring and the square grids rotate theirs. */
+static void test_stdlib_partitions(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        int orbit;
+    } parts[] = {{"replicate", 0}, {"data", 1},   {"column", 1},     {"row", 1},
+                 {"ring", 0},      {"square", 0}, {"square_skew", 0}};
+    static const char *const meshes[] = {"d: 1",  "d: 2",       "d: 4",      "d: 8",
+                                         "d: 16", "i: 2, j: 2", "i: 4, j: 4"};
+    char dir[] = "/tmp/primec-test-orbit-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64], src[512];
+    snprintf(path, sizeof path, "%s/model.prime", dir);
+    for (size_t p = 0; p < sizeof parts / sizeof parts[0]; ++p) {
+        int square = strncmp(parts[p].name, "square", 6) == 0;
+        for (size_t m = 0; m < sizeof meshes / sizeof meshes[0]; ++m) {
+            if (square != (meshes[m][0] == 'i'))
+                continue;
+            snprintf(src, sizeof src,
+                     "model mm {\n    param m = 96, k = 48, n = 144;\n    mesh(%s);\n"
+                     "    input x[m, k];\n    weight w[k, n];\n    y = matmul(x, w) use %s;\n}\n",
+                     meshes[m], parts[p].name);
+            FILE *f = fopen(path, "w");
+            assert_non_null(f);
+            assert_true(fputs(src, f) >= 0);
+            assert_int_equal(fclose(f), 0);
+            int want = parts[p].orbit && strcmp(meshes[m], "d: 1") != 0;
+            int used = compare_file(path);
+            if (used != want)
+                fail_msg("%s on mesh(%s): %s per orbit", parts[p].name, meshes[m],
+                         used ? "ran" : "did not run");
+        }
+    }
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_coverage(void **state) {
     (void)state;
     printf("compared %d schedules (%d ranks), %d per orbit\n", nschedules, nranks, norbit);
@@ -284,6 +325,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_files, teardown),
         cmocka_unit_test_teardown(test_written, teardown),
+        cmocka_unit_test_teardown(test_stdlib_partitions, teardown),
         cmocka_unit_test(test_coverage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
