@@ -139,25 +139,28 @@ static void form_text(const Schedule *s, Arena *arena, FILE *out) {
 /* Which simulation the analysis ran: explain's of every rank; check's of
  * one replica where a replica axis is proven (sched_orbit.c). */
 static void analysis_text(const Schedule *s, Arena *arena, FILE *out) {
-    int replicas;
-    int axis = s->orbit_replicas ? s->orbit_axis : schedule_replica_axis(arena, s, &replicas);
+    int replicas = s->orbit_replicas;
+    int axes = replicas ? s->orbit_axes : schedule_replica_axes(arena, s, &replicas);
+    const char *names = schedule_axis_names(arena, &s->model->mesh, axes);
     if (s->orbit_replicas)
-        fprintf(out, "analysis: one replica of %d along '%s' simulated\n", s->orbit_replicas,
-                s->model->mesh.names[axis]);
-    else if (axis >= 0)
-        fprintf(out,
-                "analysis: every rank simulated; check simulates one replica of %d along '%s'\n",
-                replicas, s->model->mesh.names[axis]);
+        fprintf(out, "analysis: one replica of %d along %s simulated\n", replicas, names);
+    else if (axes)
+        fprintf(out, "analysis: every rank simulated; check simulates one replica of %d along %s\n",
+                replicas, names);
     else
         fprintf(out, "analysis: every rank simulated (no replica axis)\n");
 }
 
 static json_t *json_analysis(const Schedule *s, Arena *arena) {
     int replicas = s->orbit_replicas;
-    int axis = replicas ? s->orbit_axis : schedule_replica_axis(arena, s, &replicas);
+    int axes = replicas ? s->orbit_axes : schedule_replica_axes(arena, s, &replicas);
     json_t *a = json_pack("{s:s}", "simulated", s->orbit_replicas ? "one replica" : "every rank");
-    if (axis >= 0) {
-        json_object_set_new(a, "replica_axis", json_string(s->model->mesh.names[axis]));
+    if (axes) {
+        json_t *names = json_array();
+        for (int x = 0; x < s->model->mesh.naxes; ++x)
+            if (axes & (1 << x))
+                json_array_append_new(names, json_string(s->model->mesh.names[x]));
+        json_object_set_new(a, "replica_axes", names);
         json_object_set_new(a, "replicas", json_integer(replicas));
     }
     return a;

@@ -152,9 +152,9 @@ static Gather *plan_gathers(Builder *b, int from, int to, const Layout *target, 
     const SchedTensor *tt = &b->s->tensors[to];
     *count = 0;
     /* One replica's simulation (sched_orbit.c): on the whole mesh every
-     * piece of an unsplit value has a holder in each replica, so no tile
-     * qualifies. */
-    if (b->orbit && !b->orbit->tensor_split[tt->model_tensor])
+     * piece of a value unsplit over a replica axis has a holder in each of
+     * its replicas, so no tile qualifies. */
+    if (b->orbit && b->orbit->tensor_split[tt->model_tensor] != b->orbit->all)
         return NULL;
     int cap = 8, n = 0;
     Gather *gs = ARENA_ARRAY(b->arena, Gather, cap);

@@ -142,17 +142,23 @@ typedef struct PredictRank {
 } PredictRank;
 
 /* A replica axis of the mesh and what the proof found on it. */
-/* (sched_orbit.c) */
+/* The replica axes of a mesh and what the proof found on them
+ * (sched_orbit.c). */
 typedef struct SchedOrbit {
-    int axis; /* the mesh axis of the replicas */
-    int R;    /* its size */
+    int n;                  /* replica axes */
+    int axes[IR_MAX_AXES];  /* mesh axes, ascending */
+    int sizes[IR_MAX_AXES]; /* their sizes */
+    unsigned all;           /* (1 << n) - 1 */
+    int leading;            /* the axes are the mesh's first n */
+    int R;                  /* replicas: the product of the sizes */
     int ndev, ndev_red;
-    int *rho_of;  /* [device]: its coordinate on the axis */
-    int *rep_of;  /* [device]: its rank on the mesh without the axis */
+    int *rho_of;  /* [device]: its replica (mixed radix over the axes) */
+    int *rep_of;  /* [device]: its rank on the mesh without the axes */
     int *full_of; /* [rho * ndev_red + reduced rank]: the device */
-    /* Split over the replicas: [model tensor * IR_MAX_DIMS + dim], any
-     * dimension of a model tensor, [instance * IR_MAX_DIMS + op dim]. */
-    unsigned char *tensor_dim_split, *tensor_split, *dim_split;
+    /* The replica axis (1 + its index k, 0: none) that splits
+     * [model tensor * IR_MAX_DIMS + dim] and [instance * IR_MAX_DIMS + op
+     * dim]; the axes that split some dimension of a model tensor (bit k). */
+    unsigned char *tensor_dim_split, *dim_split, *tensor_split;
 } SchedOrbit;
 
 typedef struct Builder {

@@ -143,7 +143,7 @@ MoveKind sched_choose_sources(Builder *b, int tensor, int nrecv, const int *dst,
                 distinct = 0;
             taken[src[r]] = 1;
         } else if (exclusive && b->orbit &&
-                   !b->orbit->tensor_split[b->s->tensors[tensor].model_tensor]) {
+                   b->orbit->tensor_split[b->s->tensors[tensor].model_tensor] != b->orbit->all) {
             /* On the whole mesh another replica's source could be free
              * (sched_orbit.c): not followed. */
             b->orbit_broken = 1;

@@ -238,6 +238,13 @@ static const struct {
      "model minor { param m = 64, k = 32, n = 32; mesh(r: 2, d: 4);\n"
      "    input x[m, k]; weight w[k, n]; y = matmul(x, w) use minor; }\n",
      1},
+    /* Two replica axes, the second and the third (rank (a * R + r) * D +
+     * d): the batch over r, the columns over d, a ring over a. */
+    {"partition three of matmul on mesh(a: A, r: R, d: D) steps(t: A) {\n"
+     "    m = (r, a); n = d; k = (a + t) % A; }\n"
+     "model three { param m = 64, k = 32, n = 32; mesh(a: 2, r: 2, d: 2);\n"
+     "    input x[m, k]; weight w[k, n]; y = matmul(x, w) use three; }\n",
+     1},
     /* A ring (n = (d + t) % D): no replica axis. */
     {"model ring { param m = 64, k = 32, n = 64; mesh(d: 4);\n"
      "    input x[m, k]; weight w[k, n]; y = matmul(x, w) use ring; }\n",
