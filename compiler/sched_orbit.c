@@ -408,27 +408,34 @@ static void expand_collective(Arena *arena, const SchedOrbit *o, Schedule *full,
                               const Schedule *red, PhaseSched *ph, const Collective *c,
                               BytesCache *cache) {
     const SchedTensor *t = &red->tensors[c->tensor];
-    int join = c->orbit_join, nj = 1, nja = 0;
-    long stride[IR_MAX_AXES], jstride[IR_MAX_AXES];
-    int jsize[IR_MAX_AXES];
+    int join = c->orbit_join, nj = 1, nja = 0, nc = 1, nca = 0;
+    long stride[IR_MAX_AXES], jstride[IR_MAX_AXES], cstride[IR_MAX_AXES];
+    int jsize[IR_MAX_AXES], csize[IR_MAX_AXES];
     for (int k = o->n - 1; k >= 0; --k)
         stride[k] = k == o->n - 1 ? 1 : stride[k + 1] * o->sizes[k + 1];
-    for (int k = 0; k < o->n; ++k)
+    for (int k = 0; k < o->n; ++k) {
         if (join & (1 << k)) {
             jsize[nja] = o->sizes[k];
             jstride[nja++] = stride[k];
             nj *= o->sizes[k];
+        } else {
+            csize[nca] = o->sizes[k];
+            cstride[nca++] = stride[k];
+            nc *= o->sizes[k];
         }
+    }
     int g = c->gsize * nj;
     ICE_ASSERT(!join || g == c->orbit_gsize);
     const long *bytes_at = join ? position_bytes(arena, cache, c->elems, g) : NULL;
     long *key = join ? ARENA_ARRAY(arena, long, g) : NULL;
-    for (int rho = 0; rho < o->R; ++rho) {
-        int first = 1;
-        for (int k = 0; k < o->n && first; ++k)
-            first = !(join & (1 << k)) || rho_part(o, rho, k) == 0;
-        if (!first)
-            continue;
+    /* One copy per combination of the other axes' coordinates (its
+     * joined coordinates 0). */
+    for (int copy = 0; copy < nc; ++copy) {
+        int rho = 0;
+        for (int i = nca - 1, rest = copy; i >= 0; --i) {
+            rho += (int)(rest % csize[i] * cstride[i]);
+            rest /= csize[i];
+        }
         Collective *f = ARENA_NEW(arena, Collective);
         *f = *c;
         f->phase = ph;
