@@ -371,6 +371,13 @@ static Move *expand_move(Arena *arena, const SchedOrbit *o, const Move *mv, int 
         f->delta[a] = orbit_axis_index(o, a, &k) ? 0 : mv->delta[n++];
     memset(&f->have, 0, sizeof f->have);
     memset(&f->need, 0, sizeof f->need);
+    /* A box conversion that moves anything: on the whole mesh no receiver
+     * gets pieces from the senders of the other replicas, so it is a
+     * general exchange (conversion_pattern), not an all-gather or an
+     * all-to-all; a ring all-gather stays one. */
+    if (mv->pattern &&
+        (strcmp(mv->pattern, "all-gather") == 0 || strcmp(mv->pattern, "all-to-all") == 0))
+        f->pattern = "exchange";
     return f;
 }
 

@@ -90,6 +90,10 @@ static void compare_moves(const char *what, const PtrVec *x, const PtrVec *y, in
             (a->reason && strcmp(a->reason, b->reason) != 0))
             fail_msg("%s %d: reason '%s' / '%s'", what, k, a->reason ? a->reason : "",
                      b->reason ? b->reason : "");
+        if ((a->pattern == NULL) != (b->pattern == NULL) ||
+            (a->pattern && strcmp(a->pattern, b->pattern) != 0))
+            fail_msg("%s %d: pattern '%s' / '%s'", what, k, a->pattern ? a->pattern : "",
+                     b->pattern ? b->pattern : "");
     }
 }
 
