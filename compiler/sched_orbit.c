@@ -24,16 +24,16 @@
  *     an exclusive choice (a travelling accumulator) that finds no free
  *     source in the replica could look further, and that breaks the
  *     proof (Builder.orbit_broken: the full simulation runs instead);
- *   - an all-reduce of a tile of an unsplit tensor whose reduction is
- *     split over the replicas joins the replicas' groups into one group
- *     of R times the members (the replicas' partial sums are of disjoint
- *     reduction slices, so the greedy grouping of sched_finish_accumulators
- *     makes, in each replica, the groups it makes alone); it is simulated
- *     as one collective whose members are replica 0's
- *     (Collective.orbit_gsize: the group's size on the whole mesh, which
- *     prices its scratch; its bytes per member are priced here from the
- *     position of each member in the whole group); every other collective
- *     runs within one replica;
+ *   - an all-reduce of a tile unsplit over r whose reduction is split
+ *     over r joins the replicas' groups into one group of R times the
+ *     members (the replicas' partial sums are of disjoint reduction
+ *     slices, so the greedy grouping of sched_finish_accumulators makes,
+ *     in each replica, the groups it makes alone); it is simulated as one
+ *     collective whose members are replica 0's (Collective.orbit_join, the
+ *     axes it is joined over; orbit_gsize, the group's size on the whole
+ *     mesh, which prices its scratch; its bytes per member are priced here
+ *     from the position of each member in the whole group); every other
+ *     collective runs within one replica;
  *   - an all-gather conversion of an unsplit value never qualifies on the
  *     whole mesh (every piece has a holder in each replica), and a
  *     reduce-scatter of a joined group is not attempted: the reduced run
@@ -45,18 +45,23 @@
  *
  * The axis need not be called r nor be a data-parallel one: the heads or
  * columns of a Megatron-LM plan on mesh(d: P) split every dimension they
- * touch in blocks of d, and d is a replica axis of one device. The first
- * axis of the mesh that passes is taken; a square grid's skewed DSIs
+ * touch in blocks of d, and d is a replica axis of one device. Every axis
+ * that passes on its own and splits no dimension an earlier one splits is
+ * taken at once (the translations commute; a replica is one point of each,
+ * R the product of their sizes, and a collective is joined over some of
+ * them and copied over the others); a square grid's skewed DSIs
  * ((i + j + t) % P) pass on no axis.
  *
- * The reduced model is the model on the mesh without axis r, with every
- * split dimension R times shorter and its slices those of replica 0. Its
+ * The reduced model is the model on the mesh without the replica axes,
+ * with every split dimension shorter by its axis's size and its slices
+ * those of replica 0. Its
  * schedule is built folded (Schedule.folded) and is expanded here: device
  * (r, c) has the predicted bytes and peak of device c of the reduced mesh
  * (its collective bytes apart), every phase keeps the reduced per-rank
  * arrays (action counts, peaks), read through Schedule.orbit_rep; moves'
- * bytes and transfer counts are R times theirs, a per-replica collective
- * is R collectives, a joined one is one over R times its members, and the
+ * bytes and transfer counts are R times theirs, a collective is one per
+ * combination of the coordinates it is not joined over, each over the
+ * members of every combination of those it is joined over, and the
  * layouts (home, final, a redistribution's have and need) are not
  * expanded (empty: no reader of a folded schedule reads them). A reduced
  * run that reports anything (an error in the model), or whose proof
