@@ -145,8 +145,12 @@ static int prove_axis(Arena *arena, const Model *m, const SliceTable *const *sli
         const Instance *inst = &m->instances[i];
         const SliceTable *st = slices[i];
         int mode[IR_MAX_DIMS];
+        /* A copy of the repeated layer that shares the previous copy's
+         * table (pass_partition) has its modes. */
+        int prev = i - m->layer_size;
+        int same = m->layer_count > 1 && prev >= m->layer_first && slices[prev] == st;
         for (int x = 0; x < st->ndims; ++x) {
-            mode[x] = dim_mode(ap, st, x);
+            mode[x] = same ? ap->idim[(long)prev * IR_MAX_DIMS + x] : dim_mode(ap, st, x);
             if (mode[x] < 0)
                 return 0;
             ap->idim[(long)i * IR_MAX_DIMS + x] = (unsigned char)(mode[x] == DIM_SPLIT);
