@@ -21,7 +21,9 @@ precision (2-byte elements), 8 GPUs per node.
 The layer is the stdlib's GPT/OPT decoder layer (examples/opt_layer.prime:
 model opt under plan megatron, Megatron-LM's partitions), at one sequence of 2048
 tokens on the tensor-parallel mesh; `primec cost --layers ... --stages ...`
-composes it into an iteration (compiler/cost_pipeline.h). Throughput uses
+composes it into an iteration (compiler/cost_pipeline.h); its kernels are
+priced as the kernels pass fuses them (compiler/cost_kernel.h; add
+--no-fuse to the cost command to price each alone). Throughput uses
 the paper's own FLOP count, F = 96 B s l h^2 (1 + s / 6h + V / 16 l h)
 (recomputation included), divided by the predicted iteration time and the
 GPU count, so predicted and published figures count the same FLOPs.

@@ -18,14 +18,15 @@
 #include <math.h>
 #include <string.h>
 
+#include "cost_kernel.h"
 #include "diag.h"
-#include "kernel_ir.h"
 #include "partition.h"
 
 void cost_options_default(CostOptions *opt) {
     opt->elem_bytes = 4;
     opt->devices_per_node = 0;
     opt->record_events = 0;
+    opt->no_fuse = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -82,90 +83,8 @@ double cost_vector_us(const Profile *p, double flops, double bytes) {
     return p->kernel_overhead_us + (t_flops > t_bytes ? t_flops : t_bytes);
 }
 
-/* ------------------------------------------------------------------ */
-/* The kernel of a phase                                               */
-
-/* Arithmetic operations per point of an expression. */
-static int expr_ops(const Expr *x) {
-    if (!x)
-        return 0;
-    switch (x->kind) {
-    case EXPR_BINARY:
-        return 1 + expr_ops(x->lhs) + expr_ops(x->rhs);
-    case EXPR_NEG:
-        return 1 + expr_ops(x->lhs);
-    case EXPR_CALL: {
-        if (strcmp(x->name, "size") == 0)
-            return 0;
-        int n = 1;
-        for (int i = 0; i < x->args.count; ++i)
-            n += expr_ops(x->args.items[i]);
-        return n;
-    }
-    default:
-        return 0;
-    }
-}
-
-typedef struct KernelCost {
-    double us;
-    double flops;
-} KernelCost;
-
-/* The cost of one KERNEL action of the phase (tile shapes are the same
- * at every device and step), priced from the kernel IR the emitter
- * prints (kernel_ir.h): each GEMM node at the GEMM rate and efficiency
- * of its shape, each loop node as a vector kernel over its loops (one
- * flop per operator and intrinsic per point, plus the accumulation),
- * reading the tiles its terms name and writing the output. With no
- * profile (p NULL), the flops only. */
-static KernelCost kernel_cost(const Schedule *s, const PhaseSched *ph, const Profile *p, int eb) {
-    KernelCost kc = {0, 0};
-    if (ph->inst < 0 || !ph->expr)
-        return kc;
-    Kernel k;
-    kernel_build(&k, s, ph, 0);
-    const double out_elems = (double)s->tensors[ph->out.tensor].tile_elems;
-    for (int i = 0; i < k.nnodes; ++i) {
-        const KernelNode *node = &k.nodes[i];
-        if (node->kind == KNODE_GEMM) {
-            const KernelGemm *g = &node->gemm;
-            double batch = 1;
-            for (int b = 0; b < g->nbatch; ++b)
-                batch *= (double)g->batch_extent[b];
-            kc.flops += 2.0 * (double)g->m * (double)g->n * (double)g->k * batch;
-            if (p)
-                kc.us += cost_gemm_us(p, (double)g->m, (double)g->n, (double)g->k, batch, eb);
-            continue;
-        }
-        const KernelLoop *l = &node->loop;
-        double points = 1;
-        for (int d = 0; d < l->nloops; ++d)
-            points *= (double)k.extent[l->loop_dim[d]];
-        int ops = 0;
-        unsigned reads = 0;
-        for (int t = 0; t < l->nterms; ++t) {
-            ops += expr_ops(l->terms[t].expr) + (t > 0);
-            reads |= kernel_expr_operands(&k, l->terms[t].expr);
-        }
-        double bytes = 2.0 * out_elems;
-        for (int o = 0; o < ph->nin; ++o) {
-            int repeat = 0;
-            for (int j = 0; j < o; ++j)
-                repeat |= ph->in[j].tensor == ph->in[o].tensor;
-            if ((reads >> o & 1u) && !repeat)
-                bytes += (double)s->tensors[ph->in[o].tensor].tile_elems;
-        }
-        double flops = points * (1 + ops);
-        kc.flops += flops;
-        if (p)
-            kc.us += cost_vector_us(p, flops, bytes * eb);
-    }
-    return kc;
-}
-
 double cost_kernel_flops(const Schedule *s, const PhaseSched *ph) {
-    return kernel_cost(s, ph, NULL, 4).flops;
+    return cost_phase_kernel(s, ph, NULL, 4).flops;
 }
 
 static long box_elems(const PrimeBox *box) {
@@ -216,8 +135,8 @@ typedef struct Sim {
     Arena *arena;
     int eb, dpn, ndev;
     Rank *ranks;
-    MsgQueue *inbox;    /* per destination rank */
-    KernelCost *kernel; /* per phase */
+    MsgQueue *inbox;  /* per destination rank */
+    CostProgram prog; /* the kernels as the program runs them */
     /* Per phase: arrivals and latest clock per group index. */
     int **coll_arrived;
     double **coll_clock;
@@ -436,7 +355,9 @@ static int step_action(Sim *sim, int r) {
         /* A new tile is zero-filled (accumulators start at zero). The
          * init and dy-in phases only place the step's inputs (weights
          * that persist, dY from the loss): free. */
-        double us = ph->inst < 0 ? 0 : mem_us(sim, (double)s->tensors[a->tensor].tile_elems * eb);
+        double us = ph->inst < 0 || sim->prog.no_alloc[rk->phase]
+                        ? 0
+                        : mem_us(sim, (double)s->tensors[a->tensor].tile_elems * eb);
         rk->clock += us;
         account(sim, r, -1, us);
         break;
@@ -476,14 +397,18 @@ static int step_action(Sim *sim, int r) {
         wait_kept(rk, a->tag);
         break;
     case PRIME_ACT_KERNEL: {
-        double us = sim->kernel[rk->phase].us;
+        double us = sim->prog.kernel_us[rk->phase];
+        /* A fused group's first phase: one call runs every member. */
+        for (int i = 0; i < rk->pc && sim->prog.kernel_once[rk->phase] && us > 0; ++i)
+            if (ph->actions[r][i].op == PRIME_ACT_KERNEL)
+                us = 0;
         rk->clock += us;
         account(sim, r, -1, us);
         break;
     }
     case PRIME_ACT_ADD: {
         double n = (double)s->tensors[a->tensor].tile_elems;
-        double us = cost_vector_us(sim->p, n, 3 * n * eb);
+        double us = sim->prog.no_add[rk->phase] ? 0 : cost_vector_us(sim->p, n, 3 * n * eb);
         rk->clock += us;
         account(sim, r, -1, us);
         break;
@@ -603,6 +528,27 @@ static int phase_steps(const PhaseSched *ph, int r) {
     return n;
 }
 
+/* Each phase's FLOPs: its kernel's per KERNEL action it runs; in a fused
+ * group's rewritten first phase, the j-th KERNEL action of a rank is
+ * member j's, counted in member j's phase. */
+static void count_flops(const Schedule *s, const CostProgram *prog, CostReport *out) {
+    for (int q = 0; q < s->phases.count; ++q) {
+        const PhaseSched *ph = s->phases.items[q];
+        const FuseGroup *g =
+            prog->kernel_once[q] ? &prog->fusion->groups[prog->fusion->group_of[q]] : NULL;
+        for (int r = 0; r < s->model->mesh.ndev; ++r) {
+            int j = 0;
+            for (int i = 0; i < ph->nactions[r]; ++i) {
+                if (ph->actions[r][i].op != PRIME_ACT_KERNEL)
+                    continue;
+                int m = g && j < g->nmembers ? g->phase[j] : q;
+                out->phases[m].flops += prog->own_flops[m];
+                j++;
+            }
+        }
+    }
+}
+
 void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, Arena *arena,
                    CostReport *out) {
     CostOptions def;
@@ -632,7 +578,7 @@ void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, 
     sim.r = out;
     sim.ranks = ARENA_ARRAY(arena, Rank, ndev);
     sim.inbox = ARENA_ARRAY(arena, MsgQueue, ndev);
-    sim.kernel = ARENA_ARRAY(arena, KernelCost, np);
+    cost_program(s, p, sim.eb, !opt->no_fuse, arena, &sim.prog);
     sim.coll_arrived = ARENA_ARRAY(arena, int *, np);
     sim.coll_clock = ARENA_ARRAY(arena, double *, np);
     sim.end = rank_table(arena, np, ndev);
@@ -662,14 +608,10 @@ void cost_schedule(const Schedule *s, const Profile *p, const CostOptions *opt, 
         sim.step_start[q] = rank_table(arena, pc->nsteps, ndev);
         sim.step_compute[q] = rank_table(arena, pc->nsteps, ndev);
         sim.step_comm[q] = rank_table(arena, pc->nsteps, ndev);
-        sim.kernel[q] = kernel_cost(s, ph, p, sim.eb);
         sim.coll_arrived[q] = ARENA_ARRAY(arena, int, ph->groups.count + 1);
         sim.coll_clock[q] = ARENA_ARRAY(arena, double, ph->groups.count + 1);
-        for (int r = 0; r < ndev; ++r)
-            for (int i = 0; i < ph->nactions[r]; ++i)
-                if (ph->actions[r][i].op == PRIME_ACT_KERNEL)
-                    pc->flops += sim.kernel[q].flops;
     }
+    count_flops(s, &sim.prog, out);
     for (int r = 0; r < ndev; ++r)
         sim.ranks[r].step = -1;
     sim.record = opt->record_events;

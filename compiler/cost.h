@@ -14,7 +14,10 @@
  *             one flop per operator and intrinsic per point (plus the
  *             accumulation) at the vector rate. Adds, box copies and
  *             the zero fill of every newly allocated tile are
- *             memory-bound.
+ *             memory-bound. A group of phases the kernels pass fuses
+ *             (kernel_fuse.h) is one kernel: one launch, its members'
+ *             flops, the tiles it reads from outside once and the
+ *             outputs it stores once (cost_kernel.h).
  *   shifts    a send is posted at the device's clock and arrives
  *             alpha + bytes / beta later, alpha and beta of the link
  *             class of its two ranks (intra-node when rank / devices per
@@ -46,9 +49,13 @@ typedef struct CostOptions {
     int elem_bytes;       /* bytes per element: 4 (the fp32 programs primec emits), 2 (fp16/bf16) */
     int devices_per_node; /* 0: the profile's */
     int record_events;    /* fill CostReport.events (for timelines) */
+    /* Price every phase's kernel alone (what a --no-fuse build runs);
+     * by default a schedule is priced with the kernels pass's fusion
+     * (cost_kernel.h), as the built program runs it. */
+    int no_fuse;
 } CostOptions;
 
-/* elem_bytes 4, the profile's devices per node. */
+/* elem_bytes 4, the profile's devices per node, fused. */
 void cost_options_default(CostOptions *opt);
 
 typedef struct StepCost {

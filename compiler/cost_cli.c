@@ -19,10 +19,11 @@
 static void cost_usage(FILE *out) {
     fprintf(out,
             "usage: primec cost FILE [--model NAME] [--profile NAME|PATH] [--elem-bytes N]\n"
-            "                  [--devices-per-node N] [--json]\n"
+            "                  [--devices-per-node N] [--no-fuse] [--json]\n"
             "                  [--layers L --stages P [--chunks V] [--replicas D]\n"
             "                   --micro-batch B --global-batch G [--vocab N] [--recompute]]\n"
-            "  predicted time per phase and step, communication, memory (default profile: v100);\n"
+            "  predicted time per phase and step, communication, memory (default profile: v100),\n"
+            "  kernels fused as the kernels pass fuses them (--no-fuse: each phase's alone);\n"
             "  with --layers, FILE's model is one layer at one sequence, and the report adds a\n"
             "  training iteration of L such layers pipelined over P stages (V chunks each) on D\n"
             "  data-parallel replicas of its mesh (docs/cost-model.md)\n");
@@ -84,6 +85,8 @@ int cost_command_main(int argc, char **argv) {
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--no-fuse") == 0) {
+            opt.no_fuse = 1;
         } else if ((strcmp(a, "--model") == 0 || strcmp(a, "--profile") == 0 ||
                     strcmp(a, "--elem-bytes") == 0 || strcmp(a, "--devices-per-node") == 0) &&
                    i + 1 < argc) {

@@ -259,7 +259,8 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
     printer_printf(p, "static const PrimePhaseForm phase%d_form = {&mesh, %d, ", index, f->nforms);
     printer_printf(p, f->nforms ? "phase%d_forms, " : "NULL, ", index);
     printer_printf(p, pf->noffset_forms ? "phase%d_offset_forms, " : "NULL, ", index);
-    printer_printf(p, pf->ngroup_forms ? "phase%d_group_forms};\n" : "NULL};\n", index);
+    printer_printf(p, pf->ngroup_forms ? "phase%d_group_forms" : "NULL", index);
+    printer_printf(p, ", %d, %d, %ld};\n", f->sliced, f->slice_axis, f->slice_coord);
     free(slots);
 }
 
@@ -420,8 +421,9 @@ static void emit_layout_form(Emitter *e, const char *tname, const char *what,
         printer_printf(p, "{0, 1, {0}, 0}");
     printer_printf(p,
                    "};\nstatic const PrimeLayoutForm %s_%s_form = {%d, %d, %s_%s_nslices, "
-                   "%s_%s_slot, %s_%s_coord};\n",
+                   "%s_%s_slot, %s_%s_coord",
                    tname, what, f->count, f->ndims, tname, what, tname, what, tname, what);
+    printer_printf(p, ", %d, %d, %ld};\n", f->sliced, f->slice_axis, f->slice_coord);
 }
 
 static void emit_layout(Emitter *e, const char *tname, const char *what, const Layout *l,

@@ -45,11 +45,21 @@ static int fit_affine(const Fit *f, const long *v, long modulus, PrimeAffine *ou
     return 1;
 }
 
+/* The mesh's rank of the Fit's rank r. */
+static int fit_rank(const Fit *f, int r) {
+    return f->rank_of ? f->rank_of[r] : r;
+}
+
+/* The delta from the origin to the rank at c, along every axis. */
+static void delta_from_origin(const Fit *f, const long *c, int *delta) {
+    for (int a = 0; a < f->mesh->naxes; ++a)
+        delta[a] = (int)((c[a] - f->coords0[a] + f->mesh->size[a]) % f->mesh->size[a]);
+}
+
 static int shift_fits(const Fit *f, const int *peer, int *delta) {
     long pc[PRIME_MAX_AXES], c[PRIME_MAX_AXES];
     prime_mesh_coords(f->mesh, peer[0], pc);
-    for (int a = 0; a < f->mesh->naxes; ++a)
-        delta[a] = (int)pc[a];
+    delta_from_origin(f, pc, delta);
     for (int r = 0; r < f->ndev; ++r) {
         const long *rc = f->coords + (long)r * f->mesh->naxes;
         for (int a = 0; a < f->mesh->naxes; ++a)
@@ -117,9 +127,11 @@ static int is_collective(int op) {
     return op == PRIME_ACT_ALLREDUCE || op == PRIME_ACT_REDUCE_SCATTER || op == PRIME_ACT_ALLGATHER;
 }
 
+/* A table over the mesh's ranks (0 on those outside a slice). */
 static int *rank_table(const Fit *f, const int *v) {
-    int *t = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
-    memcpy(t, v, sizeof(int) * (size_t)f->ndev);
+    int *t = ARENA_ARRAY(f->arena, int, f->mesh_ndev);
+    for (int r = 0; r < f->ndev; ++r)
+        t[fit_rank(f, r)] = v[r];
     return t;
 }
 
@@ -192,14 +204,15 @@ static int fit_group(const Fit *f, const PhaseSched *ph, PhaseForm *pf, int i, i
         if (c0->gsize % sub)
             continue;
         for (int p = 0; !ok && p < c0->gsize; ++p) {
-            if (c0->group[p] == 0)
+            if (c0->group[p] == fit_rank(f, 0))
                 continue;
             memset(&g, 0, sizeof g);
             g.count = c0->gsize / sub;
             g.axes = along < 0 ? 0 : 1u << along;
             prime_mesh_coords(f->mesh, c0->group[p], c);
-            for (int a = 0; a < f->mesh->naxes; ++a)
-                g.step[a] = a == along ? 0 : (int)c[a];
+            delta_from_origin(f, c, g.step);
+            if (along >= 0)
+                g.step[along] = 0;
             ok = group_matches(f, ph, i, &g, members);
         }
     }
@@ -238,7 +251,7 @@ static const char *prove_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf
     phase.offsets = pf->uses_offsets ? (const long(*)[8])ph->offsets : NULL;
     for (int r = 0; r < f->ndev; ++r) {
         PrimeRankPhase v;
-        if (prime_rank_phase(&phase, r, &v) != PRIME_OK)
+        if (prime_rank_phase(&phase, fit_rank(f, r), &v) != PRIME_OK)
             return "out of memory while proving the form";
         int ok = v.nactions == ph->nactions[r];
         for (int i = 0; ok && i < v.nactions; ++i)
@@ -257,11 +270,13 @@ static const char *const different_sequences = "ranks run different action seque
  * other rank (fit_phase). */
 enum { DIFFER_SHAPE = 1, DIFFER_PEER = 2, DIFFER_ARG = 4 };
 
+static const char *fit_slice(const Fit *f, const PhaseSched *ph, PhaseForm *pf);
+
 static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) {
     int n = ph->nactions[0];
     for (int r = 1; r < f->ndev; ++r)
         if (ph->nactions[r] != n)
-            return "ranks run different numbers of actions";
+            return f->rank_of ? "ranks run different numbers of actions" : fit_slice(f, ph, pf);
     /* One pass over every rank's list in order (the lists are long and
      * apart: a pass per action across the ranks would miss the cache at
      * every rank): which actions differ from rank 0's in their slots,
@@ -291,7 +306,7 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
     PrimeGroupForm *gforms = ARENA_ARRAY_UNINIT(f->arena, PrimeGroupForm, ncollectives + 1);
     long *scratch = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
     int *ivals = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
-    int *members = ARENA_ARRAY_UNINIT(f->arena, int, f->ndev);
+    int *members = ARENA_ARRAY_UNINIT(f->arena, int, f->mesh_ndev);
     int kernels_affine = 1, groups_fit = 1;
     int *fitted = ARENA_ARRAY(f->arena, int, n + 1); /* per action: its offset or group form */
     /* Kernels and collectives are all in form or all tables, so that a
@@ -359,13 +374,161 @@ static const char *fit_phase(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
     return prove_phase(f, ph, pf);
 }
 
+/* The ranks of one slice of the mesh, those whose coordinate along one
+ * axis has one value (a pipeline stage's), when they are exactly the
+ * ranks r with count[r] != 0: *sub is f restricted to them (numbered
+ * among the slice's, the slice's first rank the origin) and *axis,
+ * *coord say which slice. 0 when the ranks with a count are no slice. */
+static int slice_of(const Fit *f, const int *count, Fit *sub, int *axis, long *coord) {
+    const PrimeMesh *mesh = f->mesh;
+    int naxes = mesh->naxes, first = 0;
+    if (f->rank_of)
+        return 0;
+    while (first < f->ndev && count[first] == 0)
+        ++first;
+    if (first == f->ndev)
+        return 0;
+    const long *c0 = f->coords + (long)first * naxes;
+    *axis = -1;
+    for (int a = 0; a < naxes && *axis < 0; ++a) {
+        if (mesh->size[a] < 2)
+            continue;
+        int ok = 1;
+        for (int r = 0; r < f->ndev && ok; ++r)
+            ok = (count[r] != 0) == (f->coords[(long)r * naxes + a] == c0[a]);
+        if (ok)
+            *axis = a;
+    }
+    if (*axis < 0)
+        return 0;
+    *coord = c0[*axis];
+    int nsub = (int)(f->ndev / mesh->size[*axis]);
+    int *rank_of = ARENA_ARRAY_UNINIT(f->arena, int, nsub + 1);
+    long *coords = ARENA_ARRAY_UNINIT(f->arena, long, (long)nsub *naxes + 1);
+    int k = 0;
+    for (int r = 0; r < f->ndev; ++r) {
+        if (f->coords[(long)r * naxes + *axis] != *coord)
+            continue;
+        rank_of[k] = r;
+        memcpy(coords + (long)k * naxes, f->coords + (long)r * naxes, sizeof(long) * (size_t)naxes);
+        ++k;
+    }
+    *sub = *f;
+    sub->ndev = nsub;
+    sub->coords = coords;
+    sub->rank_of = rank_of;
+    memcpy(sub->coords0, c0, sizeof(long) * (size_t)naxes);
+    for (int a = 0; a < naxes; ++a) {
+        long c[PRIME_MAX_AXES];
+        memcpy(c, c0, sizeof(long) * (size_t)naxes);
+        c[a] = (c[a] + 1) % mesh->size[a];
+        sub->unit[a] = -1;
+        for (int q = 0; a != *axis && mesh->size[a] > 1 && q < nsub; ++q)
+            if (memcmp(coords + (long)q * naxes, c, sizeof(long) * (size_t)naxes) == 0)
+                sub->unit[a] = q;
+    }
+    return 1;
+}
+
+/* A phase that only the ranks of one slice of the mesh run (slice_of),
+ * the others running nothing: fitted on the slice's ranks alone, and its
+ * form says which ranks run it (PrimePhaseForm.sliced). The proof covers
+ * the ranks outside the slice too: their expansion must be empty. */
+static const char *fit_slice(const Fit *f, const PhaseSched *ph, PhaseForm *pf) {
+    static const char *const differ = "ranks run different numbers of actions";
+    Fit sf;
+    int axis;
+    long coord;
+    if (!slice_of(f, ph->nactions, &sf, &axis, &coord))
+        return differ;
+    PhaseSched sub = *ph;
+    sub.nactions = ARENA_ARRAY_UNINIT(f->arena, int, sf.ndev + 1);
+    sub.actions = ARENA_ARRAY_UNINIT(f->arena, PrimeAction *, sf.ndev + 1);
+    for (int k = 0; k < sf.ndev; ++k) {
+        sub.nactions[k] = ph->nactions[sf.rank_of[k]];
+        sub.actions[k] = ph->actions[sf.rank_of[k]];
+    }
+    pf->form.sliced = 1;
+    pf->form.slice_axis = axis;
+    pf->form.slice_coord = coord;
+    const char *why = fit_phase(&sf, &sub, pf);
+    if (why) {
+        pf->form.sliced = 0;
+        return why;
+    }
+    /* The ranks outside the slice: nothing. */
+    PrimePhase phase;
+    memset(&phase, 0, sizeof phase);
+    phase.name = "proof";
+    phase.form = &pf->form;
+    for (int r = 0; r < f->ndev; ++r) {
+        if (ph->nactions[r] != 0)
+            continue;
+        PrimeRankPhase v;
+        if (prime_rank_phase(&phase, r, &v) != PRIME_OK)
+            return "out of memory while proving the form";
+        int empty = v.nactions == 0;
+        prime_rank_phase_release(&v);
+        if (!empty)
+            return "the expanded form differs from the per-rank schedule";
+    }
+    return NULL;
+}
+
 /* A layout in form: the same slots on every rank, each holding a tile
  * whose slice indices are affine in the coordinates. */
+static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Layout *l);
+
+/* A layout that only the ranks of one slice of the mesh hold tiles of
+ * (slice_of; a pipeline stage's weights): fitted on those ranks, and its
+ * form says which they are (PrimeLayoutForm.sliced). */
+static PrimeLayoutForm *fit_sliced_layout(const Fit *f, const SchedTensor *t, const Layout *l) {
+    Fit sf;
+    int axis;
+    long coord;
+    if (!slice_of(f, l->count, &sf, &axis, &coord))
+        return NULL;
+    Layout sub = *l;
+    sub.ndev = sf.ndev;
+    sub.count = ARENA_ARRAY_UNINIT(f->arena, int, sf.ndev + 1);
+    sub.tiles = ARENA_ARRAY_UNINIT(f->arena, long *, sf.ndev + 1);
+    sub.slots = ARENA_ARRAY_UNINIT(f->arena, int *, sf.ndev + 1);
+    sub.cap = NULL;
+    for (int k = 0; k < sf.ndev; ++k) {
+        sub.count[k] = l->count[sf.rank_of[k]];
+        sub.tiles[k] = l->tiles[sf.rank_of[k]];
+        sub.slots[k] = l->slots[sf.rank_of[k]];
+    }
+    PrimeLayoutForm *lf = fit_layout(&sf, t, &sub);
+    if (!lf)
+        return NULL;
+    lf->sliced = 1;
+    lf->slice_axis = axis;
+    lf->slice_coord = coord;
+    /* The proof of the slice's ranks ran in fit_layout before the form
+     * was sliced: run it again on every rank of the mesh. */
+    for (int r = 0; r < f->ndev; ++r) {
+        int n = prime_layout_form_count(lf, f->mesh, r);
+        if (n != l->count[r])
+            return NULL;
+        for (int i = 0; i < n; ++i) {
+            long id;
+            int sl, found = 0;
+            prime_layout_form_tile(lf, f->mesh, r, i, &id, &sl);
+            for (int k = 0; k < n && !found; ++k)
+                found = l->tiles[r][k] == id && l->slots[r][k] == sl;
+            if (!found)
+                return NULL;
+        }
+    }
+    return lf;
+}
+
 static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Layout *l) {
     int n = l->count[0];
     for (int r = 1; r < f->ndev; ++r)
         if (l->count[r] != n)
-            return NULL;
+            return fit_sliced_layout(f, t, l);
     int *slot = ARENA_ARRAY(f->arena, int, n + 1);
     PrimeAffine *coord = ARENA_ARRAY(f->arena, PrimeAffine, (size_t)n * (size_t)t->ndims + 1);
     long *v = ARENA_ARRAY_UNINIT(f->arena, long, f->ndev);
@@ -398,7 +561,7 @@ static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Lay
         for (int i = 0; i < n; ++i) {
             long id;
             int sl;
-            prime_layout_form_tile(lf, f->mesh, r, i, &id, &sl);
+            prime_layout_form_tile(lf, f->mesh, fit_rank(f, r), i, &id, &sl);
             int found = 0;
             for (int k = 0; k < n && !found; ++k)
                 found = l->tiles[r][k] == id && l->slots[r][k] == sl;
@@ -558,7 +721,12 @@ ScheduleForm *form_build(Arena *arena, const Schedule *s) {
     for (int a = 0; a < m->naxes; ++a)
         sf->mesh.size[a] = m->sizes[a];
     FitScratch scratch = {NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0};
-    Fit f = {.arena = arena, .scratch = &scratch, .s = s, .mesh = &sf->mesh, .ndev = m->ndev};
+    Fit f = {.arena = arena,
+             .scratch = &scratch,
+             .s = s,
+             .mesh = &sf->mesh,
+             .ndev = m->ndev,
+             .mesh_ndev = m->ndev};
     long *coords = ARENA_ARRAY_UNINIT(arena, long, (long)m->ndev * m->naxes + 1);
     for (int r = 0; r < m->ndev; ++r)
         prime_mesh_coords(&sf->mesh, r, coords + (long)r * m->naxes);

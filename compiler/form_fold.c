@@ -281,7 +281,9 @@ static int phase_shifted(const Schedule *s, const ScheduleForm *sf, const int *k
     const PhaseForm *fa = &sf->phases[ka], *fb = &sf->phases[kb];
     const PhaseSched *pa = s->phases.items[ka], *pb = s->phases.items[kb];
     if (fa->fallback || fb->fallback || fa->uses_offsets || fb->uses_offsets ||
-        fa->ntables != fb->ntables)
+        fa->ntables != fb->ntables || fa->form.sliced != fb->form.sliced ||
+        (fa->form.sliced && (fa->form.slice_axis != fb->form.slice_axis ||
+                             fa->form.slice_coord != fb->form.slice_coord)))
         return 0;
     int ndev = s->model->mesh.ndev;
     if (pa->kind != pb->kind || kernel[ka] != kernel[kb] || reference[ka] != reference[kb] ||
@@ -424,7 +426,8 @@ PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm 
 static int same_layout_form(const PrimeLayoutForm *a, const PrimeLayoutForm *b) {
     if (!a || !b)
         return a == b;
-    if (a->count != b->count || a->ndims != b->ndims)
+    if (a->count != b->count || a->ndims != b->ndims || a->sliced != b->sliced ||
+        (a->sliced && (a->slice_axis != b->slice_axis || a->slice_coord != b->slice_coord)))
         return 0;
     if (memcmp(a->nslices, b->nslices, sizeof(long) * (size_t)a->ndims) != 0 ||
         memcmp(a->slot, b->slot, sizeof(int) * (size_t)a->count) != 0)

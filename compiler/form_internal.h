@@ -38,6 +38,12 @@ typedef struct Fit {
     long coords0[PRIME_MAX_AXES];
     const long *coords;       /* rank r's coordinates at coords + r * mesh->naxes */
     int unit[PRIME_MAX_AXES]; /* the rank one step along axis a from the origin; -1 if size 1 */
+    /* Fitting the ranks of one slice of the mesh (a pipeline stage's,
+     * form.c's fit_slice): ranks are numbered among the slice's, rank r
+     * being the mesh's rank_of[r]; the origin is the slice's first rank
+     * (at coords0) and unit[slice axis] is -1. NULL: the whole mesh. */
+    const int *rank_of;
+    int mesh_ndev; /* the mesh's ranks */
 } Fit;
 
 /* Folds runs of steps that repeat with fields in progression into step

@@ -27,8 +27,11 @@ int train_evaluate(const TrainOptions *o, const TrainLayer *layer, const int *ch
     l.seq_tokens = layer->seq_tokens;
     l.hidden = layer->hidden;
     l.elem_bytes = o->elem_bytes;
-    l.fwd_us = s->fwd_time * 1e6;
-    l.bwd_us = (s->time - s->fwd_time) * 1e6;
+    double fused_fwd = 0, fused_bwd = 0;
+    if (o->fusion)
+        o->fusion(layer, choice, o->fusion_ctx, &fused_fwd, &fused_bwd);
+    l.fwd_us = (s->fwd_time - fused_fwd) * 1e6;
+    l.bwd_us = (s->time - s->fwd_time - fused_bwd) * 1e6;
     l.params = (double)s->weight_elems;
     PipelineShape sh = {stages,          1,        replicas,  o->layers,          b,
                         o->global_batch, o->vocab, recompute, o->shard_optimizer, o->uneven_stages};

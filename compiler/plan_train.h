@@ -36,6 +36,8 @@
 
 enum { TRAIN_RECOMPUTE_OFF, TRAIN_RECOMPUTE_ON, TRAIN_RECOMPUTE_AUTO };
 
+struct TrainLayer;
+
 typedef struct TrainOptions {
     long devices;      /* N */
     long layers;       /* L */
@@ -49,6 +51,13 @@ typedef struct TrainOptions {
     int uneven_stages;         /* stages need not divide L (PipelineShape.uneven) */
     int devices_per_node;
     const Profile *profile;
+    /* The time that kernels fused across instances (cost_kernel.h) save
+     * on one micro-batch of layer plan `choice`, which the candidates,
+     * priced instance by instance, cannot see: *fwd_s in the forward,
+     * *bwd_s in the rest, seconds. NULL: none. */
+    void (*fusion)(const struct TrainLayer *layer, const int *choice, void *ctx, double *fwd_s,
+                   double *bwd_s);
+    void *fusion_ctx;
 } TrainOptions;
 
 /* One tensor plan of the layer: on one mesh, at one micro-batch size. */

@@ -9,9 +9,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "cost.h"
 #include "json_out.h"
+#include "phases.h"
 #include "plan_train.h"
 #include "plan_write.h"
+#include "schedule.h"
 
 static double now_ms(clockid_t clock) {
     struct timespec ts;
@@ -53,6 +56,97 @@ static int meshes_for(const PlanTrainArgs *a, long n, int batched, Mesh *out, in
         }
     }
     return k;
+}
+
+/* Fusion across instances (TrainOptions.fusion): per layer plan and
+ * choice, the time fused kernels save, found once. */
+typedef struct FusionSaved {
+    const TrainLayer *layer;
+    int *choice;
+    double fwd_s, bwd_s;
+} FusionSaved;
+
+typedef struct FusionCtx {
+    Compilation *c;
+    const Model *m; /* the layer at one sequence */
+    const CostCtx *cost;
+    Arena *arena; /* the entries */
+    FusionSaved *saved;
+    int count, cap;
+} FusionCtx;
+
+/* The layer at one sequence (m's shapes) with the partitions of `choice`
+ * bound as its candidates bind them, on the plan's mesh. */
+static Model *layer_program(Arena *arena, const Model *m, const Plan *plan, const int *choice) {
+    Model *pm = ARENA_NEW(arena, Model);
+    *pm = *m;
+    pm->mesh = plan->mesh;
+    pm->strict = 0;
+    pm->instances = ARENA_ARRAY(arena, Instance, m->ninstances + 1);
+    for (int i = 0; i < m->ninstances; ++i) {
+        const PlanCandidate *pc = plan->cands[i].items[choice[i]];
+        Instance *inst = &pm->instances[i];
+        *inst = m->instances[i];
+        inst->partition = pc->partition;
+        memcpy(inst->axis_map, pc->inst.axis_map, sizeof inst->axis_map);
+        inst->nsize_params = pc->inst.nsize_params;
+        memcpy(inst->size_param_names, pc->inst.size_param_names, sizeof inst->size_param_names);
+        memcpy(inst->size_param_values, pc->inst.size_param_values, sizeof inst->size_param_values);
+        inst->steps = pc->inst.steps;
+    }
+    return pm;
+}
+
+/* The layer plan scheduled as one program at one sequence, priced with
+ * its kernels fused and each alone: the difference, forward and the rest,
+ * times the micro-batch's b sequences (as cost_pipeline composes the
+ * layer). 0 when the program does not schedule. */
+static void layer_fusion(const TrainLayer *layer, const int *choice, void *ctx, double *fwd_s,
+                         double *bwd_s) {
+    FusionCtx *f = ctx;
+    const size_t bytes = sizeof(int) * (size_t)layer->plan->ninst;
+    for (int k = 0; k < f->count; ++k) {
+        if (f->saved[k].layer == layer && !memcmp(f->saved[k].choice, choice, bytes)) {
+            *fwd_s = f->saved[k].fwd_s;
+            *bwd_s = f->saved[k].bwd_s;
+            return;
+        }
+    }
+    *fwd_s = *bwd_s = 0;
+    Arena *a = arena_create();
+    DiagSink mute;
+    diag_init(&mute, &f->c->sources, a, NULL);
+    Schedule *s = schedule_build(a, &mute, layer_program(a, f->m, layer->plan, choice));
+    if (s) {
+        CostOptions opt = f->cost->opt;
+        CostReport fused, alone;
+        opt.no_fuse = 0;
+        cost_schedule(s, f->cost->profile, &opt, a, &fused);
+        opt.no_fuse = 1;
+        cost_schedule(s, f->cost->profile, &opt, a, &alone);
+        const double b = (double)layer->micro_batch;
+        for (int q = 0; q < fused.nphases; ++q) {
+            const PhaseSched *ph = fused.phases[q].phase;
+            if (ph->inst < 0)
+                continue;
+            double saved = (alone.phases[q].time_us - fused.phases[q].time_us) * 1e-6 * b;
+            *(ph->kind == PHASE_FWD ? fwd_s : bwd_s) += saved;
+        }
+    }
+    arena_destroy(a);
+    if (f->count == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 16;
+        FusionSaved *grown = ARENA_ARRAY(f->arena, FusionSaved, f->cap);
+        if (f->count)
+            memcpy(grown, f->saved, sizeof *grown * (size_t)f->count);
+        f->saved = grown;
+    }
+    FusionSaved *e = &f->saved[f->count++];
+    e->layer = layer;
+    e->choice = ARENA_ARRAY(f->arena, int, layer->plan->ninst + 1);
+    memcpy(e->choice, choice, bytes);
+    e->fwd_s = *fwd_s;
+    e->bwd_s = *bwd_s;
 }
 
 typedef struct Search {
@@ -183,7 +277,10 @@ static json_t *plan_json(const Search *s, const Model *m, Arena *arena) {
     return o;
 }
 
-static void print_plan(const char *title, const Search *s, const Model *m, Arena *arena) {
+/* The best plan of s; the search counts of `searched` (s, or the search
+ * whose plan s's replaced). */
+static void print_plan(const char *title, const Search *s, const Search *searched, const Model *m,
+                       Arena *arena) {
     const TrainPlan *p = &s->best;
     Plan *plan = s->layers[p->layer].plan;
     memcpy(plan->choice, p->choice, sizeof(int) * (size_t)plan->ninst);
@@ -214,7 +311,8 @@ static void print_plan(const char *title, const Search *s, const Model *m, Arena
         printf("    %-14s %s\n", m->instances[i].name, plan_use_text(arena, plan, i));
     printf("  searched %d layer plans (%ld candidates), %ld shapes in %.1f ms (%.1f ms of "
            "processor time)\n",
-           s->nlayers, s->candidates, s->shapes, s->ms, s->cpu_ms);
+           searched->nlayers, searched->candidates, searched->shapes, searched->ms,
+           searched->cpu_ms);
 }
 
 /* No plan within the limit: the least memory any plan needs, and its
@@ -341,10 +439,21 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
     o.devices_per_node =
         ctx->opt.devices_per_node > 0 ? ctx->opt.devices_per_node : ctx->profile->devices_per_node;
     o.profile = ctx->profile;
+    /* The candidates are priced with each kernel alone, and the layer
+     * plan's program adds what its fused kernels save (layer_fusion):
+     * fusion within an instance and across instances, counted once. */
+    const int no_fuse = ctx->opt.no_fuse;
+    FusionCtx fusion = {c, m, ctx, NULL, NULL, 0, 0};
+    if (!no_fuse) {
+        ctx->opt.no_fuse = 1;
+        o.fusion = layer_fusion;
+        o.fusion_ctx = &fusion;
+    }
     int pinned = m->ninstances > 0;
     for (int i = 0; i < m->ninstances; ++i)
         pinned &= m->instances[i].partition != NULL;
     Arena *arena = arena_create();
+    fusion.arena = arena;
     Search *s = ARENA_NEW(arena, Search), *base = ARENA_NEW(arena, Search);
     int rc = 0;
     if (!search(c, m, devices, ctx, a, &o, 0, arena, s)) {
@@ -357,13 +466,27 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
     }
     int searched_base = rc == 0 && pinned && search(c, m, devices, ctx, a, &o, 1, arena, base);
     int have_base = searched_base && base->found;
+    /* The search solves for layer plans priced instance by instance, which
+     * cannot see the kernels fused across instances (their saving is
+     * added to each plan it prices, after): when the pinned partitions run
+     * faster so, they are kept as the choice, as `primec plan` keeps them
+     * when they run faster as one program. */
+    const int keep_pinned = have_base && base->best.time_s < s->best.time_s;
+    Search *chosen = keep_pinned ? base : s;
     if (rc == 0 && a->json) {
         json_t *r = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "model", m->name, "devices",
                               (json_int_t)devices, "profile", ctx->profile->name, "layers",
                               (json_int_t)a->layers, "global_batch", (json_int_t)a->global_batch,
                               "seq_tokens", (json_int_t)x->sizes[batched_layer(x) ? 1 : 0], "vocab",
                               (json_int_t)a->vocab);
-        json_object_set_new(r, "search", plan_json(s, m, arena));
+        json_t *sj = plan_json(chosen, m, arena);
+        json_object_set_new(sj, "kept_pinned", json_boolean(keep_pinned));
+        /* What the search did, whichever plan it keeps. */
+        json_object_set_new(sj, "layer_plans", json_integer(s->nlayers));
+        json_object_set_new(sj, "shapes", json_integer(s->shapes));
+        json_object_set_new(sj, "search_ms", json_real(round(s->ms * 1e3) / 1e3));
+        json_object_set_new(sj, "search_cpu_ms", json_real(round(s->cpu_ms * 1e3) / 1e3));
+        json_object_set_new(r, "search", sj);
         json_t *pj = json_null();
         if (have_base)
             pj = plan_json(base, m, arena);
@@ -379,10 +502,13 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
                "sequences of %ld tokens\n",
                m->name, devices, ctx->profile->name, a->layers, a->global_batch,
                x->sizes[batched_layer(x) ? 1 : 0]);
-        print_plan("search", s, m, arena);
+        print_plan(keep_pinned ? "search (the pinned partitions kept: faster with the kernels "
+                                 "fused across instances)"
+                               : "search",
+                   chosen, s, m, arena);
         if (have_base) {
-            print_plan("pinned partitions", base, m, arena);
-            const TrainPlan *p = &s->best, *q = &base->best;
+            print_plan("pinned partitions", base, base, m, arena);
+            const TrainPlan *p = &chosen->best, *q = &base->best;
             printf("search vs pinned: throughput %.2fx, collective time %.2f, collective bytes "
                    "%.2f, memory %.2f\n",
                    q->time_s / p->time_s, q->coll_time_s > 0 ? p->coll_time_s / q->coll_time_s : 0,
@@ -396,9 +522,10 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
         }
     }
     if (rc == 0 && a->out_path)
-        rc = write_training_plan(c, m, a, s, arena);
+        rc = write_training_plan(c, m, a, chosen, arena);
     search_free(s);
     search_free(base);
     arena_destroy(arena);
+    ctx->opt.no_fuse = no_fuse;
     return rc;
 }

@@ -10,7 +10,9 @@
  *   alloc / free   cudaMallocAsync / cudaFreeAsync on the compute stream,
  *                  counted as prime_alloc counts;
  *   kernel         the phase's function from M.cu on the compute stream;
- *   copy_box, add  kernels on the compute stream;
+ *   copy_box, add  kernels on the compute stream (these four, and
+ *                  uploads and downloads, are prime_cuda_ops.c's, which
+ *                  the NCCL table shares);
  *   send / recv    matched here, in posting order per (source,
  *                  destination, tag), as the threads transport matches;
  *                  the pair becomes one device-to-device copy on the
@@ -44,6 +46,7 @@
 
 #include "prime_cuda_dev.h"
 #include "prime_cuda_nccl.h"
+#include "prime_cuda_ops.h"
 #include "prime_cuda_world.h"
 #include "prime_devops.h"
 #include "threads_internal.h"
@@ -89,10 +92,8 @@ typedef struct Coll {
 
 /* Per device. */
 typedef struct CudaDev {
-    PcuDev *pcu;
+    PcuOps ops; /* first: the table's state is a PcuOps */
     CudaWorld *cw;
-    const PrimePhase *last_phase; /* the last kernel's phase and its index */
-    int last_index;
     /* Tiles freed after the world aborted: another device's copy or
      * collective may still read them, so they go when the world does. */
     float **deferred;
@@ -117,25 +118,8 @@ static CudaDev *cuda_dev(PrimeDev *dev) {
     return prime_dev_ops_state(dev);
 }
 
-static PrimeStatus cuda_fail(PrimeDev *dev, const char *err) {
-    PrimeStatus st = prime_dev_fail_text(dev, PRIME_ERR_DEVICE, "%s", err);
-    prime_rt_world_abort(dev->world);
-    return st;
-}
-
 static int world_aborted(const PrimeDev *dev) {
     return atomic_load(&dev->world->be->aborted);
-}
-
-static float *cuda_alloc(PrimeDev *dev, size_t n, int combine) {
-    char err[ERR_CAP];
-    float *p = NULL;
-    if (pcu_alloc(cuda_dev(dev)->pcu, &p, n, combine == PRIME_COMBINE_MAX, err, sizeof err)) {
-        cuda_fail(dev, err);
-        return NULL;
-    }
-    prime_dev_count_alloc(dev, n);
-    return p;
 }
 
 /* Keeps p until the world goes; 0 when out of memory. */
@@ -157,86 +141,9 @@ static void cuda_free(PrimeDev *dev, float *p, size_t n) {
     if (!p)
         return;
     CudaDev *cd = cuda_dev(dev);
-    if (!(world_aborted(dev) && defer_free(cd, p)) && pcu_free(cd->pcu, p, err, sizeof err))
-        cuda_fail(dev, err);
+    if (!(world_aborted(dev) && defer_free(cd, p)) && pcu_free(cd->ops.pcu, p, err, sizeof err))
+        pcu_ops_fail(dev, err);
     prime_dev_count_free(dev, n);
-}
-
-static PrimeStatus cuda_upload(PrimeDev *dev, float *dst, const float *host, size_t n) {
-    char err[ERR_CAP];
-    if (pcu_upload(cuda_dev(dev)->pcu, dst, host, n, err, sizeof err))
-        return cuda_fail(dev, err);
-    return PRIME_OK;
-}
-
-static PrimeStatus cuda_download(PrimeDev *dev, float *host, const float *src, size_t n) {
-    char err[ERR_CAP];
-    if (pcu_download(cuda_dev(dev)->pcu, host, src, n, err, sizeof err))
-        return cuda_fail(dev, err);
-    return PRIME_OK;
-}
-
-static PrimeStatus cuda_copy_box(PrimeDev *dev, int rank, const long *extent, const float *src,
-                                 const long *src_shape, const long *src_off, float *dst,
-                                 const long *dst_shape, const long *dst_off) {
-    char err[ERR_CAP];
-    if (pcu_copy_box(cuda_dev(dev)->pcu, PCU_COMPUTE, rank, extent, src, src_shape, src_off, dst,
-                     dst_shape, dst_off, err, sizeof err))
-        return cuda_fail(dev, err);
-    return PRIME_OK;
-}
-
-/* The schedule's index of a phase of the program (the CUDA kernels are
- * numbered by it); -1 when the phase is not the program's. */
-static int phase_index(CudaDev *cd, const PrimePhase *phase) {
-    if (phase == cd->last_phase)
-        return cd->last_index;
-    const PrimeProgram *prog = cd->cw->prog;
-    for (int q = 0; q < prog->nphases; ++q)
-        if (prog->phases[q] == phase) {
-            cd->last_phase = phase;
-            cd->last_index = cd->cw->sched_index[q];
-            return cd->last_index;
-        }
-    return -1;
-}
-
-/* The phase's kernel, or its fused group's (call->fused), on the device:
- * call's index is found here. */
-static PrimeStatus cuda_launch(PrimeDev *dev, const PrimePhase *phase, PcuCall *call) {
-    CudaDev *cd = cuda_dev(dev);
-    char err[ERR_CAP];
-    call->index = phase_index(cd, phase);
-    if (call->index < 0) {
-        snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
-        return cuda_fail(dev, err);
-    }
-    if (pcu_kernel(cd->pcu, (PcuPhaseFn)cd->cw->run_phase, call, err, sizeof err))
-        return cuda_fail(dev, err);
-    return PRIME_OK;
-}
-
-static PrimeStatus cuda_kernel(PrimeDev *dev, const PrimePhase *phase, float *out,
-                               const float *const *in, const long *off) {
-    const float *const *ins[1] = {in};
-    PcuCall call = {0, 0, phase->kernels[0], NULL, &out, ins, off};
-    return cuda_launch(dev, phase, &call);
-}
-
-/* A fused group (PrimePhase.fused) as one call of its fused kernel. */
-static PrimeStatus cuda_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
-                                     const float *const *const *in, const long *off) {
-    PcuCall call = {0, 1, NULL, phase->fused, out, in, off};
-    return cuda_launch(dev, phase, &call);
-}
-
-static PrimeStatus cuda_combine(PrimeDev *dev, float *dst, const float *src, size_t n,
-                                int combine) {
-    char err[ERR_CAP];
-    if (pcu_combine(cuda_dev(dev)->pcu, PCU_COMPUTE, dst, src, n, combine == PRIME_COMBINE_MAX, err,
-                    sizeof err))
-        return cuda_fail(dev, err);
-    return PRIME_OK;
 }
 
 /* Waits on the world's condition variable (its mutex held) until woken,
@@ -280,7 +187,7 @@ static void post_match(CudaWorld *cw, Post *p) {
     Post *q = *link;
     *link = q->next;
     Post *s = p->send ? p : q, *r = p->send ? q : p;
-    PcuDev *rd = cw->devs[r->dst].pcu;
+    PcuDev *rd = cw->devs[r->dst].ops.pcu;
     if (s->n != r->n)
         snprintf(s->err, sizeof s->err,
                  "a message of %zu floats from rank %d met a receive of %zu floats", s->n, s->src,
@@ -317,9 +224,9 @@ static PrimeStatus cuda_post(PrimeDev *dev, int send, int peer, int tag, float *
     p->n = n;
     p->refs = 1;
     char err[ERR_CAP];
-    if (pcu_mark(cd->pcu, PCU_COMPUTE, &p->ready, err, sizeof err)) {
+    if (pcu_mark(cd->ops.pcu, PCU_COMPUTE, &p->ready, err, sizeof err)) {
         free(p);
-        return cuda_fail(dev, err);
+        return pcu_ops_fail(dev, err);
     }
     pthread_mutex_lock(&cd->cw->mu);
     int aborted = world_aborted(dev);
@@ -378,14 +285,14 @@ static PrimeStatus cuda_wait(PrimeDev *dev, PrimeReq *req) {
     Post *send = p->send ? p : p->partner;
     char err[ERR_CAP];
     snprintf(err, sizeof err, "%s", send->err);
-    int failed = !send->done || pcu_after(cd->pcu, PCU_COMPUTE, send->done, err, sizeof err);
+    int failed = !send->done || pcu_after(cd->ops.pcu, PCU_COMPUTE, send->done, err, sizeof err);
     if (!p->send)
         post_release(send);
     post_release(p);
     pthread_mutex_unlock(&cw->mu);
     req->impl = NULL;
     if (failed)
-        return cuda_fail(dev, err);
+        return pcu_ops_fail(dev, err);
     return PRIME_OK;
 }
 
@@ -462,7 +369,7 @@ static PrimeStatus coll_meet(PrimeDev *dev, CudaWorld *cw, const Coll *c, const 
  * back where the collective puts it. */
 static int coll_reduce(CudaDev *cd, Coll *c, int pos, float *scratch, char *err, size_t cap) {
     size_t lo = prime_chunk_lo(c->n, c->gsize, pos), len = prime_chunk_len(c->n, c->gsize, pos);
-    PcuDev *d = cd->pcu;
+    PcuDev *d = cd->ops.pcu;
     int max = c->combine == PRIME_COMBINE_MAX;
     for (int q = 0; q < c->gsize; ++q)
         if (pcu_after(d, PCU_COMM, c->ready[q], err, cap))
@@ -507,13 +414,13 @@ static PrimeStatus cuda_collective(PrimeDev *dev, int which, int combine, const 
     char err[ERR_CAP] = "";
     /* The ring's scratch, counted as the ring counts it. */
     size_t nscratch = which == PRIME_COLL_ALLGATHER ? 0 : prime_collective_scratch(n, gsize);
-    float *scratch = nscratch ? cuda_alloc(dev, nscratch, PRIME_COMBINE_SUM) : NULL;
+    float *scratch = nscratch ? pcu_ops_alloc(dev, nscratch, PRIME_COMBINE_SUM) : NULL;
     if (nscratch && !scratch)
         return prime_dev_status(dev);
     PcuEvent *ready = NULL;
-    if (pcu_mark(cd->pcu, PCU_COMPUTE, &ready, err, sizeof err)) {
+    if (pcu_mark(cd->ops.pcu, PCU_COMPUTE, &ready, err, sizeof err)) {
         cuda_free(dev, scratch, nscratch);
-        return cuda_fail(dev, err);
+        return pcu_ops_fail(dev, err);
     }
     uint64_t deadline = prime_rt_deadline(dev->world->timeout_ns);
     pthread_mutex_lock(&cw->mu);
@@ -536,7 +443,7 @@ static PrimeStatus cuda_collective(PrimeDev *dev, int which, int combine, const 
         c->failed |= failed;
         c->written++;
         pthread_cond_broadcast(&cw->cv);
-        st = failed ? cuda_fail(dev, err)
+        st = failed ? pcu_ops_fail(dev, err)
                     : coll_meet(dev, cw, c, &c->written, deadline, "finished reducing");
     }
     /* Every member's part, even in a reduce-scatter: the others read this
@@ -544,8 +451,8 @@ static PrimeStatus cuda_collective(PrimeDev *dev, int which, int combine, const 
     for (int q = 0; st == PRIME_OK && q < gsize; ++q) {
         if (c->failed || !c->wrote[q])
             st = prime_rt_fail(dev, PRIME_ERR_ABORTED);
-        else if (pcu_after(cd->pcu, PCU_COMPUTE, c->wrote[q], err, sizeof err))
-            st = cuda_fail(dev, err);
+        else if (pcu_after(cd->ops.pcu, PCU_COMPUTE, c->wrote[q], err, sizeof err))
+            st = pcu_ops_fail(dev, err);
     }
     /* The last member out frees the events every member waited on. */
     if (c && st == PRIME_OK && ++c->left == gsize)
@@ -554,8 +461,8 @@ static PrimeStatus cuda_collective(PrimeDev *dev, int which, int combine, const 
     if (st == PRIME_ERR_TIMEOUT)
         prime_rt_world_abort(dev->world);
     if (st == PRIME_OK && scratch) {
-        if (pcu_free(cd->pcu, scratch, err, sizeof err))
-            st = cuda_fail(dev, err);
+        if (pcu_free(cd->ops.pcu, scratch, err, sizeof err))
+            st = pcu_ops_fail(dev, err);
         prime_dev_count_free(dev, nscratch);
     } else if (st != PRIME_OK) {
         cuda_free(dev, scratch, nscratch);
@@ -571,43 +478,28 @@ static PrimeStatus cuda_collective(PrimeDev *dev, int which, int combine, const 
 
 static PrimeStatus cuda_finish(PrimeDev *dev, uint64_t *kernel_ns, int *measured) {
     char err[ERR_CAP];
-    if (pcu_finish(cuda_dev(dev)->pcu, kernel_ns, err, sizeof err))
-        return cuda_fail(dev, err);
+    if (pcu_finish(cuda_dev(dev)->ops.pcu, kernel_ns, err, sizeof err))
+        return pcu_ops_fail(dev, err);
     *measured = 1;
     return PRIME_OK;
 }
 
 static const PrimeDevOps cuda_ops = {
     .name = "cuda",
-    .alloc = cuda_alloc,
+    .alloc = pcu_ops_alloc,
     .free = cuda_free,
-    .upload = cuda_upload,
-    .download = cuda_download,
-    .copy_box = cuda_copy_box,
-    .kernel = cuda_kernel,
-    .kernel_fused = cuda_kernel_fused,
-    .combine = cuda_combine,
+    .upload = pcu_ops_upload,
+    .download = pcu_ops_download,
+    .copy_box = pcu_ops_copy_box,
+    .kernel = pcu_ops_kernel,
+    .kernel_fused = pcu_ops_kernel_fused,
+    .combine = pcu_ops_combine,
     .isend = cuda_isend,
     .irecv = cuda_irecv,
     .wait = cuda_wait,
     .collective = cuda_collective,
     .finish = cuda_finish,
 };
-
-/* The schedule's index of every entry of prog->phases: the first copy of
- * run r's phase j is runs[r].orig + j. */
-int *prime_cuda_schedule_indices(const PrimeProgram *prog) {
-    int *index = malloc(sizeof(int) * (size_t)(prog->nphases + 1));
-    if (!index)
-        return NULL;
-    for (int q = 0; q < prog->nphases; ++q)
-        index[q] = q;
-    for (int r = 0; prog->runs && r < prog->nruns; ++r)
-        for (int j = 0; j < prog->runs[r].len; ++j)
-            if (prog->runs[r].first + j < prog->nphases)
-                index[prog->runs[r].first + j] = prog->runs[r].orig + j;
-    return index;
-}
 
 static void cuda_detach(PrimeWorld *world, void *arg) {
     CudaWorld *cw = arg;
@@ -617,9 +509,9 @@ static void cuda_detach(PrimeWorld *world, void *arg) {
         CudaDev *cd = &cw->devs[r];
         char err[ERR_CAP];
         for (size_t i = 0; i < cd->ndeferred; ++i)
-            (void)pcu_free(cd->pcu, cd->deferred[i], err, sizeof err);
+            (void)pcu_free(cd->ops.pcu, cd->deferred[i], err, sizeof err);
         free(cd->deferred);
-        pcu_close(cd->pcu);
+        pcu_close(cd->ops.pcu);
     }
     while (cw->unmatched) {
         Post *p = cw->unmatched;
@@ -668,7 +560,11 @@ static PrimeStatus cuda_attach(PrimeWorld *world, void *arg) {
         char err[ERR_CAP];
         CudaDev *cd = &cw->devs[r];
         cd->cw = cw;
-        if (pcu_open(cw->gpu, &cd->pcu, err, sizeof err)) {
+        cd->ops.prog = cw->prog;
+        cd->ops.run_phase = cw->run_phase;
+        cd->ops.sched_index = cw->sched_index;
+        cd->ops.fail_world = prime_rt_world_abort;
+        if (pcu_open(cw->gpu, &cd->ops.pcu, err, sizeof err)) {
             fprintf(stderr, "%s: rank %d on GPU %d: %s\n", name, r, cw->gpu, err);
             cuda_detach(world, cw);
             return PRIME_ERR_DEVICE;

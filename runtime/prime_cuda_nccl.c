@@ -4,9 +4,10 @@
  * its GPU (a PcuDev: a compute and a communication stream, a cuBLAS
  * handle; prime_cuda_dev.cu).
  *
- *   alloc .. combine  as in cuda-local (prime_cuda.c): stream-ordered
- *                     memory, the phase's kernel from M.cu, box copies
- *                     and combines on the compute stream;
+ *   alloc .. combine  cuda-local's (prime_cuda_ops.c): stream-ordered
+ *                     memory, the phase's kernel from M.cu (after the
+ *                     batching point, below), box copies and combines on
+ *                     the compute stream;
  *   isend / irecv     queued with an event that says the buffer is ready
  *                     on the compute stream, and counted (a send) when
  *                     posted. The queue is the batching point: at the
@@ -48,6 +49,7 @@
 #include "internal.h"
 #include "prime_cuda_dev.h"
 #include "prime_cuda_nccl_dev.h"
+#include "prime_cuda_ops.h"
 #include "prime_cuda_world.h"
 
 #include <stdio.h>
@@ -80,13 +82,9 @@ typedef struct SubComm {
 } SubComm;
 
 typedef struct NcclDev {
-    PcuDev *pcu;
-    PncComm *world_comm;
-    const PrimeProgram *prog;
-    PrimeCudaRunPhaseFn run_phase;
+    PcuOps ops; /* first: the table's state is a PcuOps */
     int *sched_index;
-    const PrimePhase *last_phase;
-    int last_index;
+    PncComm *world_comm;
     Post *queue, **tail;
     SubComm *subs;
 } NcclDev;
@@ -98,65 +96,6 @@ static NcclDev *nccl_dev(PrimeDev *dev) {
 static double timeout_s(const PrimeDev *dev) {
     uint64_t ns = dev->world->timeout_ns;
     return ns ? (double)ns * 1e-9 : 600.0;
-}
-
-static PrimeStatus nccl_fail(PrimeDev *dev, const char *err) {
-    PrimeStatus st = prime_dev_fail_text(dev, PRIME_ERR_DEVICE, "%s", err);
-    nccl_world_break(dev->world);
-    return st;
-}
-
-static float *nccl_alloc(PrimeDev *dev, size_t n, int combine) {
-    char err[ERR_CAP];
-    float *p = NULL;
-    if (pcu_alloc(nccl_dev(dev)->pcu, &p, n, combine == PRIME_COMBINE_MAX, err, sizeof err)) {
-        nccl_fail(dev, err);
-        return NULL;
-    }
-    prime_dev_count_alloc(dev, n);
-    return p;
-}
-
-static void nccl_free(PrimeDev *dev, float *p, size_t n) {
-    char err[ERR_CAP];
-    if (!p)
-        return;
-    if (pcu_free(nccl_dev(dev)->pcu, p, err, sizeof err))
-        nccl_fail(dev, err);
-    prime_dev_count_free(dev, n);
-}
-
-static PrimeStatus nccl_upload(PrimeDev *dev, float *dst, const float *host, size_t n) {
-    char err[ERR_CAP];
-    if (pcu_upload(nccl_dev(dev)->pcu, dst, host, n, err, sizeof err))
-        return nccl_fail(dev, err);
-    return PRIME_OK;
-}
-
-static PrimeStatus nccl_download(PrimeDev *dev, float *host, const float *src, size_t n) {
-    char err[ERR_CAP];
-    if (pcu_download(nccl_dev(dev)->pcu, host, src, n, err, sizeof err))
-        return nccl_fail(dev, err);
-    return PRIME_OK;
-}
-
-static PrimeStatus nccl_copy_box(PrimeDev *dev, int rank, const long *extent, const float *src,
-                                 const long *src_shape, const long *src_off, float *dst,
-                                 const long *dst_shape, const long *dst_off) {
-    char err[ERR_CAP];
-    if (pcu_copy_box(nccl_dev(dev)->pcu, PCU_COMPUTE, rank, extent, src, src_shape, src_off, dst,
-                     dst_shape, dst_off, err, sizeof err))
-        return nccl_fail(dev, err);
-    return PRIME_OK;
-}
-
-static PrimeStatus nccl_combine(PrimeDev *dev, float *dst, const float *src, size_t n,
-                                int combine) {
-    char err[ERR_CAP];
-    if (pcu_combine(nccl_dev(dev)->pcu, PCU_COMPUTE, dst, src, n, combine == PRIME_COMBINE_MAX, err,
-                    sizeof err))
-        return nccl_fail(dev, err);
-    return PRIME_OK;
 }
 
 static void batch_release(Batch *b) {
@@ -178,21 +117,21 @@ static PrimeStatus flush(PrimeDev *dev) {
         return prime_rt_fail(dev, PRIME_ERR_NOMEM);
     int failed = 0, started = 0;
     for (Post *p = nd->queue; p && !failed; p = p->next)
-        failed = pcu_after(nd->pcu, PCU_COMM, p->ready, err, sizeof err);
+        failed = pcu_after(nd->ops.pcu, PCU_COMM, p->ready, err, sizeof err);
     if (!failed)
         started = !(failed = pnc_group_start(err, sizeof err));
     for (Post *p = nd->queue; p && !failed; p = p->next)
-        failed = p->send ? pnc_send(nd->world_comm, nd->pcu, PCU_COMM, p->buf, p->n, p->peer, err,
-                                    sizeof err)
-                         : pnc_recv(nd->world_comm, nd->pcu, PCU_COMM, p->buf, p->n, p->peer, err,
-                                    sizeof err);
+        failed = p->send ? pnc_send(nd->world_comm, nd->ops.pcu, PCU_COMM, p->buf, p->n, p->peer,
+                                    err, sizeof err)
+                         : pnc_recv(nd->world_comm, nd->ops.pcu, PCU_COMM, p->buf, p->n, p->peer,
+                                    err, sizeof err);
     /* A group once started is always ended, whatever failed inside. */
     if (started && pnc_group_end(nd->world_comm, timeout_s(dev), why, sizeof why) && !failed) {
         snprintf(err, sizeof err, "%s", why);
         failed = 1;
     }
     if (!failed)
-        failed = pcu_mark(nd->pcu, PCU_COMM, &b->done, err, sizeof err);
+        failed = pcu_mark(nd->ops.pcu, PCU_COMM, &b->done, err, sizeof err);
     for (Post *p = nd->queue, *next; p; p = next) {
         next = p->next;
         p->next = NULL;
@@ -202,7 +141,7 @@ static PrimeStatus flush(PrimeDev *dev) {
     nd->queue = NULL;
     nd->tail = &nd->queue;
     if (failed)
-        return nccl_fail(dev, err);
+        return pcu_ops_fail(dev, err);
     return PRIME_OK;
 }
 
@@ -222,9 +161,9 @@ static PrimeStatus nccl_post(PrimeDev *dev, int send, int peer, float *buf, size
     p->buf = buf;
     p->n = n;
     char err[ERR_CAP];
-    if (pcu_mark(nd->pcu, PCU_COMPUTE, &p->ready, err, sizeof err)) {
+    if (pcu_mark(nd->ops.pcu, PCU_COMPUTE, &p->ready, err, sizeof err)) {
         free(p);
-        return nccl_fail(dev, err);
+        return pcu_ops_fail(dev, err);
     }
     *nd->tail = p;
     nd->tail = &p->next;
@@ -259,60 +198,13 @@ static PrimeStatus nccl_wait(PrimeDev *dev, PrimeReq *req) {
     /* A group that failed has no event: its failure is the device's. */
     if (st == PRIME_OK && (!p->batch || !p->batch->done))
         st = prime_dev_status(dev) != PRIME_OK ? prime_dev_status(dev) : PRIME_ERR_ABORTED;
-    else if (st == PRIME_OK && pcu_after(nd->pcu, PCU_COMPUTE, p->batch->done, err, sizeof err))
-        st = nccl_fail(dev, err);
+    else if (st == PRIME_OK && pcu_after(nd->ops.pcu, PCU_COMPUTE, p->batch->done, err, sizeof err))
+        st = pcu_ops_fail(dev, err);
     batch_release(p->batch);
     pcu_event_free(p->ready);
     free(p);
     req->impl = NULL;
     return st;
-}
-
-/* The phase's schedule index (the CUDA kernels' numbering), -1 when the
- * phase is not the program's. */
-static int phase_index(NcclDev *nd, const PrimePhase *phase) {
-    if (phase == nd->last_phase)
-        return nd->last_index;
-    for (int q = 0; q < nd->prog->nphases; ++q)
-        if (nd->prog->phases[q] == phase) {
-            nd->last_phase = phase;
-            nd->last_index = nd->sched_index[q];
-            return nd->last_index;
-        }
-    return -1;
-}
-
-/* The phase's kernel, or its fused group's (call->fused), on the compute
- * stream after the queued shifts, which run under it: call's index is
- * found here. */
-static PrimeStatus nccl_launch(PrimeDev *dev, const PrimePhase *phase, PcuCall *call) {
-    NcclDev *nd = nccl_dev(dev);
-    PrimeStatus st = flush(dev);
-    if (st != PRIME_OK)
-        return st;
-    char err[ERR_CAP];
-    call->index = phase_index(nd, phase);
-    if (call->index < 0) {
-        snprintf(err, sizeof err, "phase '%s' is not one of the program's", phase->name);
-        return nccl_fail(dev, err);
-    }
-    if (pcu_kernel(nd->pcu, (PcuPhaseFn)nd->run_phase, call, err, sizeof err))
-        return nccl_fail(dev, err);
-    return PRIME_OK;
-}
-
-static PrimeStatus nccl_kernel(PrimeDev *dev, const PrimePhase *phase, float *out,
-                               const float *const *in, const long *off) {
-    const float *const *ins[1] = {in};
-    PcuCall call = {0, 0, phase->kernels[0], NULL, &out, ins, off};
-    return nccl_launch(dev, phase, &call);
-}
-
-/* A fused group (PrimePhase.fused) as one call of its fused kernel. */
-static PrimeStatus nccl_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
-                                     const float *const *const *in, const long *off) {
-    PcuCall call = {0, 1, NULL, phase->fused, out, in, off};
-    return nccl_launch(dev, phase, &call);
 }
 
 /* Member 0 of a group makes an id; it reaches the other members over the
@@ -325,24 +217,24 @@ static int group_id(PrimeDev *dev, const int *group, int gsize, int pos, unsigne
     memset(host, 0, sizeof host);
     if (pos == 0 && pnc_unique_id(host, err, cap))
         return 1;
-    if (pcu_alloc(nd->pcu, &dbuf, NF, 0, err, cap))
+    if (pcu_alloc(nd->ops.pcu, &dbuf, NF, 0, err, cap))
         return 1;
-    int failed = pcu_upload(nd->pcu, dbuf, host, NF, err, cap), started = 0;
+    int failed = pcu_upload(nd->ops.pcu, dbuf, host, NF, err, cap), started = 0;
     if (!failed)
         started = !(failed = pnc_group_start(err, cap));
     for (int q = 1; !failed && q < gsize; ++q)
         if (pos == 0)
-            failed = pnc_send(nd->world_comm, nd->pcu, PCU_COMM, dbuf, NF, group[q], err, cap);
+            failed = pnc_send(nd->world_comm, nd->ops.pcu, PCU_COMM, dbuf, NF, group[q], err, cap);
     if (!failed && pos != 0)
-        failed = pnc_recv(nd->world_comm, nd->pcu, PCU_COMM, dbuf, NF, group[0], err, cap);
+        failed = pnc_recv(nd->world_comm, nd->ops.pcu, PCU_COMM, dbuf, NF, group[0], err, cap);
     char why[ERR_CAP];
     if (started && pnc_group_end(nd->world_comm, timeout_s(dev), why, sizeof why) && !failed) {
         snprintf(err, cap, "%s", why);
         failed = 1;
     }
-    failed = failed || pnc_sync(nd->world_comm, nd->pcu, timeout_s(dev), err, cap) ||
-             pcu_download(nd->pcu, host, dbuf, NF, err, cap);
-    (void)pcu_free(nd->pcu, dbuf, why, sizeof why);
+    failed = failed || pnc_sync(nd->world_comm, nd->ops.pcu, timeout_s(dev), err, cap) ||
+             pcu_download(nd->ops.pcu, host, dbuf, NF, err, cap);
+    (void)pcu_free(nd->ops.pcu, dbuf, why, sizeof why);
     memcpy(id, host, PNC_ID_BYTES);
     return failed;
 }
@@ -377,7 +269,7 @@ static PncComm *group_comm(PrimeDev *dev, const int *group, int gsize, int pos) 
                  group[0], why);
         free(s);
         free(ranks);
-        nccl_fail(dev, err);
+        pcu_ops_fail(dev, err);
         return NULL;
     }
     memcpy(ranks, group, sizeof(int) * (size_t)gsize);
@@ -395,18 +287,18 @@ static int run_collective(PrimeDev *dev, PncComm *comm, int which, int combine, 
     double t = timeout_s(dev);
     int max = combine == PRIME_COMBINE_MAX, even = n % (size_t)gsize == 0;
     if (which == PRIME_COLL_ALLREDUCE || (which == PRIME_COLL_REDUCE_SCATTER && !even))
-        return pnc_allreduce(comm, nd->pcu, PCU_COMM, buf, n, max, t, err, cap);
+        return pnc_allreduce(comm, nd->ops.pcu, PCU_COMM, buf, n, max, t, err, cap);
     if (which == PRIME_COLL_REDUCE_SCATTER)
-        return pnc_reduce_scatter(comm, nd->pcu, PCU_COMM, buf, n / (size_t)gsize, pos, max, t, err,
-                                  cap);
+        return pnc_reduce_scatter(comm, nd->ops.pcu, PCU_COMM, buf, n / (size_t)gsize, pos, max, t,
+                                  err, cap);
     if (even)
-        return pnc_allgather(comm, nd->pcu, PCU_COMM, buf, n / (size_t)gsize, pos, t, err, cap);
+        return pnc_allgather(comm, nd->ops.pcu, PCU_COMM, buf, n / (size_t)gsize, pos, t, err, cap);
     /* Uneven chunks: member c broadcasts chunk c. */
     if (pnc_group_start(err, cap))
         return 1;
     int failed = 0;
     for (int c = 0; !failed && c < gsize; ++c)
-        failed = pnc_bcast(comm, nd->pcu, PCU_COMM, buf + prime_chunk_lo(n, gsize, c),
+        failed = pnc_bcast(comm, nd->ops.pcu, PCU_COMM, buf + prime_chunk_lo(n, gsize, c),
                            prime_chunk_len(n, gsize, c), c, t, err, cap);
     char why[ERR_CAP];
     if (pnc_group_end(comm, t, why, sizeof why) && !failed) {
@@ -445,21 +337,21 @@ static PrimeStatus nccl_collective(PrimeDev *dev, int which, int combine, const 
     prime_dev_count_alloc(dev, nscratch);
     char err[ERR_CAP + 100], call[ERR_CAP];
     PcuEvent *ready = NULL, *done = NULL;
-    int failed = pcu_mark(nd->pcu, PCU_COMPUTE, &ready, err, sizeof err) ||
-                 pcu_after(nd->pcu, PCU_COMM, ready, err, sizeof err);
+    int failed = pcu_mark(nd->ops.pcu, PCU_COMPUTE, &ready, err, sizeof err) ||
+                 pcu_after(nd->ops.pcu, PCU_COMM, ready, err, sizeof err);
     if (!failed &&
         run_collective(dev, comm, which, combine, gsize, pos, buf, n, call, sizeof call)) {
         snprintf(err, sizeof err, "%s (a group of %d from rank %d, %zu floats)", call, gsize,
                  group[0], n);
         failed = 1;
     }
-    failed = failed || pcu_mark(nd->pcu, PCU_COMM, &done, err, sizeof err) ||
-             pcu_after(nd->pcu, PCU_COMPUTE, done, err, sizeof err);
+    failed = failed || pcu_mark(nd->ops.pcu, PCU_COMM, &done, err, sizeof err) ||
+             pcu_after(nd->ops.pcu, PCU_COMPUTE, done, err, sizeof err);
     pcu_event_free(ready);
     pcu_event_free(done);
     prime_dev_count_free(dev, nscratch);
     if (failed)
-        return nccl_fail(dev, err);
+        return pcu_ops_fail(dev, err);
     uint64_t bytes = which == PRIME_COLL_ALLGATHER ? prime_allgather_bytes(n, gsize, pos)
                      : which == PRIME_COLL_REDUCE_SCATTER
                          ? prime_reduce_scatter_bytes(n, gsize, pos)
@@ -476,23 +368,23 @@ static PrimeStatus nccl_finish(PrimeDev *dev, uint64_t *kernel_ns, int *measured
     char err[ERR_CAP];
     /* Polled with the deadline, so that a peer that went away aborts the
      * communicator rather than leaving the streams waiting. */
-    if (pnc_sync(nd->world_comm, nd->pcu, timeout_s(dev), err, sizeof err) ||
-        pcu_finish(nd->pcu, kernel_ns, err, sizeof err))
-        return nccl_fail(dev, err);
+    if (pnc_sync(nd->world_comm, nd->ops.pcu, timeout_s(dev), err, sizeof err) ||
+        pcu_finish(nd->ops.pcu, kernel_ns, err, sizeof err))
+        return pcu_ops_fail(dev, err);
     *measured = 1;
     return PRIME_OK;
 }
 
 static const PrimeDevOps nccl_ops = {
     .name = "cuda-nccl",
-    .alloc = nccl_alloc,
-    .free = nccl_free,
-    .upload = nccl_upload,
-    .download = nccl_download,
-    .copy_box = nccl_copy_box,
-    .kernel = nccl_kernel,
-    .kernel_fused = nccl_kernel_fused,
-    .combine = nccl_combine,
+    .alloc = pcu_ops_alloc,
+    .free = pcu_ops_free,
+    .upload = pcu_ops_upload,
+    .download = pcu_ops_download,
+    .copy_box = pcu_ops_copy_box,
+    .kernel = pcu_ops_kernel,
+    .kernel_fused = pcu_ops_kernel_fused,
+    .combine = pcu_ops_combine,
     .isend = nccl_isend,
     .irecv = nccl_irecv,
     .wait = nccl_wait,
@@ -524,7 +416,7 @@ void prime_cuda_nccl_detach(PrimeWorld *world, void *arg) {
         free(s->ranks);
         free(s);
     }
-    pcu_close(nd->pcu);
+    pcu_close(nd->ops.pcu);
     free(nd->sched_index);
     free(nd);
     cn->state = NULL;
@@ -540,12 +432,15 @@ PrimeStatus prime_cuda_nccl_attach(PrimeWorld *world, void *arg) {
         fprintf(stderr, "%s: rank %d: out of memory\n", name, me);
         return PRIME_ERR_NOMEM;
     }
-    nd->prog = cn->prog;
-    nd->run_phase = cn->run_phase;
+    nd->ops.prog = cn->prog;
+    nd->ops.run_phase = cn->run_phase;
+    nd->ops.sched_index = nd->sched_index;
+    nd->ops.fail_world = nccl_world_break;
+    nd->ops.before_kernel = flush;
     nd->world_comm = nccl_world_comm(world);
     nd->tail = &nd->queue;
     char err[ERR_CAP];
-    if (pcu_open(gpu, &nd->pcu, err, sizeof err)) {
+    if (pcu_open(gpu, &nd->ops.pcu, err, sizeof err)) {
         fprintf(stderr, "%s: rank %d on GPU %d: %s\n", name, me, gpu, err);
         free(nd->sched_index);
         free(nd);

@@ -21,7 +21,4 @@ typedef struct PrimeCudaNccl {
 PrimeStatus prime_cuda_nccl_attach(PrimeWorld *world, void *arg);
 void prime_cuda_nccl_detach(PrimeWorld *world, void *arg);
 
-/* The schedule's index of every entry of prog->phases (prime_cuda.c). */
-int *prime_cuda_schedule_indices(const PrimeProgram *prog);
-
 #endif

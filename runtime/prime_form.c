@@ -235,6 +235,12 @@ PrimeStatus prime_rank_phase(const PrimePhase *phase, int rank, PrimeRankPhase *
         v->nactions = phase->nactions[rank];
         return PRIME_OK;
     }
+    if (phase->form->sliced) {
+        long coords[PRIME_MAX_AXES];
+        prime_mesh_coords(phase->form->mesh, rank, coords);
+        if (coords[phase->form->slice_axis] != phase->form->slice_coord)
+            return PRIME_OK; /* nothing on this rank */
+    }
     PrimeStatus st = expand_form(phase, rank, v);
     if (st != PRIME_OK)
         prime_rank_phase_release(v);
@@ -250,6 +256,14 @@ void prime_rank_phase_release(PrimeRankPhase *v) {
     v->own_groups = NULL;
     v->own_ranks = NULL;
     v->own_offsets = NULL;
+}
+
+int prime_layout_form_count(const PrimeLayoutForm *f, const PrimeMesh *mesh, int rank) {
+    if (!f->sliced)
+        return f->count;
+    long coords[PRIME_MAX_AXES];
+    prime_mesh_coords(mesh, rank, coords);
+    return coords[f->slice_axis] == f->slice_coord ? f->count : 0;
 }
 
 void prime_layout_form_tile(const PrimeLayoutForm *f, const PrimeMesh *mesh, int rank, int i,

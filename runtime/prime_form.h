@@ -118,6 +118,12 @@ typedef struct PrimePhaseForm {
     const PrimeActionForm *forms;
     const PrimeOffsetForm *offset_forms;
     const PrimeGroupForm *group_forms;
+    /* When `sliced`: only the ranks whose coordinate along slice_axis is
+     * slice_coord (a pipeline stage's) run the forms; every other rank
+     * runs nothing in the phase. */
+    int sliced;
+    int slice_axis;
+    long slice_coord;
 } PrimePhaseForm;
 
 /* One rank's concrete view of a phase: what prime_sched_run executes. */
@@ -164,8 +170,16 @@ typedef struct PrimeLayoutForm {
     const long *nslices; /* per dimension: tile id = row-major over these */
     const int *slot;
     const PrimeAffine *coord;
+    /* When `sliced`: only the ranks whose coordinate along slice_axis is
+     * slice_coord (a pipeline stage's) hold the tiles; every other rank
+     * holds none. */
+    int sliced;
+    int slice_axis;
+    long slice_coord;
 } PrimeLayoutForm;
 
+/* How many tiles a layout form gives a rank. */
+int prime_layout_form_count(const PrimeLayoutForm *f, const PrimeMesh *mesh, int rank);
 /* Tile id and slot of the i-th tile of a layout form on a rank. */
 void prime_layout_form_tile(const PrimeLayoutForm *f, const PrimeMesh *mesh, int rank, int i,
                             long *tile, int *slot);

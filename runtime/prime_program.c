@@ -92,8 +92,8 @@ void prime_tile_offset(const PrimeTensorDesc *t, long id, long *off) {
 }
 
 /* How many tiles a layout gives a rank, and the i-th one. */
-int prime_layout_count(const PrimeLayout *l, int rank) {
-    return l->form ? l->form->count : l->count[rank];
+int prime_layout_count(const PrimeProgram *prog, const PrimeLayout *l, int rank) {
+    return l->form ? prime_layout_form_count(l->form, prog->mesh, rank) : l->count[rank];
 }
 
 void prime_layout_tile(const PrimeProgram *prog, const PrimeLayout *l, int rank, int i, long *tile,
@@ -141,7 +141,8 @@ static PrimeStatus fill_tiles(PrimeDev *dev, const Run *run, int tensor) {
     if (ops->upload && !host)
         return prime_dev_fail_text(dev, PRIME_ERR_NOMEM, "out of memory for a tile's upload");
     PrimeStatus status = PRIME_OK;
-    for (int i = 0; i < prime_layout_count(&t->fill_layout, rank) && status == PRIME_OK; ++i) {
+    for (int i = 0; i < prime_layout_count(run->prog, &t->fill_layout, rank) && status == PRIME_OK;
+         ++i) {
         long off[PRIME_MAX_DIMS], id;
         int s;
         prime_layout_tile(run->prog, &t->fill_layout, rank, i, &id, &s);
@@ -326,7 +327,8 @@ static PrimeStatus check_rank(PrimeDev *dev, Run *run) {
         float *host = ops->download ? malloc(sizeof(float) * (size_t)(tile_n ? tile_n : 1)) : NULL;
         if (ops->download && !host)
             return prime_dev_fail_text(dev, PRIME_ERR_NOMEM, "out of memory for a tile's download");
-        for (int i = 0; i < prime_layout_count(&t->final_layout, rank) && status == PRIME_OK; ++i) {
+        for (int i = 0; i < prime_layout_count(prog, &t->final_layout, rank) && status == PRIME_OK;
+             ++i) {
             long id, off[PRIME_MAX_DIMS];
             int s;
             prime_layout_tile(prog, &t->final_layout, rank, i, &id, &s);

@@ -452,7 +452,7 @@ static PrimeStatus copy_tiles(const PrimeGrads *g, const PrimeProgram *prog, int
     size_t tile_n = 1;
     for (int d = 0; d < t->ndims; ++d)
         tile_n *= (size_t)t->tile[d];
-    for (int k = 0; k < prime_layout_count(&t->final_layout, rank); ++k) {
+    for (int k = 0; k < prime_layout_count(prog, &t->final_layout, rank); ++k) {
         long id, off[PRIME_MAX_DIMS];
         int s;
         prime_layout_tile(prog, &t->final_layout, rank, k, &id, &s);

@@ -29,7 +29,7 @@
 #include <stddef.h>
 
 /* The layouts of prime_program.c, shared with the gradient gather. */
-int prime_layout_count(const PrimeLayout *l, int rank);
+int prime_layout_count(const PrimeProgram *prog, const PrimeLayout *l, int rank);
 void prime_layout_tile(const PrimeProgram *prog, const PrimeLayout *l, int rank, int i, long *tile,
                        int *slot);
 void prime_tile_offset(const PrimeTensorDesc *t, long id, long *off);

@@ -150,7 +150,7 @@ static int check_schedule(const Schedule *s) {
             for (int i = 0; i < v.nactions; ++i) {
                 const PrimeAction *want = &ph->actions[r][i], *got = &v.actions[i];
                 assert_int_equal(got->op, want->op);
-                int named = want->op != PRIME_ACT_WAIT && want->op != PRIME_ACT_STEP;
+                int named = prime_action_has_tensor(want->op);
                 assert_int_equal(got->tensor,
                                  named ? sf->tensor_number[want->tensor] : want->tensor);
                 assert_int_equal(got->slot, want->slot);
@@ -186,8 +186,9 @@ static int check_schedule(const Schedule *s) {
             if (!forms[w])
                 continue;
             for (int r = 0; r < ndev; ++r) {
-                assert_int_equal(forms[w]->count, lays[w]->count[r]);
-                for (int i = 0; i < forms[w]->count; ++i) {
+                int n = prime_layout_form_count(forms[w], &sf->mesh, r);
+                assert_int_equal(n, lays[w]->count[r]);
+                for (int i = 0; i < n; ++i) {
                     long tile;
                     int slot, found = 0;
                     prime_layout_form_tile(forms[w], &sf->mesh, r, i, &tile, &slot);
@@ -239,8 +240,9 @@ static void test_square_partitions(void **state) {
 
 /* Every model of an example: forms equal the schedule; the number of
  * phases left as tables is what explain reports (and, for the listed
- * examples, none but in a run with pipeline stages, whose phases are
- * tables: docs/program-form.md, "What still grows"). */
+ * examples, none but in a run with pipeline stages, whose first phase
+ * and boundary phases are tables: docs/program-form.md, "Pipeline
+ * stages"). */
 static void check_example(const char *file, int regular) {
     char path[512];
     snprintf(path, sizeof path, "%s/examples/%s", PRIMEC_SOURCE_DIR, file);
@@ -270,11 +272,53 @@ static void test_examples(void **state) {
         check_example(files[i], 1);
 }
 
+/* The phases and layouts of a staged run left as per-rank tables (its
+ * first phase and the boundaries between stages) are as many at 8
+ * layers as at 2: every other phase is one stage's, in form
+ * (PrimePhaseForm.sliced), and its layer's copies fold. */
+static int staged_tables(const char *model, long layers) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/examples/opt_layer.prime", PRIMEC_SOURCE_DIR);
+    ParamOverride po = {"layers", 6, layers};
+    compilation_init(&current, path, NULL);
+    active = 1;
+    current.model_name = model;
+    current.nparams = 1;
+    current.params = &po;
+    current.sink.out = getenv("FORM_TEST_DIAG") ? stderr : NULL;
+    assert_true(pipeline_run(&current, "schedule"));
+    assert_int_equal(current.schedules.count, 1);
+    const Schedule *s = current.schedules.items[0];
+    assert_true(s->model->nstages > 1);
+    int tables = check_schedule(s), sliced = 0;
+    ScheduleForm *sf = form_build(current.arena, s);
+    for (int k = 0; k < s->phases.count; ++k)
+        sliced += !sf->phases[k].fallback && sf->phases[k].form.sliced;
+    /* Most phases run on one stage. */
+    assert_true(sliced > s->phases.count / 2);
+    compilation_free(&current);
+    active = 0;
+    return tables;
+}
+
+static void test_staged(void **state) {
+    (void)state;
+    static const char *const models[] = {"opt_small_megatron_pp", "opt_small_megatron_pp_mb"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; ++i) {
+        int two = staged_tables(models[i], 2), eight = staged_tables(models[i], 8);
+        if (two != eight) {
+            fprintf(stderr, "%s: %d per-rank tables at 2 layers, %d at 8\n", models[i], two, eight);
+            fail();
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_line_partitions, teardown),
         cmocka_unit_test_teardown(test_square_partitions, teardown),
         cmocka_unit_test_teardown(test_examples, teardown),
+        cmocka_unit_test_teardown(test_staged, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -167,7 +167,7 @@ static const PrimeMesh mesh = {1, {2}};
 static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
 };
-static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL};
+static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL, 0, 0, 0};
 static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
     NULL};
 
@@ -185,7 +185,7 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
 };
 static const PrimeGroupForm phase1_group_forms[] = {{0x1u, 0, {0}}};
 static const PrimePhaseForm phase1_form = {&mesh, 5, phase1_forms, phase1_offset_forms,
-    phase1_group_forms};
+    phase1_group_forms, 0, 0, 0};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward m", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
     &phase1_form, 16, 1, NULL};
@@ -193,7 +193,7 @@ static const PrimePhase phase1 = {"forward m", NULL, NULL, phase1_kernels, NULL,
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm, .slot = 0}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
+static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL, 0, 0, 0};
 static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0,
     NULL};
 
@@ -210,7 +210,8 @@ static const PrimeActionForm phase3_forms[] = {
 static const PrimeOffsetForm phase3_offset_forms[] = {
     {2, {4, 4}, {{0, 1, {0}, 0}, {0, 2, {1}, 0}}},
 };
-static const PrimePhaseForm phase3_form = {&mesh, 6, phase3_forms, phase3_offset_forms, NULL};
+static const PrimePhaseForm phase3_form = {&mesh, 6, phase3_forms, phase3_offset_forms, NULL, 0, 0,
+    0};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
 static const PrimePhase phase3 = {"backward m", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 48, 1, NULL};
@@ -224,20 +225,23 @@ static const PrimePhaseRun runs[] = {
 static const long m_final_nslices[] = {1};
 static const int m_final_slot[] = {0};
 static const PrimeAffine m_final_coord[] = {{0, 1, {0}, 0}};
-static const PrimeLayoutForm m_final_form = {1, 1, m_final_nslices, m_final_slot, m_final_coord};
+static const PrimeLayoutForm m_final_form = {1, 1, m_final_nslices, m_final_slot, m_final_coord, 0,
+    0, 0};
 static const long x_fill_nslices[] = {1, 2};
 static const int x_fill_slot[] = {0};
 static const PrimeAffine x_fill_coord[] = {{0, 1, {0}, 0}, {0, 2, {1}, 0}};
-static const PrimeLayoutForm x_fill_form = {1, 2, x_fill_nslices, x_fill_slot, x_fill_coord};
+static const PrimeLayoutForm x_fill_form = {1, 2, x_fill_nslices, x_fill_slot, x_fill_coord, 0, 0,
+    0};
 static const long dm_fill_nslices[] = {1};
 static const int dm_fill_slot[] = {0};
 static const PrimeAffine dm_fill_coord[] = {{0, 1, {0}, 0}};
-static const PrimeLayoutForm dm_fill_form = {1, 1, dm_fill_nslices, dm_fill_slot, dm_fill_coord};
+static const PrimeLayoutForm dm_fill_form = {1, 1, dm_fill_nslices, dm_fill_slot, dm_fill_coord, 0,
+    0, 0};
 static const long dx_final_nslices[] = {1, 2};
 static const int dx_final_slot[] = {0};
 static const PrimeAffine dx_final_coord[] = {{0, 1, {0}, 0}, {0, 2, {1}, 0}};
-static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot,
-    dx_final_coord};
+static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot, dx_final_coord,
+    0, 0, 0};
 
 static const PrimeTensorDesc tensors[] = {
     {"m", 1, {4}, {4}, {1}, 1, -1, 1, 2, {NULL, NULL, NULL, NULL},

@@ -579,7 +579,7 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0}},
 };
-static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
+static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL, 0, 0, 0};
 static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
     NULL};
 
@@ -596,7 +596,8 @@ static const PrimeActionForm phase1_forms[] = {
 static const PrimeOffsetForm phase1_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
-static const PrimePhaseForm phase1_form = {&mesh, 6, phase1_forms, phase1_offset_forms, NULL};
+static const PrimePhaseForm phase1_form = {&mesh, 6, phase1_forms, phase1_offset_forms, NULL, 0, 0,
+    0};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward m1", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
     &phase1_form, 448, 1, fused1};
@@ -605,7 +606,7 @@ static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL};
+static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL, 0, 0, 0};
 static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
 static const PrimePhase phase2 = {"forward v1", NULL, NULL, phase2_kernels, NULL, NULL, NULL,
     &phase2_form, 0, 1, NULL};
@@ -621,7 +622,8 @@ static const PrimeActionForm phase3_forms[] = {
 static const PrimeOffsetForm phase3_offset_forms[] = {
     {2, {2, 12}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
-static const PrimePhaseForm phase3_form = {&mesh, 5, phase3_forms, phase3_offset_forms, NULL};
+static const PrimePhaseForm phase3_form = {&mesh, 5, phase3_forms, phase3_offset_forms, NULL, 0, 0,
+    0};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
 static const PrimePhase phase3 = {"forward m2", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 48, 1, NULL};
@@ -630,7 +632,7 @@ static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dv1, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm2, .slot = 0}},
 };
-static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL};
+static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL, 0, 0, 0};
 static const PrimePhase phase4 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase4_form, 0, 0,
     NULL};
 
@@ -645,7 +647,8 @@ static const PrimeActionForm phase5_forms[] = {
 static const PrimeOffsetForm phase5_offset_forms[] = {
     {2, {2, 12}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
-static const PrimePhaseForm phase5_form = {&mesh, 5, phase5_forms, phase5_offset_forms, NULL};
+static const PrimePhaseForm phase5_form = {&mesh, 5, phase5_forms, phase5_offset_forms, NULL, 0, 0,
+    0};
 static const PrimeKernelFn phase5_kernels[] = {kernel5, kernel5_set};
 static const PrimePhase phase5 = {"backward m2", NULL, NULL, phase5_kernels, NULL, NULL, NULL,
     &phase5_form, 72, 1, NULL};
@@ -666,7 +669,8 @@ static const PrimeActionForm phase6_forms[] = {
 static const PrimeOffsetForm phase6_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
-static const PrimePhaseForm phase6_form = {&mesh, 6, phase6_forms, phase6_offset_forms, NULL};
+static const PrimePhaseForm phase6_form = {&mesh, 6, phase6_forms, phase6_offset_forms, NULL, 0, 0,
+    0};
 static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
 static const PrimePhase phase6 = {"backward v1", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
     &phase6_form, 1216, 1, fused6};
@@ -678,7 +682,7 @@ static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dv1, .slot = 0}},
 };
-static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL};
+static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL, 0, 0, 0};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
 static const PrimePhase phase7 = {"backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
     &phase7_form, 0, 1, NULL};
@@ -687,7 +691,7 @@ static const PrimeActionForm phase8_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL};
+static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL, 0, 0, 0};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
 static const PrimePhase phase8 = {"backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
     &phase8_form, 0, 1, NULL};
@@ -702,41 +706,43 @@ static const PrimePhaseRun runs[] = {
 static const long x_fill_nslices[] = {2, 1};
 static const int x_fill_slot[] = {0};
 static const PrimeAffine x_fill_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}};
-static const PrimeLayoutForm x_fill_form = {1, 2, x_fill_nslices, x_fill_slot, x_fill_coord};
+static const PrimeLayoutForm x_fill_form = {1, 2, x_fill_nslices, x_fill_slot, x_fill_coord, 0, 0,
+    0};
 static const long v1_final_nslices[] = {2};
 static const int v1_final_slot[] = {0};
 static const PrimeAffine v1_final_coord[] = {{0, 2, {1}, 0}};
-static const PrimeLayoutForm v1_final_form = {1, 1, v1_final_nslices, v1_final_slot,
-    v1_final_coord};
+static const PrimeLayoutForm v1_final_form = {1, 1, v1_final_nslices, v1_final_slot, v1_final_coord,
+    0, 0, 0};
 static const long m2_final_nslices[] = {2};
 static const int m2_final_slot[] = {0};
 static const PrimeAffine m2_final_coord[] = {{0, 2, {1}, 0}};
-static const PrimeLayoutForm m2_final_form = {1, 1, m2_final_nslices, m2_final_slot,
-    m2_final_coord};
+static const PrimeLayoutForm m2_final_form = {1, 1, m2_final_nslices, m2_final_slot, m2_final_coord,
+    0, 0, 0};
 static const long y_fill_nslices[] = {2, 1};
 static const int y_fill_slot[] = {0};
 static const PrimeAffine y_fill_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}};
-static const PrimeLayoutForm y_fill_form = {1, 2, y_fill_nslices, y_fill_slot, y_fill_coord};
+static const PrimeLayoutForm y_fill_form = {1, 2, y_fill_nslices, y_fill_slot, y_fill_coord, 0, 0,
+    0};
 static const long dm2_fill_nslices[] = {2};
 static const int dm2_fill_slot[] = {0};
 static const PrimeAffine dm2_fill_coord[] = {{0, 2, {1}, 0}};
-static const PrimeLayoutForm dm2_fill_form = {1, 1, dm2_fill_nslices, dm2_fill_slot,
-    dm2_fill_coord};
+static const PrimeLayoutForm dm2_fill_form = {1, 1, dm2_fill_nslices, dm2_fill_slot, dm2_fill_coord,
+    0, 0, 0};
 static const long dy_final_nslices[] = {2, 1};
 static const int dy_final_slot[] = {0};
 static const PrimeAffine dy_final_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}};
-static const PrimeLayoutForm dy_final_form = {1, 2, dy_final_nslices, dy_final_slot,
-    dy_final_coord};
+static const PrimeLayoutForm dy_final_form = {1, 2, dy_final_nslices, dy_final_slot, dy_final_coord,
+    0, 0, 0};
 static const long dv1_fill_nslices[] = {2};
 static const int dv1_fill_slot[] = {0};
 static const PrimeAffine dv1_fill_coord[] = {{0, 2, {1}, 0}};
-static const PrimeLayoutForm dv1_fill_form = {1, 1, dv1_fill_nslices, dv1_fill_slot,
-    dv1_fill_coord};
+static const PrimeLayoutForm dv1_fill_form = {1, 1, dv1_fill_nslices, dv1_fill_slot, dv1_fill_coord,
+    0, 0, 0};
 static const long dx_final_nslices[] = {2, 1};
 static const int dx_final_slot[] = {0};
 static const PrimeAffine dx_final_coord[] = {{0, 2, {1}, 0}, {0, 1, {0}, 0}};
-static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot,
-    dx_final_coord};
+static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot, dx_final_coord,
+    0, 0, 0};
 
 static const PrimeTensorDesc tensors[] = {
     {"m1", 1, {4}, {2}, {2}, 1, -1, 0, 4, {NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}, 0, 0},

@@ -138,7 +138,7 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0}},
 };
-static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL};
+static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL, 0, 0, 0};
 static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
     NULL};
 
@@ -173,7 +173,8 @@ static const PrimeActionForm phase1_forms[] = {
 static const PrimeOffsetForm phase1_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 1}, {0, 2, {0, 1}, 0}}},
 };
-static const PrimePhaseForm phase1_form = {&mesh, 12, phase1_forms, phase1_offset_forms, NULL};
+static const PrimePhaseForm phase1_form = {&mesh, 12, phase1_forms, phase1_offset_forms, NULL, 0, 0,
+    0};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward y", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
     &phase1_form, 48, 1, NULL};
@@ -181,7 +182,7 @@ static const PrimePhase phase1 = {"forward y", NULL, NULL, phase1_kernels, NULL,
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL};
+static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL, 0, 0, 0};
 static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0,
     NULL};
 
@@ -223,7 +224,8 @@ static const PrimeActionForm phase3_forms[] = {
 static const PrimeOffsetForm phase3_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 1}, {0, 2, {0, 1}, 0}}},
 };
-static const PrimePhaseForm phase3_form = {&mesh, 14, phase3_forms, phase3_offset_forms, NULL};
+static const PrimePhaseForm phase3_form = {&mesh, 14, phase3_forms, phase3_offset_forms, NULL, 0, 0,
+    0};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
 static const PrimePhase phase3 = {"backward y", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 48, 1, NULL};
@@ -257,7 +259,8 @@ static const PrimeActionForm phase4_forms[] = {
 static const PrimeOffsetForm phase4_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 1}, {0, 2, {0, 1}, 0}}},
 };
-static const PrimePhaseForm phase4_form = {&mesh, 15, phase4_forms, phase4_offset_forms, NULL};
+static const PrimePhaseForm phase4_form = {&mesh, 15, phase4_forms, phase4_offset_forms, NULL, 0, 0,
+    0};
 static const PrimeKernelFn phase4_kernels[] = {kernel4, kernel4_set};
 static const PrimePhase phase4 = {"gradient y", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
     &phase4_form, 48, 1, NULL};
@@ -271,29 +274,33 @@ static const PrimePhaseRun runs[] = {
 static const long y_final_nslices[] = {2, 2};
 static const int y_final_slot[] = {0};
 static const PrimeAffine y_final_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {0, 1}, 0}};
-static const PrimeLayoutForm y_final_form = {1, 2, y_final_nslices, y_final_slot, y_final_coord};
+static const PrimeLayoutForm y_final_form = {1, 2, y_final_nslices, y_final_slot, y_final_coord, 0,
+    0, 0};
 static const long x_fill_nslices[] = {2, 2};
 static const int x_fill_slot[] = {0};
 static const PrimeAffine x_fill_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}};
-static const PrimeLayoutForm x_fill_form = {1, 2, x_fill_nslices, x_fill_slot, x_fill_coord};
+static const PrimeLayoutForm x_fill_form = {1, 2, x_fill_nslices, x_fill_slot, x_fill_coord, 0, 0,
+    0};
 static const long w_fill_nslices[] = {2, 2};
 static const int w_fill_slot[] = {0};
 static const PrimeAffine w_fill_coord[] = {{0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}};
-static const PrimeLayoutForm w_fill_form = {1, 2, w_fill_nslices, w_fill_slot, w_fill_coord};
+static const PrimeLayoutForm w_fill_form = {1, 2, w_fill_nslices, w_fill_slot, w_fill_coord, 0, 0,
+    0};
 static const long dy_fill_nslices[] = {2, 2};
 static const int dy_fill_slot[] = {0};
 static const PrimeAffine dy_fill_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {0, 1}, 0}};
-static const PrimeLayoutForm dy_fill_form = {1, 2, dy_fill_nslices, dy_fill_slot, dy_fill_coord};
+static const PrimeLayoutForm dy_fill_form = {1, 2, dy_fill_nslices, dy_fill_slot, dy_fill_coord, 0,
+    0, 0};
 static const long dx_final_nslices[] = {2, 2};
 static const int dx_final_slot[] = {2};
 static const PrimeAffine dx_final_coord[] = {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 0}};
-static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot,
-    dx_final_coord};
+static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_slot, dx_final_coord,
+    0, 0, 0};
 static const long dw_final_nslices[] = {2, 2};
 static const int dw_final_slot[] = {2};
 static const PrimeAffine dw_final_coord[] = {{0, 2, {1, 1}, 0}, {0, 2, {0, 1}, 0}};
-static const PrimeLayoutForm dw_final_form = {1, 2, dw_final_nslices, dw_final_slot,
-    dw_final_coord};
+static const PrimeLayoutForm dw_final_form = {1, 2, dw_final_nslices, dw_final_slot, dw_final_coord,
+    0, 0, 0};
 
 static const PrimeTensorDesc tensors[] = {
     {"y", 2, {8, 6}, {4, 3}, {2, 2}, 1, -1, 1, 4, {NULL, NULL, NULL, NULL},
