@@ -111,6 +111,8 @@ static int cmp_collective(const void *x, const void *y) {
 static void compare_collectives(const PtrVec *x, const PtrVec *y) {
     assert_int_equal(x->count, y->count);
     int n = x->count;
+    if (n == 0)
+        return;
     const Collective **a = malloc(sizeof *a * (size_t)(n + 1));
     const Collective **b = malloc(sizeof *b * (size_t)(n + 1));
     memcpy(a, x->items, sizeof *a * (size_t)n);
