@@ -136,6 +136,36 @@ static void form_text(const Schedule *s, Arena *arena, FILE *out) {
     }
 }
 
+/* Which simulation the analysis ran: explain's of every rank; check's of
+ * one replica where a replica axis is proven (sched_orbit.c). */
+static void analysis_text(const Schedule *s, Arena *arena, FILE *out) {
+    int replicas = s->orbit_replicas;
+    int axes = replicas ? s->orbit_axes : schedule_replica_axes(arena, s, &replicas);
+    const char *names = schedule_axis_names(arena, &s->model->mesh, axes);
+    if (s->orbit_replicas)
+        fprintf(out, "analysis: one replica of %d along %s simulated\n", replicas, names);
+    else if (axes)
+        fprintf(out, "analysis: every rank simulated; check simulates one replica of %d along %s\n",
+                replicas, names);
+    else
+        fprintf(out, "analysis: every rank simulated (no replica axis)\n");
+}
+
+static json_t *json_analysis(const Schedule *s, Arena *arena) {
+    int replicas = s->orbit_replicas;
+    int axes = replicas ? s->orbit_axes : schedule_replica_axes(arena, s, &replicas);
+    json_t *a = json_pack("{s:s}", "simulated", s->orbit_replicas ? "one replica" : "every rank");
+    if (axes) {
+        json_t *names = json_array();
+        for (int x = 0; x < s->model->mesh.naxes; ++x)
+            if (axes & (1 << x))
+                json_array_append_new(names, json_string(s->model->mesh.names[x]));
+        json_object_set_new(a, "replica_axes", names);
+        json_object_set_new(a, "replicas", json_integer(replicas));
+    }
+    return a;
+}
+
 /* The value of the micro-batched parameter in one micro-batch. */
 static long micro_param(const Model *m) {
     for (int i = 0; i < m->nparams; ++i)
@@ -346,6 +376,7 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
             "redistribution bytes %ld\n",
             ncoll, nredist, total[0], total[1], total[2]);
     form_text(s, arena, out);
+    analysis_text(s, arena, out);
 }
 
 /* ------------------------------------------------------------------ */
@@ -563,6 +594,7 @@ json_t *explain_json_value(const Schedule *s, Arena *arena, int ranks) {
                   per_device, "per_device_max", "shift", (json_int_t)most[0], "collective",
                   (json_int_t)most[1], "redist", (json_int_t)most[2], "peak", (json_int_t)most[3],
                   "program_form", json_program_form(s, arena));
+    json_object_set_new(root, "analysis", json_analysis(s, arena));
     if (m->nstages)
         json_object_set_new(root, "stages",
                             json_pack("{s:s, s:i, s:i}", "axis", m->mesh.names[m->stage_axis],

@@ -430,3 +430,20 @@ int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Insta
     }
     return ok;
 }
+
+int partition_same_points(const Instance *a, const Instance *b) {
+    if (a->op != b->op || a->partition != b->partition || a->steps != b->steps ||
+        a->nsize_params != b->nsize_params)
+        return 0;
+    for (int x = 0; x < a->op->ndims; ++x)
+        if (a->dim_sizes[x] != b->dim_sizes[x])
+            return 0;
+    for (int x = 0; x < a->partition->naxes; ++x)
+        if (a->axis_map[x] != b->axis_map[x])
+            return 0;
+    for (int x = 0; x < a->nsize_params; ++x)
+        if (a->size_param_names[x] != b->size_param_names[x] ||
+            a->size_param_values[x] != b->size_param_values[x])
+            return 0;
+    return 1;
+}

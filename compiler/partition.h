@@ -51,6 +51,11 @@ int mesh_rank(const Mesh *mesh, const long *coords);
 int partition_eval(Arena *arena, DiagSink *sink, const Model *model, const Instance *inst,
                    SliceTable *out);
 
+/* Whether partition_eval gives instances a and b of one model the same
+ * slice table: the same operator, partition, axis map, dimension sizes,
+ * size parameters and steps (the copies of a repeated layer are). */
+int partition_same_points(const Instance *a, const Instance *b);
+
 /* Evaluates one partition expression at one point. Returns 0 on a domain
  * error (division by zero, overflow) and for a mixed-radix tuple, whose
  * value needs the ranges partition_eval computes. */

@@ -183,11 +183,24 @@ static int pass_partition(Compilation *c) {
         const Model *m = c->module.models.items[i];
         if (!selected(c, m))
             continue;
+        int first = c->slice_tables.count;
+        /* clean[k]: instance k's table was made without a diagnostic. */
+        unsigned char *clean = arena_alloc(c->arena, (size_t)m->ninstances + 1);
         for (int k = 0; k < m->ninstances; ++k) {
+            /* A copy of the repeated layer shares the previous copy's
+             * table where the evaluation gives it the same points. */
+            int prev = k - m->layer_size;
+            if (m->layer_count > 1 && prev >= m->layer_first && clean[prev] &&
+                partition_same_points(&m->instances[prev], &m->instances[k])) {
+                clean[k] = 1;
+                ptrvec_push(c->arena, &c->slice_tables, c->slice_tables.items[first + prev]);
+                continue;
+            }
             SliceTable *st = ARENA_NEW(c->arena, SliceTable);
-            int errors = c->sink.error_count;
-            if (!partition_eval(c->arena, &c->sink, m, &m->instances[k], st))
-                ok = 0;
+            int errors = c->sink.error_count, count = c->sink.count;
+            int good = partition_eval(c->arena, &c->sink, m, &m->instances[k], st);
+            ok &= good;
+            clean[k] = good && c->sink.count == count;
             note_run(c, m, errors);
             ptrvec_push(c->arena, &c->slice_tables, st);
         }

@@ -247,7 +247,7 @@ void sched_emit_collective(Builder *b, PhaseSched *ph, Collective *col) {
  * of accumulator i, c groups) over the devices that hold them, or defers
  * it to after the gradient's last contribution. */
 static void all_reduce_groups(Builder *b, PhaseSched *ph, long tile, const PtrVec *accs,
-                              const int *group_of, long c) {
+                              const int *group_of, long c, unsigned joined) {
     const SchedTensor *out = &b->s->tensors[ph->out.tensor];
     int nacc = accs->count;
     for (long g = 0; g < c; ++g) {
@@ -262,7 +262,14 @@ static void all_reduce_groups(Builder *b, PhaseSched *ph, long tile, const PtrVe
                 gs++;
             }
         }
-        if (gs < 2)
+        /* joined: one replica's group of a group over the replicas of
+         * these replica axes (sched_orbit.c), an all-reduce even of one
+         * member here. */
+        int whole = gs;
+        for (int k = 0; joined && k < b->orbit->n; ++k)
+            if (joined & (1u << k))
+                whole *= b->orbit->sizes[k];
+        if (whole < 2)
             continue;
         /* Ring order = rank order, so every member derives the same ring. */
         for (int x = 1; x < gs; ++x)
@@ -282,8 +289,10 @@ static void all_reduce_groups(Builder *b, PhaseSched *ph, long tile, const PtrVe
         memcpy(col->group, members, sizeof(int) * (size_t)gs);
         memcpy(col->slots, slots, sizeof(int) * (size_t)gs);
         col->elems = out->tile_elems;
-        for (int p = 0; p < gs; ++p)
-            col->bytes += (long)prime_allreduce_bytes((size_t)col->elems, gs, p);
+        col->orbit_gsize = joined ? whole : 0;
+        col->orbit_join = (int)joined;
+        for (int p = 0; p < whole; ++p)
+            col->bytes += (long)prime_allreduce_bytes((size_t)col->elems, whole, p);
         if (b->defer) {
             if (!b->dry)
                 ptrvec_push(b->arena, &b->deferred, col);
@@ -317,6 +326,16 @@ void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
     }
     if (b->failed)
         return;
+    /* One replica's simulation (sched_orbit.c): the partial sums of a tile
+     * unsplit over a replica axis whose reduction is split over it are
+     * summed over that axis's replicas. */
+    unsigned joined = 0;
+    if (b->orbit)
+        for (int x = 0; x < as->nred_dims; ++x) {
+            int k = b->orbit->dim_split[(long)ph->inst * IR_MAX_DIMS + as->red_dims[x]];
+            if (k && !(b->orbit->tensor_split[out->model_tensor] & (1u << (k - 1))))
+                joined |= 1u << (k - 1);
+        }
     long replication = 0;
     long *counts = ARENA_ARRAY(b->arena, long, as->nred);
     for (long tile = 0; tile < out->ntiles; ++tile) {
@@ -394,7 +413,7 @@ void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
                 return;
             }
         }
-        all_reduce_groups(b, ph, tile, accs, group_of, c);
+        all_reduce_groups(b, ph, tile, accs, group_of, c, joined);
     }
     ph->replication = replication;
 }

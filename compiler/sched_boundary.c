@@ -144,6 +144,7 @@ static int same_collectives(const PtrVec *x, const PtrVec *y) {
         for (int j = 0; j < y->count && !found; ++j) {
             const Collective *c = y->items[j];
             found = a->tile == c->tile && a->gsize == c->gsize &&
+                    a->orbit_gsize == c->orbit_gsize && a->orbit_join == c->orbit_join &&
                     memcmp(a->group, c->group, sizeof(int) * (size_t)a->gsize) == 0;
         }
         if (!found)

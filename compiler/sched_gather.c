@@ -151,6 +151,11 @@ static int plan_gather(Builder *b, int from, int to, long tile, const int *need,
 static Gather *plan_gathers(Builder *b, int from, int to, const Layout *target, int *count) {
     const SchedTensor *tt = &b->s->tensors[to];
     *count = 0;
+    /* One replica's simulation (sched_orbit.c): on the whole mesh every
+     * piece of a value unsplit over a replica axis has a holder in each of
+     * its replicas, so no tile qualifies. */
+    if (b->orbit && b->orbit->tensor_split[tt->model_tensor] != b->orbit->all)
+        return NULL;
     int cap = 8, n = 0;
     Gather *gs = ARENA_ARRAY(b->arena, Gather, cap);
     int *need = ARENA_ARRAY(b->arena, int, b->ndev);

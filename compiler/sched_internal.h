@@ -21,6 +21,8 @@
  *   sched_sends.c       stage boundary sends posted where the value is made
  *   sched_predict.c     predicted bytes and peaks (from the lists, or folded
  *                       as the actions are made)
+ *   sched_orbit.c       `check` from one replica's simulation, where a
+ *                       replica axis is proven
  *   sched_transpose.c   a schedule with the axes of a square mesh swapped
  *   schedule.c          the driver: storage tensors, operands, the phase loop
  */
@@ -139,6 +141,26 @@ typedef struct PredictRank {
     Arena *arena;
 } PredictRank;
 
+/* A replica axis of the mesh and what the proof found on it. */
+/* The replica axes of a mesh and what the proof found on them
+ * (sched_orbit.c). */
+typedef struct SchedOrbit {
+    int n;                  /* replica axes */
+    int axes[IR_MAX_AXES];  /* mesh axes, ascending */
+    int sizes[IR_MAX_AXES]; /* their sizes */
+    unsigned all;           /* (1 << n) - 1 */
+    int leading;            /* the axes are the mesh's first n */
+    int R;                  /* replicas: the product of the sizes */
+    int ndev, ndev_red;
+    int *rho_of;  /* [device]: its replica (mixed radix over the axes) */
+    int *rep_of;  /* [device]: its rank on the mesh without the axes */
+    int *full_of; /* [rho * ndev_red + reduced rank]: the device */
+    /* The replica axis (1 + its index k, 0: none) that splits
+     * [model tensor * IR_MAX_DIMS + dim] and [instance * IR_MAX_DIMS + op
+     * dim]; the axes that split some dimension of a model tensor (bit k). */
+    unsigned char *tensor_dim_split, *dim_split, *tensor_split;
+} SchedOrbit;
+
 typedef struct Builder {
     int tensor_cap; /* storage tensors the per-tensor arrays have room for */
     Arena *arena;
@@ -149,6 +171,10 @@ typedef struct Builder {
     int staged; /* Model.nstages is set: devices may sit out a phase (sched_idle) */
     long steps;
     int dry; /* a trial run: no diagnostics, actions discarded */
+    /* The simulation of one replica (sched_orbit.c), or NULL; set when a
+     * choice made could differ on the whole mesh. */
+    const struct SchedOrbit *orbit;
+    int orbit_broken;
     int failed;
     int out_of_slots; /* a device needed more than MAX_SLOTS live tiles of a tensor:
                        * reported once, and sticky through trial runs */

@@ -142,6 +142,11 @@ MoveKind sched_choose_sources(Builder *b, int tensor, int nrecv, const int *dst,
             if (taken[src[r]])
                 distinct = 0;
             taken[src[r]] = 1;
+        } else if (exclusive && b->orbit &&
+                   b->orbit->tensor_split[b->s->tensors[tensor].model_tensor] != b->orbit->all) {
+            /* On the whole mesh another replica's source could be free
+             * (sched_orbit.c): not followed. */
+            b->orbit_broken = 1;
         }
     }
     return distinct ? MOVE_PERMUTATION : MOVE_EXCHANGE;
@@ -310,6 +315,17 @@ static void try_reduce_scatter(Builder *b, PhaseSched *ph, int from, int to, con
     (void)ph;
     const SchedTensor *tf = &b->s->tensors[from], *tt = &b->s->tensors[to];
     PtrVec *cols = &b->reduced[from];
+    /* A group over every replica (sched_orbit.c) keeps, on the whole mesh,
+     * the same tiles in each replica, never a chunk per member (unless
+     * the chunks are empty, which the proof does not follow). */
+    for (int c = 0; c < cols->count; ++c) {
+        const Collective *col = cols->items[c];
+        if (col->orbit_gsize) {
+            if (col->elems < col->orbit_gsize)
+                b->orbit_broken = 1;
+            return;
+        }
+    }
     for (int c = 0; c < cols->count; ++c) {
         const Collective *col = cols->items[c];
         long lo[IR_MAX_DIMS], hi[IR_MAX_DIMS], rowlen = 1;

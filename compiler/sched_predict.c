@@ -103,13 +103,18 @@ static void fold_action(Schedule *s, const PhaseSched *ph, int d, const PrimeAct
         int pos = 0;
         while (c->group[pos] != d)
             pos++;
-        s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] +=
-            (long)sched_collective_bytes(a->op, c->elems, c->gsize, pos);
+        /* A group over every replica of which this run simulates one
+         * (sched_orbit.c): its bytes depend on the member's position in
+         * the whole group and are added when the schedule is expanded. */
+        int gsize = c->orbit_gsize ? c->orbit_gsize : c->gsize;
+        if (!c->orbit_gsize)
+            s->pred_bytes[PRIME_BYTES_COLLECTIVE][d] +=
+                (long)sched_collective_bytes(a->op, c->elems, c->gsize, pos);
         /* The all-gather receives into the tile itself. */
         long scratch =
             a->op == PRIME_ACT_ALLGATHER
                 ? 0
-                : (long)prime_collective_scratch((size_t)c->elems, c->gsize) * (long)sizeof(float);
+                : (long)prime_collective_scratch((size_t)c->elems, gsize) * (long)sizeof(float);
         if (r->cur + scratch > r->phase_peak)
             r->phase_peak = r->cur + scratch;
         break;

@@ -9,6 +9,7 @@
  * chosen by trial, its input boundary, its steps, and what follows it.
  */
 #include "sched_internal.h"
+#include "sched_orbit.h"
 
 const char *move_kind_name(MoveKind kind) {
     static const char *const names[] = {"shift", "permutation", "exchange", "conversion"};
@@ -333,9 +334,11 @@ static int storage_bound(const Model *m) {
 }
 
 /* fold: predict as the actions are made, keeping no list
- * (schedule_check_from). */
+ * (schedule_check_from); orbit: the simulation of one replica
+ * (sched_orbit.c), *broken set when its proof fails. */
 static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
-                       const SliceTable *const *slices, const PhaseList *phases, int fold) {
+                       const SliceTable *const *slices, const PhaseList *phases, int fold,
+                       const SchedOrbit *orbit, int *broken) {
     Schedule *s = ARENA_NEW(arena, Schedule);
     s->model = model;
     int cap = storage_bound(model);
@@ -374,6 +377,7 @@ static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
     b->st = &s->slices[0];
     b->steps = 1;
     b->reuse_off = getenv("PRIMEC_NO_TRIAL_REUSE") != NULL;
+    b->orbit = orbit;
 
     int *grad_storage = ARENA_ARRAY(arena, int, model->ntensors);
     for (int t = 0; t < model->ntensors; ++t)
@@ -388,7 +392,10 @@ static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
     sched_machine_init(b);
     b->pending = ARENA_ARRAY(arena, PtrVec, model->ntensors);
     fill_inputs(b);
-    if (!run_phases(b, grad_storage))
+    int ran = run_phases(b, grad_storage);
+    if (broken)
+        *broken = b->orbit_broken;
+    if (!ran)
         return NULL;
     if (getenv("PRIMEC_TRIAL_REUSE_STATS"))
         fprintf(stderr, "residency trials reused: %d phases\n", b->need_memo_hits);
@@ -405,14 +412,25 @@ static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
 
 Schedule *schedule_build_from(Arena *arena, DiagSink *sink, const Model *model,
                               const SliceTable *const *slices, const PhaseList *phases) {
-    return build(arena, sink, model, slices, phases, 0);
+    return build(arena, sink, model, slices, phases, 0, NULL, NULL);
+}
+
+Schedule *sched_build_orbit(Arena *arena, DiagSink *sink, const Model *reduced,
+                            const SliceTable *const *slices, const PhaseList *phases,
+                            const SchedOrbit *o, int *broken) {
+    return build(arena, sink, reduced, slices, phases, 1, o, broken);
 }
 
 Schedule *schedule_check_from(Arena *arena, DiagSink *sink, const Model *model,
                               const SliceTable *const *slices, const PhaseList *phases) {
     /* A staged model's boundary sends are moved once its lists are made
      * (sched_sends.c), which needs the lists: it keeps them. */
-    return build(arena, sink, model, slices, phases, model->nstages < 2);
+    if (model->nstages < 2) {
+        Schedule *s = sched_orbit_check(arena, sink, model, slices, phases);
+        if (s)
+            return s;
+    }
+    return build(arena, sink, model, slices, phases, model->nstages < 2, NULL, NULL);
 }
 
 Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {

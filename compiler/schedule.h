@@ -116,6 +116,12 @@ typedef struct Collective {
     int *action;              /* per member: index of its action in phase->actions */
     long elems;
     long bytes; /* over all members */
+    /* The simulation of one replica (sched_orbit.c): the size of the group
+     * on the whole mesh, whose members are the replicas' translates of
+     * these (its scratch is priced by it; its bytes are added when the
+     * schedule is expanded); 0: the group is this one. */
+    int orbit_gsize;
+    int orbit_join; /* the replica axes it is joined over (bit k: SchedOrbit.axes[k]) */
 } Collective;
 
 /* One operand of a phase: a storage tensor and, per dimension of it, the
@@ -192,7 +198,23 @@ typedef struct Schedule {
      * target; GEMM_DTYPE_F32 elsewhere): bf16 and f16 take rounded
      * operands with fp32 accumulation and fp32 output (docs/cuda.md). */
     int gemm_dtype;
+    /* How the analysis ran: 0, every rank was simulated; else one replica
+     * of this many along the mesh axes orbit_axes (bit a: axis a) was, and
+     * the rest expanded from it (sched_orbit.c; `check` only). */
+    int orbit_replicas;
+    int orbit_axes;
+    /* With orbit_replicas: [device] the row of its values in every phase's
+     * per-rank arrays (PhaseSched.nactions, peak), which hold those of
+     * one replica (its devices' ranks on the mesh without orbit_axes);
+     * read them through sched_rank_row. NULL: the device's own row. */
+    const int *orbit_rep;
 } Schedule;
+
+/* The row of device d in the phases' per-rank arrays (PhaseSched.nactions,
+ * peak): d, or its rank in the replica simulated (Schedule.orbit_rep). */
+static inline int sched_rank_row(const Schedule *s, int d) {
+    return s->orbit_rep ? s->orbit_rep[d] : d;
+}
 
 enum { GEMM_DTYPE_F32 = 0, GEMM_DTYPE_BF16 = 1, GEMM_DTYPE_F16 = 2 };
 
@@ -222,6 +244,15 @@ Schedule *schedule_check_from(Arena *arena, DiagSink *sink, const Model *model,
  * amount one device receives goes to *max_per_device. */
 long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const SchedTensor *tt,
                             const Layout *need, long *max_per_device);
+
+/* The mesh axes (bit a: axis a) along which `check` of s's model
+ * simulates one replica (sched_orbit.c: every DSI invariant or a
+ * replica-major block split over each), with the replicas' count in
+ * *replicas; 0 (and 0) when none is proven. For explain, which simulates
+ * every rank. */
+int schedule_replica_axes(Arena *arena, const Schedule *s, int *replicas);
+/* The names of the mesh axes in mask, quoted: "'r', 'd'". */
+const char *schedule_axis_names(Arena *arena, const Mesh *mesh, int mask);
 
 /* Slice index of a tensor's dimension x in a tile id. */
 long sched_tile_coord(const SchedTensor *t, long tile, int x);

@@ -84,3 +84,22 @@ foreach(case "opt_small_square;layers=8" "opt_small_megatron;layers=8" "opt_squa
     set_tests_properties(schedule/trial_reuse/${model} PROPERTIES
                          LABELS run TIMEOUT 300 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+
+# `check` from one replica's simulation (sched_orbit.c) against the
+# simulation of every rank: the same diagnostics, tensors, moves,
+# redistributions, collectives, per-rank action counts and peaks and
+# predicted bytes, on every example (their models with data-parallel
+# replicas and the Megatron plans, whose head and column splits are
+# replica axes too), the golden check and schedule inputs, and models
+# written in the test (replicas on larger meshes, a replica axis that is
+# not the first, and two whose proof must fail).
+file(GLOB SCHED_ORBIT_INPUTS ${CMAKE_SOURCE_DIR}/examples/*.prime
+     ${CMAKE_SOURCE_DIR}/tests/golden/check/*.prime)
+list(FILTER SCHED_ORBIT_INPUTS EXCLUDE REGEX
+     "/(resource-[^/]*|steps-live-tiles|depth-[^/]*|radix-[^/]*|size-expression-[^/]*)\\.prime$")
+list(SORT SCHED_ORBIT_INPUTS)
+add_executable(test_sched_orbit ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_orbit.c)
+target_link_libraries(test_sched_orbit PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_sched_orbit PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME schedule/orbit COMMAND test_sched_orbit ${SCHED_ORBIT_INPUTS})
+set_tests_properties(schedule/orbit PROPERTIES LABELS unit TIMEOUT 300)

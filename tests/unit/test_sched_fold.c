@@ -180,6 +180,9 @@ static int teardown(void **state) {
 }
 
 int main(int argc, char **argv) {
+    /* The fold of every rank's actions; one replica's simulation, which
+     * `check` uses where it can, is compared with it by schedule/orbit. */
+    setenv("PRIMEC_FULL_SIMULATION", "1", 1);
     nfiles = argc - 1;
     files = argv + 1;
     const struct CMUnitTest tests[] = {
