@@ -695,9 +695,18 @@ static void number_tensors(Arena *arena, const Schedule *s, ScheduleForm *sf) {
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
         int l = layer_of_instance(m, i);
+        /* A copy's results and the leaves only it reads are its own;
+         * with micro-batches the model's inputs are no copy's (a later
+         * micro-batch's input, which only its first copy reads, would
+         * widen the first block between the micro-batches' tensors and
+         * shift them unequally). Without, the input stays in the first
+         * block, where the runs found are longer (opt_small_megatron at
+         * 8 layers: 293 KB of C against 319 KB with it outside). */
         for (int a = 0; a <= inst->op->ninputs; ++a) {
             int t = a < inst->op->ninputs ? inst->args[a] : inst->result;
-            if (a == inst->op->ninputs || m->tensors[t].producer < 0)
+            int leaf = m->tensors[t].producer < 0 &&
+                       (m->nmicro < 2 || m->tensors[t].role == TENSOR_WEIGHT);
+            if (a == inst->op->ninputs || leaf)
                 mt_layer[t] = mt_layer[t] == -2 || mt_layer[t] == l ? l : -1;
         }
     }
