@@ -166,9 +166,18 @@ static int slots_index(Emitter *e, const PrimeAffine *slots, int naxes) {
     return e->nslots++;
 }
 
-/* A phase in rank-parametric form: one list of action forms, with the
- * tables its table-form fields need. */
-static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
+/* One piece of a phase in rank-parametric form, named `name` (phaseK, or
+ * phaseK_J for the J-th piece of a phase split by slices): one list of
+ * action forms, with the tables its table-form fields need, after the
+ * pieces it chains to. */
+static void emit_phase_piece(Emitter *e, const PhaseForm *pf, int index, int piece) {
+    if (pf->next)
+        emit_phase_piece(e, pf->next, index, piece + 1);
+    char name[48];
+    if (piece)
+        snprintf(name, sizeof name, "phase%d_%d", index, piece);
+    else
+        snprintf(name, sizeof name, "phase%d", index);
     Printer *p = &e->p;
     const PrimePhaseForm *f = &pf->form;
     int ndev = e->s->model->mesh.ndev, naxes = f->mesh->naxes;
@@ -180,18 +189,18 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
         if (af->slots)
             slots[i] = slots_index(e, af->slots, naxes);
         if (af->peer_form == PRIME_FORM_TABLE) {
-            printer_printf(p, "static const int phase%d_peer%d[] = {", index, i);
+            printer_printf(p, "static const int %s_peer%d[] = {", name, i);
             print_ints(p, af->peer_table, ndev);
             printer_printf(p, "};\n");
         }
         if (af->arg_form == PRIME_FORM_TABLE) {
-            printer_printf(p, "static const int phase%d_arg%d[] = {", index, i);
+            printer_printf(p, "static const int %s_arg%d[] = {", name, i);
             print_ints(p, af->arg_table, ndev);
             printer_printf(p, "};\n");
         }
     }
     if (f->nforms) {
-        printer_printf(p, "static const PrimeActionForm phase%d_forms[] = {\n", index);
+        printer_printf(p, "static const PrimeActionForm %s_forms[] = {\n", name);
         printer_indent(p, 1);
         for (int i = 0; i < f->nforms; ++i) {
             const PrimeActionForm *af = &f->forms[i];
@@ -202,15 +211,14 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
                 print_ints(p, af->delta, naxes);
                 printer_printf(p, "}");
             } else if (af->peer_form == PRIME_FORM_TABLE) {
-                printer_printf(p, ", .peer_form = PRIME_FORM_TABLE, .peer_table = phase%d_peer%d",
-                               index, i);
+                printer_printf(p, ", .peer_form = PRIME_FORM_TABLE, .peer_table = %s_peer%d", name,
+                               i);
             }
             if (af->arg_form == PRIME_FORM_AFFINE || af->arg_form == PRIME_FORM_GROUP)
                 printer_printf(p, ", .arg_form = PRIME_FORM_%s, .index = %d",
                                af->arg_form == PRIME_FORM_AFFINE ? "AFFINE" : "GROUP", af->index);
             else if (af->arg_form == PRIME_FORM_TABLE)
-                printer_printf(p, ", .arg_form = PRIME_FORM_TABLE, .arg_table = phase%d_arg%d",
-                               index, i);
+                printer_printf(p, ", .arg_form = PRIME_FORM_TABLE, .arg_table = %s_arg%d", name, i);
             if (af->slots)
                 printer_printf(p, ", .slots = slots%d", slots[i]);
             if (af->repeat > 1)
@@ -229,7 +237,7 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
         printer_printf(p, "};\n");
     }
     if (pf->noffset_forms) {
-        printer_printf(p, "static const PrimeOffsetForm phase%d_offset_forms[] = {\n", index);
+        printer_printf(p, "static const PrimeOffsetForm %s_offset_forms[] = {\n", name);
         printer_indent(p, 1);
         for (int k = 0; k < pf->noffset_forms; ++k) {
             const PrimeOffsetForm *of = &f->offset_forms[k];
@@ -247,7 +255,7 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
         printer_printf(p, "};\n");
     }
     if (pf->ngroup_forms) {
-        printer_printf(p, "static const PrimeGroupForm phase%d_group_forms[] = {", index);
+        printer_printf(p, "static const PrimeGroupForm %s_group_forms[] = {", name);
         for (int k = 0; k < pf->ngroup_forms; ++k) {
             const PrimeGroupForm *g = &f->group_forms[k];
             printer_printf(p, "%s{%#xu, %ld, {", k ? ", " : "", g->axes, g->count);
@@ -256,11 +264,15 @@ static void emit_phase_form(Emitter *e, const PhaseForm *pf, int index) {
         }
         printer_printf(p, "};\n");
     }
-    printer_printf(p, "static const PrimePhaseForm phase%d_form = {&mesh, %d, ", index, f->nforms);
-    printer_printf(p, f->nforms ? "phase%d_forms, " : "NULL, ", index);
-    printer_printf(p, pf->noffset_forms ? "phase%d_offset_forms, " : "NULL, ", index);
-    printer_printf(p, pf->ngroup_forms ? "phase%d_group_forms" : "NULL", index);
-    printer_printf(p, ", %d, %d, %ld};\n", f->sliced, f->slice_axis, f->slice_coord);
+    printer_printf(p, "static const PrimePhaseForm %s_form = {&mesh, %d, ", name, f->nforms);
+    printer_printf(p, f->nforms ? "%s_forms, " : "NULL, ", name);
+    printer_printf(p, pf->noffset_forms ? "%s_offset_forms, " : "NULL, ", name);
+    printer_printf(p, pf->ngroup_forms ? "%s_group_forms" : "NULL", name);
+    printer_printf(p, ", %d, %d, %ld, ", f->sliced, f->slice_axis, f->slice_coord);
+    if (pf->next)
+        printer_printf(p, "&phase%d_%d_form};\n", index, piece + 1);
+    else
+        printer_printf(p, "NULL};\n");
     free(slots);
 }
 
@@ -301,7 +313,7 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, in
     int need_groups = ph->groups.count && !in_form;
     int need_offsets = ph->noffsets && (!in_form || pf->uses_offsets || !pf->noffset_forms);
     if (in_form)
-        emit_phase_form(e, pf, index);
+        emit_phase_piece(e, pf, index, 0);
     else
         emit_phase_ranks(e, ph, index);
     for (int g = 0; need_groups && g < ph->groups.count; ++g) {
@@ -464,8 +476,8 @@ static void emit_layout(Emitter *e, const char *tname, const char *what, const L
 }
 
 /* The calls of one compute phase's reference kernel; inside a layer
- * loop every value index grows by l * dvalue. */
-static void emit_reference_call(Emitter *e, const PhaseSched *ph, int fn, int dvalue) {
+ * loop operand x's value index grows by l * dvalue[x] (PhaseRun). */
+static void emit_reference_call(Emitter *e, const PhaseSched *ph, int fn, const int *dvalue) {
     const Schedule *s = e->s;
     Printer *p = &e->p;
     printer_printf(p, "{\n");
@@ -474,15 +486,15 @@ static void emit_reference_call(Emitter *e, const PhaseSched *ph, int fn, int dv
     for (int i = 0; i < ph->nin; ++i) {
         const SchedTensor *t = &s->tensors[ph->in[i].tensor];
         printer_printf(p, "%sv[%d", i ? ", " : "", 2 * t->model_tensor + t->is_grad);
-        if (dvalue)
-            printer_printf(p, " + l * %d", dvalue);
+        if (dvalue && dvalue[1 + i])
+            printer_printf(p, " + l * %d", dvalue[1 + i]);
         printer_printf(p, "]");
     }
     const SchedTensor *o = &s->tensors[ph->out.tensor];
     printer_printf(p, "};\n%s%d(v[%d", e->dbl ? "reference_fp64_" : "reference", fn,
                    2 * o->model_tensor + o->is_grad);
-    if (dvalue)
-        printer_printf(p, " + l * %d", dvalue);
+    if (dvalue && dvalue[0])
+        printer_printf(p, " + l * %d", dvalue[0]);
     printer_printf(p, "], in, zero);\n");
     printer_indent(p, -1);
     printer_printf(p, "}\n");
@@ -507,7 +519,8 @@ static void emit_reference(Emitter *e, const PhaseRuns *runs, const int *referen
         for (int k = pr->first; k < pr->first + pr->len; ++k) {
             const PhaseSched *ph = s->phases.items[k];
             if (ph->kind == PHASE_FWD || ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD)
-                emit_reference_call(e, ph, reference_of[k], loop ? pr->dvalue : 0);
+                emit_reference_call(e, ph, reference_of[k],
+                                    loop ? &pr->dvalue[(k - pr->first) * FORM_RUN_OPERANDS] : NULL);
         }
         if (loop) {
             printer_indent(p, -1);
@@ -686,18 +699,19 @@ static void emit_tensors(Emitter *e, const TensorRuns *truns) {
                 print_layout_ref(e, ts->name, "final", form->final[t]);
             else
                 printer_printf(p, "{NULL, NULL, NULL, NULL}");
-            printer_printf(p, ", %ld, %ld},\n", tr->repeat > 1 ? tr->name_base[j] : 0,
-                           tr->repeat > 1 ? tr->name_step[j] : 0);
+            printer_printf(p, ", %ld, %ld, %d},\n", tr->repeat > 1 ? tr->name_base[j] : 0,
+                           tr->repeat > 1 ? tr->name_step[j] : 0,
+                           tr->repeat > 1 ? tr->dvalue[j] : 0);
         }
     }
     printer_indent(p, -1);
     printer_printf(p, "};\n");
-    printer_printf(p, "/* Tensor runs: {first, len, repeat, dvalue}. */\n");
+    printer_printf(p, "/* Tensor runs: {first, len, repeat}. */\n");
     printer_printf(p, "static const PrimeTensorRun tensor_runs[] = {\n");
     printer_indent(p, 1);
     for (int r = 0, first = 0; r < truns->nruns; ++r) {
         const TensorRun *tr = &truns->runs[r];
-        printer_printf(p, "{%d, %d, %ld, %d},\n", first, tr->len, tr->repeat, tr->dvalue);
+        printer_printf(p, "{%d, %d, %ld},\n", first, tr->len, tr->repeat);
         first += tr->len;
     }
     printer_indent(p, -1);
@@ -763,13 +777,17 @@ char *emit_c_program(Arena *arena, const Schedule *s, const ScheduleForm *form,
     for (int a = 0; a < m->mesh.naxes; ++a)
         printer_printf(p, " %s:%ld", m->mesh.names[a], m->mesh.sizes[a]);
     printer_printf(p, ").\n");
-    int layer_end = m->layer_first + m->layer_size * m->layer_count;
+    /* The repeated layer's first copy (in each micro-batch). */
+    int copies = form_layer_copies(m);
+    int per_micro =
+        m->nmicro > 1 && m->ninstances % m->nmicro == 0 ? m->ninstances / m->nmicro : m->ninstances;
+    int layer_end = m->layer_first + m->layer_size * copies;
     for (int i = 0; i < m->ninstances; ++i) {
         const Instance *inst = &m->instances[i];
-        if (m->layer_count > 1 && i >= m->layer_first + m->layer_size && i < layer_end) {
-            if (i == m->layer_first + m->layer_size)
-                printer_printf(p, " * ... the layer above repeated %d times in all\n",
-                               m->layer_count);
+        int j = i % per_micro;
+        if (copies > 1 && j >= m->layer_first + m->layer_size && j < layer_end) {
+            if (j == m->layer_first + m->layer_size)
+                printer_printf(p, " * ... the layer above repeated %d times in all\n", copies);
             continue;
         }
         printer_printf(p, " * %s = %s(", inst->name, inst->op->name);

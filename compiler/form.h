@@ -29,6 +29,10 @@ typedef struct PhaseForm {
     /* The per-rank lists the form was proven against: the phase's, or
      * their canonical order when reordered. */
     const PhaseSched *sched;
+    /* A phase split by slices (form.c's fit_split): the piece of the next
+     * slice, whose form form.next points to; NULL: none. Each piece has
+     * its own offset and group forms, tables and loops. */
+    struct PhaseForm *next;
 } PhaseForm;
 
 typedef struct ScheduleForm {
@@ -56,6 +60,10 @@ typedef struct ScheduleForm {
  * rotated order then run the same list. */
 PhaseSched *form_canonical_phase(Arena *arena, const PhaseSched *ph, const PrimeMesh *mesh,
                                  int ndev);
+
+/* The copies of the model's repeated layer (in each micro-batch, for a
+ * staged run with micro-batches, whose Model.layer_count is 0); 0: none. */
+int form_layer_copies(const Model *m);
 
 /* Finds and proves the forms of every phase and layout of s. */
 ScheduleForm *form_build(Arena *arena, const Schedule *s);

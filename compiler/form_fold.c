@@ -34,6 +34,11 @@ PrimePhaseForm form_numbered(Arena *arena, const ScheduleForm *sf, const PrimePh
             a->in_tensor[k] = sf->tensor_number[a->in_tensor[k]];
     }
     out.forms = forms;
+    if (f->next) {
+        PrimePhaseForm *next = ARENA_NEW(arena, PrimePhaseForm);
+        *next = form_numbered(arena, sf, f->next);
+        out.next = next;
+    }
     return out;
 }
 
@@ -236,18 +241,20 @@ static int fold_phase_copies(Arena *arena, const ScheduleForm *sf, PhaseForm *pf
 }
 
 void form_fold_layer_actions(Arena *arena, const Schedule *s, ScheduleForm *sf) {
-    if (s->model->layer_count < 2 || sf->layer_block <= 0)
+    if (form_layer_copies(s->model) < 2 || sf->layer_block <= 0)
         return;
     int cap = 0;
     for (int k = 0; k < s->phases.count; ++k)
-        if (!sf->phases[k].fallback && sf->phases[k].form.nforms > cap)
-            cap = sf->phases[k].form.nforms;
+        for (const PhaseForm *pf = &sf->phases[k]; pf && !pf->fallback; pf = pf->next)
+            if (pf->form.nforms > cap)
+                cap = pf->form.nforms;
     int *room = malloc(sizeof(int) * ((size_t)cap + 1));
     if (!room)
         ICE("out of memory");
     for (int k = 0; k < s->phases.count; ++k) {
-        PhaseForm *pf = &sf->phases[k];
-        if (!pf->fallback)
+        /* A phase split by slices: each piece's loops (its form is
+         * proven on every rank, the others' pieces expanding alike). */
+        for (PhaseForm *pf = &sf->phases[k]; pf && !pf->fallback; pf = pf->next)
             pf->layer_loops = fold_phase_copies(arena, sf, pf, s->model->mesh.ndev, room);
     }
     free(room);
@@ -255,9 +262,14 @@ void form_fold_layer_actions(Arena *arena, const Schedule *s, ScheduleForm *sf) 
 
 /* ---- Layer folding ------------------------------------------------- */
 
+/* The shifts of a run of phases per copy: tensors and tags, one each;
+ * values, one per operand of each phase of the run (PhaseRun.dvalue). */
 typedef struct Shift {
-    int set[3];
-    int d[3]; /* tensor, tag, value */
+    int set[2];
+    int d[2]; /* tensor, tag */
+    int len;
+    unsigned char *vset; /* len * FORM_RUN_OPERANDS */
+    int *vd;
 } Shift;
 
 static int shift_ok(Shift *sh, int which, long a, long b, long copies) {
@@ -270,18 +282,39 @@ static int shift_ok(Shift *sh, int which, long a, long b, long copies) {
     return b == a + copies * sh->d[which];
 }
 
+/* The same for the value of operand x of the run's phase j. */
+static int value_shift_ok(Shift *sh, int j, int x, long a, long b, long copies) {
+    int i = j * FORM_RUN_OPERANDS + x;
+    if (!sh->vset[i]) {
+        if ((b - a) % copies)
+            return 0;
+        sh->vd[i] = (int)((b - a) / copies);
+        sh->vset[i] = 1;
+    }
+    return b == a + copies * sh->vd[i];
+}
+
+static void shift_copy(Shift *to, const Shift *from) {
+    memcpy(to->set, from->set, sizeof to->set);
+    memcpy(to->d, from->d, sizeof to->d);
+    size_t n = (size_t)from->len * FORM_RUN_OPERANDS;
+    memcpy(to->vset, from->vset, n);
+    memcpy(to->vd, from->vd, sizeof(int) * n);
+}
+
 static int value_of(const Schedule *s, int tensor) {
     const SchedTensor *t = &s->tensors[tensor];
     return 2 * t->model_tensor + t->is_grad;
 }
 
-/* Whether phase kb is phase ka shifted by `copies` layers of *sh. */
+/* Whether phase kb is phase ka, the run's phase j, shifted by `copies`
+ * layers of *sh. */
 static int phase_shifted(const Schedule *s, const ScheduleForm *sf, const int *kernel,
-                         const int *reference, int ka, int kb, long copies, Shift *sh) {
+                         const int *reference, int j, int ka, int kb, long copies, Shift *sh) {
     const PhaseForm *fa = &sf->phases[ka], *fb = &sf->phases[kb];
     const PhaseSched *pa = s->phases.items[ka], *pb = s->phases.items[kb];
-    if (fa->fallback || fb->fallback || fa->uses_offsets || fb->uses_offsets ||
-        fa->ntables != fb->ntables || fa->form.sliced != fb->form.sliced ||
+    if (fa->fallback || fb->fallback || fa->next || fb->next || fa->uses_offsets ||
+        fb->uses_offsets || fa->ntables != fb->ntables || fa->form.sliced != fb->form.sliced ||
         (fa->form.sliced && (fa->form.slice_axis != fb->form.slice_axis ||
                              fa->form.slice_coord != fb->form.slice_coord)))
         return 0;
@@ -293,11 +326,12 @@ static int phase_shifted(const Schedule *s, const ScheduleForm *sf, const int *k
         return 0;
     int compute = pa->kind == PHASE_FWD || pa->kind == PHASE_BWD || pa->kind == PHASE_GRAD;
     if (compute) {
-        if (!shift_ok(sh, 2, value_of(s, pa->out.tensor), value_of(s, pb->out.tensor), copies))
+        if (!value_shift_ok(sh, j, 0, value_of(s, pa->out.tensor), value_of(s, pb->out.tensor),
+                            copies))
             return 0;
         for (int i = 0; i < pa->nin; ++i)
-            if (!shift_ok(sh, 2, value_of(s, pa->in[i].tensor), value_of(s, pb->in[i].tensor),
-                          copies))
+            if (!value_shift_ok(sh, j, 1 + i, value_of(s, pa->in[i].tensor),
+                                value_of(s, pb->in[i].tensor), copies))
                 return 0;
     }
     if (fa->noffset_forms && memcmp(fa->form.offset_forms, fb->form.offset_forms,
@@ -360,24 +394,40 @@ static unsigned long phase_hash(const Schedule *s, const ScheduleForm *sf, const
     return h;
 }
 
-/* How many copies of [p, p + len) follow from p, the first included. */
+/* How many copies of [p, p + len) follow from p, the first included;
+ * *sh (with room for len phases) gets their shifts, trial is room of
+ * the same size. */
 static long count_copies(const Schedule *s, const ScheduleForm *sf, const int *kernel,
-                         const int *reference, int p, int len, Shift *sh) {
+                         const int *reference, int p, int len, Shift *sh, Shift *trial) {
     int n = s->phases.count;
     long reps = 1;
-    memset(sh, 0, sizeof *sh);
+    memset(sh->set, 0, sizeof sh->set);
+    memset(sh->d, 0, sizeof sh->d);
+    sh->len = trial->len = len;
+    memset(sh->vset, 0, (size_t)len * FORM_RUN_OPERANDS);
+    memset(sh->vd, 0, sizeof(int) * (size_t)len * FORM_RUN_OPERANDS);
     while (p + (reps + 1) * len <= n) {
-        Shift trial = *sh;
+        shift_copy(trial, sh);
         int ok = 1;
         for (int j = 0; j < len && ok; ++j)
-            ok = phase_shifted(s, sf, kernel, reference, p + j, (int)(p + reps * len + j), reps,
-                               &trial);
+            ok = phase_shifted(s, sf, kernel, reference, j, p + j, (int)(p + reps * len + j), reps,
+                               trial);
         if (!ok)
             break;
-        *sh = trial;
+        shift_copy(sh, trial);
         ++reps;
     }
     return reps;
+}
+
+static Shift shift_room(int cap) {
+    Shift sh;
+    memset(&sh, 0, sizeof sh);
+    sh.vset = malloc((size_t)cap * FORM_RUN_OPERANDS + 1);
+    sh.vd = malloc(sizeof(int) * ((size_t)cap * FORM_RUN_OPERANDS + 1));
+    if (!sh.vset || !sh.vd)
+        ICE("out of memory");
+    return sh;
 }
 
 PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm *sf,
@@ -388,18 +438,22 @@ PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm 
     unsigned long *hash = ARENA_ARRAY_UNINIT(arena, unsigned long, n + 1);
     for (int k = 0; k < n; ++k)
         hash[k] = phase_hash(s, sf, kernel, k);
+    int cap = n / 2 + 1;
+    Shift best = shift_room(cap), sh = shift_room(cap), trial = shift_room(cap);
     for (int p = 0; p < n;) {
         int best_len = 1;
         long best_reps = 1;
-        Shift best = {{0}, {0}}, sh;
         int tried = 0;
         for (int q = p + 1; q < n && q - p <= (n - p) / 2 && tried < 8; ++q) {
             if (hash[q] != hash[p])
                 continue;
             ++tried;
-            long reps = count_copies(s, sf, kernel, reference, p, q - p, &sh);
-            if (reps >= 2 && reps * (q - p) > best_reps * best_len)
-                best_len = q - p, best_reps = reps, best = sh;
+            long reps = count_copies(s, sf, kernel, reference, p, q - p, &sh, &trial);
+            if (reps >= 2 && reps * (q - p) > best_reps * best_len) {
+                best_len = q - p, best_reps = reps;
+                best.len = sh.len;
+                shift_copy(&best, &sh);
+            }
         }
         PhaseRun *prev = pr->nruns ? &pr->runs[pr->nruns - 1] : NULL;
         if (best_reps == 1 && prev && prev->repeat == 1) {
@@ -412,12 +466,22 @@ PhaseRuns *form_fold_layers(Arena *arena, const Schedule *s, const ScheduleForm 
         r->first = p;
         r->len = best_len;
         r->repeat = best_reps;
-        r->dtensor = best.d[0];
-        r->dtag = best.d[1];
-        r->dvalue = best.d[2];
+        r->dtensor = best_reps > 1 ? best.d[0] : 0;
+        r->dtag = best_reps > 1 ? best.d[1] : 0;
+        r->dvalue = NULL;
+        if (best_reps > 1) {
+            r->dvalue = ARENA_ARRAY(arena, int, (size_t)best_len *FORM_RUN_OPERANDS);
+            memcpy(r->dvalue, best.vd, sizeof(int) * (size_t)best_len * FORM_RUN_OPERANDS);
+        }
         pr->nemitted += best_len;
         p += (int)(best_len * best_reps);
     }
+    free(best.vset);
+    free(best.vd);
+    free(sh.vset);
+    free(sh.vd);
+    free(trial.vset);
+    free(trial.vd);
     return pr;
 }
 
@@ -484,23 +548,23 @@ static int name_is(const char *name, const char *base, size_t start, size_t len,
            strcmp(name + start + nl, base + start + len) == 0;
 }
 
-/* How many copies of the tensors numbered [p, p + len) follow. */
+/* How many copies of the tensors numbered [p, p + len) follow; dvalue
+ * (room for len) gets each tensor's value step. */
 static long tensor_copies(const Schedule *s, const ScheduleForm *sf, int p, int len, int *dvalue) {
     int n = s->ntensors;
     const int *at = sf->tensor_at;
     long reps = 1;
-    int dv = 0;
     for (; p + (reps + 1) * len <= n; ++reps) {
         int ok = 1;
         for (int j = 0; j < len && ok; ++j) {
             int x = at[p + j], y = at[p + reps * len + j];
             const char *nx = s->tensors[x].name, *ny = s->tensors[y].name;
             int d = value_of(s, y) - value_of(s, x);
-            if (reps == 1 && j == 0)
-                dv = d;
+            if (reps == 1)
+                dvalue[j] = d;
             size_t st, ln;
             long n0, n1, n1b;
-            ok = same_tensor_shape(s, sf, x, y) && d == reps * dv &&
+            ok = same_tensor_shape(s, sf, x, y) && d == reps * dvalue[j] &&
                  name_number(nx, ny, &st, &ln, &n0, &n1);
             if (ok && reps > 1) {
                 /* The step is set by copy 1. */
@@ -514,7 +578,6 @@ static long tensor_copies(const Schedule *s, const ScheduleForm *sf, int p, int 
         if (!ok)
             break;
     }
-    *dvalue = dv;
     return reps;
 }
 
@@ -523,17 +586,19 @@ TensorRuns *form_fold_tensors(Arena *arena, const Schedule *s, const ScheduleFor
     const int *at = sf->tensor_at;
     TensorRuns *tr = ARENA_NEW(arena, TensorRuns);
     tr->runs = ARENA_ARRAY(arena, TensorRun, n + 1);
+    int *dv = ARENA_ARRAY(arena, int, n / 2 + 1), *best_dv = ARENA_ARRAY(arena, int, n / 2 + 1);
     for (int p = 0; p < n;) {
-        int best_len = 1, best_dv = 0;
+        int best_len = 1;
         long best_reps = 1;
         for (int q = p + 1, tried = 0; q < n && q - p <= (n - p) / 2 && tried < 4; ++q) {
             if (!same_tensor_shape(s, sf, at[p], at[q]))
                 continue;
             ++tried;
-            int dv;
-            long reps = tensor_copies(s, sf, p, q - p, &dv);
-            if (reps >= 2 && reps * (q - p) > best_reps * best_len)
-                best_len = q - p, best_reps = reps, best_dv = dv;
+            long reps = tensor_copies(s, sf, p, q - p, dv);
+            if (reps >= 2 && reps * (q - p) > best_reps * best_len) {
+                best_len = q - p, best_reps = reps;
+                memcpy(best_dv, dv, sizeof(int) * (size_t)best_len);
+            }
         }
         TensorRun *prev = tr->nruns ? &tr->runs[tr->nruns - 1] : NULL;
         if (best_reps == 1 && prev && prev->repeat == 1) {
@@ -546,9 +611,11 @@ TensorRuns *form_fold_tensors(Arena *arena, const Schedule *s, const ScheduleFor
         r->first = p;
         r->len = best_len;
         r->repeat = best_reps;
-        r->dvalue = best_dv;
+        r->dvalue = NULL;
         tr->nemitted += best_len;
         if (best_reps > 1) {
+            r->dvalue = ARENA_ARRAY(arena, int, best_len);
+            memcpy(r->dvalue, best_dv, sizeof(int) * (size_t)best_len);
             r->name_format = ARENA_ARRAY(arena, const char *, best_len);
             r->name_base = ARENA_ARRAY(arena, long, best_len);
             r->name_step = ARENA_ARRAY(arena, long, best_len);

@@ -28,20 +28,28 @@ void form_fold_layer_actions(Arena *arena, const Schedule *s, ScheduleForm *sf);
 
 /* The form as the program holds it: a copy of f with every tensor field
  * in the program's numbering (sf->tensor_number), which dstep_tensor
- * counts in. */
+ * counts in (the pieces it chains to, PrimePhaseForm.next, too). */
 PrimePhaseForm form_numbered(Arena *arena, const ScheduleForm *sf, const PrimePhaseForm *f);
+
+/* The operands of a compute phase that the dense reference names by
+ * value: its output, then its inputs. */
+#define FORM_RUN_OPERANDS (1 + SCHED_MAX_OPERANDS)
 
 /* A stretch of the schedule's phases, [first, first + len), that runs
  * `repeat` times: copy l is the first copy with every tensor index
- * shifted by l * dtensor, every tag by l * dtag and every value of the
- * dense reference by l * dvalue (the copies of a repeated layer). */
+ * shifted by l * dtensor, every tag by l * dtag and, in the dense
+ * reference, the value of phase first + j's operand x (0: the output,
+ * 1 + i: input i) by l * dvalue[j * FORM_RUN_OPERANDS + x] (the copies
+ * of a repeated layer; with micro-batches a later micro-batch's
+ * activations move by fewer values a copy than the weights they share
+ * with the first's). dvalue is NULL when the run does not repeat. */
 typedef struct PhaseRun {
     int first;
     int len;
     long repeat;
     int dtensor;
     int dtag;
-    int dvalue;
+    int *dvalue;
 } PhaseRun;
 
 typedef struct PhaseRuns {
@@ -52,13 +60,14 @@ typedef struct PhaseRuns {
 
 /* Stretches of the storage tensors in program order (tensor_at): the
  * tensors numbered [first, first + len) stand for `repeat` copies, copy
- * l having the same tiling, slots and layouts, its value shifted by
- * l * dvalue and its name by l * name_step in the number it carries. */
+ * l having the same tiling, slots and layouts, the value of tensor
+ * first + j shifted by l * dvalue[j] and its name by l * name_step[j]
+ * in the number it carries. */
 typedef struct TensorRun {
     int first;
     int len;
     long repeat;
-    int dvalue;
+    int *dvalue;              /* per tensor of the run, when repeat > 1 */
     const char **name_format; /* per tensor of the run ("q_%ld"), when repeat > 1 */
     long *name_base;
     long *name_step;

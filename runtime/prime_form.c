@@ -139,11 +139,9 @@ static int run_end(const PrimePhaseForm *f, int i, long *reps) {
     return i + 1;
 }
 
-static PrimeStatus expand_form(const PrimePhase *phase, int rank, PrimeRankPhase *v) {
-    const PrimePhaseForm *f = phase->form;
+static PrimeStatus expand_form(const PrimePhase *phase, const PrimePhaseForm *f, int rank,
+                               const long *coords, PrimeRankPhase *v) {
     const PrimeMesh *mesh = f->mesh;
-    long coords[PRIME_MAX_AXES];
-    prime_mesh_coords(mesh, rank, coords);
     long nactions = 0, nkernels = 0, ngroups = 0, nmembers = 0;
     for (int i = 0; i < f->nforms;) {
         long reps;
@@ -235,13 +233,14 @@ PrimeStatus prime_rank_phase(const PrimePhase *phase, int rank, PrimeRankPhase *
         v->nactions = phase->nactions[rank];
         return PRIME_OK;
     }
-    if (phase->form->sliced) {
-        long coords[PRIME_MAX_AXES];
-        prime_mesh_coords(phase->form->mesh, rank, coords);
-        if (coords[phase->form->slice_axis] != phase->form->slice_coord)
-            return PRIME_OK; /* nothing on this rank */
-    }
-    PrimeStatus st = expand_form(phase, rank, v);
+    long coords[PRIME_MAX_AXES];
+    prime_mesh_coords(phase->form->mesh, rank, coords);
+    const PrimePhaseForm *f = phase->form;
+    while (f && f->sliced && coords[f->slice_axis] != f->slice_coord)
+        f = f->next;
+    if (!f)
+        return PRIME_OK; /* nothing on this rank */
+    PrimeStatus st = expand_form(phase, f, rank, coords, v);
     if (st != PRIME_OK)
         prime_rank_phase_release(v);
     return st;

@@ -124,6 +124,12 @@ typedef struct PrimePhaseForm {
     int sliced;
     int slice_axis;
     long slice_coord;
+    /* A sliced form's chain: the form of the ranks outside its slice
+     * (the next slice's: a phase in which every pipeline stage runs its
+     * own list, as each allocates its own weights). A rank runs the first
+     * form of the chain whose slice holds it; NULL ends the chain, and a
+     * rank in none of its slices runs nothing. */
+    const struct PrimePhaseForm *next;
 } PrimePhaseForm;
 
 /* One rank's concrete view of a phase: what prime_sched_run executes. */

@@ -394,7 +394,7 @@ static PrimeTensorDesc *expand_tensors(const PrimeProgram *prog, char ***names) 
                     return NULL;
                 const PrimeTensorDesc *d = &prog->tensors[tr->first + j];
                 all[k] = *d;
-                all[k].value = (int)(d->value + l * tr->dvalue);
+                all[k].value = (int)(d->value + l * d->value_step);
                 if (tr->repeat > 1) {
                     char buf[256];
                     snprintf(buf, sizeof buf, d->name, d->name_base + l * d->name_step);

@@ -68,19 +68,21 @@ typedef struct PrimeTensorDesc {
     PrimeLayout fill_layout;
     PrimeLayout final_layout;
     /* In a PrimeTensorRun that repeats, `name` holds one "%ld": copy l
-     * is named with name_base + l * name_step there. */
+     * is named with name_base + l * name_step there, and is a tiling of
+     * value + l * value_step (each tensor its own step: with
+     * micro-batches, a later micro-batch's activations are fewer values
+     * a copy apart than the first's weights and activations). */
     long name_base;
     long name_step;
+    int value_step;
 } PrimeTensorDesc;
 
 /* A stretch of the tensors: tensors[first .. first + len) stand for
- * `repeat` copies, copy l with values shifted by l * dvalue (the tensors
- * of a repeated layer). */
+ * `repeat` copies (the tensors of a repeated layer). */
 typedef struct PrimeTensorRun {
     int first;
     int len;
     long repeat;
-    int dvalue;
 } PrimeTensorRun;
 
 /* Computes every checked value from the filled ones, whole, on one

@@ -727,7 +727,7 @@ static const PrimeMesh mesh = {1, {2}};
 static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
 };
-static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
     NULL};
 
@@ -750,7 +750,7 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
     {3, {2, 16, 16}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase1_form = {&mesh, 9, phase1_forms, phase1_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward sb", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
     &phase1_form, 7680, 1, fused1};
@@ -760,7 +760,7 @@ static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_WAIT}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 3, phase2_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase2_form = {&mesh, 3, phase2_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
 static const PrimePhase phase2 = {"forward ex", NULL, NULL, phase2_kernels, NULL, NULL, NULL,
     &phase2_form, 0, 1, NULL};
@@ -769,7 +769,7 @@ static const PrimeActionForm phase3_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimePhaseForm phase3_form = {&mesh, 2, phase3_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase3_form = {&mesh, 2, phase3_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
 static const PrimePhase phase3 = {"forward z", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 0, 1, NULL};
@@ -778,7 +778,7 @@ static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase4_kernels[] = {kernel4, kernel4_set};
 static const PrimePhase phase4 = {"forward pr", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
     &phase4_form, 0, 1, NULL};
@@ -786,7 +786,7 @@ static const PrimePhase phase4 = {"forward pr", NULL, NULL, phase4_kernels, NULL
 static const PrimeActionForm phase5_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dpr, .slot = 0}},
 };
-static const PrimePhaseForm phase5_form = {&mesh, 1, phase5_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase5_form = {&mesh, 1, phase5_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimePhase phase5 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase5_form, 0, 0,
     NULL};
 
@@ -808,7 +808,7 @@ static const PrimeOffsetForm phase6_offset_forms[] = {
     {3, {2, 16, 16}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase6_form = {&mesh, 7, phase6_forms, phase6_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
 static const PrimePhase phase6 = {"backward pr", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
     &phase6_form, 6144, 1, fused6};
@@ -819,7 +819,7 @@ static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_z, .slot = 0}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dpr, .slot = 0}},
 };
-static const PrimePhaseForm phase7_form = {&mesh, 4, phase7_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase7_form = {&mesh, 4, phase7_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
 static const PrimePhase phase7 = {"backward pr", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
     &phase7_form, 0, 1, NULL};
@@ -828,7 +828,7 @@ static const PrimeActionForm phase8_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
 static const PrimePhase phase8 = {"backward z", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
     &phase8_form, 0, 1, NULL};
@@ -838,7 +838,7 @@ static const PrimeActionForm phase9_forms[] = {
     {.a = {.op = PRIME_ACT_WAIT}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_ex, .slot = 0}},
 };
-static const PrimePhaseForm phase9_form = {&mesh, 3, phase9_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase9_form = {&mesh, 3, phase9_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase9_kernels[] = {kernel9, kernel9_set};
 static const PrimePhase phase9 = {"backward ex", NULL, NULL, phase9_kernels, NULL, NULL, NULL,
     &phase9_form, 0, 1, NULL};
@@ -873,29 +873,29 @@ static const PrimeLayoutForm dx_final_form = {1, 3, dx_final_nslices, dx_final_s
 
 static const PrimeTensorDesc tensors[] = {
     {"sb", 2, {4, 16}, {2, 16}, {2, 1}, 1, -1, 0, 2, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"x", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, 0, 0, 0, {NULL, NULL, NULL, &x_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"ex", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 0, 4, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"z", 2, {4, 16}, {2, 16}, {2, 1}, 1, -1, 0, 6, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"pr", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 1, 8, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &pr_final_form}, 0, 0},
+        {NULL, NULL, NULL, &pr_final_form}, 0, 0, 0},
     {"dpr", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, 5, 0, 9, {NULL, NULL, NULL, &dpr_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dex", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 0, 5, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dz", 2, {4, 16}, {2, 16}, {2, 1}, 1, -1, 0, 7, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dex_2", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 0, 5, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dx", 3, {4, 16, 16}, {2, 16, 16}, {2, 1, 1}, 1, -1, 1, 1, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &dx_final_form}, 0, 0},
+        {NULL, NULL, NULL, &dx_final_form}, 0, 0, 0},
 };
-/* Tensor runs: {first, len, repeat, dvalue}. */
+/* Tensor runs: {first, len, repeat}. */
 static const PrimeTensorRun tensor_runs[] = {
-    {0, 10, 1, 0},
+    {0, 10, 1},
 };
 
 /* Predicted by primec: bytes sent per rank (shift, collective, redistribution)

@@ -167,7 +167,7 @@ static const PrimeMesh mesh = {1, {2}};
 static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
 };
-static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase0_form = {&mesh, 1, phase0_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
     NULL};
 
@@ -185,7 +185,7 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
 };
 static const PrimeGroupForm phase1_group_forms[] = {{0x1u, 0, {0}}};
 static const PrimePhaseForm phase1_form = {&mesh, 5, phase1_forms, phase1_offset_forms,
-    phase1_group_forms, 0, 0, 0};
+    phase1_group_forms, 0, 0, 0, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward m", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
     &phase1_form, 16, 1, NULL};
@@ -193,7 +193,7 @@ static const PrimePhase phase1 = {"forward m", NULL, NULL, phase1_kernels, NULL,
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm, .slot = 0}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0,
     NULL};
 
@@ -211,7 +211,7 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
     {2, {4, 4}, {{0, 1, {0}, 0}, {0, 2, {1}, 0}}},
 };
 static const PrimePhaseForm phase3_form = {&mesh, 6, phase3_forms, phase3_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
 static const PrimePhase phase3 = {"backward m", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 48, 1, NULL};
@@ -245,17 +245,17 @@ static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_s
 
 static const PrimeTensorDesc tensors[] = {
     {"m", 1, {4}, {4}, {1}, 1, -1, 1, 2, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &m_final_form}, 0, 0},
+        {NULL, NULL, NULL, &m_final_form}, 0, 0, 0},
     {"x", 2, {4, 8}, {4, 4}, {1, 2}, 1, 0, 0, 0, {NULL, NULL, NULL, &x_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dm", 1, {4}, {4}, {1}, 1, 2, 0, 3, {NULL, NULL, NULL, &dm_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dx", 2, {4, 8}, {4, 4}, {1, 2}, 1, -1, 1, 1, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &dx_final_form}, 0, 0},
+        {NULL, NULL, NULL, &dx_final_form}, 0, 0, 0},
 };
-/* Tensor runs: {first, len, repeat, dvalue}. */
+/* Tensor runs: {first, len, repeat}. */
 static const PrimeTensorRun tensor_runs[] = {
-    {0, 4, 1, 0},
+    {0, 4, 1},
 };
 
 /* Predicted by primec: bytes sent per rank (shift, collective, redistribution)

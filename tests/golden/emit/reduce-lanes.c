@@ -579,7 +579,7 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_y, .slot = 0}},
 };
-static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
     NULL};
 
@@ -597,7 +597,7 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase1_form = {&mesh, 6, phase1_forms, phase1_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward m1", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
     &phase1_form, 448, 1, fused1};
@@ -606,7 +606,7 @@ static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase2_form = {&mesh, 2, phase2_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase2_kernels[] = {kernel2, kernel2_set};
 static const PrimePhase phase2 = {"forward v1", NULL, NULL, phase2_kernels, NULL, NULL, NULL,
     &phase2_form, 0, 1, NULL};
@@ -623,7 +623,7 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
     {2, {2, 12}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase3_form = {&mesh, 5, phase3_forms, phase3_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
 static const PrimePhase phase3 = {"forward m2", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 48, 1, NULL};
@@ -632,7 +632,7 @@ static const PrimeActionForm phase4_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dv1, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dm2, .slot = 0}},
 };
-static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase4_form = {&mesh, 2, phase4_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimePhase phase4 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase4_form, 0, 0,
     NULL};
 
@@ -648,7 +648,7 @@ static const PrimeOffsetForm phase5_offset_forms[] = {
     {2, {2, 12}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase5_form = {&mesh, 5, phase5_forms, phase5_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase5_kernels[] = {kernel5, kernel5_set};
 static const PrimePhase phase5 = {"backward m2", NULL, NULL, phase5_kernels, NULL, NULL, NULL,
     &phase5_form, 72, 1, NULL};
@@ -670,7 +670,7 @@ static const PrimeOffsetForm phase6_offset_forms[] = {
     {2, {2, 32}, {{0, 2, {1}, 0}, {0, 1, {0}, 0}}},
 };
 static const PrimePhaseForm phase6_form = {&mesh, 6, phase6_forms, phase6_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
 static const PrimePhase phase6 = {"backward v1", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
     &phase6_form, 1216, 1, fused6};
@@ -682,7 +682,7 @@ static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_x, .slot = 0}},
     {.a = {.op = PRIME_ACT_FREE, .tensor = T_dv1, .slot = 0}},
 };
-static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
 static const PrimePhase phase7 = {"backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
     &phase7_form, 0, 1, NULL};
@@ -691,7 +691,7 @@ static const PrimeActionForm phase8_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
     {.a = {.op = PRIME_ACT_WAIT}},
 };
-static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
 static const PrimePhase phase8 = {"backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
     &phase8_form, 0, 1, NULL};
@@ -745,31 +745,32 @@ static const PrimeLayoutForm dx_final_form = {1, 2, dx_final_nslices, dx_final_s
     0, 0, 0};
 
 static const PrimeTensorDesc tensors[] = {
-    {"m1", 1, {4}, {2}, {2}, 1, -1, 0, 4, {NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}, 0, 0},
+    {"m1", 1, {4}, {2}, {2}, 1, -1, 0, 4, {NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}, 0, 0,
+        0},
     {"x", 2, {4, 32}, {2, 32}, {2, 1}, 1, 0, 0, 0, {NULL, NULL, NULL, &x_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"v1", 1, {4}, {2}, {2}, 1, -1, 1, 6, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &v1_final_form}, 0, 0},
+        {NULL, NULL, NULL, &v1_final_form}, 0, 0, 0},
     {"m2", 1, {4}, {2}, {2}, 1, -1, 1, 8, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &m2_final_form}, 0, 0},
+        {NULL, NULL, NULL, &m2_final_form}, 0, 0, 0},
     {"y", 2, {4, 12}, {2, 12}, {2, 1}, 1, 0, 0, 2, {NULL, NULL, NULL, &y_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dm2", 1, {4}, {2}, {2}, 1, 4, 0, 9, {NULL, NULL, NULL, &dm2_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dy", 2, {4, 12}, {2, 12}, {2, 1}, 1, -1, 1, 3, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &dy_final_form}, 0, 0},
+        {NULL, NULL, NULL, &dy_final_form}, 0, 0, 0},
     {"dv1", 1, {4}, {2}, {2}, 1, 4, 0, 7, {NULL, NULL, NULL, &dv1_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dx", 2, {4, 32}, {2, 32}, {2, 1}, 1, -1, 1, 1, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &dx_final_form}, 0, 0},
-    {"dm1", 1, {4}, {2}, {2}, 1, -1, 0, 5, {NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}, 0,
+        {NULL, NULL, NULL, &dx_final_form}, 0, 0, 0},
+    {"dm1", 1, {4}, {2}, {2}, 1, -1, 0, 5, {NULL, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}, 0, 0,
         0},
     {"dx_2", 2, {4, 32}, {2, 32}, {2, 1}, 1, -1, 0, 1, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
 };
-/* Tensor runs: {first, len, repeat, dvalue}. */
+/* Tensor runs: {first, len, repeat}. */
 static const PrimeTensorRun tensor_runs[] = {
-    {0, 11, 1, 0},
+    {0, 11, 1},
 };
 
 /* Predicted by primec: bytes sent per rank (shift, collective, redistribution)

@@ -138,7 +138,7 @@ static const PrimeActionForm phase0_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_x, .slot = 0}},
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_w, .slot = 0}},
 };
-static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase0_form = {&mesh, 2, phase0_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimePhase phase0 = {"init", NULL, NULL, NULL, NULL, NULL, NULL, &phase0_form, 0, 0,
     NULL};
 
@@ -174,7 +174,7 @@ static const PrimeOffsetForm phase1_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {0, 2, {1, 1}, 1}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase1_form = {&mesh, 12, phase1_forms, phase1_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase1_kernels[] = {kernel1, kernel1_set};
 static const PrimePhase phase1 = {"forward y", NULL, NULL, phase1_kernels, NULL, NULL, NULL,
     &phase1_form, 48, 1, NULL};
@@ -182,7 +182,7 @@ static const PrimePhase phase1 = {"forward y", NULL, NULL, phase1_kernels, NULL,
 static const PrimeActionForm phase2_forms[] = {
     {.a = {.op = PRIME_ACT_ALLOC, .tensor = T_dy, .slot = 0}},
 };
-static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL, 0, 0, 0};
+static const PrimePhaseForm phase2_form = {&mesh, 1, phase2_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimePhase phase2 = {"dy-in", NULL, NULL, NULL, NULL, NULL, NULL, &phase2_form, 0, 0,
     NULL};
 
@@ -225,7 +225,7 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 1}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase3_form = {&mesh, 14, phase3_forms, phase3_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
 static const PrimePhase phase3 = {"backward y", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 48, 1, NULL};
@@ -260,7 +260,7 @@ static const PrimeOffsetForm phase4_offset_forms[] = {
     {3, {4, 2, 3}, {{0, 2, {1, 0}, 0}, {1, 2, {1, 1}, 1}, {0, 2, {0, 1}, 0}}},
 };
 static const PrimePhaseForm phase4_form = {&mesh, 15, phase4_forms, phase4_offset_forms, NULL, 0, 0,
-    0};
+    0, NULL};
 static const PrimeKernelFn phase4_kernels[] = {kernel4, kernel4_set};
 static const PrimePhase phase4 = {"gradient y", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
     &phase4_form, 48, 1, NULL};
@@ -304,21 +304,21 @@ static const PrimeLayoutForm dw_final_form = {1, 2, dw_final_nslices, dw_final_s
 
 static const PrimeTensorDesc tensors[] = {
     {"y", 2, {8, 6}, {4, 3}, {2, 2}, 1, -1, 1, 4, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &y_final_form}, 0, 0},
+        {NULL, NULL, NULL, &y_final_form}, 0, 0, 0},
     {"x", 2, {8, 4}, {4, 2}, {2, 2}, 2, 0, 0, 0, {NULL, NULL, NULL, &x_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"w", 2, {4, 6}, {2, 3}, {2, 2}, 2, 0, 0, 2, {NULL, NULL, NULL, &w_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dy", 2, {8, 6}, {4, 3}, {2, 2}, 1, 2, 0, 5, {NULL, NULL, NULL, &dy_fill_form},
-        {NULL, NULL, NULL, NULL}, 0, 0},
+        {NULL, NULL, NULL, NULL}, 0, 0, 0},
     {"dx", 2, {8, 4}, {4, 2}, {2, 2}, 3, -1, 1, 1, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &dx_final_form}, 0, 0},
+        {NULL, NULL, NULL, &dx_final_form}, 0, 0, 0},
     {"dw", 2, {4, 6}, {2, 3}, {2, 2}, 3, -1, 1, 3, {NULL, NULL, NULL, NULL},
-        {NULL, NULL, NULL, &dw_final_form}, 0, 0},
+        {NULL, NULL, NULL, &dw_final_form}, 0, 0, 0},
 };
-/* Tensor runs: {first, len, repeat, dvalue}. */
+/* Tensor runs: {first, len, repeat}. */
 static const PrimeTensorRun tensor_runs[] = {
-    {0, 6, 1, 0},
+    {0, 6, 1},
 };
 
 /* Predicted by primec: bytes sent per rank (shift, collective, redistribution)
