@@ -53,7 +53,8 @@ foreach(m opt_small_megatron_sp opt_small_square_dp opt_small_megatron_pp_mb)
   list(APPEND SCHED_FOLD_INPUTS ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime@${m})
 endforeach()
 list(APPEND SCHED_FOLD_INPUTS ${CMAKE_SOURCE_DIR}/examples/opt_mlp.prime)
-add_executable(test_sched_fold ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_fold.c)
+add_executable(test_sched_fold ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_fold.c
+                               ${CMAKE_CURRENT_SOURCE_DIR}/unit/sched_test.c)
 target_link_libraries(test_sched_fold PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_sched_fold PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule/fold COMMAND test_sched_fold ${SCHED_FOLD_INPUTS})
@@ -98,7 +99,8 @@ file(GLOB SCHED_ORBIT_INPUTS ${CMAKE_SOURCE_DIR}/examples/*.prime
 list(FILTER SCHED_ORBIT_INPUTS EXCLUDE REGEX
      "/(resource-[^/]*|steps-live-tiles|depth-[^/]*|radix-[^/]*|size-expression-[^/]*)\\.prime$")
 list(SORT SCHED_ORBIT_INPUTS)
-add_executable(test_sched_orbit ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_orbit.c)
+add_executable(test_sched_orbit ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_sched_orbit.c
+                                ${CMAKE_CURRENT_SOURCE_DIR}/unit/sched_test.c)
 target_link_libraries(test_sched_orbit PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_sched_orbit PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule/orbit COMMAND test_sched_orbit ${SCHED_ORBIT_INPUTS})

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "pipeline.h"
+#include "sched_test.h"
 #include "schedule.h"
 
 static int nfiles;
@@ -52,20 +53,6 @@ static void release(void) {
 
 /* The file names of the two compilations (they keep a pointer). */
 static char kept_file[1024], folded_file[1024];
-
-/* path: a file, or FILE@MODEL for one model of it. */
-static int run(Compilation *c, char *file, const char *path, int predict_only) {
-    const char *at = strchr(path, '@');
-    size_t len = at ? (size_t)(at - path) : strlen(path);
-    assert_true(len < sizeof kept_file);
-    memcpy(file, path, len);
-    file[len] = 0;
-    compilation_init(c, file, NULL);
-    c->model_name = at ? at + 1 : NULL;
-    c->sink.out = NULL; /* diagnostics stored, not printed */
-    c->predict_only = predict_only;
-    return pipeline_run(c, "schedule");
-}
 
 static void compare_schedules(const char *path, const Schedule *a, const Schedule *b) {
     const char *name = a->model->name;
@@ -114,9 +101,9 @@ static void compare_schedules(const char *path, const Schedule *a, const Schedul
 }
 
 static void compare_file(const char *path) {
-    int ok_kept = run(&kept, kept_file, path, 0);
+    int ok_kept = sched_test_compile(&kept, kept_file, sizeof kept_file, path, 0);
     kept_active = 1;
-    int ok_folded = run(&folded, folded_file, path, 1);
+    int ok_folded = sched_test_compile(&folded, folded_file, sizeof folded_file, path, 1);
     folded_active = 1;
     /* A file the schedule refuses is refused alike. */
     assert_int_equal(ok_kept, ok_folded);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "pipeline.h"
+#include "sched_test.h"
 #include "schedule.h"
 
 static int nfiles;
@@ -52,22 +53,14 @@ static void release(void) {
 
 static char full_file[1024], orbit_file[1024];
 
-/* path: a file, or FILE@MODEL for one model of it. */
+/* check's schedule of path (sched_test_compile), every rank simulated
+ * (whole) or one replica where the replica axes are proven. */
 static int run(Compilation *c, char *file, const char *path, int whole) {
-    const char *at = strchr(path, '@');
-    size_t len = at ? (size_t)(at - path) : strlen(path);
-    assert_true(len < sizeof full_file);
-    memcpy(file, path, len);
-    file[len] = 0;
-    compilation_init(c, file, NULL);
-    c->model_name = at ? at + 1 : NULL;
-    c->sink.out = NULL; /* diagnostics stored, not printed */
-    c->predict_only = 1;
     if (whole)
         setenv("PRIMEC_FULL_SIMULATION", "1", 1);
     else
         unsetenv("PRIMEC_FULL_SIMULATION");
-    int ok = pipeline_run(c, "schedule");
+    int ok = sched_test_compile(c, file, sizeof full_file, path, 1);
     unsetenv("PRIMEC_FULL_SIMULATION");
     return ok;
 }
