@@ -70,6 +70,20 @@ static int phase_candidate(const PhaseSched *ph) {
            !ph->groups.count && !ph->nboxes && ph->nin <= PRIME_MAX_KERNEL_INPUTS;
 }
 
+/* Whether ph is a compute phase whose actions on every rank are steps,
+ * waits and frees only: no kernel. */
+static int no_kernel(const Schedule *s, const PhaseSched *ph) {
+    if (!phase_candidate(ph))
+        return 0;
+    for (int r = 0; r < s->model->mesh.ndev; ++r)
+        for (int i = 0; i < ph->nactions[r]; ++i) {
+            int op = ph->actions[r][i].op;
+            if (op != PRIME_ACT_STEP && op != PRIME_ACT_WAIT && op != PRIME_ACT_FREE)
+                return 0;
+        }
+    return 1;
+}
+
 /* Whether k is a column sum a group can take: over a tile of two
  * dimensions, summing the strided one into a row of the other. */
 static int column_sum(const Kernel *k) {
@@ -202,10 +216,11 @@ static int link(const Schedule *s, FuseGroup *g, int p, const Kernel *k, int col
     g->phase[j] = p;
     g->cols[j] = cols;
     g->into[j] = -1;
-    /* Its output is allocated at the first phase: no earlier member may
-     * free a tile of that tensor (its slot could be the one reused). */
-    for (int m = 0; m < j; ++m) {
-        const PhaseSched *q = s->phases.items[g->phase[m]];
+    /* Its output is allocated at the first phase: no earlier member (nor
+     * a phase without a kernel between members) may free a tile of that
+     * tensor (its slot could be the one reused). */
+    for (int m = j ? g->phase[0] : p; m < p; ++m) {
+        const PhaseSched *q = s->phases.items[m];
         for (int r = 0; r < ndev; ++r)
             for (int i = 0; i < q->nactions[r]; ++i)
                 if (q->actions[r][i].op == PRIME_ACT_FREE &&
@@ -401,6 +416,10 @@ FusePlan *kernel_fuse_plan(Arena *arena, const Schedule *s, const SourceMap *sou
         ICE("out of memory");
     for (int p = 0; p < n; ++p) {
         const PhaseSched *ph = s->phases.items[p];
+        /* A phase that runs no kernel (a copy gone, kernel_copy.h) leaves
+         * the group open: its frees run after the group's kernel. */
+        if (g->nmembers && g->nmembers < KFUSE_MAX && no_kernel(s, ph))
+            continue;
         /* The phase's own conditions first: its kernel is built only when
          * they hold. */
         int cand = phase_candidate(ph);

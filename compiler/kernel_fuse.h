@@ -77,6 +77,9 @@ typedef struct FusePlan {
     /* The contributions computed into the tile they are added to
      * (kernel_accum.h), or NULL. */
     struct AccumPlan *accum;
+    /* The copies gone before the groups were found (kernel_copy.h), or
+     * NULL. */
+    struct CopyPlan *copies;
 } FusePlan;
 
 /* The groups of a schedule (no change to it); sources name the members'
