@@ -121,16 +121,16 @@ static int stretch(const Schedule *s, int c, int r, int at, const PrimeAction *k
             const PrimeAction *a = &ph->actions[r][i];
             int has = prime_action_has_tensor(a->op);
             if (has && a->tensor == t2 && a->slot == s2) {
+                if (a->op == PRIME_ACT_SEND)
+                    continue; /* a read: it sends t1's tile instead */
                 if (a->op != PRIME_ACT_FREE)
                     return 0;
                 *free2 = (Pos){p, i};
-                /* Removing or rewriting an action moves the indices of a
-                 * collective's action records. */
-                const PhaseSched *f = free1->p >= 0 ? s->phases.items[free1->p] : NULL;
-                return !ph->collectives.count && !ph->groups.count &&
-                       (!f || (!f->collectives.count && !f->groups.count));
+                return 1;
             }
             if (has && a->tensor == t1 && a->slot == s1) {
+                if (a->op == PRIME_ACT_SEND && free1->p < 0)
+                    continue;
                 if (a->op != PRIME_ACT_FREE || free1->p >= 0)
                     return 0;
                 *free1 = (Pos){p, i};
@@ -162,8 +162,13 @@ static void rewrite_rank(Schedule *s, int c, int r, int at, int x, Pos free2, Po
     int t1 = k.in_tensor[x], s1 = k.in_slot[x], t2 = k.tensor, s2 = k.slot;
     for (int p = c; p <= free2.p; ++p) {
         PhaseSched *ph = s->phases.items[p];
-        for (int i = 0; i < ph->nactions[r]; ++i) {
+        int end = p == free2.p ? free2.i : ph->nactions[r];
+        for (int i = p == c ? at + 1 : 0; i < end; ++i) {
             PrimeAction *a = &ph->actions[r][i];
+            if (a->op == PRIME_ACT_SEND && a->tensor == t2 && a->slot == s2) {
+                a->tensor = t1;
+                a->slot = s1;
+            }
             if (a->op != PRIME_ACT_KERNEL && a->op != PRIME_ACT_ADD)
                 continue;
             for (int j = 0; j < a->nin && j < PRIME_MAX_KERNEL_INPUTS; ++j)

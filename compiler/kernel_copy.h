@@ -11,15 +11,15 @@
  * for t2 when, on every such rank, from the copy to the FREE of t2's
  * tile (t2's lifetime after the copy), nothing writes either tile:
  *
- *   - t2's tile is only read (a KERNEL's or an ADD's input) until its
- *     FREE;
- *   - t1's tile is only read, or freed, in that stretch (no KERNEL, ADD,
- *     transfer or collective into it, no ALLOC of its slot);
- *   - a phase from which an action is removed has no collective (their
- *     records index the phase's actions).
+ *   - t2's tile is only read (a KERNEL's or an ADD's input, a SEND)
+ *     until its FREE;
+ *   - t1's tile is only read (the same, a SEND before its FREE), or
+ *     freed, in that stretch (no KERNEL, ADD, receive or collective
+ *     into it, no ALLOC of its slot).
  *
  * Then the copy's ALLOC and KERNEL are dropped, every input (t2, slot)
- * in the stretch reads (t1, slot), and t2's FREE goes: where t1's tile
+ * in the stretch reads (t1, slot) and every SEND of it sends (t1, slot)
+ * (the same values), and t2's FREE goes: where t1's tile
  * was freed inside the stretch, that FREE moves to t2's (t1 lives until
  * t2's last reader); otherwise t1 outlives t2 and nothing is freed
  * there. The phases' Operands (and so the kernels' IR and the dense
