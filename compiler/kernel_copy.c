@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "cost.h"
 #include "kernel_ir.h"
 #include "sched_internal.h"
 
@@ -205,6 +206,7 @@ CopyPlan *kernel_copy_apply(Arena *arena, Schedule *s) {
     CopyPlan *plan = ARENA_NEW(arena, CopyPlan);
     plan->phase = ARENA_ARRAY(arena, int, n + 1);
     plan->from = ARENA_ARRAY(arena, int, n + 1);
+    plan->flops = ARENA_ARRAY(arena, double, n + 1);
     if (s->folded)
         return plan;
     unsigned char *rewritten = ARENA_ARRAY(arena, unsigned char, n + 1);
@@ -236,11 +238,15 @@ CopyPlan *kernel_copy_apply(Arena *arena, Schedule *s) {
         }
         if (!ok || !any)
             continue;
+        double flops = cost_kernel_flops(s, ph);
         plan->phase[plan->count] = c;
-        plan->from[plan->count++] = from;
+        plan->from[plan->count] = from;
         for (int r = 0; r < ndev; ++r)
-            if (at[r] >= 0)
+            if (at[r] >= 0) {
                 rewrite_rank(s, c, r, at[r], x, f2[r], f1[r], rewritten);
+                plan->flops[plan->count] += flops;
+            }
+        plan->count++;
     }
     free(k);
     free(at);
@@ -254,8 +260,8 @@ CopyPlan *kernel_copy_apply(Arena *arena, Schedule *s) {
 void kernel_copy_dump(const Schedule *s, const CopyPlan *plan, FILE *out) {
     for (int e = 0; e < plan->count; ++e) {
         const PhaseSched *ph = s->phases.items[plan->phase[e]];
-        fprintf(out, " copy phase %d, %s %s: %s read as %s (no tile, no kernel)\n", plan->phase[e],
-                phase_name(ph->kind), s->model->instances[ph->inst].name,
-                s->tensors[ph->out.tensor].name, s->tensors[plan->from[e]].name);
+        fprintf(out, " copy phase %d, %s %s: %s read as %s (no tile, no kernel, %.17g FLOPs)\n",
+                plan->phase[e], phase_name(ph->kind), s->model->instances[ph->inst].name,
+                s->tensors[ph->out.tensor].name, s->tensors[plan->from[e]].name, plan->flops[e]);
     }
 }

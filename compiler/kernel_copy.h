@@ -43,13 +43,19 @@ typedef struct CopyPlan {
     int count;
     int *phase; /* the copy phases rewritten, in order */
     int *from;  /* per entry: the tensor read instead (t1) */
+    /* per entry: the FLOPs its KERNEL actions counted (cost_kernel_flops
+     * per rank that ran it), which the program no longer runs */
+    double *flops;
 } CopyPlan;
 
 /* Finds the copy phases of s that can go and rewrites the actions for
  * them (in order), then predicts the bytes and peaks again. */
 CopyPlan *kernel_copy_apply(Arena *arena, Schedule *s);
 
-/* --dump-after=kernels: one line per copy gone. */
+/* --dump-after=kernels: one line per copy gone, with the FLOPs it no
+ * longer runs (a program counts the FLOPs of the kernels it runs, so its
+ * count is `primec cost`'s, of the schedule before this pass, less
+ * these). */
 void kernel_copy_dump(const Schedule *s, const CopyPlan *plan, FILE *out);
 
 #endif

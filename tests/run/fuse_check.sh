@@ -18,7 +18,7 @@
 #   tile T2 in the rewritten program (the unfused one does), with fewer
 #   ADD actions;
 # - every copy the dump says is gone (`copy phase ...: T2 read as T1 (no
-#   tile, no kernel)`, kernel_copy.c) allocates no tile T2 in the
+#   tile, no kernel, N FLOPs)`, kernel_copy.c) allocates no tile T2 in the
 #   rewritten program (the unfused one does);
 # - the fused program's peak is at most the unfused one's (the rows kept
 #   in the kernel are not stored);
@@ -69,7 +69,7 @@ fi
         fi
     done
 "$primec" check "$case_file" --model "$model" --dump-after=kernels |
-    sed -n 's/^ copy phase .*: \(.*\) read as .* (no tile, no kernel)$/\1/p' | tr -c 'A-Za-z0-9_\n' '_' |
+    sed -n 's/^ copy phase .*: \(.*\) read as .* (no tile, no kernel, .* FLOPs)$/\1/p' | tr -c 'A-Za-z0-9_\n' '_' |
     while read -r t2; do
         alloc="PRIME_ACT_ALLOC, .tensor = T_$t2,"
         grep -q "$alloc" "$dir/plain/$model.c" || { echo "FAIL: $t2 is no tile of the unfused program"; exit 1; }
