@@ -70,6 +70,32 @@ static int phase_candidate(const PhaseSched *ph) {
            !ph->groups.count && !ph->nboxes && ph->nin <= PRIME_MAX_KERNEL_INPUTS;
 }
 
+/* The tensor input i of phase ph's kernel reads: its KERNEL action's
+ * (the same on every rank), which is the operand's unless a copy's
+ * readers read its source instead (kernel_copy.h). */
+static int input_tensor(const Schedule *s, const PhaseSched *ph, int i) {
+    for (int r = 0; r < s->model->mesh.ndev; ++r) {
+        const PrimeAction *k = kernel_action(ph, r);
+        if (k && sched_device_computes(s, ph, r) && i < k->nin)
+            return k->in_tensor[i];
+    }
+    return ph->in[i].tensor;
+}
+
+/* Whether ph is a compute phase whose actions on every rank are steps,
+ * waits and frees only: no kernel. */
+static int no_kernel(const Schedule *s, const PhaseSched *ph) {
+    if (!phase_candidate(ph))
+        return 0;
+    for (int r = 0; r < s->model->mesh.ndev; ++r)
+        for (int i = 0; i < ph->nactions[r]; ++i) {
+            int op = ph->actions[r][i].op;
+            if (op != PRIME_ACT_STEP && op != PRIME_ACT_WAIT && op != PRIME_ACT_FREE)
+                return 0;
+        }
+    return 1;
+}
+
 /* Whether k is a column sum a group can take: over a tile of two
  * dimensions, summing the strided one into a row of the other. */
 static int column_sum(const Kernel *k) {
@@ -202,10 +228,11 @@ static int link(const Schedule *s, FuseGroup *g, int p, const Kernel *k, int col
     g->phase[j] = p;
     g->cols[j] = cols;
     g->into[j] = -1;
-    /* Its output is allocated at the first phase: no earlier member may
-     * free a tile of that tensor (its slot could be the one reused). */
-    for (int m = 0; m < j; ++m) {
-        const PhaseSched *q = s->phases.items[g->phase[m]];
+    /* Its output is allocated at the first phase: no earlier member (nor
+     * a phase without a kernel between members) may free a tile of that
+     * tensor (its slot could be the one reused). */
+    for (int m = j ? g->phase[0] : p; m < p; ++m) {
+        const PhaseSched *q = s->phases.items[m];
         for (int r = 0; r < ndev; ++r)
             for (int i = 0; i < q->nactions[r]; ++i)
                 if (q->actions[r][i].op == PRIME_ACT_FREE &&
@@ -215,12 +242,13 @@ static int link(const Schedule *s, FuseGroup *g, int p, const Kernel *k, int col
     for (int i = 0; i < ph->nin; ++i) {
         for (int r = 0; r < ndev; ++r)
             slots[r] = sched_device_computes(s, ph, r) ? kernel_action(ph, r)->in_slot[i] : -1;
-        int m = g->from[j][i] = producer(s, g, j, ph->in[i].tensor, slots);
+        int t = input_tensor(s, ph, i);
+        int m = g->from[j][i] = producer(s, g, j, t, slots);
         /* A column sum's value is whole after the last row only. A column
          * sum reads tiles: from outside, which no member writes, or an
          * earlier member's output (then stored, and added to by no ADD
          * after it), whole when the rows are done. */
-        if ((m >= 0 && g->cols[m]) || accumulated(g, j, ph->in[i].tensor))
+        if ((m >= 0 && g->cols[m]) || accumulated(g, j, t))
             return 0;
     }
     if (cols) {
@@ -257,7 +285,7 @@ static int link(const Schedule *s, FuseGroup *g, int p, const Kernel *k, int col
             for (int m = 0; m <= j; ++m) {
                 const PhaseSched *q = s->phases.items[g->phase[m]];
                 for (int x = 0; x < q->nin; ++x)
-                    if (q->in[x].tensor == a->tensor)
+                    if (input_tensor(s, q, x) == a->tensor)
                         return 0;
             }
             g->into[j] = a->tensor;
@@ -401,6 +429,10 @@ FusePlan *kernel_fuse_plan(Arena *arena, const Schedule *s, const SourceMap *sou
         ICE("out of memory");
     for (int p = 0; p < n; ++p) {
         const PhaseSched *ph = s->phases.items[p];
+        /* A phase that runs no kernel (a copy gone, kernel_copy.h) leaves
+         * the group open: its frees run after the group's kernel. */
+        if (g->nmembers && g->nmembers < KFUSE_MAX && no_kernel(s, ph))
+            continue;
         /* The phase's own conditions first: its kernel is built only when
          * they hold. */
         int cand = phase_candidate(ph);

@@ -22,6 +22,10 @@
  * the fused kernel's results are those of the unfused phases, bit for
  * bit.
  *
+ * A phase that runs no kernel (a copy gone, kernel_copy.h: only steps,
+ * waits and frees) between two members leaves the group open; its frees
+ * run after the group's kernel, and it frees no member's output.
+ *
  * The group runs at its first phase: the schedule's actions are
  * rewritten (kernel_fuse_apply) so that the first phase allocates every
  * stored output of the group and holds one KERNEL action per member
@@ -77,6 +81,9 @@ typedef struct FusePlan {
     /* The contributions computed into the tile they are added to
      * (kernel_accum.h), or NULL. */
     struct AccumPlan *accum;
+    /* The copies gone before the groups were found (kernel_copy.h), or
+     * NULL. */
+    struct CopyPlan *copies;
 } FusePlan;
 
 /* The groups of a schedule (no change to it); sources name the members'

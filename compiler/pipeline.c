@@ -13,6 +13,7 @@
 #include "emit_c.h"
 #include "form.h"
 #include "kernel_accum.h"
+#include "kernel_copy.h"
 #include "kernel_fuse.h"
 #include "kernel_ir.h"
 #include "parse.h"
@@ -440,7 +441,11 @@ static void dump_schedule(Compilation *c) {
 static int pass_kernels(Compilation *c) {
     for (int i = 0; i < c->schedules.count && !c->no_fuse; ++i) {
         Schedule *s = c->schedules.items[i];
+        /* Copies first: a copy gone leaves its readers and the groups
+         * around it to fusion. */
+        CopyPlan *copies = kernel_copy_apply(c->arena, s);
         s->fusion = kernel_fuse_plan(c->arena, s, &c->sources);
+        s->fusion->copies = copies;
         s->fusion->accum = kernel_accum_plan(c->arena, s, s->fusion);
         /* kernel_fuse_apply predicts both rewrites again. */
         kernel_accum_apply(s, s->fusion->accum);
@@ -457,6 +462,8 @@ static void dump_kernels(Compilation *c) {
             kernel_fuse_dump(s, s->fusion, c->dump_out);
         if (s->fusion && s->fusion->accum)
             kernel_accum_dump(s, s->fusion->accum, c->dump_out);
+        if (s->fusion && s->fusion->copies)
+            kernel_copy_dump(s, s->fusion->copies, c->dump_out);
     }
 }
 

@@ -41,23 +41,31 @@ static inline float prime_u2f(uint32_t u) {
  * lane j over the elements j mod 16, and then the lanes, so that it
  * vectorises (a compare-and-select in loop order does not without
  * -ffinite-math-only). The fp32 kernels' max= reductions fold each row of
- * terms with it. */
+ * terms with it. The 16 lanes are two vectors of 8 (32 bytes): GCC
+ * splits a 64-byte vector on an AVX2 machine into scalar compares and
+ * branches on the stack, where two 32-byte ones are a compare and a
+ * blend each. */
 static inline float prime_max_row(const float *restrict x, long n, float acc) {
     long whole = 0;
 #if defined(__GNUC__)
-    typedef float prime_v16f __attribute__((vector_size(64)));
-    typedef int32_t prime_v16i __attribute__((vector_size(64)));
+    typedef float prime_v8f __attribute__((vector_size(32)));
+    typedef int32_t prime_v8i __attribute__((vector_size(32)));
     whole = n / 16;
-    prime_v16f m = {0};
-    m += acc;
+    prime_v8f lo = {0}, hi = {0};
+    lo += acc;
+    hi += acc;
     for (long b = 0; b < whole; ++b) {
-        prime_v16f v;
-        memcpy(&v, x + 16 * b, sizeof v);
-        prime_v16i gt = v > m;
-        m = (prime_v16f)(((prime_v16i)v & gt) | ((prime_v16i)m & ~gt));
+        prime_v8f vl, vh;
+        memcpy(&vl, x + 16 * b, sizeof vl);
+        memcpy(&vh, x + 16 * b + 8, sizeof vh);
+        prime_v8i gl = vl > lo, gh = vh > hi;
+        lo = (prime_v8f)(((prime_v8i)vl & gl) | ((prime_v8i)lo & ~gl));
+        hi = (prime_v8f)(((prime_v8i)vh & gh) | ((prime_v8i)hi & ~gh));
     }
-    for (int j = 0; j < 16; ++j)
-        acc = m[j] > acc ? m[j] : acc;
+    for (int j = 0; j < 8; ++j)
+        acc = lo[j] > acc ? lo[j] : acc;
+    for (int j = 0; j < 8; ++j)
+        acc = hi[j] > acc ? hi[j] : acc;
     whole *= 16;
 #endif
     for (long r = 0; r < n - whole; ++r)

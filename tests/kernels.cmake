@@ -44,11 +44,18 @@ set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
 # accumulate into the first one's tile (kernel_accum.c): no tiles of their
 # own, fewer ADD actions, the same checks. And the layer norm of
 # tests/golden/dump/kernels-norm.prime, whose backward is one group with
-# column sums and contributions added to the residual's gradient tile.
+# column sums and contributions added to the residual's gradient tile. And
+# the residual and bias backwards of tests/golden/dump/kernels-copyprop.prime,
+# whose copies of the loss gradient are gone (kernel_copy.c): no tiles of
+# their own, the same checks. And the small OPT layer on the square plan,
+# whose copies go where their readers send the tile around the ring (the
+# SEND reads the source tile instead).
 foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime;m"
              "accum;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-accum.prime;m"
              "norm;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm.prime;m"
-             "opt;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_megatron")
+             "copyprop;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-copyprop.prime;m"
+             "opt;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_megatron"
+             "opt-square;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_square")
   list(GET case 0 name)
   list(GET case 1 file)
   list(GET case 2 model)

@@ -17,6 +17,9 @@
 #   to (`accumulate phase ...: into T (no tile T2, no add)`) allocates no
 #   tile T2 in the rewritten program (the unfused one does), with fewer
 #   ADD actions;
+# - every copy the dump says is gone (`copy phase ...: T2 read as T1 (no
+#   tile, no kernel, N FLOPs)`, kernel_copy.c) allocates no tile T2 in the
+#   rewritten program (the unfused one does);
 # - the fused program's peak is at most the unfused one's (the rows kept
 #   in the kernel are not stored);
 # - a fused kernel that runs the backward of a softmax's exp
@@ -65,6 +68,18 @@ fi
             exit 1
         fi
     done
+"$primec" check "$case_file" --model "$model" --dump-after=kernels |
+    sed -n 's/^ copy phase .*: \(.*\) read as .* (no tile, no kernel, .* FLOPs)$/\1/p' | tr -c 'A-Za-z0-9_\n' '_' |
+    while read -r t2; do
+        alloc="PRIME_ACT_ALLOC, .tensor = T_$t2,"
+        grep -q "$alloc" "$dir/plain/$model.c" || { echo "FAIL: $t2 is no tile of the unfused program"; exit 1; }
+        if grep -q "$alloc" "$dir/fused/$model.c"; then
+            echo "FAIL: $t2 is allocated, yet its copy is gone"
+            exit 1
+        fi
+    done
+copies=$("$primec" check "$case_file" --model "$model" --dump-after=kernels | grep -c '^ copy phase' || true)
+echo "fuse: $copies copies gone"
 peak() { awk '/^ +0 +[0-9]/ {print $5; exit}' "$1"; }
 pf=$(peak "$dir/fused.out")
 pp=$(peak "$dir/plain.out")
