@@ -645,9 +645,9 @@ static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Lay
 int form_layer_copies(const Model *m) {
     if (m->layer_count > 0)
         return m->layer_count;
-    /* Micro-batches zero layer_count (resolve_stages); a staged run keeps
-     * the copies per stage. */
-    return m->nmicro > 1 && m->nstages > 0 ? m->nstages * m->stage_copies : 0;
+    /* Micro-batches zero layer_count (resolve_stages), which keeps each
+     * micro-batch's copies. */
+    return m->nmicro > 1 ? m->micro_layer_copies : 0;
 }
 
 /* The layer copy an instance is in, or -1: with micro-batches, the copy

@@ -140,9 +140,11 @@ typedef struct Model {
     /* Micro-batches (`microbatches b: M;`): 0 without; else the model's
      * items resolved nmicro times with param b divided by nmicro, micro-batch
      * m's inputs and activations named NAME_mbM (m > 0), the weights shared;
-     * instances in micro-batch order (layer_count is then 0: no copies are
-     * folded). */
+     * instances in micro-batch order (layer_count is then 0: the layer's
+     * copies per micro-batch are micro_layer_copies, which the form pass
+     * folds, form_layer_copies). */
     int nmicro;
+    int micro_layer_copies;
     const ModelItem *micro_item;
     /* The order of their phases (MicroOrder): GPipe's, or 1F1B's
      * (phases_order_1f1b). */

@@ -120,8 +120,12 @@ int resolve_stages(Resolver *r, Model *m) {
     if (m->nmicro < 0)
         return 0; /* reported at the item */
     int ok = !m->stages_item || assign_stages(r, m, m->stages_item);
-    if (m->nmicro > 1)
-        m->layer_count = 0; /* the micro-batches' copies are not folded */
+    if (m->nmicro > 1) {
+        /* The instances are no longer one block of copies; the form pass
+         * folds each micro-batch's (form_layer_copies). */
+        m->micro_layer_copies = m->layer_count;
+        m->layer_count = 0;
+    }
     return ok;
 }
 

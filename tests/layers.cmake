@@ -82,6 +82,20 @@ add_test(NAME layers/stages/stages_mlp
 set_tests_properties(layers/stages/stages_mlp PROPERTIES LABELS run TIMEOUT 300
                      FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
 
+# Micro-batches without stages (tests/run/micro_megatron.prime: the small
+# OPT layer's Megatron-LM replicas, two micro-batches, 2 and 8 layers,
+# each micro-batch's copies folded into loops): built and run with
+# --check, counters against the prediction.
+foreach(layers 2 8)
+  add_test(NAME layers/micro/opt_small_megatron_mb_${layers}
+           COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" --param layers=$5 -o \"$4\" && \"$4/$3\" --check"
+                   sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/micro_megatron.prime
+                   opt_small_megatron_mb ${PRIMEC_STAGES_DIR}/micro_${layers} ${layers})
+  set_tests_properties(layers/micro/opt_small_megatron_mb_${layers} PROPERTIES LABELS run TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
+                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+endforeach()
+
 # The same MLP in 4 micro-batches in 1F1B's order (tests/run/stages_1f1b.prime):
 # built and run with --check, and its predicted peak on every device below
 # the GPipe order's (tests/run/peak_order.sh).

@@ -289,12 +289,16 @@ static int count_of(const char *text, const char *what) {
     return n;
 }
 
-/* Compiles a staged run of opt_layer through "emit": every phase's form
- * is checked against the schedule on every rank (check_schedule), the
- * tables left are counted, and so is what the program text holds. */
-static Staged staged(const char *model, long layers) {
+/* Compiles a run of opt_layer (or of `file`, NULL: the example) with
+ * stages or micro-batches through "emit": every phase's form is checked
+ * against the schedule on every rank (check_schedule), the tables left
+ * are counted, and so is what the program text holds. */
+static Staged staged_in(const char *file, const char *model, long layers) {
     char path[512];
-    snprintf(path, sizeof path, "%s/examples/opt_layer.prime", PRIMEC_SOURCE_DIR);
+    if (file)
+        snprintf(path, sizeof path, "%s", file);
+    else
+        snprintf(path, sizeof path, "%s/examples/opt_layer.prime", PRIMEC_SOURCE_DIR);
     ParamOverride po = {"layers", 6, layers};
     compilation_init(&current, path, NULL);
     active = 1;
@@ -306,7 +310,8 @@ static Staged staged(const char *model, long layers) {
     assert_int_equal(current.schedules.count, 1);
     assert_int_equal(current.emitted.count, 1);
     const Schedule *s = current.schedules.items[0];
-    assert_true(s->model->nstages > 1);
+    int stages = s->model->nstages > 1;
+    assert_true(stages || s->model->nmicro > 1);
     Staged out;
     memset(&out, 0, sizeof out);
     out.tables = check_schedule(s);
@@ -316,8 +321,8 @@ static Staged staged(const char *model, long layers) {
         sliced += !sf->phases[k].fallback && sf->phases[k].form.sliced;
         out.split += !sf->phases[k].fallback && sf->phases[k].next != NULL;
     }
-    /* Most phases run on one stage. */
-    assert_true(sliced > s->phases.count / 2);
+    /* Most phases of a staged run run on one stage. */
+    assert_true(!stages || sliced > s->phases.count / 2);
     const char *text = current.emitted.items[0];
     out.bytes = strlen(text);
     out.phases = count_of(text, "static const PrimePhase phase");
@@ -331,6 +336,10 @@ static Staged staged(const char *model, long layers) {
     compilation_free(&current);
     active = 0;
     return out;
+}
+
+static Staged staged(const char *model, long layers) {
+    return staged_in(NULL, model, layers);
 }
 
 /* A staged run's program does not grow with its layers: at 8 and 32
@@ -363,12 +372,44 @@ static void test_staged(void **state) {
     }
 }
 
+/* Micro-batches without stages: each micro-batch's copies of the layer
+ * fold as well (Model.micro_layer_copies), so the program does not grow
+ * with the layers either. */
+static void test_microbatched(void **state) {
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/micro.prime", tmpdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "import \"%s/examples/opt_layer.prime\";\n"
+            "plan megatron_mb extends megatron_dp {\n    microbatches b: 2;\n}\n"
+            "run opt_small_megatron_mb = megatron_mb(R = 2, P = 2);\n",
+            PRIMEC_SOURCE_DIR);
+    assert_int_equal(fclose(f), 0);
+    Staged eight = staged_in(path, "opt_small_megatron_mb", 8),
+           many = staged_in(path, "opt_small_megatron_mb", 32);
+    unlink(path);
+    fprintf(stderr,
+            "opt_small_megatron_mb: C %zu / %zu bytes at 8 / 32 layers; phases %d / %d, "
+            "tensor descriptors %d / %d\n",
+            eight.bytes, many.bytes, eight.phases, many.phases, eight.descriptors,
+            many.descriptors);
+    assert_int_equal(eight.tables, 0);
+    assert_int_equal(many.tables, 0);
+    assert_int_equal(eight.phases, many.phases);
+    assert_int_equal(eight.rank_lists, many.rank_lists);
+    assert_int_equal(eight.descriptors, many.descriptors);
+    assert_true(many.bytes < eight.bytes + eight.bytes / 50);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_line_partitions, teardown),
         cmocka_unit_test_teardown(test_square_partitions, teardown),
         cmocka_unit_test_teardown(test_examples, teardown),
         cmocka_unit_test_teardown(test_staged, teardown),
+        cmocka_unit_test_teardown(test_microbatched, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
