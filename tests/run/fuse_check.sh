@@ -58,26 +58,22 @@ fi
 if [ "$adds" -gt 0 ] || [ "$accums" -gt 0 ]; then
     [ "$add_f" -lt "$add_p" ] || { echo "FAIL: ADD actions"; exit 1; }
 fi
-"$primec" check "$case_file" --model "$model" --dump-after=kernels |
-    sed -n 's/^ accumulate phase .*(no tile \(.*\), no add)$/\1/p' | tr -c 'A-Za-z0-9_\n' '_' |
-    while read -r t2; do
-        alloc="PRIME_ACT_ALLOC, .tensor = T_$t2,"
-        grep -q "$alloc" "$dir/plain/$model.c" || { echo "FAIL: $t2 is no tile of the unfused program"; exit 1; }
-        if grep -q "$alloc" "$dir/fused/$model.c"; then
-            echo "FAIL: $t2 is allocated, yet its contribution accumulates"
-            exit 1
-        fi
-    done
-"$primec" check "$case_file" --model "$model" --dump-after=kernels |
-    sed -n 's/^ copy phase .*: \(.*\) read as .* (no tile, no kernel, .* FLOPs)$/\1/p' | tr -c 'A-Za-z0-9_\n' '_' |
-    while read -r t2; do
-        alloc="PRIME_ACT_ALLOC, .tensor = T_$t2,"
-        grep -q "$alloc" "$dir/plain/$model.c" || { echo "FAIL: $t2 is no tile of the unfused program"; exit 1; }
-        if grep -q "$alloc" "$dir/fused/$model.c"; then
-            echo "FAIL: $t2 is allocated, yet its copy is gone"
-            exit 1
-        fi
-    done
+# The tensors the kernels dump names with sed script $1 are tiles of the
+# unfused program and none of the fused one ($2 says why they should not be).
+no_tiles() {
+    "$primec" check "$case_file" --model "$model" --dump-after=kernels |
+        sed -n "$1" | tr -c 'A-Za-z0-9_\n' '_' |
+        while read -r t2; do
+            alloc="PRIME_ACT_ALLOC, .tensor = T_$t2,"
+            grep -q "$alloc" "$dir/plain/$model.c" || { echo "FAIL: $t2 is no tile of the unfused program"; exit 1; }
+            if grep -q "$alloc" "$dir/fused/$model.c"; then
+                echo "FAIL: $t2 is allocated, yet $2"
+                exit 1
+            fi
+        done
+}
+no_tiles 's/^ accumulate phase .*(no tile \(.*\), no add)$/\1/p' "its contribution accumulates" || exit 1
+no_tiles 's/^ copy phase .*: \(.*\) read as .* (no tile, no kernel, .* FLOPs)$/\1/p' "its copy is gone" || exit 1
 copies=$("$primec" check "$case_file" --model "$model" --dump-after=kernels | grep -c '^ copy phase' || true)
 echo "fuse: $copies copies gone"
 peak() { awk '/^ +0 +[0-9]/ {print $5; exit}' "$1"; }
