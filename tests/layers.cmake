@@ -96,6 +96,19 @@ foreach(layers 2 8)
                        FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
 endforeach()
 
+# Stages along the last and the middle mesh axis (tests/run/stages_axes.prime,
+# 4 layers): every phase in form (explain), built and run with --check,
+# counters against the prediction.
+foreach(model opt_pp_last opt_pp_mid)
+  add_test(NAME layers/stages/${model}
+           COMMAND sh -c "\"$1\" explain \"$2\" --model \"$3\" --param layers=4 | grep -Eq '^program form: ([0-9]+) of \\1 phases rank-parametric$' && echo 'every phase in form' && \"$1\" build \"$2\" --model \"$3\" --param layers=4 -o \"$4\" && \"$4/$3\" --check"
+                   sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_axes.prime
+                   ${model} ${PRIMEC_STAGES_DIR}/${model})
+  set_tests_properties(layers/stages/${model} PROPERTIES LABELS run TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "every phase in form.*counters equal the compiler's prediction.*check passed"
+                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING|per-rank tables")
+endforeach()
+
 # The same MLP in 4 micro-batches in 1F1B's order (tests/run/stages_1f1b.prime):
 # built and run with --check, and its predicted peak on every device below
 # the GPipe order's (tests/run/peak_order.sh).
