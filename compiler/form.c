@@ -550,6 +550,25 @@ static const char *fit_split(const Fit *f, const PhaseSched *ph, PhaseForm *pf) 
  * whose slice indices are affine in the coordinates. */
 static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Layout *l);
 
+/* Whether lf gives the mesh's rank `rank` exactly the (tile, slot) pairs,
+ * as a set, of row r of l. */
+static int layout_form_gives(const PrimeLayoutForm *lf, const PrimeMesh *mesh, int rank,
+                             const Layout *l, int r) {
+    int n = prime_layout_form_count(lf, mesh, rank);
+    if (n != l->count[r])
+        return 0;
+    for (int i = 0; i < n; ++i) {
+        long id;
+        int sl, found = 0;
+        prime_layout_form_tile(lf, mesh, rank, i, &id, &sl);
+        for (int k = 0; k < n && !found; ++k)
+            found = l->tiles[r][k] == id && l->slots[r][k] == sl;
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
 /* A layout that only the ranks of one slice of the mesh hold tiles of
  * (slice_of; a pipeline stage's weights): fitted on those ranks, and its
  * form says which they are (PrimeLayoutForm.sliced). */
@@ -578,20 +597,9 @@ static PrimeLayoutForm *fit_sliced_layout(const Fit *f, const SchedTensor *t, co
     lf->slice_coord = coord;
     /* The proof of the slice's ranks ran in fit_layout before the form
      * was sliced: run it again on every rank of the mesh. */
-    for (int r = 0; r < f->ndev; ++r) {
-        int n = prime_layout_form_count(lf, f->mesh, r);
-        if (n != l->count[r])
+    for (int r = 0; r < f->ndev; ++r)
+        if (!layout_form_gives(lf, f->mesh, r, l, r))
             return NULL;
-        for (int i = 0; i < n; ++i) {
-            long id;
-            int sl, found = 0;
-            prime_layout_form_tile(lf, f->mesh, r, i, &id, &sl);
-            for (int k = 0; k < n && !found; ++k)
-                found = l->tiles[r][k] == id && l->slots[r][k] == sl;
-            if (!found)
-                return NULL;
-        }
-    }
     return lf;
 }
 
@@ -629,16 +637,8 @@ static PrimeLayoutForm *fit_layout(const Fit *f, const SchedTensor *t, const Lay
     lf->coord = coord;
     /* The proof: every rank's (tile, slot) pairs, as a set, are its own. */
     for (int r = 0; r < f->ndev; ++r)
-        for (int i = 0; i < n; ++i) {
-            long id;
-            int sl;
-            prime_layout_form_tile(lf, f->mesh, fit_rank(f, r), i, &id, &sl);
-            int found = 0;
-            for (int k = 0; k < n && !found; ++k)
-                found = l->tiles[r][k] == id && l->slots[r][k] == sl;
-            if (!found)
-                return NULL;
-        }
+        if (!layout_form_gives(lf, f->mesh, fit_rank(f, r), l, r))
+            return NULL;
     return lf;
 }
 
