@@ -79,22 +79,31 @@ static const char *coords_text(const Schedule *s, Arena *arena, int rank) {
     return arena_strdup(arena, buf);
 }
 
-/* Ranks listed device by device: the first `ranks`, or all (-1). */
+/* Ranks listed device by device: the first `ranks`, or all (-1), or the
+ * default's (explain.h). */
 static int listed(int ranks, int ndev) {
+    if (ranks == EXPLAIN_RANKS_DEFAULT)
+        ranks = ndev > SCHEDULE_SUMMARY_DEVICES ? 0 : 16;
     return ranks < 0 || ranks > ndev ? ndev : ranks;
 }
 
 static void layout_text(const Schedule *s, Arena *arena, int tensor, const Layout *l, int shown,
                         FILE *out) {
-    for (int d = 0; d < l->ndev && d < shown; ++d) {
+    int ndev = l->ndev ? s->model->mesh.ndev : 0;
+    for (int d = 0; d < ndev && d < shown; ++d) {
         fprintf(out, "%sdev %d:", d ? "; " : "", d);
-        for (int i = 0; i < l->count[d]; ++i)
-            fprintf(out, " %s", sched_tile_name(arena, s, tensor, l->tiles[d][i]));
+        int n;
+        const long *tiles = schedule_layout_tiles(arena, s, tensor, l, d, &n);
+        for (int i = 0; i < n; ++i)
+            fprintf(out, " %s", sched_tile_name(arena, s, tensor, tiles[i]));
     }
-    if (shown < l->ndev)
-        fprintf(out, "%s... %d more device%s", shown ? "; " : "", l->ndev - shown,
-                l->ndev - shown == 1 ? "" : "s");
+    if (shown < ndev)
+        fprintf(out, "%s... %d more device%s", shown ? "; " : "", ndev - shown,
+                ndev - shown == 1 ? "" : "s");
 }
+
+/* The members of a collective's group listed, at most. */
+enum { EXPLAIN_GROUP_MAX = 64 };
 
 /* Whether a collective's group has a listed rank. */
 static int group_listed(const Collective *c, int shown) {
@@ -119,6 +128,11 @@ static const char *phase_title(const Schedule *s, Arena *arena, const PhaseSched
 /* How the program holds its schedule: rank-parametric phases and
  * layouts, or per-rank tables where a phase does not fit (form.h). */
 static void form_text(const Schedule *s, Arena *arena, FILE *out) {
+    if (s->orbit) {
+        fprintf(out, "program form: not derived (one replica simulated; build derives it from "
+                     "every rank's lists, as PRIMEC_FULL_SIMULATION=1 explain does)\n");
+        return;
+    }
     const ScheduleForm *sf = form_build(arena, s);
     int n = s->phases.count;
     fprintf(out, "program form: %d of %d phases rank-parametric", n - sf->nfallback, n);
@@ -230,7 +244,7 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
                 ts->tile_elems * (long)sizeof(float));
         const Layout *l = s->home[t].ndev ? &s->home[t] : s->final[t].ndev ? &s->final[t] : NULL;
         if (l && l->count && (s->home[t].ndev || ts->check)) {
-            int rep = layout_replication(l, ts->ntiles);
+            int rep = schedule_layout_replication(s, t, l);
             fprintf(out, ", stored %d time%s", rep, rep == 1 ? "" : "s");
         }
         fprintf(out, "\n");
@@ -308,8 +322,10 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
                     !c->allgather && s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? " (max)"
                                                                                         : "",
                     s->tensors[c->tensor].name, sched_tile_name(arena, s, c->tensor, c->tile));
-            for (int g = 0; g < c->gsize; ++g)
+            for (int g = 0; g < c->gsize && g < EXPLAIN_GROUP_MAX; ++g)
                 fprintf(out, "%s%d", g ? ", " : "", c->group[g]);
+            if (c->gsize > EXPLAIN_GROUP_MAX)
+                fprintf(out, ", ... %d devices in all", c->gsize);
             fprintf(out, "}: %ld elements, %ld bytes sent in all\n", c->elems, c->bytes);
         }
         if (unlisted)
@@ -341,9 +357,10 @@ void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks) {
         fprintf(out, "  peak memory per device:");
         long most = 0;
         for (int d = 0; d < ndev; ++d) {
+            long v = ph->peak[sched_rank_row(s, d)];
             if (d < shown)
-                fprintf(out, " %ld", ph->peak[d]);
-            most = ph->peak[d] > most ? ph->peak[d] : most;
+                fprintf(out, " %ld", v);
+            most = v > most ? v : most;
         }
         if (shown < ndev)
             fprintf(out, " ... (%d more device%s; largest %ld)", ndev - shown,
@@ -389,12 +406,16 @@ static json_t *json_tile(const Schedule *s, int tensor, long tile) {
     return a;
 }
 
-static json_t *json_layout(const Schedule *s, int tensor, const Layout *l, int shown) {
+static json_t *json_layout(const Schedule *s, Arena *arena, int tensor, const Layout *l,
+                           int shown) {
     json_t *a = json_array();
-    for (int d = 0; d < l->ndev && d < shown; ++d) {
+    int ndev = l->ndev ? s->model->mesh.ndev : 0;
+    for (int d = 0; d < ndev && d < shown; ++d) {
         json_t *dev = json_array();
-        for (int i = 0; i < l->count[d]; ++i)
-            json_array_append_new(dev, json_tile(s, tensor, l->tiles[d][i]));
+        int n;
+        const long *tiles = schedule_layout_tiles(arena, s, tensor, l, d, &n);
+        for (int i = 0; i < n; ++i)
+            json_array_append_new(dev, json_tile(s, tensor, tiles[i]));
         json_array_append_new(a, dev);
     }
     return a;
@@ -433,8 +454,8 @@ static json_t *json_tensors(const Schedule *s) {
                               json_pack("{s:s, s:I, s:I, s:i, s:b}", "name", ts->name, "tile_bytes",
                                         (json_int_t)(ts->tile_elems * (long)sizeof(float)), "tiles",
                                         (json_int_t)ts->ntiles, "stored",
-                                        l->count ? layout_replication(l, ts->ntiles) : 0, "checked",
-                                        ts->check));
+                                        l->count ? schedule_layout_replication(s, t, l) : 0,
+                                        "checked", ts->check));
     }
     return list;
 }
@@ -487,22 +508,24 @@ static json_t *json_collectives(const Schedule *s, const PhaseSched *ph, int sho
         if (!group_listed(c, shown))
             continue;
         json_t *group = json_array();
-        for (int g = 0; g < c->gsize; ++g)
+        for (int g = 0; g < c->gsize && g < EXPLAIN_GROUP_MAX; ++g)
             json_array_append_new(group, json_integer(c->group[g]));
-        json_array_append_new(
-            list, json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I}", "kind", sched_collective_kind(c),
-                            "combine",
-                            c->allgather                                         ? "none"
-                            : s->tensors[c->tensor].combine == PRIME_COMBINE_MAX ? "max"
-                                                                                 : "sum",
-                            "tensor", s->tensors[c->tensor].name, "tile",
-                            json_tile(s, c->tensor, c->tile), "group", group, "elements",
-                            (json_int_t)c->elems, "bytes", (json_int_t)c->bytes));
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:o, s:o, s:i, s:I, s:I}", "kind",
+                                              sched_collective_kind(c), "combine",
+                                              c->allgather ? "none"
+                                              : s->tensors[c->tensor].combine == PRIME_COMBINE_MAX
+                                                  ? "max"
+                                                  : "sum",
+                                              "tensor", s->tensors[c->tensor].name, "tile",
+                                              json_tile(s, c->tensor, c->tile), "group", group,
+                                              "group_size", c->gsize, "elements",
+                                              (json_int_t)c->elems, "bytes", (json_int_t)c->bytes));
     }
     return list;
 }
 
-static json_t *json_redistributions(const Schedule *s, const PhaseSched *ph, int shown) {
+static json_t *json_redistributions(const Schedule *s, Arena *arena, const PhaseSched *ph,
+                                    int shown) {
     json_t *list = json_array();
     for (int i = 0; i < ph->boundary.count; ++i) {
         const Move *mv = ph->boundary.items[i];
@@ -513,8 +536,8 @@ static json_t *json_redistributions(const Schedule *s, const PhaseSched *ph, int
                       s->tensors[mv->tensor].name, "kind", move_kind_name(mv->kind), "pattern",
                       mv->kind == MOVE_CONVERSION ? mv->pattern : move_kind_name(mv->kind),
                       "transfers", mv->ntransfers, "bytes", (json_int_t)mv->bytes, "reason",
-                      mv->reason, "have", json_layout(s, from, &mv->have, shown), "need",
-                      json_layout(s, mv->tensor, &mv->need, shown)));
+                      mv->reason, "have", json_layout(s, arena, from, &mv->have, shown), "need",
+                      json_layout(s, arena, mv->tensor, &mv->need, shown)));
     }
     return list;
 }
@@ -536,13 +559,14 @@ static json_t *json_phase(const Schedule *s, Arena *arena, const PhaseSched *ph,
     json_object_set_new(o, "moves", json_moves(s, arena, ph));
     json_object_set_new(o, "collectives_total", json_integer(ph->collectives.count));
     json_object_set_new(o, "collectives", json_collectives(s, ph, shown));
-    json_object_set_new(o, "redistributions", json_redistributions(s, ph, shown));
+    json_object_set_new(o, "redistributions", json_redistributions(s, arena, ph, shown));
     json_t *peak = json_array();
     long most = 0;
     for (int d = 0; d < m->mesh.ndev; ++d) {
+        long v = ph->peak[sched_rank_row(s, d)];
         if (d < shown)
-            json_array_append_new(peak, json_integer(ph->peak[d]));
-        most = ph->peak[d] > most ? ph->peak[d] : most;
+            json_array_append_new(peak, json_integer(v));
+        most = v > most ? v : most;
     }
     json_object_set_new(o, "peak_bytes", peak);
     json_object_set_new(o, "peak_bytes_max", json_integer(most));
@@ -550,6 +574,8 @@ static json_t *json_phase(const Schedule *s, Arena *arena, const PhaseSched *ph,
 }
 
 static json_t *json_program_form(const Schedule *s, Arena *arena) {
+    if (s->orbit)
+        return json_null(); /* one replica simulated: no rank's lists */
     const ScheduleForm *sf = form_build(arena, s);
     json_t *per_rank = json_array();
     for (int k = 0; k < s->phases.count; ++k)

@@ -17,9 +17,12 @@
 
 #include "schedule.h"
 
-/* ranks: how many ranks (0, 1, ...) to list device by device; -1: all.
- * The rest are summarised (counts, the largest per-device figures), so
- * a report on thousands of devices stays small. */
+/* ranks: how many ranks (0, 1, ...) to list device by device; -1: all;
+ * EXPLAIN_RANKS_DEFAULT: 16, or none on a mesh of more than
+ * SCHEDULE_SUMMARY_DEVICES devices (per-device detail there is asked
+ * for). The rest are summarised (counts, the largest per-device
+ * figures), so a report on thousands of devices stays small. */
+enum { EXPLAIN_RANKS_DEFAULT = -2 };
 void explain_text(const Schedule *s, Arena *arena, FILE *out, int ranks);
 void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks);
 /* The JSON report as a value (explain_json writes it). */

@@ -57,7 +57,8 @@ static void usage(FILE *out) {
         "  --model NAME           only this model or run (default: every model and run in FILE)\n"
         "  --param NAME=VALUE     a value for a parameter or mesh size of the model (repeatable)\n"
         "  --json                 explain: write JSON instead of text\n"
-        "  --ranks N|all          explain: list per-device detail for ranks 0..N-1 (default 16)\n"
+        "  --ranks N|all          explain: list per-device detail for ranks 0..N-1 (default 16;\n"
+        "                         0 on meshes of more than 64 devices)\n"
         "  --svg DIR              explain: write SVG pictures of every phase and a timeline\n"
         "                         (on --profile P, default v100) into DIR (see docs/svg.md)\n"
         "  --target cpu|mpi|cuda  build: the backend (cpu: a thread per device; mpi: an MPI "
@@ -309,7 +310,7 @@ int main(int argc, char **argv) {
     const char *target = "cpu", *outdir = ".", *cc = PRIMEC_CC, *dtype = NULL;
     const char *cflags = getenv("PRIMEC_CFLAGS") ? getenv("PRIMEC_CFLAGS") : "";
     int json = 0, emit_only = 0, library = 0, no_fuse = 0;
-    int ranks = 16; /* explain: ranks listed in detail; -1: every rank */
+    int ranks = EXPLAIN_RANKS_DEFAULT; /* explain: ranks listed in detail; -1: every rank */
     const char *svg_dir = NULL, *profile = "v100"; /* explain --svg, --profile */
     ParamOverride params[64];
     int nparams = 0;
@@ -527,6 +528,7 @@ int main(int argc, char **argv) {
     c.params = params;
     c.dump_after = dump_after;
     c.predict_only = strcmp(command, "check") == 0 && !dump_after;
+    c.summary = strcmp(command, "explain") == 0 && !dump_after && !svg_dir;
     c.no_fuse = no_fuse;
     c.gemm_dtype = gemm_dtype;
     if (cuda)

@@ -390,6 +390,7 @@ static int pass_schedule(Compilation *c) {
         int errors = c->sink.error_count;
         const PhaseList *pl = c->phase_lists.items[n++];
         Schedule *s = c->predict_only ? schedule_check_from(c->arena, &c->sink, m, slices, pl)
+                      : c->summary    ? schedule_summary_from(c->arena, &c->sink, m, slices, pl)
                                       : schedule_build_from(c->arena, &c->sink, m, slices, pl);
         note_run(c, m, errors);
         if (!s)

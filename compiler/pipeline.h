@@ -44,6 +44,10 @@ typedef struct Compilation {
      * predictions and counts (`check`): the schedules keep no lists
      * (schedule_check_from). */
     int predict_only;
+    /* `explain`: a mesh with replica axes and more than
+     * SCHEDULE_SUMMARY_DEVICES devices is analysed from one replica
+     * (schedule_summary_from); its layouts are the replica's. */
+    int summary;
     PtrVec schedules;    /* Schedule*, one per model */
     PtrVec slice_tables; /* SliceTable*, one per instance of every selected model */
     PtrVec phase_lists;  /* PhaseList*, one per selected model */

@@ -62,8 +62,9 @@
  * bytes and transfer counts are R times theirs, a collective is one per
  * combination of the coordinates it is not joined over, each over the
  * members of every combination of those it is joined over, and the
- * layouts (home, final, a redistribution's have and need) are not
- * expanded (empty: no reader of a folded schedule reads them). A reduced
+ * layouts (home, final, a redistribution's have and need) are the
+ * replica's, translated to a device where `explain` reads one
+ * (schedule_layout_tiles, schedule_layout_replication). A reduced
  * run that reports anything (an error in the model), or whose proof
  * breaks, is dropped and the whole mesh is simulated, so diagnostics are
  * those of the full simulation.
@@ -378,8 +379,7 @@ static Move *expand_move(Arena *arena, const SchedOrbit *o, const Move *mv, int 
     memset(f->delta, 0, sizeof f->delta);
     for (int a = 0, n = 0, k; a < naxes; ++a)
         f->delta[a] = orbit_axis_index(o, a, &k) ? 0 : mv->delta[n++];
-    memset(&f->have, 0, sizeof f->have);
-    memset(&f->need, 0, sizeof f->need);
+    /* have and need stay the replica's (schedule_layout_tiles). */
     /* A box conversion that moves anything: on the whole mesh no receiver
      * gets pieces from the senders of the other replicas, so it is a
      * general exchange (conversion_pattern), not an all-gather or an
@@ -556,10 +556,10 @@ static Schedule *expand(Arena *arena, const SchedOrbit *o, const Model *m,
             }
         }
     }
-    /* Layouts are not expanded (a folded schedule's readers, check's
-     * summary and the tests, read none): empty on the whole mesh. */
-    s->home = ARENA_ARRAY(arena, Layout, red->ntensors + 1);
-    s->final = ARENA_ARRAY(arena, Layout, red->ntensors + 1);
+    /* Layouts are not expanded: the replica's, translated to a device
+     * where one is read (schedule_layout_tiles). */
+    s->home = red->home;
+    s->final = red->final;
     for (int k = 0; k < PRIME_BYTES_KIND_COUNT; ++k)
         s->pred_bytes[k] = spread(arena, o, red->pred_bytes[k], sizeof(long));
     s->pred_peak = spread(arena, o, red->pred_peak, sizeof(long));
@@ -595,7 +595,52 @@ static Schedule *expand(Arena *arena, const SchedOrbit *o, const Model *m,
     for (int k = 0; k < o->n; ++k)
         s->orbit_axes |= 1 << o->axes[k];
     s->orbit_rep = o->rep_of;
+    SchedOrbit *kept = ARENA_NEW(arena, SchedOrbit);
+    *kept = *o;
+    s->orbit = kept;
+    s->orbit_red = red;
     return s;
+}
+
+const long *schedule_layout_tiles(Arena *arena, const Schedule *s, int t, const Layout *l, int d,
+                                  int *n) {
+    const SchedOrbit *o = s->orbit;
+    if (!o) {
+        *n = d < l->ndev ? l->count[d] : 0;
+        return *n ? l->tiles[d] : NULL;
+    }
+    int r = o->rep_of[d];
+    *n = r < l->ndev ? l->count[r] : 0;
+    if (!*n)
+        return NULL;
+    /* The translation keeps the order: each slice index moves by a
+     * constant and the radices grow alike. */
+    long *tiles = ARENA_ARRAY_UNINIT(arena, long, *n);
+    for (int i = 0; i < *n; ++i)
+        tiles[i] = full_tile(o, &s->orbit_red->tensors[t], l->tiles[r][i], o->rho_of[d]);
+    return tiles;
+}
+
+int schedule_layout_replication(const Schedule *s, int t, const Layout *l) {
+    const Schedule *rs = s->orbit ? s->orbit_red : s;
+    long ntiles = rs->tensors[t].ntiles;
+    int *copies = calloc((size_t)ntiles + 1, sizeof(int));
+    int most = 0;
+    if (!copies)
+        ICE("out of memory");
+    for (int d = 0; d < l->ndev; ++d)
+        for (int i = 0; i < l->count[d]; ++i)
+            if (++copies[l->tiles[d][i]] > most)
+                most = copies[l->tiles[d][i]];
+    free(copies);
+    if (s->orbit) {
+        /* Every replica holds a copy of a tile unsplit over its axis. */
+        unsigned split = s->orbit->tensor_split[rs->tensors[t].model_tensor];
+        for (int k = 0; k < s->orbit->n; ++k)
+            if (!(split & (1u << k)))
+                most *= s->orbit->sizes[k];
+    }
+    return most;
 }
 
 int schedule_replica_axes(Arena *arena, const Schedule *s, int *replicas) {

@@ -433,6 +433,16 @@ Schedule *schedule_check_from(Arena *arena, DiagSink *sink, const Model *model,
     return build(arena, sink, model, slices, phases, model->nstages < 2, NULL, NULL);
 }
 
+Schedule *schedule_summary_from(Arena *arena, DiagSink *sink, const Model *model,
+                                const SliceTable *const *slices, const PhaseList *phases) {
+    if (model->nstages < 2 && model->mesh.ndev > SCHEDULE_SUMMARY_DEVICES) {
+        Schedule *s = sched_orbit_check(arena, sink, model, slices, phases);
+        if (s)
+            return s;
+    }
+    return schedule_build_from(arena, sink, model, slices, phases);
+}
+
 Schedule *schedule_build(Arena *arena, DiagSink *sink, const Model *model) {
     SliceTable *tables = ARENA_ARRAY(arena, SliceTable, model->ninstances);
     const SliceTable **slices = ARENA_ARRAY(arena, const SliceTable *, model->ninstances);

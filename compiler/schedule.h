@@ -200,7 +200,8 @@ typedef struct Schedule {
     int gemm_dtype;
     /* How the analysis ran: 0, every rank was simulated; else one replica
      * of this many along the mesh axes orbit_axes (bit a: axis a) was, and
-     * the rest expanded from it (sched_orbit.c; `check` only). */
+     * the rest expanded from it (sched_orbit.c; `check`, and `explain` on
+     * more than SCHEDULE_SUMMARY_DEVICES devices). */
     int orbit_replicas;
     int orbit_axes;
     /* With orbit_replicas: [device] the row of its values in every phase's
@@ -208,6 +209,12 @@ typedef struct Schedule {
      * one replica (its devices' ranks on the mesh without orbit_axes);
      * read them through sched_rank_row. NULL: the device's own row. */
     const int *orbit_rep;
+    /* With orbit_replicas: the proof (sched_orbit.c) and the replica's
+     * schedule. The layouts (home, final, a move's have and need) are the
+     * replica's, on its devices (Layout.ndev the replica's device count);
+     * read them through schedule_layout_tiles. */
+    const struct SchedOrbit *orbit;
+    const struct Schedule *orbit_red;
 } Schedule;
 
 /* The row of device d in the phases' per-rank arrays (PhaseSched.nactions,
@@ -251,6 +258,22 @@ long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const Sch
  * *replicas; 0 (and 0) when none is proven. For explain, which simulates
  * every rank. */
 int schedule_replica_axes(Arena *arena, const Schedule *s, int *replicas);
+/* The same schedule and predictions for `explain`: from one replica's
+ * simulation where the replica axes are proven (schedule_check_from's
+ * orbit) and the mesh has more than SCHEDULE_SUMMARY_DEVICES devices;
+ * else every rank simulated with its lists (schedule_build_from). */
+enum { SCHEDULE_SUMMARY_DEVICES = 64 };
+Schedule *schedule_summary_from(Arena *arena, DiagSink *sink, const Model *model,
+                                const SliceTable *const *slices, const PhaseList *phases);
+/* The tiles device d holds in layout l of storage tensor t of s,
+ * ascending, their count in *n: l's own, or, for a schedule expanded from
+ * one replica (Schedule.orbit), the replica's layout translated to d. */
+const long *schedule_layout_tiles(Arena *arena, const Schedule *s, int t, const Layout *l, int d,
+                                  int *n);
+/* The most devices holding one tile of layout l of storage tensor t:
+ * layout_replication's (explain.h), times the replicas that hold copies
+ * for a schedule expanded from one replica. */
+int schedule_layout_replication(const Schedule *s, int t, const Layout *l);
 /* The names of the mesh axes in mask, quoted: "'r', 'd'". */
 const char *schedule_axis_names(Arena *arena, const Mesh *mesh, int mask);
 

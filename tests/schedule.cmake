@@ -105,3 +105,25 @@ target_link_libraries(test_sched_orbit PRIVATE primec_core PkgConfig::CMOCKA)
 target_compile_options(test_sched_orbit PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME schedule/orbit COMMAND test_sched_orbit ${SCHED_ORBIT_INPUTS})
 set_tests_properties(schedule/orbit PROPERTIES LABELS unit TIMEOUT 300)
+
+# `explain` of a mesh of more than 64 devices with replica axes analyses
+# one replica (schedule_summary_from): its report, JSON and text, equals
+# the one of every rank simulated (PRIMEC_FULL_SIMULATION=1) but for the
+# program form, on Megatron-LM with sequence parallelism (redistributions
+# whose layouts are translated to the listed ranks), a square grid and a
+# two-axis orbit; no rank listed by default (tests/run/explain_summary.py).
+foreach(case "bloom_layer bloom_small_megatron_sp_dp R=64 b=64"
+             "bloom_layer bloom_small_square_dp R=32 b=32"
+             "opt_layer opt_megatron_dp layers=2 R=16 P=8 b=16 s=256")
+  separate_arguments(words UNIX_COMMAND "${case}")
+  list(POP_FRONT words file model)
+  set(params)
+  foreach(p ${words})
+    list(APPEND params --param ${p})
+  endforeach()
+  add_test(NAME schedule/explain_summary/${model}
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/run/explain_summary.py $<TARGET_FILE:primec>
+                   ${CMAKE_SOURCE_DIR}/examples/${file}.prime ${model} ${params})
+  set_tests_properties(schedule/explain_summary/${model} PROPERTIES LABELS run TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "equals every rank's analysis" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
