@@ -11,19 +11,6 @@
 
 #include "json_out.h"
 
-int layout_replication(const Layout *l, long ntiles) {
-    int *copies = calloc((size_t)ntiles, sizeof(int));
-    int most = 0;
-    if (!copies)
-        ICE("out of memory");
-    for (int d = 0; d < l->ndev; ++d)
-        for (int i = 0; i < l->count[d]; ++i)
-            if (++copies[l->tiles[d][i]] > most)
-                most = copies[l->tiles[d][i]];
-    free(copies);
-    return most;
-}
-
 /* "dx[m, k] += dy[m, n] * w[k, n]" with the model's names. */
 static const char *einsum_text(const Schedule *s, Arena *arena, const PhaseSched *ph) {
     char buf[1024];

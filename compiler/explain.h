@@ -28,7 +28,4 @@ void explain_json(const Schedule *s, Arena *arena, FILE *out, int ranks);
 /* The JSON report as a value (explain_json writes it). */
 json_t *explain_json_value(const Schedule *s, Arena *arena, int ranks);
 
-/* Replication factor of a layout: the most devices holding one tile. */
-int layout_replication(const Layout *l, long ntiles);
-
 #endif

@@ -194,3 +194,16 @@ long sched_conversion_bytes(const SchedTensor *tf, const Layout *have, const Sch
         *max_per_device = total < 0 ? 0 : worst;
     return total;
 }
+
+int layout_replication(const Layout *l, long ntiles) {
+    int *copies = calloc((size_t)ntiles + 1, sizeof(int));
+    int most = 0;
+    if (!copies)
+        ICE("out of memory");
+    for (int d = 0; d < l->ndev; ++d)
+        for (int i = 0; i < l->count[d]; ++i)
+            if (++copies[l->tiles[d][i]] > most)
+                most = copies[l->tiles[d][i]];
+    free(copies);
+    return most;
+}

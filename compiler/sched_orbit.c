@@ -623,16 +623,7 @@ const long *schedule_layout_tiles(Arena *arena, const Schedule *s, int t, const 
 
 int schedule_layout_replication(const Schedule *s, int t, const Layout *l) {
     const Schedule *rs = s->orbit ? s->orbit_red : s;
-    long ntiles = rs->tensors[t].ntiles;
-    int *copies = calloc((size_t)ntiles + 1, sizeof(int));
-    int most = 0;
-    if (!copies)
-        ICE("out of memory");
-    for (int d = 0; d < l->ndev; ++d)
-        for (int i = 0; i < l->count[d]; ++i)
-            if (++copies[l->tiles[d][i]] > most)
-                most = copies[l->tiles[d][i]];
-    free(copies);
+    int most = layout_replication(l, rs->tensors[t].ntiles);
     if (s->orbit) {
         /* Every replica holds a copy of a tile unsplit over its axis. */
         unsigned split = s->orbit->tensor_split[rs->tensors[t].model_tensor];

@@ -270,8 +270,10 @@ Schedule *schedule_summary_from(Arena *arena, DiagSink *sink, const Model *model
  * one replica (Schedule.orbit), the replica's layout translated to d. */
 const long *schedule_layout_tiles(Arena *arena, const Schedule *s, int t, const Layout *l, int d,
                                   int *n);
+/* Replication factor of a layout: the most devices holding one tile. */
+int layout_replication(const Layout *l, long ntiles);
 /* The most devices holding one tile of layout l of storage tensor t:
- * layout_replication's (explain.h), times the replicas that hold copies
+ * layout_replication's, times the replicas that hold copies
  * for a schedule expanded from one replica. */
 int schedule_layout_replication(const Schedule *s, int t, const Layout *l);
 /* The names of the mesh axes in mask, quoted: "'r', 'd'". */
