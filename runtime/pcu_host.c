@@ -32,9 +32,17 @@
 #include <string.h>
 #include <time.h>
 
+/* A kernel call's interval, for pcu_finish's spans. */
+typedef struct HostSpan {
+    const char *name;
+    uint64_t begin_ns, end_ns;
+} HostSpan;
+
 struct PcuDev {
     int gpu;
     uint64_t kernel_ns; /* since the last pcu_finish */
+    HostSpan *spans;    /* the calls since the last pcu_finish */
+    size_t nspans, cap_spans;
 };
 
 struct PcuEvent {
@@ -115,6 +123,8 @@ void *pcu_stream(PcuDev *d, int stream) {
 }
 
 void pcu_close(PcuDev *d) {
+    if (d)
+        free(d->spans);
     free(d);
 }
 
@@ -201,7 +211,19 @@ int pcu_kernel(PcuDev *d, PcuPhaseFn fn, const PcuCall *call, char *err, size_t 
     else
         call->host_fn(call->out[0], call->in[0], call->off);
     prime_gemm_narrow_override(-1);
-    d->kernel_ns += prime_clock_ns() - t0;
+    uint64_t t1 = prime_clock_ns();
+    d->kernel_ns += t1 - t0;
+    if (d->nspans == d->cap_spans) {
+        size_t ncap = d->cap_spans ? 2 * d->cap_spans : 64;
+        HostSpan *s = realloc(d->spans, sizeof *s * ncap);
+        if (!s) {
+            snprintf(err, cap, "out of host memory");
+            return 1;
+        }
+        d->spans = s;
+        d->cap_spans = ncap;
+    }
+    d->spans[d->nspans++] = (HostSpan){call->name, t0, t1};
     return 0;
 }
 
@@ -231,10 +253,13 @@ void pcu_event_free(PcuEvent *ev) {
     free(ev);
 }
 
-int pcu_finish(PcuDev *d, uint64_t *kernel_ns, char *err, size_t cap) {
+int pcu_finish(PcuDev *d, uint64_t *kernel_ns, PcuSpanFn span, void *ctx, char *err, size_t cap) {
     (void)err;
     (void)cap;
     *kernel_ns = d->kernel_ns;
     d->kernel_ns = 0;
+    for (size_t i = 0; span && i < d->nspans; ++i)
+        span(ctx, d->spans[i].name, d->spans[i].begin_ns, d->spans[i].end_ns);
+    d->nspans = 0;
     return 0;
 }

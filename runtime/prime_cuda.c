@@ -477,9 +477,9 @@ static PrimeStatus cuda_collective(PrimeDev *dev, int which, int combine, const 
 }
 
 static PrimeStatus cuda_finish(PrimeDev *dev, uint64_t *kernel_ns, int *measured) {
-    char err[ERR_CAP];
-    if (pcu_finish(cuda_dev(dev)->ops.pcu, kernel_ns, err, sizeof err))
-        return pcu_ops_fail(dev, err);
+    PrimeStatus st = pcu_ops_finish(dev, kernel_ns);
+    if (st != PRIME_OK)
+        return st;
     *measured = 1;
     return PRIME_OK;
 }

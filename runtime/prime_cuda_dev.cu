@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PCU_THREADS 256
 #define PCU_MAX_BLOCKS 4096
@@ -32,6 +33,7 @@ struct PcuDev {
     /* Timing events of the kernels of the current phase: pairs
      * (start, stop), created once and reused. */
     cudaEvent_t *marks;
+    const char **names; /* per pair: its call's name */
     int nmarks;
     int cap_marks;
 };
@@ -135,6 +137,7 @@ extern "C" void pcu_close(PcuDev *d) {
     for (int i = 0; i < d->cap_marks; ++i)
         cudaEventDestroy(d->marks[i]);
     free(d->marks);
+    free(d->names);
     if (d->blas)
         cublasDestroy(d->blas);
     for (int s = 0; s < 2; ++s)
@@ -287,11 +290,15 @@ static int next_marks(PcuDev *d, cudaEvent_t **pair, char *err, size_t cap) {
     if (d->nmarks + 2 > d->cap_marks) {
         int ncap = d->cap_marks ? 2 * d->cap_marks : 64;
         cudaEvent_t *m = (cudaEvent_t *)realloc(d->marks, sizeof *m * (size_t)ncap);
-        if (!m) {
+        if (m)
+            d->marks = m;
+        const char **n =
+            m ? (const char **)realloc(d->names, sizeof *n * (size_t)(ncap / 2)) : NULL;
+        if (!n) {
             snprintf(err, cap, "out of host memory");
             return 1;
         }
-        d->marks = m;
+        d->names = n;
         for (int i = d->cap_marks; i < ncap; ++i) {
             cudaError_t e = cudaEventCreate(&d->marks[i]);
             if (e != cudaSuccess) {
@@ -314,6 +321,7 @@ extern "C" int pcu_kernel(PcuDev *d, PcuPhaseFn fn, const PcuCall *call, char *e
     cudaEvent_t *pair = NULL;
     if (next_marks(d, &pair, err, cap))
         return 1;
+    d->names[d->nmarks / 2 - 1] = call->name;
     PCU_TRY(cudaEventRecord(pair[0], s));
     int st = fn(index, call->fused, d->blas, s, call->out, call->in, call->off);
     if (st == -1) {
@@ -371,18 +379,52 @@ extern "C" void pcu_event_free(PcuEvent *ev) {
     free(ev);
 }
 
-extern "C" int pcu_finish(PcuDev *d, uint64_t *kernel_ns, char *err, size_t cap) {
+static uint64_t host_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+extern "C" int pcu_finish(PcuDev *d, uint64_t *kernel_ns, PcuSpanFn span, void *ctx, char *err,
+                          size_t cap) {
     *kernel_ns = 0;
     if (use_gpu(d, err, cap))
         return 1;
     PCU_TRY(cudaStreamSynchronize(d->stream[PCU_COMM]));
     PCU_TRY(cudaStreamSynchronize(d->stream[PCU_COMPUTE]));
-    double ms_total = 0;
-    for (int i = 0; i + 1 < d->nmarks; i += 2) {
-        float ms = 0;
-        PCU_TRY(cudaEventElapsedTime(&ms, d->marks[i], d->marks[i + 1]));
-        ms_total += ms;
+    /* The kernels' events on the host's clock: an anchor recorded on the
+     * idle compute stream completes at once, so the host's time just
+     * after it completes is its time; each event is that much earlier. */
+    uint64_t anchor_ns = 0;
+    cudaEvent_t anchor = NULL;
+    if (span && d->nmarks) {
+        PCU_TRY(cudaEventCreate(&anchor));
+        cudaError_t e = cudaEventRecord(anchor, d->stream[PCU_COMPUTE]);
+        if (e == cudaSuccess)
+            e = cudaEventSynchronize(anchor);
+        anchor_ns = host_ns();
+        if (e != cudaSuccess) {
+            cudaEventDestroy(anchor);
+            return fail_cuda(err, cap, "cudaEventSynchronize", e);
+        }
     }
+    double ms_total = 0;
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i + 1 < d->nmarks && e == cudaSuccess; i += 2) {
+        float ms = 0, to_anchor = 0;
+        e = cudaEventElapsedTime(&ms, d->marks[i], d->marks[i + 1]);
+        if (e == cudaSuccess && anchor)
+            e = cudaEventElapsedTime(&to_anchor, d->marks[i], anchor);
+        ms_total += ms;
+        if (e == cudaSuccess && anchor) {
+            uint64_t begin = anchor_ns - (uint64_t)((double)to_anchor * 1e6);
+            span(ctx, d->names[i / 2], begin, begin + (uint64_t)((double)ms * 1e6));
+        }
+    }
+    if (anchor)
+        cudaEventDestroy(anchor);
+    if (e != cudaSuccess)
+        return fail_cuda(err, cap, "cudaEventElapsedTime", e);
     d->nmarks = 0;
     *kernel_ns = (uint64_t)(ms_total * 1e6);
     return 0;

@@ -80,6 +80,7 @@ typedef void (*PcuFusedHostFn)(float *const *out, const float *const *const *in,
  * C function, which the host emulation runs. */
 typedef struct PcuCall {
     int index, fused;
+    const char *name; /* the phase's, for the trace (pcu_finish) */
     PcuHostFn host_fn;
     PcuFusedHostFn host_fused;
     float *const *out;
@@ -99,9 +100,14 @@ int pcu_mark(PcuDev *d, int stream, PcuEvent **ev, char *err, size_t cap);
 int pcu_after(PcuDev *d, int stream, const PcuEvent *ev, char *err, size_t cap);
 void pcu_event_free(PcuEvent *ev);
 
+/* One kernel call's interval on the device: its PcuCall name, begin and
+ * end on the host's monotonic clock (CLOCK_MONOTONIC, prime_clock_ns). */
+typedef void (*PcuSpanFn)(void *ctx, const char *name, uint64_t begin_ns, uint64_t end_ns);
+
 /* Waits for both streams; *kernel_ns: the device time of the kernels
- * run since the last pcu_finish. */
-int pcu_finish(PcuDev *d, uint64_t *kernel_ns, char *err, size_t cap);
+ * run since the last pcu_finish; span (unless NULL) is called for each
+ * of them, in the order they ran, with ctx. */
+int pcu_finish(PcuDev *d, uint64_t *kernel_ns, PcuSpanFn span, void *ctx, char *err, size_t cap);
 
 #ifdef __cplusplus
 }

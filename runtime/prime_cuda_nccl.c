@@ -368,9 +368,11 @@ static PrimeStatus nccl_finish(PrimeDev *dev, uint64_t *kernel_ns, int *measured
     char err[ERR_CAP];
     /* Polled with the deadline, so that a peer that went away aborts the
      * communicator rather than leaving the streams waiting. */
-    if (pnc_sync(nd->world_comm, nd->ops.pcu, timeout_s(dev), err, sizeof err) ||
-        pcu_finish(nd->ops.pcu, kernel_ns, err, sizeof err))
+    if (pnc_sync(nd->world_comm, nd->ops.pcu, timeout_s(dev), err, sizeof err))
         return pcu_ops_fail(dev, err);
+    st = pcu_ops_finish(dev, kernel_ns);
+    if (st != PRIME_OK)
+        return st;
     *measured = 1;
     return PRIME_OK;
 }

@@ -106,14 +106,14 @@ static PrimeStatus launch(PrimeDev *dev, const PrimePhase *phase, PcuCall *call)
 PrimeStatus pcu_ops_kernel(PrimeDev *dev, const PrimePhase *phase, float *out,
                            const float *const *in, const long *off) {
     const float *const *ins[1] = {in};
-    PcuCall call = {0, 0, phase->kernels[0], NULL, &out, ins, off};
+    PcuCall call = {0, 0, phase->name, phase->kernels[0], NULL, &out, ins, off};
     return launch(dev, phase, &call);
 }
 
 /* A fused group (PrimePhase.fused) as one call of its fused kernel. */
 PrimeStatus pcu_ops_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
                                  const float *const *const *in, const long *off) {
-    PcuCall call = {0, 1, NULL, phase->fused, out, in, off};
+    PcuCall call = {0, 1, phase->name, NULL, phase->fused, out, in, off};
     return launch(dev, phase, &call);
 }
 
@@ -128,4 +128,16 @@ int *prime_cuda_schedule_indices(const PrimeProgram *prog) {
             if (prog->runs[r].first + j < prog->nphases)
                 index[prog->runs[r].first + j] = prog->runs[r].orig + j;
     return index;
+}
+
+/* A kernel's interval on the device, on the device's trace row. */
+static void device_span(void *ctx, const char *name, uint64_t begin_ns, uint64_t end_ns) {
+    prime_trace_span(ctx, name, PRIME_TRACE_DEVICE, begin_ns, end_ns);
+}
+
+PrimeStatus pcu_ops_finish(PrimeDev *dev, uint64_t *kernel_ns) {
+    char err[PCU_OPS_ERR_CAP];
+    if (pcu_finish(pcu_ops(dev)->pcu, kernel_ns, device_span, dev, err, sizeof err))
+        return pcu_ops_fail(dev, err);
+    return PRIME_OK;
 }

@@ -58,6 +58,10 @@ PrimeStatus pcu_ops_kernel(PrimeDev *dev, const PrimePhase *phase, float *out,
                            const float *const *in, const long *off);
 PrimeStatus pcu_ops_kernel_fused(PrimeDev *dev, const PrimePhase *phase, float *const *out,
                                  const float *const *const *in, const long *off);
+/* Waits for the device's streams (pcu_finish): *kernel_ns, the device
+ * time of the kernels since the last call, each of them recorded on the
+ * trace's device row (PRIME_TRACE_DEVICE) when tracing. */
+PrimeStatus pcu_ops_finish(PrimeDev *dev, uint64_t *kernel_ns);
 
 /* The schedule's index of every entry of prog->phases: the first copy of
  * run r's phase j is runs[r].orig + j. NULL when out of memory. */

@@ -297,7 +297,15 @@ double prime_max_rel_error(const float *a, const float *b, size_t n);
  * each device and row). Recording is off unless enabled. MPI: events
  * reach the root at the end of each run, so write the trace there; on
  * another process it holds that process's device only. */
-typedef enum PrimeTraceRow { PRIME_TRACE_COMPUTE = 0, PRIME_TRACE_COMM = 1 } PrimeTraceRow;
+/* Rows: the host's view of the compute and communication (every
+ * backend), and the kernels' intervals as the device timed them (the
+ * CUDA backends, from events, after each run). */
+typedef enum PrimeTraceRow {
+    PRIME_TRACE_COMPUTE = 0,
+    PRIME_TRACE_COMM = 1,
+    PRIME_TRACE_DEVICE = 2,
+    PRIME_TRACE_ROWS
+} PrimeTraceRow;
 void prime_world_enable_trace(PrimeWorld *world, int on);
 /* Nested intervals on the compute row. */
 void prime_trace_begin(PrimeDev *dev, const char *name);

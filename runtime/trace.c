@@ -7,8 +7,10 @@
  * row (transfers overlap one another and the kernels, so they cannot
  * nest). Names are copied, cut to at most 63 bytes on a UTF-8 character
  * boundary. The writer emits, for every device that recorded anything,
- * "M" events naming the device (pid = rank) and its two rows (tid 0
- * compute, tid 1 communication), then one complete ("X") event per
+ * "M" events naming the device (pid = rank) and its rows (tid 0
+ * compute, tid 1 communication, as the host saw them; tid 2, where a
+ * CUDA backend recorded them, the kernels as the device timed them,
+ * from its events, recorded after each run), then one complete ("X") event per
  * closed interval in the order they were recorded, with times in
  * microseconds since world creation printed from integers (no locale, no
  * rounding drift); an interval ended by prime_trace_end_split (a step)
@@ -106,7 +108,7 @@ void prime_trace_span(PrimeDev *dev, const char *name, PrimeTraceRow row, uint64
                       uint64_t end_ns) {
     if (!dev || !dev->world->trace_on)
         return;
-    if (row != PRIME_TRACE_COMPUTE && row != PRIME_TRACE_COMM) {
+    if (row != PRIME_TRACE_COMPUTE && row != PRIME_TRACE_COMM && row != PRIME_TRACE_DEVICE) {
         prime_rt_fail(dev, PRIME_ERR_ARG);
         return;
     }
@@ -193,7 +195,8 @@ PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
         return PRIME_ERR_IO;
     fputs("{\"traceEvents\":[", f);
     int first = 1;
-    static const char *const row_name[] = {"compute", "communication"};
+    static const char *const row_name[PRIME_TRACE_ROWS] = {"compute", "communication",
+                                                           "device kernels"};
     for (int r = 0; r < world->ndev; r++) {
         const PrimeTrace *t = &world->devs[r].trace;
         if (t->count == 0)
@@ -203,7 +206,10 @@ PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
                 "\"device %d\"}}",
                 first ? "" : ",", r, r);
         first = 0;
-        for (int row = 0; row < 2; row++)
+        int device_row = 0;
+        for (size_t i = 0; i < t->count; i++)
+            device_row |= t->events[i].row == PRIME_TRACE_DEVICE;
+        for (int row = 0; row < (device_row ? PRIME_TRACE_ROWS : 2); row++)
             fprintf(f,
                     ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
                     "\"name\":\"%s\"}}",

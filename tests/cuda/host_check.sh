@@ -10,7 +10,8 @@
 # instances runs them as one call each (fewer kernel calls than its
 # --no-fuse build, which passes too). The first run also checks the refusals of the
 # CUDA program: no --local and no world, a GPU that is not there; its --save-grads
-# (the same gradients as the cpu build's), --repeat, --json and --trace; and a failing CUDA call (emulated) at
+# (the same gradients as the cpu build's), --repeat, --json and --trace (its
+# device row: tests/cuda/device_trace.py); and a failing CUDA call (emulated) at
 # allocation, kernel and copy, which must end the run with exit 3 and a
 # message naming the rank and the call, every device released.
 set -u
@@ -118,6 +119,8 @@ expect "--repeat 2 --json --trace" 0 "^counters equal" --local --repeat 2 --json
     --trace "$work/trace.json"
 grep -q '"counters_match_prediction": true' "$work/run.json" || { echo "FAIL: --json"; exit 1; }
 grep -q '"ph": *"X"' "$work/trace.json" || { echo "FAIL: --trace wrote no interval"; exit 1; }
+# The device row: every kernel call as the device (here its emulation) timed it.
+python3 "$here/device_trace.py" "$work/trace.json" || { echo "FAIL: --trace's device row"; exit 1; }
 # A copy happens where a device sends anything (shift, collective, redistribution).
 calls="alloc:3 kernel:1"
 awk '$1 ~ /^[0-9]+$/ && $2 + $3 + $4 > 0 { moved = 1 } END { exit !moved }' \
