@@ -183,10 +183,14 @@ for entry in $check_runs $dtype_runs; do
     [ -x "$exe" ] || { fail "$name was not built"; continue; }
     say "== $name --local --check"
     rc=0
-    timeout 120 "$exe" --local --check --timeout 60 --json "$out/$name.json" >"$out/$name.log" 2>&1 || rc=$?
+    timeout 120 "$exe" --local --check --timeout 60 --json "$out/$name.json" \
+        --trace "$out/$name.trace.json" >"$out/$name.log" 2>&1 || rc=$?
     tail -3 "$out/$name.log"
     if [ $rc -eq 0 ] && grep -q '^check passed' "$out/$name.log"; then
         say "- $name: check passed, $(grep -o 'time per training step[^,]*' "$out/$name.log")" >>"$results"
+        # The trace's device row: every kernel from its CUDA events.
+        python3 "$root/tests/cuda/device_trace.py" --gpu "$out/$name.trace.json" >>"$results" 2>&1 ||
+            fail "$name --trace: the device row (tests/cuda/device_trace.py --gpu)"
     else
         fail "$name --local --check (exit $rc, log: $out/$name.log)"
         say "- $name: FAILED (exit $rc)" >>"$results"
