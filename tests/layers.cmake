@@ -75,25 +75,34 @@ endforeach()
 # gradients against the dense reference, counters against the prediction.
 set(PRIMEC_STAGES_DIR ${CMAKE_CURRENT_BINARY_DIR}/layers/stages)
 file(MAKE_DIRECTORY ${PRIMEC_STAGES_DIR})
-add_test(NAME layers/stages/stages_mlp
-         COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
-                 sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_mlp.prime
-                 stages_mlp ${PRIMEC_STAGES_DIR}/stages_mlp)
-set_tests_properties(layers/stages/stages_mlp PROPERTIES LABELS run TIMEOUT 300
-                     FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+
+# primec_build_check(NAME SOURCE MODEL DIR [PARAM...]): builds MODEL of
+# SOURCE (each PARAM as --param PARAM) into DIR and runs it with --check,
+# which must pass with the counters equal to the compiler's prediction.
+function(primec_build_check name source model dir)
+  set(params "")
+  foreach(p ${ARGN})
+    string(APPEND params " --param ${p}")
+  endforeach()
+  add_test(NAME ${name}
+           COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\"${params} -o \"$4\" && \"$4/$3\" --check"
+                   sh $<TARGET_FILE:primec> ${source} ${model} ${dir})
+  set_tests_properties(${name} PROPERTIES LABELS run TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
+                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+endfunction()
+
+primec_build_check(layers/stages/stages_mlp ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_mlp.prime
+                   stages_mlp ${PRIMEC_STAGES_DIR}/stages_mlp)
 
 # Micro-batches without stages (tests/run/micro_megatron.prime: the small
 # OPT layer's Megatron-LM replicas, two micro-batches, 2 and 8 layers,
 # each micro-batch's copies folded into loops): built and run with
 # --check, counters against the prediction.
 foreach(layers 2 8)
-  add_test(NAME layers/micro/opt_small_megatron_mb_${layers}
-           COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" --param layers=$5 -o \"$4\" && \"$4/$3\" --check"
-                   sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/micro_megatron.prime
-                   opt_small_megatron_mb ${PRIMEC_STAGES_DIR}/micro_${layers} ${layers})
-  set_tests_properties(layers/micro/opt_small_megatron_mb_${layers} PROPERTIES LABELS run TIMEOUT 300
-                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction.*check passed"
-                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+  primec_build_check(layers/micro/opt_small_megatron_mb_${layers}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/run/micro_megatron.prime opt_small_megatron_mb
+                     ${PRIMEC_STAGES_DIR}/micro_${layers} layers=${layers})
 endforeach()
 
 # Stages along the last and the middle mesh axis (tests/run/stages_axes.prime,
@@ -112,26 +121,16 @@ endforeach()
 # The same MLP in 4 micro-batches in 1F1B's order (tests/run/stages_1f1b.prime):
 # built and run with --check, and its predicted peak on every device below
 # the GPipe order's (tests/run/peak_order.sh).
-add_test(NAME layers/stages/stages_1f1b
-         COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
-                 sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime
-                 stages_1f1b ${PRIMEC_STAGES_DIR}/stages_1f1b)
-set_tests_properties(layers/stages/stages_1f1b PROPERTIES LABELS run TIMEOUT 300
-                     PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction"
-                     FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+primec_build_check(layers/stages/stages_1f1b ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime
+                   stages_1f1b ${PRIMEC_STAGES_DIR}/stages_1f1b)
 # The same in 1F1B's order with each stage's forward recomputed before its
 # backward (`recompute`; stages_1f1b_rc on 2 stages, stages_1f1b_s4_rc on
 # 4; stages_gpipe_rc in GPipe's order): --check with counters equal to the
 # prediction, and the predicted and counted peaks below those of the runs
 # without on every stage but the last (tests/run/peak_recompute.sh).
 foreach(model stages_1f1b_rc stages_1f1b_s4_rc stages_gpipe_rc)
-  add_test(NAME layers/stages/${model}
-           COMMAND sh -c "\"$1\" build \"$2\" --model \"$3\" -o \"$4\" && \"$4/$3\" --check"
-                   sh $<TARGET_FILE:primec> ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime
-                   ${model} ${PRIMEC_STAGES_DIR}/${model})
-  set_tests_properties(layers/stages/${model} PROPERTIES LABELS run TIMEOUT 300
-                       PASS_REGULAR_EXPRESSION "counters equal the compiler's prediction"
-                       FAIL_REGULAR_EXPRESSION "FAIL|DIFFER|MISSING")
+  primec_build_check(layers/stages/${model} ${CMAKE_CURRENT_SOURCE_DIR}/run/stages_1f1b.prime
+                     ${model} ${PRIMEC_STAGES_DIR}/${model})
 endforeach()
 foreach(pair "stages_1f1b;stages_1f1b_rc" "stages_1f1b_s4;stages_1f1b_s4_rc"
              "stages_gpipe;stages_gpipe_rc")
