@@ -45,6 +45,11 @@
 #include "source.h"
 
 #define KFUSE_MAX 16 /* members of one group */
+/* The bytes of rows a group's C kernel keeps on its stack, at most: an
+ * eighth of the 8 MiB a thread's stack has by default (the runtime's
+ * compute threads and a process's main thread). Past it, members' rows
+ * are stored as tiles instead (kernel_fuse.c, fit_rows). */
+#define KFUSE_ROW_BYTES (1024L * 1024L)
 
 /* An ADD the group folds: after member `after`, member dst's output
  * row += member src's. */

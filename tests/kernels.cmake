@@ -49,8 +49,11 @@ set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
 # whose copies of the loss gradient are gone (kernel_copy.c): no tiles of
 # their own, the same checks. And the small OPT layer on the square plan,
 # whose copies go where their readers send the tile around the ring (the
-# SEND reads the source tile instead).
+# SEND reads the source tile instead). And the bias, residual add and
+# layer norm of tests/golden/dump/kernels-norm-long.prime, on rows of
+# 5000 elements (past the 4096 a CUDA thread keeps).
 foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime;m"
+             "norm-long;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm-long.prime;m"
              "accum;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-accum.prime;m"
              "norm;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm.prime;m"
              "copyprop;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-copyprop.prime;m"
