@@ -68,3 +68,14 @@ foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime
   set_tests_properties(kernels/fuse-${name} PROPERTIES LABELS run TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "fuse: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+
+# The kernels pass fuses rows of any length: the groups of
+# tests/golden/dump/kernels-norm-long.prime at h = 4096, 5000 and 8192 are
+# the same, and at h = 200000 the rows past KFUSE_ROW_BYTES are stored
+# (unit/test_kernel_fuse_rows.c).
+add_executable(test_kernel_fuse_rows ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_kernel_fuse_rows.c)
+target_link_libraries(test_kernel_fuse_rows PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_kernel_fuse_rows PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME kernels/fuse-rows
+         COMMAND test_kernel_fuse_rows ${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm-long.prime)
+set_tests_properties(kernels/fuse-rows PROPERTIES LABELS unit TIMEOUT 60)
