@@ -213,9 +213,9 @@ static int read_by_column(const Schedule *s, const FuseGroup *g, int j, int m) {
     return 0;
 }
 
-/* The column sums' double accumulators of one group, at most (bytes on
- * the kernel's stack). */
-#define KFUSE_COLS_MAX 8192
+/* The bytes of one group's column sums' double accumulators, at most (on
+ * the kernel's stack; the rows have the rest of KFUSE_ROW_BYTES). */
+#define KFUSE_COLS_BYTES (KFUSE_ROW_BYTES / 2)
 
 /* Adds phase p (kernel k, cols: a column sum) to g as member j =
  * g->nmembers: its inputs from earlier members and its ADDs. 0 when an
@@ -256,7 +256,7 @@ static int link(const Schedule *s, FuseGroup *g, int p, const Kernel *k, int col
         long e = k->extent[k->nodes[0].loop.loop_dim[0]], used = e;
         for (int m = 0; m < j; ++m)
             used += g->cols[m] ? e : 0;
-        if (used > KFUSE_COLS_MAX)
+        if (8 * used > KFUSE_COLS_BYTES)
             return 0;
     }
     int first = -1;
@@ -380,9 +380,9 @@ static long kept_bytes(const FuseGroup *g, const Kernel *ks) {
 
 /* Stores the rows of g's members, the last first, until the rest fit in
  * KFUSE_ROW_BYTES: a stored output is a tile (allocated at the group's
- * first phase and freed where it was), which any member may have. Rows of
- * at most 4096 elements always fit (16 rows of 16 KiB, column sums of at
- * most 64 KiB). */
+ * first phase and freed where it was), which any member may have. The
+ * column sums take at most half of it (link), so the rest always fits;
+ * rows of at most 4096 elements always fit (16 rows of 16 KiB). */
 static void fit_rows(FuseGroup *g, const Kernel *ks) {
     for (int m = g->nmembers - 1; m >= 0 && kept_bytes(g, ks) > KFUSE_ROW_BYTES; --m)
         if (!g->stored[m] && !kfuse_reduces(&ks[m]))

@@ -1,5 +1,5 @@
 #!/bin/sh
-# fuse_check.sh PRIMEC CASE.prime DIR [MODEL] — kernels fused across
+# fuse_check.sh PRIMEC CASE.prime DIR [MODEL [SLACK]] — kernels fused across
 # instances (docs/kernels.md, "Fusion across instances"): builds the case's
 # model (MODEL, default m)
 # as it is and with --no-fuse, runs both with --check under
@@ -21,7 +21,9 @@
 #   tile, no kernel, N FLOPs)`, kernel_copy.c) allocates no tile T2 in the
 #   rewritten program (the unfused one does);
 # - the fused program's peak is at most the unfused one's (the rows kept
-#   in the kernel are not stored);
+#   in the kernel are not stored), or SLACK bytes more where the case says
+#   why (a group allocates its stored outputs at its first phase, while
+#   the frees of its inputs stay in the later members' phases);
 # - a fused kernel that runs the backward of a softmax's exp
 #   (causal_exp_shift and its variants state `grad S = dE * E;`) reads the
 #   forward's E and computes no exp.
@@ -30,6 +32,7 @@ primec=$1
 case_file=$2
 dir=$3
 model=${4:-m}
+slack=${5:-0}
 mkdir -p "$dir/fused" "$dir/plain"
 "$primec" build "$case_file" --model "$model" -o "$dir/fused" >/dev/null
 "$primec" build "$case_file" --model "$model" --no-fuse -o "$dir/plain" >/dev/null
@@ -80,7 +83,7 @@ peak() { awk '/^ +0 +[0-9]/ {print $5; exit}' "$1"; }
 pf=$(peak "$dir/fused.out")
 pp=$(peak "$dir/plain.out")
 echo "fuse: peak bytes of rank 0: $pp unfused, $pf fused"
-[ -n "$pf" ] && [ -n "$pp" ] && [ "$pf" -le "$pp" ] || { echo "FAIL: peak"; exit 1; }
+[ -n "$pf" ] && [ -n "$pp" ] && [ "$pf" -le $((pp + slack)) ] || { echo "FAIL: peak"; exit 1; }
 # Each fused kernel's comment names its members; the function ends at the
 # first line that is a lone "}".
 exp_bwd=$(awk '/^\/\* fused: / { fn = 1; com = 1; text = ""; bwd = 0; exps = 0 }

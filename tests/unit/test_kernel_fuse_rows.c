@@ -3,14 +3,14 @@
  * (compiler/kernel_fuse.h), on the bias, residual add and layer norm of
  * tests/golden/dump/kernels-norm-long.prime (argv[1]) at several hidden
  * sizes h (--param h=...):
- *   - at h = 5000 and 8192 (past the 4096 a CUDA thread keeps, and past
- *     the 4096 the pass took before) the same four groups form, of the
- *     same members, with inner extent h and the same rows kept; at 4096
- *     the norm's backward also takes its column sums;
- *   - at h = 200000 the rows the C kernel would keep (two rows of 800,000
- *     bytes in the norm's backward) pass KFUSE_ROW_BYTES: the groups are
- *     the same, the last such row is stored instead, the other one is
- *     still a row, and every group's rows fit;
+ *   - at h = 4096, 5000 and 8192 (past the 4096 a CUDA thread keeps, and
+ *     past the 4096 the pass took before) the same four groups form, of
+ *     the same members, with inner extent h and the same rows kept;
+ *   - at h = 200000 the column sums' accumulators pass half of
+ *     KFUSE_ROW_BYTES (they are kernels of their own) and the rows the C
+ *     kernel would keep (two rows of 800,000 bytes in the norm's
+ *     backward) pass KFUSE_ROW_BYTES: the last such row is stored
+ *     instead, the other one is still a row; every group's rows fit;
  *   - the cost model prices every group as one kernel at every size
  *     (cost_fused_kernel: one launch, the members' FLOPs).
  */
@@ -107,17 +107,16 @@ static void test_long_rows_fuse(void **state) {
     groups_at(5000, at5000, sizeof at5000, &kept);
     groups_at(8192, at8192, sizeof at8192, &kept);
     /* The bias and the add (the biased row a row), the norm's forward
-     * (every output stored: the backward reads them), its backward (the
-     * mean's and variance's gradients and two contributions rows), the
-     * residual's backward with the loss gradient's copy. At 4096 the
-     * norm's backward also takes the gain's and the shift's column sums
-     * (and the residual's backward is then a group of its own); past 4096
-     * a column sum is a kernel of its own (kernel_c_column_dim). */
+     * (every output stored: the backward reads them), its backward (dN,
+     * the mean's and the variance's gradients and two contributions to dr
+     * rows; the gain's and shift's gradients column sums, stored), the
+     * residual's and the bias's backward with the loss gradient's copy. */
     assert_string_equal(at4096, "2:rs|4:ssss|9:rsssrrrrr|4:ssrs");
-    assert_string_equal(at5000, "2:rs|4:ssss|6:srrrrr|3:ssr");
-    assert_string_equal(at8192, at5000);
-    /* The norm's backward keeps two rows of h floats, and three values. */
-    assert_int_equal(kept, 2 * 4 * 8192 + 3 * 4);
+    assert_string_equal(at5000, at4096);
+    assert_string_equal(at8192, at4096);
+    /* The norm's backward keeps three rows of h floats, three values and
+     * two column sums of h doubles. */
+    assert_int_equal(kept, 3 * 4 * 8192 + 3 * 4 + 2 * 8 * 8192);
 }
 
 static void test_rows_past_the_stack_stored(void **state) {
@@ -125,8 +124,11 @@ static void test_rows_past_the_stack_stored(void **state) {
     char at200k[128];
     long kept;
     groups_at(200000, at200k, sizeof at200k, &kept);
-    /* The norm's backward: its last row (member 5, the mean's
-     * contribution to dr) stored, member 3 (the variance's) still a row. */
+    /* The column sums' 1.6 MB of accumulators each are past half of
+     * KFUSE_ROW_BYTES: they are kernels of their own, and the norm's
+     * backward starts after them. Its rows dr_2 and dr_3 (800,000 bytes
+     * each) do not fit together: the last one is stored, the other one is
+     * still a row. */
     assert_string_equal(at200k, "2:rs|4:ssss|6:srrrrs|3:ssr");
     assert_int_equal(kept, 4 * 200000 + 3 * 4);
 }

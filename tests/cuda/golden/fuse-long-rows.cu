@@ -574,73 +574,83 @@ int fused3(cublasHandle_t h, cudaStream_t s, float *const *out, const float *con
     return 0;
 }
 
-/* fused: backward n1 = norm_apply at kernels-norm-long.prime:14:5, backward n1 = norm_apply at
+/* fused: backward l1 = scale_shift at kernels-norm-long.prime:15:5, gradient l1 = scale_shift at
+ * kernels-norm-long.prime:15:5, gradient l1 = scale_shift at kernels-norm-long.prime:15:5, backward
+ * n1 = norm_apply at kernels-norm-long.prime:14:5, backward n1 = norm_apply at
  * kernels-norm-long.prime:14:5, backward n1 = norm_apply at kernels-norm-long.prime:14:5, backward
  * v1 = norm_var at kernels-norm-long.prime:13:5, backward v1 = norm_var at
  * kernels-norm-long.prime:13:5, backward m1 = norm_mean at kernels-norm-long.prime:12:5 */
-__global__ void fused13_rows(float *__restrict__ o0, const float *__restrict__ x0_0,
-                             const float *__restrict__ x0_1, const float *__restrict__ x1_0,
-                             const float *__restrict__ x1_1, const float *__restrict__ x2_0,
-                             const float *__restrict__ x2_1, const float *__restrict__ x2_2,
-                             const float *__restrict__ x2_3, const float *__restrict__ x3_1,
-                             const float *__restrict__ x3_2, const float *__restrict__ x4_1,
-                             const float *__restrict__ x4_2) {
+__global__ void fused10_rows(float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3,
+                             const float *__restrict__ x0_0, const float *__restrict__ x0_1,
+                             const float *__restrict__ x1_0, const float *__restrict__ x1_1,
+                             const float *__restrict__ x2_0, const float *__restrict__ x3_1,
+                             const float *__restrict__ x4_1, const float *__restrict__ x5_1,
+                             const float *__restrict__ x5_2, const float *__restrict__ x5_3,
+                             const float *__restrict__ x6_1, const float *__restrict__ x6_2,
+                             const float *__restrict__ x7_1, const float *__restrict__ x7_2) {
     __shared__ double red[8];
     for (long i = blockIdx.x; i < 4L; i += gridDim.x) {
         long r = i;
         const long d0 = r;
-        float t1[1];
-        float t2[1];
-        float t3[20];
+        float t0[20];
         float t4[1];
-        float t5[20];
+        float t5[1];
+        float t6[20];
+        float t7[1];
+        float t8[20];
         {
             const float *x0 = x0_0;
             const float *x1 = x0_1;
             for (int q = 0; q < 20; ++q) {
                 const long d1 = q * 256L + threadIdx.x;
                 if (d1 < 5000L)
-                    o0[d0 * 5000L + d1] =
-                        (x0[d0 * 5000L + d1] * rsqrtf((x1[d0] + (1.0f / 100000.0f))));
+                    t0[q] = (x0[d0 * 5000L + d1] * x1[d1]);
             }
         }
         {
-            const float *x0 = x1_0;
-            const float *x1 = x1_1;
-            double acc = 0.0;
-            for (int q = 0; q < 20; ++q) {
-                const long d1 = q * 256L + threadIdx.x;
-                if (d1 < 5000L)
-                    acc += (double)(x0[d0 * 5000L + d1] *
-                                    ((-1.0f) * rsqrtf((x1[d0] + (1.0f / 100000.0f)))));
-            }
-            acc = prime_cuda_block_sum(acc, red);
-            t1[0] = (float)acc;
-        }
-        {
-            const float *x0 = x2_0;
-            const float *x1 = x2_1;
-            const float *x2 = x2_2;
-            const float *x3 = x2_3;
-            double acc = 0.0;
-            for (int q = 0; q < 20; ++q) {
-                const long d1 = q * 256L + threadIdx.x;
-                if (d1 < 5000L)
-                    acc += (double)(x0[d0 * 5000L + d1] *
-                                    ((x1[d0 * 5000L + d1] - x2[d0]) *
-                                     prime_rsqrt_grad((x3[d0] + (1.0f / 100000.0f)))));
-            }
-            acc = prime_cuda_block_sum(acc, red);
-            t2[0] = (float)acc;
-        }
-        {
-            const float *x0 = t2;
+            const float *x0 = t0;
             const float *x1 = x3_1;
-            const float *x2 = x3_2;
             for (int q = 0; q < 20; ++q) {
                 const long d1 = q * 256L + threadIdx.x;
                 if (d1 < 5000L)
-                    t3[q] = (x0[0] *
+                    o3[d0 * 5000L + d1] = (x0[q] * rsqrtf((x1[d0] + (1.0f / 100000.0f))));
+            }
+        }
+        {
+            const float *x0 = t0;
+            const float *x1 = x4_1;
+            double acc = 0.0;
+            for (int q = 0; q < 20; ++q) {
+                const long d1 = q * 256L + threadIdx.x;
+                if (d1 < 5000L)
+                    acc += (double)(x0[q] * ((-1.0f) * rsqrtf((x1[d0] + (1.0f / 100000.0f)))));
+            }
+            acc = prime_cuda_block_sum(acc, red);
+            t4[0] = (float)acc;
+        }
+        {
+            const float *x0 = t0;
+            const float *x1 = x5_1;
+            const float *x2 = x5_2;
+            const float *x3 = x5_3;
+            double acc = 0.0;
+            for (int q = 0; q < 20; ++q) {
+                const long d1 = q * 256L + threadIdx.x;
+                if (d1 < 5000L)
+                    acc += (double)(x0[q] * ((x1[d0 * 5000L + d1] - x2[d0]) *
+                                             prime_rsqrt_grad((x3[d0] + (1.0f / 100000.0f)))));
+            }
+            acc = prime_cuda_block_sum(acc, red);
+            t5[0] = (float)acc;
+        }
+        {
+            const float *x0 = t5;
+            const float *x1 = x6_1;
+            const float *x2 = x6_2;
+            for (int q = 0; q < 20; ++q) {
+                const long d1 = q * 256L + threadIdx.x;
+                if (d1 < 5000L)
+                    t6[q] = (x0[0] *
                              (((x1[d0 * 5000L + d1] - x2[d0]) + (x1[d0 * 5000L + d1] - x2[d0])) /
                               5000.0f));
             }
@@ -648,12 +658,12 @@ __global__ void fused13_rows(float *__restrict__ o0, const float *__restrict__ x
         for (int q = 0; q < 20; ++q) {
             const long d1 = q * 256L + threadIdx.x;
             if (d1 < 5000L)
-                o0[d0 * 5000L + d1] += t3[q];
+                o3[d0 * 5000L + d1] += t6[q];
         }
         {
-            const float *x0 = t2;
-            const float *x1 = x4_1;
-            const float *x2 = x4_2;
+            const float *x0 = t5;
+            const float *x1 = x7_1;
+            const float *x2 = x7_2;
             double acc = 0.0;
             for (int q = 0; q < 20; ++q) {
                 const long d1 = q * 256L + threadIdx.x;
@@ -663,47 +673,82 @@ __global__ void fused13_rows(float *__restrict__ o0, const float *__restrict__ x
                                              5000.0f));
             }
             acc = prime_cuda_block_sum(acc, red);
-            t4[0] = (float)acc;
+            t7[0] = (float)acc;
         }
-        t1[0] += t4[0];
+        t4[0] += t7[0];
         {
-            const float *x0 = t1;
+            const float *x0 = t4;
             for (int q = 0; q < 20; ++q) {
                 const long d1 = q * 256L + threadIdx.x;
                 if (d1 < 5000L)
-                    t5[q] = (x0[0] * (1.0f / 5000.0f));
+                    t8[q] = (x0[0] * (1.0f / 5000.0f));
             }
         }
         for (int q = 0; q < 20; ++q) {
             const long d1 = q * 256L + threadIdx.x;
             if (d1 < 5000L)
-                o0[d0 * 5000L + d1] += t5[q];
+                o3[d0 * 5000L + d1] += t8[q];
         }
     }
 }
 
-int fused13(cublasHandle_t h, cudaStream_t s, float *const *out, const float *const *const *in,
+__global__ void fused10_cols(float *__restrict__ o1, float *__restrict__ o2, float *__restrict__ o3,
+                             const float *__restrict__ x0_0, const float *__restrict__ x0_1,
+                             const float *__restrict__ x1_0, const float *__restrict__ x1_1,
+                             const float *__restrict__ x2_0, const float *__restrict__ x3_1,
+                             const float *__restrict__ x4_1, const float *__restrict__ x5_1,
+                             const float *__restrict__ x5_2, const float *__restrict__ x5_3,
+                             const float *__restrict__ x6_1, const float *__restrict__ x6_2,
+                             const float *__restrict__ x7_1, const float *__restrict__ x7_2) {
+    const long d1 = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (d1 >= 5000L)
+        return;
+    {
+        const float *x0 = x1_0;
+        const float *x1 = x1_1;
+        double acc = 0.0;
+        for (long d0 = 0; d0 < 4L; ++d0)
+            acc += (double)(x0[d0 * 5000L + d1] * x1[d0 * 5000L + d1]);
+        o1[d1] = (float)acc;
+    }
+    {
+        const float *x0 = x2_0;
+        double acc = 0.0;
+        for (long d0 = 0; d0 < 4L; ++d0)
+            acc += (double)(x0[d0 * 5000L + d1] * 1.0f);
+        o2[d1] = (float)acc;
+    }
+}
+
+int fused10(cublasHandle_t h, cudaStream_t s, float *const *out, const float *const *const *in,
             const long *off) {
     (void)h;
     (void)off;
     /* node 0: loop sum points 20000 loops 2 reduce 0 terms 1 */
+    /* node 0: loop sum points 5000 loops 2 reduce 1 terms 1 */
+    /* node 0: loop sum points 5000 loops 2 reduce 1 terms 1 */
+    /* node 0: loop sum points 20000 loops 2 reduce 0 terms 1 */
     /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     /* node 0: loop sum points 20000 loops 2 reduce 0 terms 1 */
     /* node 0: loop sum points 4 loops 2 reduce 1 terms 1 */
     /* node 0: loop sum points 20000 loops 2 reduce 0 terms 1 */
-    fused13_rows<<<4, 256, 0, s>>>(out[0], in[0][0], in[0][1], in[1][0], in[1][1], in[2][0],
-                                   in[2][1], in[2][2], in[2][3], in[3][1], in[3][2], in[4][1],
-                                   in[4][2]);
+    fused10_rows<<<4, 256, 0, s>>>(out[1], out[2], out[3], in[0][0], in[0][1], in[1][0], in[1][1],
+                                   in[2][0], in[3][1], in[4][1], in[5][1], in[5][2], in[5][3],
+                                   in[6][1], in[6][2], in[7][1], in[7][2]);
+    fused10_cols<<<20, 256, 0, s>>>(out[1], out[2], out[3], in[0][0], in[0][1], in[1][0], in[1][1],
+                                    in[2][0], in[3][1], in[4][1], in[5][1], in[5][2], in[5][3],
+                                    in[6][1], in[6][2], in[7][1], in[7][2]);
     if (cudaGetLastError() != cudaSuccess)
         return -1;
     return 0;
 }
 
 /* fused: backward r = add at kernels-norm-long.prime:11:5, backward at = bias at
- * kernels-norm-long.prime:10:5 */
-__global__ void fused20_rows(float *__restrict__ o0, const float *__restrict__ x0_0,
-                             const float *__restrict__ x1_0) {
+ * kernels-norm-long.prime:10:5, gradient at = bias at kernels-norm-long.prime:10:5 */
+__global__ void fused20_rows(float *__restrict__ o0, float *__restrict__ o2,
+                             const float *__restrict__ x0_0, const float *__restrict__ x1_0,
+                             const float *__restrict__ x2_0) {
     for (long i = blockIdx.x; i < 4L; i += gridDim.x) {
         long r = i;
         const long d0 = r;
@@ -732,13 +777,30 @@ __global__ void fused20_rows(float *__restrict__ o0, const float *__restrict__ x
     }
 }
 
+__global__ void fused20_cols(float *__restrict__ o0, float *__restrict__ o2,
+                             const float *__restrict__ x0_0, const float *__restrict__ x1_0,
+                             const float *__restrict__ x2_0) {
+    const long d1 = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (d1 >= 5000L)
+        return;
+    {
+        const float *x0 = x2_0;
+        double acc = 0.0;
+        for (long d0 = 0; d0 < 4L; ++d0)
+            acc += (double)(x0[d0 * 5000L + d1] * 1.0f);
+        o2[d1] = (float)acc;
+    }
+}
+
 int fused20(cublasHandle_t h, cudaStream_t s, float *const *out, const float *const *const *in,
             const long *off) {
     (void)h;
     (void)off;
     /* node 0: loop sum points 20000 loops 2 reduce 0 terms 1 */
     /* node 0: loop sum points 20000 loops 2 reduce 0 terms 1 */
-    fused20_rows<<<4, 256, 0, s>>>(out[0], in[0][0], in[1][0]);
+    /* node 0: loop sum points 5000 loops 2 reduce 1 terms 1 */
+    fused20_rows<<<4, 256, 0, s>>>(out[0], out[2], in[0][0], in[1][0], in[2][0]);
+    fused20_cols<<<20, 256, 0, s>>>(out[0], out[2], in[0][0], in[1][0], in[2][0]);
     if (cudaGetLastError() != cudaSuccess)
         return -1;
     return 0;
@@ -759,8 +821,8 @@ const PrimeCudaPhaseFn prime_cuda_phases[] = {
 
 extern const PrimeCudaFusedFn prime_cuda_fused[];
 const PrimeCudaFusedFn prime_cuda_fused[] = {
-    NULL, fused1,  NULL, fused3, NULL, NULL, NULL, NULL, NULL,    NULL, NULL, NULL,
-    NULL, fused13, NULL, NULL,   NULL, NULL, NULL, NULL, fused20, NULL, NULL,
+    NULL, fused1, NULL, fused3, NULL, NULL, NULL, NULL, NULL,    NULL, fused10, NULL,
+    NULL, NULL,   NULL, NULL,   NULL, NULL, NULL, NULL, fused20, NULL, NULL,
 };
 
 extern "C" int prime_cuda_run_phase(int index, int fused, void *cublas, void *stream,
