@@ -32,7 +32,10 @@
  * (run as one call, PrimePhase.fused), and the later phases keep only
  * their frees. A member's output that the group also frees (read by no
  * phase after it) is not stored: it is a row on the kernel's stack, and
- * an ADD of two such contributions is a sum of rows in the kernel. The
+ * an ADD of two such contributions is a sum of rows in the kernel. Rows
+ * are of any length; where a group's rows would pass KFUSE_ROW_BYTES of
+ * the C kernel's stack, members' rows are stored instead (the CUDA
+ * printing holds a row longer than 4096 in a block, kernel_cuda.c). The
  * predictions are computed again from the rewritten actions.
  */
 #ifndef PRIMEC_KERNEL_FUSE_H
