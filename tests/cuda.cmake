@@ -62,6 +62,14 @@ foreach(path ${PRIMEC_CUDA_EXAMPLES})
                        PASS_REGULAR_EXPRESSION "nodes: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
 
+# The same for the fused kernels of rows longer than a thread keeps.
+add_test(NAME cuda/nodes/kernels-norm-long
+         COMMAND sh ${PRIMEC_CUDA_DIR}/nodes_check.sh $<TARGET_FILE:primec>
+                 ${PRIMEC_CUDA_WORK}/nodes-kernels-norm-long
+                 ${CMAKE_SOURCE_DIR}/tests/golden/dump/kernels-norm-long.prime)
+set_tests_properties(cuda/nodes/kernels-norm-long PROPERTIES LABELS golden TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "nodes: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
 # --emit-only runs no nvcc: an nvcc that does not exist is never asked for.
 add_test(NAME cuda/emit-only-no-nvcc
          COMMAND $<TARGET_FILE:primec> build ${CMAKE_SOURCE_DIR}/tests/golden/emit/square-2x2.prime
