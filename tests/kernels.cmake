@@ -56,9 +56,12 @@ set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
 # norm's backward group allocates its stored outputs (dr, dg, db) at its
 # first phase, while the frees of n1 and dl1 stay in the later members'
 # phases, after the group ran (the same at h = 4096, before rows past
-# 4096 were fused).
+# 4096 were fused). And the small OPT layer on the Megatron plan at
+# hidden 8192 (one layer of 4 tokens, 4 heads of 32, ffn 256): its norm
+# chains, biases and residual adds fused on rows of 8192.
 foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime;m"
-             "norm-long;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm-long.prime;m;20000"
+             "norm-long;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm-long.prime;m;20000;;5000"
+             "opt-long;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_megatron;0;layers=1,s=4,h=8192,a=4,e=32,f=256;8192"
              "accum;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-accum.prime;m"
              "norm;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm.prime;m"
              "copyprop;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-copyprop.prime;m"
@@ -68,13 +71,18 @@ foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime
   list(GET case 1 file)
   list(GET case 2 model)
   set(slack 0)
+  set(params "")
+  set(inner 0)
   list(LENGTH case n)
   if(n GREATER 3)
     list(GET case 3 slack)
+    list(GET case 4 params)
+    list(GET case 5 inner)
   endif()
   add_test(NAME kernels/fuse-${name}
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/fuse_check.sh $<TARGET_FILE:primec> ${file}
-                   ${CMAKE_CURRENT_BINARY_DIR}/kernels/fuse-${name} ${model} ${slack})
+                   ${CMAKE_CURRENT_BINARY_DIR}/kernels/fuse-${name} ${model} ${slack} "${params}"
+                   ${inner})
   set_tests_properties(kernels/fuse-${name} PROPERTIES LABELS run TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "fuse: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
