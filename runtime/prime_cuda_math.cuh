@@ -116,7 +116,8 @@ __host__ __device__ __forceinline__ float prime_silu_grad(float x) {
  * thread of the block calls it (it has barriers), and red may be used
  * again as soon as it returns. The fused kernels of rows longer than a
  * thread keeps (kernel_cuda.c) reduce with these. */
-template <int MAX> __device__ __forceinline__ double prime_cuda_block_reduce(double v, double *red) {
+template <int MAX>
+__device__ __forceinline__ double prime_cuda_block_reduce(double v, double *red) {
     for (int o = 16; o > 0; o >>= 1) {
         double w = __shfl_down_sync(0xffffffffu, v, o);
         v = MAX ? fmax(v, w) : v + w;
