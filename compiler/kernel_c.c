@@ -3,6 +3,7 @@
  */
 #include "kernel_c.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -236,13 +237,13 @@ static void print_acc_decl(Printer *p, int lanes, const char *identity, const ch
  * of (its innermost output loop), or -1: in fp32, where the output and
  * every operand the terms read are contiguous in that dimension (or do
  * not hold it) and none is contiguous in the summed one, so that the sum
- * in loop order would read a column. */
-static int row_dim(const Kernel *k, const KernelLoop *l, unsigned ops, int dbl) {
+ * in loop order would read a column; a row of at most max elements. */
+static int row_dim(const Kernel *k, const KernelLoop *l, unsigned ops, int dbl, long max) {
     int n = l->nloops, nout = n - l->nreduce;
     if (dbl || l->combiner != KCOMB_SUM || l->nreduce != 1 || nout < 1)
         return -1;
     int o = l->loop_dim[nout - 1], r = l->loop_dim[n - 1], contiguous = 0;
-    if (k->stride[KERNEL_OUT][o] != 1 || k->extent[o] > KERNEL_ROW_MAX || k->extent[o] < 2)
+    if (k->stride[KERNEL_OUT][o] != 1 || k->extent[o] > max || k->extent[o] < 2)
         return -1;
     for (int i = 0; i < k->ph->nin; ++i) {
         if (!((ops >> i) & 1u))
@@ -261,7 +262,11 @@ int kernel_c_column_dim(const Kernel *k) {
     unsigned ops = 0;
     for (int t = 0; t < l->nterms; ++t)
         ops |= kernel_expr_operands(k, l->terms[t].expr);
-    return row_dim(k, l, ops, 0);
+    /* A fused group's column sums are bounded by the fuser (kernel_fuse.c:
+     * their accumulators are on the kernel's stack too); each one sums in
+     * the order of print_loop_rows, which is that of the loop in any
+     * case. */
+    return row_dim(k, l, ops, 0, LONG_MAX);
 }
 
 /* The sum over the summed dimension r outside the row of dimension o:
@@ -334,7 +339,7 @@ static void print_loop(Printer *p, const Kernel *k, const KernelLoop *l, int dbl
         ops |= kernel_expr_operands(k, l->terms[t].expr);
     const int max = l->combiner == KCOMB_MAX;
     const char *identity = max ? "-INFINITY" : "0.0";
-    const int lanes = loop_lanes(k, l, dbl), row = row_dim(k, l, ops, dbl);
+    const int lanes = loop_lanes(k, l, dbl), row = row_dim(k, l, ops, dbl, KERNEL_ROW_MAX);
     const long mrow = max_row(k, l, dbl);
     if (row >= 0) {
         print_loop_rows(p, k, l, ops, looped, row, set);

@@ -20,8 +20,11 @@ void kernel_c_body(Printer *p, const Kernel *k, int dbl);
 void kernel_c_body_mode(Printer *p, const Kernel *k, int dbl, int overwrite);
 
 /* The output dimension o of a kernel that is one fp32 sum over one
- * strided dimension, printed as a row of double accumulators over o
- * summed in the strided dimension's order (a column sum), or -1. */
+ * strided dimension, summed in the strided dimension's order into one
+ * double accumulator per element of o (a column sum), or -1. Of any
+ * length: the unfused kernel prints the accumulators as a row up to 4096
+ * elements (one at a time past it, in the same order); a fused group's
+ * are bounded by the fuser (kernel_fuse.c). */
 int kernel_c_column_dim(const Kernel *k);
 
 /* The body of `void f(float *const *out, const float *const *const *in,

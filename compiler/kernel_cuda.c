@@ -8,6 +8,9 @@
 
 #define CUDA_THREADS 256 /* threads per block of a loop kernel */
 #define CUDA_MAX_BLOCKS 4096L
+/* The longest row a fused kernel's thread keeps whole (a thread per row,
+ * its rows in local memory); a longer row is a block's (kernel_cuda_fused). */
+#define CUDA_ROW_MAX 4096L
 
 /* runtime/prime_cuda_math.cuh's PrimeCudaOff holds 8 offsets. */
 _Static_assert(IR_MAX_DIMS == 8, "PrimeCudaOff must hold IR_MAX_DIMS offsets");
@@ -23,6 +26,9 @@ typedef struct Ctx {
     unsigned looped; /* the dimensions that have a loop variable d<i> */
     unsigned rowbuf; /* operands that are rows of a fused kernel, indexed by d<inner> only */
     int inner;
+    /* The index of a row's element in a long row's kernel (its thread's
+     * chunk q), or NULL: d<inner>. */
+    const char *rowidx;
 } Ctx;
 
 /* The offset of operand x (KERNEL_OUT: the output) at the loop variables. */
@@ -65,7 +71,9 @@ static void print_expr(Ctx *c, const Expr *x) {
             ICE("an operand in a GEMM's alpha");
         int i = kernel_operand(k->ph, x->name);
         printer_printf(p, "x%d[", i);
-        if ((c->rowbuf >> i) & 1u)
+        if (((c->rowbuf >> i) & 1u) && c->rowidx)
+            printer_printf(p, "%s", k->stride[i][c->inner] ? c->rowidx : "0");
+        else if ((c->rowbuf >> i) & 1u)
             printer_printf(p, k->stride[i][c->inner] ? "d%d" : "0", c->inner);
         else
             print_ref(p, k, i, c->looped);
@@ -180,7 +188,7 @@ static void print_loop_kernel(Printer *p, const Kernel *k, const KernelLoop *l, 
         if (!dim_indexes(k, ops, d))
             printer_printf(p, "(void)d%d;\n", d);
     }
-    Ctx c = {p, k, 0, looped, 0, 0};
+    Ctx c = {p, k, 0, looped, 0, 0, NULL};
     if (l->nreduce) {
         printer_printf(p, "double acc = %s;\n", max ? "-INFINITY" : "0.0");
         for (int j = nout; j < l->nloops; ++j) {
@@ -230,7 +238,7 @@ static void print_alpha_beta(Printer *p, const Kernel *k, const KernelGemm *g) {
     printer_printf(p, "const float alpha = %s1.0f", g->sign < 0 ? "-" : "");
     if (g->scale != 1)
         printer_printf(p, " * %ld.0f", g->scale);
-    Ctx c = {p, k, 1, 0, 0, 0};
+    Ctx c = {p, k, 1, 0, 0, 0, NULL};
     for (int i = 0; i < g->nfactors; ++i) {
         printer_printf(p, " %c ", g->factors[i].op);
         print_expr(&c, g->factors[i].expr);
@@ -411,15 +419,11 @@ void kernel_cuda_phase(Printer *p, const Kernel *k, const char *name) {
 
 /* Member j of a fused group for one row, in the fused __global__ kernel:
  * its inputs are the kernel's parameters x<j>_<i>, the stored outputs
- * o<m> of earlier members, or their rows t<m>; its output o<j> or t<j>. */
-static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
-    const KernelLoop *l = &k->nodes[0].loop;
-    int inner = g->inner, max = l->combiner == KCOMB_MAX;
-    unsigned looped = 0, ops = loop_operands(k, l), rowbuf = 0;
-    for (int x = 0; x < l->nloops; ++x)
-        looped |= 1u << l->loop_dim[x];
-    printer_printf(p, "{\n");
-    printer_indent(p, 1);
+ * o<m> of earlier members, or their rows t<m>; its output o<j> or t<j>.
+ * print_member_inputs prints the pointers x<i> and returns the operands
+ * that are rows t<m>. */
+static unsigned print_member_inputs(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+    unsigned ops = loop_operands(k, &k->nodes[0].loop), rowbuf = 0;
     for (int i = 0; i < k->ph->nin; ++i) {
         if (!((ops >> i) & 1u))
             continue;
@@ -433,7 +437,26 @@ static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, i
             printer_printf(p, "const float *x%d = x%d_%d;\n", i, j, i);
         }
     }
-    Ctx c = {p, k, 0, looped, rowbuf, inner};
+    return rowbuf;
+}
+
+/* The dimensions member kernel k loops over. */
+static unsigned member_looped(const Kernel *k) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    unsigned looped = 0;
+    for (int x = 0; x < l->nloops; ++x)
+        looped |= 1u << l->loop_dim[x];
+    return looped;
+}
+
+static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    int inner = g->inner, max = l->combiner == KCOMB_MAX;
+    unsigned looped = member_looped(k);
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    unsigned rowbuf = print_member_inputs(p, k, g, j);
+    Ctx c = {p, k, 0, looped, rowbuf, inner, NULL};
     long e = k->extent[inner];
     if (l->nreduce)
         printer_printf(p, "double acc = %s;\n", max ? "-INFINITY" : "0.0");
@@ -466,11 +489,15 @@ static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, i
     printer_printf(p, "}\n");
 }
 
-/* The row of member m's output at the row's loop variables. */
-static void print_cuda_row(Printer *p, const Kernel *k, const FuseGroup *g, int m, int inner) {
+/* The row of member m's output at the row's loop variables (rowidx:
+ * a long row's chunk index, or NULL). */
+static void print_cuda_row(Printer *p, const Kernel *k, const FuseGroup *g, int m, int inner,
+                           const char *rowidx) {
     if (!g->stored[m]) {
         if (k->nodes[0].loop.nreduce)
             printer_printf(p, "t%d[0]", m);
+        else if (rowidx)
+            printer_printf(p, "t%d[%s]", m, rowidx);
         else
             printer_printf(p, "t%d[d%d]", m, inner);
         return;
@@ -550,7 +577,7 @@ static int print_cuda_columns(Printer *p, const FuseGroup *g, const Kernel *ks, 
             else
                 printer_printf(p, "const float *x%d = x%d_%d;\n", i, j, i);
         }
-        Ctx c = {p, k, 0, looped, 0, inner};
+        Ctx c = {p, k, 0, looped, 0, inner, NULL};
         printer_printf(p, "double acc = 0.0;\n");
         printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n", row, row, k->extent[row], row);
         printer_indent(p, 1);
@@ -567,14 +594,139 @@ static int print_cuda_columns(Printer *p, const FuseGroup *g, const Kernel *ks, 
     return 1;
 }
 
-void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const char *name) {
+/* The loop over thread threadIdx.x's chunk of a long row (e elements):
+ * element d<inner> = q * CUDA_THREADS + threadIdx.x of each chunk q. */
+static void open_chunks(Printer *p, int inner, long e) {
+    long nq = (e + CUDA_THREADS - 1) / CUDA_THREADS;
+    printer_printf(p, "for (int q = 0; q < %ld; ++q) {\n", nq);
+    printer_indent(p, 1);
+    printer_printf(p, "const long d%d = q * %dL + threadIdx.x;\n", inner, CUDA_THREADS);
+    printer_printf(p, "if (d%d < %ldL) ", inner, e);
+}
+
+static void close_chunks(Printer *p) {
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+/* Member j of a long row's group, in the block of the row: each thread
+ * computes its chunk's elements (into its chunk of a row t<j>, or the
+ * stored tile), a reduction sums (or takes the maximum of) its chunk's
+ * terms in double and the block's threads combine theirs
+ * (prime_cuda_block_sum, prime_cuda_block_max); every thread then holds
+ * the row's value, and thread 0 stores it, before a barrier that makes it
+ * visible to the block. */
+static void print_block_member(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    int inner = g->inner, max = l->combiner == KCOMB_MAX;
+    unsigned looped = member_looped(k);
+    printer_printf(p, "{\n");
+    printer_indent(p, 1);
+    unsigned rowbuf = print_member_inputs(p, k, g, j);
+    Ctx c = {p, k, 0, looped, rowbuf, inner, "q"};
+    if (l->nreduce)
+        printer_printf(p, "double acc = %s;\n", max ? "-INFINITY" : "0.0");
+    open_chunks(p, inner, k->extent[inner]);
+    if (l->nreduce) {
+        printer_printf(p, max ? "acc = fmax(acc, (double)" : "acc += (double)");
+        print_terms(&c, l, 0);
+        printer_printf(p, max ? ");\n" : ";\n");
+    } else {
+        print_cuda_row(p, k, g, j, inner, "q");
+        /* A contribution to a tile from outside the group adds to it. */
+        printer_printf(p, " %s ", g->into[j] >= 0 ? "+=" : "=");
+        print_terms(&c, l, 1);
+        printer_printf(p, ";\n");
+    }
+    close_chunks(p);
+    if (l->nreduce) {
+        printer_printf(p, "acc = %s(acc, red);\n",
+                       max ? "prime_cuda_block_max" : "prime_cuda_block_sum");
+        if (g->stored[j]) {
+            printer_printf(p, "if (threadIdx.x == 0)\n    ");
+            print_cuda_row(p, k, g, j, inner, "q");
+            printer_printf(p, " = (float)acc;\n__syncthreads();\n");
+        } else {
+            printer_printf(p, "t%d[0] = (float)acc;\n", j);
+        }
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+}
+
+/* The ADD ad of a long row's group: each thread's chunk of the row, or a
+ * reduction's value (every thread's copy, or the stored one by thread 0,
+ * then a barrier). */
+static void print_block_add(Printer *p, const FuseGroup *g, const Kernel *ks, const FuseAdd *ad) {
+    int inner = g->inner, scalar = ks[ad->dst].nodes[0].loop.nreduce != 0;
+    if (!scalar)
+        open_chunks(p, inner, ks[0].extent[inner]);
+    else if (g->stored[ad->dst])
+        printer_printf(p, "if (threadIdx.x == 0)\n    ");
+    print_cuda_row(p, &ks[ad->dst], g, ad->dst, inner, "q");
+    printer_printf(p, " += ");
+    print_cuda_row(p, &ks[ad->src], g, ad->src, inner, "q");
+    printer_printf(p, ";\n");
+    if (!scalar)
+        close_chunks(p);
+    else if (g->stored[ad->dst])
+        printer_printf(p, "__syncthreads();\n");
+}
+
+/* The outer loops' variables of row i (innermost first). */
+static void print_row_index(Printer *p, const Kernel *k0, int nouter) {
+    const KernelLoop *l0 = &k0->nodes[0].loop;
+    printer_printf(p, nouter ? "long r = i;\n" : "(void)i;\n");
+    for (int x = nouter - 1; x >= 0; --x) {
+        int d = l0->loop_dim[x];
+        if (x == 0)
+            printer_printf(p, "const long d%d = r;\n", d);
+        else
+            printer_printf(p, "const long d%d = r %% %ldL;\nr /= %ldL;\n", d, k0->extent[d],
+                           k0->extent[d]);
+    }
+}
+
+/* NAME_rows for rows longer than CUDA_ROW_MAX: a block of CUDA_THREADS
+ * threads per row (grid-stride over the rows), each thread holding
+ * ceil(E / CUDA_THREADS) elements of every row t<j> the group keeps. */
+static void print_block_rows(Printer *p, const FuseGroup *g, const Kernel *ks, const char *name,
+                             int uses_off, long rows) {
     const KernelLoop *l0 = &ks[0].nodes[0].loop;
-    int nouter = l0->nloops - 1, inner = g->inner, uses_off = 0;
+    int nouter = l0->nloops - 1, reduces = 0;
+    long e = ks[0].extent[g->inner], nq = (e + CUDA_THREADS - 1) / CUDA_THREADS;
     for (int j = 0; j < g->nmembers; ++j)
-        uses_off |= ks[j].uses_off;
-    long rows = 1;
-    for (int x = 0; x < nouter; ++x)
-        rows *= ks[0].extent[l0->loop_dim[x]];
+        reduces |= !g->cols[j] && ks[j].nodes[0].loop.nreduce;
+    printer_printf(p, "__global__ void %s_rows(", name);
+    print_fused_params(p, g, ks, uses_off, 1);
+    printer_printf(p, ")\n{\n");
+    printer_indent(p, 1);
+    if (reduces)
+        printer_printf(p, "__shared__ double red[%d];\n", CUDA_THREADS / 32);
+    printer_printf(p, "for (long i = blockIdx.x; i < %ldL; i += gridDim.x) {\n", rows);
+    printer_indent(p, 1);
+    print_row_index(p, &ks[0], nouter);
+    for (int j = 0; j < g->nmembers; ++j)
+        if (!g->stored[j])
+            printer_printf(p, "float t%d[%ld];\n", j, ks[j].nodes[0].loop.nreduce ? 1L : nq);
+    for (int j = 0; j < g->nmembers; ++j) {
+        if (!g->cols[j])
+            print_block_member(p, &ks[j], g, j);
+        for (int a = 0; a < g->nadds; ++a)
+            if (g->adds[a].after == j)
+                print_block_add(p, g, ks, &g->adds[a]);
+    }
+    printer_indent(p, -1);
+    printer_printf(p, "}\n");
+    printer_indent(p, -1);
+    printer_printf(p, "}\n\n");
+}
+
+/* NAME_rows for rows of at most CUDA_ROW_MAX: a thread per row. */
+static void print_thread_rows(Printer *p, const FuseGroup *g, const Kernel *ks, const char *name,
+                              int uses_off, long rows) {
+    const KernelLoop *l0 = &ks[0].nodes[0].loop;
+    int nouter = l0->nloops - 1, inner = g->inner;
     printer_printf(p, "__global__ void %s_rows(", name);
     print_fused_params(p, g, ks, uses_off, 1);
     printer_printf(p, ")\n{\n");
@@ -584,15 +736,7 @@ void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const c
                    "     i += (long)gridDim.x * blockDim.x) {\n",
                    rows);
     printer_indent(p, 1);
-    printer_printf(p, nouter ? "long r = i;\n" : "(void)i;\n");
-    for (int x = nouter - 1; x >= 0; --x) {
-        int d = l0->loop_dim[x];
-        if (x == 0)
-            printer_printf(p, "const long d%d = r;\n", d);
-        else
-            printer_printf(p, "const long d%d = r %% %ldL;\nr /= %ldL;\n", d, ks[0].extent[d],
-                           ks[0].extent[d]);
-    }
+    print_row_index(p, &ks[0], nouter);
     for (int j = 0; j < g->nmembers; ++j)
         if (!g->stored[j])
             printer_printf(p, "float t%d[%ld];\n", j,
@@ -607,9 +751,9 @@ void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const c
             if (!ks[ad->dst].nodes[0].loop.nreduce)
                 printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n    ", inner, inner,
                                ks[0].extent[inner], inner);
-            print_cuda_row(p, &ks[ad->dst], g, ad->dst, inner);
+            print_cuda_row(p, &ks[ad->dst], g, ad->dst, inner, NULL);
             printer_printf(p, " += ");
-            print_cuda_row(p, &ks[ad->src], g, ad->src, inner);
+            print_cuda_row(p, &ks[ad->src], g, ad->src, inner, NULL);
             printer_printf(p, ";\n");
         }
     }
@@ -617,6 +761,21 @@ void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const c
     printer_printf(p, "}\n");
     printer_indent(p, -1);
     printer_printf(p, "}\n\n");
+}
+
+void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const char *name) {
+    const KernelLoop *l0 = &ks[0].nodes[0].loop;
+    int nouter = l0->nloops - 1, inner = g->inner, uses_off = 0;
+    for (int j = 0; j < g->nmembers; ++j)
+        uses_off |= ks[j].uses_off;
+    long rows = 1;
+    for (int x = 0; x < nouter; ++x)
+        rows *= ks[0].extent[l0->loop_dim[x]];
+    int block = ks[0].extent[inner] > CUDA_ROW_MAX;
+    if (block)
+        print_block_rows(p, g, ks, name, uses_off, rows);
+    else
+        print_thread_rows(p, g, ks, name, uses_off, rows);
     int cols = print_cuda_columns(p, g, ks, name, uses_off);
     printer_printf(p,
                    "int %s(cublasHandle_t h, cudaStream_t s, float *const *out,\n"
@@ -636,7 +795,7 @@ void kernel_cuda_fused(Printer *p, const FuseGroup *g, const Kernel *ks, const c
         kernel_describe_node(&ks[j], 0, what, sizeof what);
         printer_printf(p, "/* %s */\n", what);
     }
-    long blocks = (rows + CUDA_THREADS - 1) / CUDA_THREADS;
+    long blocks = block ? rows : (rows + CUDA_THREADS - 1) / CUDA_THREADS;
     if (blocks > CUDA_MAX_BLOCKS)
         blocks = CUDA_MAX_BLOCKS;
     printer_printf(p, "%s_rows<<<%ld, %d, 0, s>>>(", name, blocks, CUDA_THREADS);

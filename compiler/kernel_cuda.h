@@ -31,7 +31,11 @@ void kernel_cuda_phase(Printer *p, const Kernel *k, const char *name);
 /* Group g's fused kernel (kernel_fuse.h; ks its members' kernels): one
  * __global__ kernel NAME_rows, a thread per row running every member's
  * node over the row in turn (the outputs that are not stored in local
- * rows, the group's ADDs after their members), and the host function
+ * rows, the group's ADDs after their members) — for rows longer than
+ * 4096, a block per row, each thread running the members over its chunk
+ * of the row and the block's threads combining each reduction
+ * (prime_cuda_block_sum, runtime/prime_cuda_math.cuh) — then the column
+ * sums' kernel NAME_cols if the group has any, and the host function
  *
  *   int NAME(cublasHandle_t h, cudaStream_t s, float *const *out,
  *            const float *const *const *in, const long *off)

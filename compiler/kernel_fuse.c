@@ -115,7 +115,7 @@ static int candidate(const Schedule *s, const PhaseSched *ph, const Kernel *k) {
     for (int d = 0; d < k->ndims; ++d)
         looped += k->extent[d] > 1;
     int inner = l->loop_dim[l->nloops - 1], cols = column_sum(k);
-    if (looped != l->nloops || k->extent[inner] > 4096)
+    if (looped != l->nloops)
         return 0;
     /* The inner loop reads and writes contiguous rows (a sum over a
      * strided dimension accumulates rows of its own, kernel_c.c). */
@@ -213,9 +213,9 @@ static int read_by_column(const Schedule *s, const FuseGroup *g, int j, int m) {
     return 0;
 }
 
-/* The column sums' double accumulators of one group, at most (bytes on
- * the kernel's stack). */
-#define KFUSE_COLS_MAX 8192
+/* The bytes of one group's column sums' double accumulators, at most (on
+ * the kernel's stack; the rows have the rest of KFUSE_ROW_BYTES). */
+#define KFUSE_COLS_BYTES (KFUSE_ROW_BYTES / 2)
 
 /* Adds phase p (kernel k, cols: a column sum) to g as member j =
  * g->nmembers: its inputs from earlier members and its ADDs. 0 when an
@@ -256,7 +256,7 @@ static int link(const Schedule *s, FuseGroup *g, int p, const Kernel *k, int col
         long e = k->extent[k->nodes[0].loop.loop_dim[0]], used = e;
         for (int m = 0; m < j; ++m)
             used += g->cols[m] ? e : 0;
-        if (used > KFUSE_COLS_MAX)
+        if (8 * used > KFUSE_COLS_BYTES)
             return 0;
     }
     int first = -1;
@@ -364,6 +364,31 @@ static void choose_stored(const Schedule *s, FuseGroup *g, const Kernel *ks) {
     }
 }
 
+/* The bytes of the rows the C kernel keeps on its stack for g
+ * (kernel_c_fused): a float per element of each row not stored (one for
+ * a reduction), a double per element of each column sum. */
+static long kept_bytes(const FuseGroup *g, const Kernel *ks) {
+    long e = ks[0].extent[g->inner], bytes = 0;
+    for (int m = 0; m < g->nmembers; ++m) {
+        if (g->cols[m])
+            bytes += 8 * e;
+        else if (!g->stored[m])
+            bytes += 4 * (kfuse_reduces(&ks[m]) ? 1 : e);
+    }
+    return bytes;
+}
+
+/* Stores the rows of g's members, the last first, until the rest fit in
+ * KFUSE_ROW_BYTES: a stored output is a tile (allocated at the group's
+ * first phase and freed where it was), which any member may have. The
+ * column sums take at most half of it (link), so the rest always fits;
+ * rows of at most 4096 elements always fit (16 rows of 16 KiB). */
+static void fit_rows(FuseGroup *g, const Kernel *ks) {
+    for (int m = g->nmembers - 1; m >= 0 && kept_bytes(g, ks) > KFUSE_ROW_BYTES; --m)
+        if (!g->stored[m] && !kfuse_reduces(&ks[m]))
+            g->stored[m] = 1;
+}
+
 /* Closes g: a group of two or more members is kept. */
 static void close_group(Arena *arena, const Schedule *s, const SourceMap *sources, FusePlan *plan,
                         FuseGroup *g, int *cap) {
@@ -372,6 +397,7 @@ static void close_group(Arena *arena, const Schedule *s, const SourceMap *source
         const KernelLoop *l = &ks[0].nodes[0].loop;
         g->inner = l->loop_dim[l->nloops - 1];
         choose_stored(s, g, ks);
+        fit_rows(g, ks);
         /* An ADD in the kernel is a sum of two contiguous rows, or of two
          * reductions' values for the row. */
         int ok = 1;

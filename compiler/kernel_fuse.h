@@ -32,7 +32,10 @@
  * (run as one call, PrimePhase.fused), and the later phases keep only
  * their frees. A member's output that the group also frees (read by no
  * phase after it) is not stored: it is a row on the kernel's stack, and
- * an ADD of two such contributions is a sum of rows in the kernel. The
+ * an ADD of two such contributions is a sum of rows in the kernel. Rows
+ * are of any length; where a group's rows would pass KFUSE_ROW_BYTES of
+ * the C kernel's stack, members' rows are stored instead (the CUDA
+ * printing holds a row longer than 4096 in a block, kernel_cuda.c). The
  * predictions are computed again from the rewritten actions.
  */
 #ifndef PRIMEC_KERNEL_FUSE_H
@@ -45,6 +48,11 @@
 #include "source.h"
 
 #define KFUSE_MAX 16 /* members of one group */
+/* The bytes of rows a group's C kernel keeps on its stack, at most: an
+ * eighth of the 8 MiB a thread's stack has by default (the runtime's
+ * compute threads and a process's main thread). Past it, members' rows
+ * are stored as tiles instead (kernel_fuse.c, fit_rows). */
+#define KFUSE_ROW_BYTES (1024L * 1024L)
 
 /* An ADD the group folds: after member `after`, member dst's output
  * row += member src's. */

@@ -108,4 +108,43 @@ __host__ __device__ __forceinline__ float prime_silu_grad(float x) {
     return s * (1.0f + x * (1.0f - s));
 }
 
+/* The sum (prime_cuda_block_sum) or the maximum (prime_cuda_block_max)
+ * of v over the threads of a block of a multiple of 32 threads, at most
+ * 1024, in a fixed order (each warp's by shuffles, then warp 0 over the
+ * warps'), so that a row's value does not depend on timing; every thread
+ * returns it. red: __shared__ room for blockDim.x / 32 doubles; every
+ * thread of the block calls it (it has barriers), and red may be used
+ * again as soon as it returns. The fused kernels of rows longer than a
+ * thread keeps (kernel_cuda.c) reduce with these. */
+template <int MAX>
+__device__ __forceinline__ double prime_cuda_block_reduce(double v, double *red) {
+    for (int o = 16; o > 0; o >>= 1) {
+        double w = __shfl_down_sync(0xffffffffu, v, o);
+        v = MAX ? fmax(v, w) : v + w;
+    }
+    const int warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    if ((threadIdx.x & 31) == 0)
+        red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = (int)threadIdx.x < nwarps ? red[threadIdx.x] : (MAX ? -INFINITY : 0.0);
+        for (int o = 16; o > 0; o >>= 1) {
+            double w = __shfl_down_sync(0xffffffffu, v, o);
+            v = MAX ? fmax(v, w) : v + w;
+        }
+        if (threadIdx.x == 0)
+            red[0] = v;
+    }
+    __syncthreads();
+    v = red[0];
+    __syncthreads();
+    return v;
+}
+__device__ __forceinline__ double prime_cuda_block_sum(double v, double *red) {
+    return prime_cuda_block_reduce<0>(v, red);
+}
+__device__ __forceinline__ double prime_cuda_block_max(double v, double *red) {
+    return prime_cuda_block_reduce<1>(v, red);
+}
+
 #endif

@@ -1,6 +1,7 @@
 # The CUDA printing of the kernel IR (--target cuda, docs/cuda.md):
 # - golden .cu files (tests/cuda/golden/): the square matmul (fp32 and
-#   --dtype bf16) and one small OPT layer; `cmake --build BUILD --target update-golden-cuda` rewrites
+#   --dtype bf16), one small OPT layer and the fused kernels of rows longer
+#   than a thread keeps (a block per row); `cmake --build BUILD --target update-golden-cuda` rewrites
 #   them for review with `git diff`;
 # - for every example file, the C and the CUDA tile kernels come from the
 #   same kernel IR node by node (tests/cuda/nodes_check.sh);
@@ -32,7 +33,8 @@ file(MAKE_DIRECTORY ${PRIMEC_CUDA_WORK})
 # name:source (relative to the repository root):model:dtype (--dtype).
 set(PRIMEC_CUDA_GOLDEN square-2x2:tests/golden/emit/square-2x2.prime:m:f32
     opt_small_megatron:examples/opt_layer.prime:opt_small_megatron:f32
-    square-2x2-bf16:tests/golden/emit/square-2x2.prime:m:bf16)
+    square-2x2-bf16:tests/golden/emit/square-2x2.prime:m:bf16
+    fuse-long-rows:tests/golden/dump/kernels-norm-long.prime:m:f32)
 set(PRIMEC_CUDA_UPDATE "")
 foreach(entry ${PRIMEC_CUDA_GOLDEN})
   string(REPLACE ":" ";" case ${entry})
@@ -59,6 +61,14 @@ foreach(path ${PRIMEC_CUDA_EXAMPLES})
   set_tests_properties(cuda/nodes/${name} PROPERTIES LABELS golden TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "nodes: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+
+# The same for the fused kernels of rows longer than a thread keeps.
+add_test(NAME cuda/nodes/kernels-norm-long
+         COMMAND sh ${PRIMEC_CUDA_DIR}/nodes_check.sh $<TARGET_FILE:primec>
+                 ${PRIMEC_CUDA_WORK}/nodes-kernels-norm-long
+                 ${CMAKE_SOURCE_DIR}/tests/golden/dump/kernels-norm-long.prime)
+set_tests_properties(cuda/nodes/kernels-norm-long PROPERTIES LABELS golden TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "nodes: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 
 # --emit-only runs no nvcc: an nvcc that does not exist is never asked for.
 add_test(NAME cuda/emit-only-no-nvcc
@@ -151,6 +161,17 @@ foreach(name ${PRIMEC_CUDA_NVCC_GROUPS})
   set_tests_properties(cuda/nvcc/${name} PROPERTIES LABELS compile TIMEOUT 600
                        PASS_REGULAR_EXPRESSION "nvcc: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+# The fused kernels of rows of 5000 elements (a block per row, block
+# reductions: tests/golden/dump/kernels-norm-long.prime, copied to a name
+# nvcc_check.sh can make a namespace of) compile the same way.
+add_test(NAME cuda/nvcc/fuse-long-rows
+         COMMAND sh -c "mkdir -p \"$4\" && cp \"$5\" \"$4/kernels_norm_long.prime\" && sh \"$6\" \"$1\" \"$2\" \"$3\" \"$4/nvcc\" \"$4/kernels_norm_long.prime\""
+                 sh $<TARGET_FILE:primec> ${PRIMEC_NVCC} ${CMAKE_SOURCE_DIR}/runtime
+                 ${PRIMEC_CUDA_WORK}/nvcc-fuse-long-rows
+                 ${CMAKE_SOURCE_DIR}/tests/golden/dump/kernels-norm-long.prime
+                 ${PRIMEC_CUDA_DIR}/nvcc_check.sh)
+set_tests_properties(cuda/nvcc/fuse-long-rows PROPERTIES LABELS compile TIMEOUT 600
+                     PASS_REGULAR_EXPRESSION "nvcc: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 # --dtype bf16 and f16: the small OPT layer with Megatron-LM and data
 # parallelism (plain, strided-batched and looped strided-batched GEMMs)
 # compiles for sm_80 and sm_90 with warnings as errors in one nvcc call,

@@ -49,8 +49,19 @@ set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
 # whose copies of the loss gradient are gone (kernel_copy.c): no tiles of
 # their own, the same checks. And the small OPT layer on the square plan,
 # whose copies go where their readers send the tile around the ring (the
-# SEND reads the source tile instead).
+# SEND reads the source tile instead). And the bias, residual add and
+# layer norm of tests/golden/dump/kernels-norm-long.prime, on rows of
+# 5000 elements (past the 4096 a CUDA thread keeps), whose fused peak
+# may be one tile of h floats (20,000 bytes) above the unfused one: the
+# norm's backward group allocates its stored outputs (dr, dg, db) at its
+# first phase, while the frees of n1 and dl1 stay in the later members'
+# phases, after the group ran (the same at h = 4096, before rows past
+# 4096 were fused). And the small OPT layer on the Megatron plan at
+# hidden 8192 (one layer of 4 tokens, 4 heads of 32, ffn 256): its norm
+# chains, biases and residual adds fused on rows of 8192.
 foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime;m"
+             "norm-long;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm-long.prime;m;20000;;5000"
+             "opt-long;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_megatron;0;layers=1,s=4,h=8192,a=4,e=32,f=256;8192"
              "accum;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-accum.prime;m"
              "norm;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm.prime;m"
              "copyprop;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-copyprop.prime;m"
@@ -59,9 +70,31 @@ foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime
   list(GET case 0 name)
   list(GET case 1 file)
   list(GET case 2 model)
+  set(slack 0)
+  set(params "")
+  set(inner 0)
+  list(LENGTH case n)
+  if(n GREATER 3)
+    list(GET case 3 slack)
+    list(GET case 4 params)
+    list(GET case 5 inner)
+  endif()
   add_test(NAME kernels/fuse-${name}
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run/fuse_check.sh $<TARGET_FILE:primec> ${file}
-                   ${CMAKE_CURRENT_BINARY_DIR}/kernels/fuse-${name} ${model})
+                   ${CMAKE_CURRENT_BINARY_DIR}/kernels/fuse-${name} ${model} ${slack} "${params}"
+                   ${inner})
   set_tests_properties(kernels/fuse-${name} PROPERTIES LABELS run TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "fuse: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+
+# The kernels pass fuses rows of any length: the groups of
+# tests/golden/dump/kernels-norm-long.prime at h = 4096, 5000 and 8192 are
+# the same, and at h = 200000 the column sums past half of KFUSE_ROW_BYTES
+# are kernels of their own and the rows past it are stored
+# (unit/test_kernel_fuse_rows.c).
+add_executable(test_kernel_fuse_rows ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_kernel_fuse_rows.c)
+target_link_libraries(test_kernel_fuse_rows PRIVATE primec_core PkgConfig::CMOCKA)
+target_compile_options(test_kernel_fuse_rows PRIVATE ${PRIMEC_WARNINGS})
+add_test(NAME kernels/fuse-rows
+         COMMAND test_kernel_fuse_rows ${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm-long.prime)
+set_tests_properties(kernels/fuse-rows PROPERTIES LABELS unit TIMEOUT 60)
