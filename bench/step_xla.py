@@ -54,21 +54,45 @@ def venv_python(venv):
     return py
 
 
+AMBIGUOUS = set()  # old trace names of GEMM and loop phases alike (gemm_phases)
+
+
+def warn_ambiguous(names):
+    """Says which of a trace's kernel names stand for GEMM and loop phases."""
+    bad = sorted(set(names) & AMBIGUOUS)
+    if bad:
+        print("warning: the trace names " + ", ".join(bad) + " stand for GEMM and loop phases "
+              "alike (a primec before the names said the tensor); counted as loops",
+              file=sys.stderr)
+
+
 def gemm_phases(primec, model_file, model):
-    """The trace names ("forward q_0") of phases whose kernel has a GEMM."""
+    """The trace names ("forward q_0", "gradient hd_1 -> dw1_1") of phases
+    whose kernel has a GEMM. A backward or gradient phase's name says the
+    tensor it writes, since an instance may have several (a weight's
+    gradient, a GEMM, and its bias's, a loop). Programs of a primec that
+    named them by the instance only ("gradient hd_1") match the old names
+    too, where every phase of that name has a GEMM: a name that stands for
+    a GEMM phase and a loop phase counts as a loop (with a warning), so
+    that no loop kernel counts as a GEMM."""
     got = subprocess.run([primec, "check", model_file, "--model", model, "--dump-after=kernels"],
                          capture_output=True, text=True)
     if got.returncode:
         return None  # a primec without the kernels pass
-    out = got.stdout
-    names, current = set(), None
-    for line in out.splitlines():
-        m = re.match(r" phase \d+ (\w+) of (\S+):", line)
+    kinds, old, current = {}, {}, None  # trace name -> has a GEMM, per phase of that name
+    for line in got.stdout.splitlines():
+        m = re.match(r" phase \d+ (\w+) of (\S+): (\w+)\[", line)
         if m:
-            current = f"{m.group(1)} {m.group(2)}"
+            kind, inst, tensor = m.groups()
+            current = (f"{kind} {inst}" + ("" if kind == "forward" else f" -> {tensor}"),
+                       f"{kind} {inst}")
+            for names, n in ((kinds, current[0]), (old, current[1])):
+                names.setdefault(n, []).append(False)
         elif line.startswith("  gemm") and current:
-            names.add(current)
-    return names
+            kinds[current[0]][-1] = True
+            old[current[1]][-1] = True
+    AMBIGUOUS.update(n for n, v in old.items() if any(v) and not all(v))
+    return {n for names in (kinds, old) for n, v in names.items() if all(v)}
 
 
 def build(primec, shape, layers, work):
@@ -108,6 +132,7 @@ def primec_step(exe, gemm, repeat):
             kern[dev] = kern.get(dev, 0) + x["dur"]
             if gemm and x["name"] in gemm:
                 gem[dev] = gem.get(dev, 0) + x["dur"]
+    warn_ambiguous(x["name"] for x in ev)
     share = [gem.get(t, 0) / kern[t] if gemm is not None else float("nan") for t in sorted(kern)]
     compute = [kern[t] / (end - start) for t in sorted(kern)]
     return (end - start) / 1e6, share, compute, cpu, over
