@@ -17,8 +17,7 @@
  * time of the device's thread in it ("cpu_us"): on a machine with fewer
  * cores than devices a kernel's span also holds the time its thread
  * waited for a core, its cpu_us does not. Intervals still open are left
- * out. Events accumulate across runs until
- * the world is destroyed.
+ * out. Events accumulate across runs until the world is destroyed.
  *
  * Recording is switched between runs only: devices read the flag without
  * a lock, ordered by thread creation.
