@@ -20,6 +20,11 @@ run; each process steps --repeat times and reports its last step:
   (primec's --json timing.process_cpu_time of its median repeat, XLA's
   time.process_time()), which other work on the machine inflates far
   less than the wall time;
+- primec: the same share of the kernels' processor time (their spans'
+  `cpu_us`, the device thread's processor time, docs/timing.md): a span
+  also holds the time its thread waited for a core, which on a machine
+  with fewer cores than devices falls on whichever kernels were running,
+  GEMMs and loops alike; the processor time does not;
 - primec: the schedule overhead of its median repeat (--json
   timing.overhead_time over timing.wall_time: the executor's own time,
   neither in kernels nor blocked on communication, docs/timing.md).
@@ -54,21 +59,45 @@ def venv_python(venv):
     return py
 
 
+AMBIGUOUS = set()  # old trace names of GEMM and loop phases alike (gemm_phases)
+
+
+def warn_ambiguous(names):
+    """Says which of a trace's kernel names stand for GEMM and loop phases."""
+    bad = sorted(set(names) & AMBIGUOUS)
+    if bad:
+        print("warning: the trace names " + ", ".join(bad) + " stand for GEMM and loop phases "
+              "alike (a primec before the names said the tensor); counted as loops",
+              file=sys.stderr)
+
+
 def gemm_phases(primec, model_file, model):
-    """The trace names ("forward q_0") of phases whose kernel has a GEMM."""
+    """The trace names ("forward q_0", "gradient hd_1 -> dw1_1") of phases
+    whose kernel has a GEMM. A backward or gradient phase's name says the
+    tensor it writes, since an instance may have several (a weight's
+    gradient, a GEMM, and its bias's, a loop). Programs of a primec that
+    named them by the instance only ("gradient hd_1") match the old names
+    too, where every phase of that name has a GEMM: a name that stands for
+    a GEMM phase and a loop phase counts as a loop (with a warning), so
+    that no loop kernel counts as a GEMM."""
     got = subprocess.run([primec, "check", model_file, "--model", model, "--dump-after=kernels"],
                          capture_output=True, text=True)
     if got.returncode:
         return None  # a primec without the kernels pass
-    out = got.stdout
-    names, current = set(), None
-    for line in out.splitlines():
-        m = re.match(r" phase \d+ (\w+) of (\S+):", line)
+    kinds, old, current = {}, {}, None  # trace name -> has a GEMM, per phase of that name
+    for line in got.stdout.splitlines():
+        m = re.match(r" phase \d+ (\w+) of (\S+): (\w+)\[", line)
         if m:
-            current = f"{m.group(1)} {m.group(2)}"
+            kind, inst, tensor = m.groups()
+            current = (f"{kind} {inst}" + ("" if kind == "forward" else f" -> {tensor}"),
+                       f"{kind} {inst}")
+            for names, n in ((kinds, current[0]), (old, current[1])):
+                names.setdefault(n, []).append(False)
         elif line.startswith("  gemm") and current:
-            names.add(current)
-    return names
+            kinds[current[0]][-1] = True
+            old[current[1]][-1] = True
+    AMBIGUOUS.update(n for n, v in old.items() if any(v) and not all(v))
+    return {n for names in (kinds, old) for n, v in names.items() if all(v)}
 
 
 def build(primec, shape, layers, work):
@@ -100,17 +129,23 @@ def primec_step(exe, gemm, repeat):
     ev = [x for x in ev if x.get("ph", "X") == "X"]  # no metadata events
     start = min(x["ts"] for x in ev)
     end = max(x["ts"] + x["dur"] for x in ev)
-    kern, gem = {}, {}
+    kern, gem, kcpu, gcpu = {}, {}, {}, {}
     for x in ev:
         kind = x["name"].split(" ")[0]
         if kind in ("forward", "backward", "gradient"):
             dev = x["pid"]  # a process per device; its threads are compute and transfers
+            used = x.get("args", {}).get("cpu_us", float("nan"))
             kern[dev] = kern.get(dev, 0) + x["dur"]
+            kcpu[dev] = kcpu.get(dev, 0) + used
             if gemm and x["name"] in gemm:
                 gem[dev] = gem.get(dev, 0) + x["dur"]
+                gcpu[dev] = gcpu.get(dev, 0) + used
+    warn_ambiguous(x["name"] for x in ev)
     share = [gem.get(t, 0) / kern[t] if gemm is not None else float("nan") for t in sorted(kern)]
+    cshare = [gcpu.get(t, 0) / kcpu[t] if gemm is not None and kcpu[t] else float("nan")
+              for t in sorted(kern)]
     compute = [kern[t] / (end - start) for t in sorted(kern)]
-    return (end - start) / 1e6, share, compute, cpu, over
+    return (end - start) / 1e6, (share, cshare), compute, cpu, over
 
 
 def xla_step(py, shape, layers, repeat):
@@ -164,7 +199,8 @@ def main():
             print(f"  {'xla megatron':20s} step {ref * 1e3:9.1f} ms, processor {ref_cpu * 1e3:7.1f} ms")
         for m in MODELS:
             med = statistics.median(steps[m])
-            share = [statistics.median(r[d] for r in shares[m]) for d in range(4)]
+            share = [statistics.median(r[0][d] for r in shares[m]) for d in range(4)]
+            cshare = [statistics.median(r[1][d] for r in shares[m]) for d in range(4)]
             comp = [statistics.median(r[d] for r in computes[m]) for d in range(4)]
             cpu = statistics.median(cpus[m])
             ratio = f" = {med / ref:5.2f}x xla" if ref else ""
@@ -173,6 +209,7 @@ def main():
                   f", processor {cpu * 1e3:7.1f} ms{cratio}"
                   f"; GEMM share of kernel time per device "
                   + " ".join(f"{x:4.0%}" for x in share)
+                  + " (of kernel processor time " + " ".join(f"{x:5.1%}" for x in cshare) + ")"
                   + "; kernel time / step " + " ".join(f"{x:4.0%}" for x in comp)
                   + f"; schedule overhead {statistics.median(overs[m]):4.0%}")
         sys.stdout.flush()

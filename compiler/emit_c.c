@@ -368,9 +368,16 @@ static void emit_phase(Emitter *e, const PhaseSched *ph, const PhaseForm *pf, in
         printer_printf(p,
                        "static const PrimeKernelFn phase%d_kernels[] = {kernel%d, kernel%d_set};\n",
                        index, e->kernel_of[index], e->kernel_of[index]);
-    printer_printf(p, "static const PrimePhase phase%d = {\"%s%s%s\", ", index,
+    /* An instance has one forward phase but may have several backward
+     * and gradient phases (a weight's and a bias's gradient), so those
+     * name the tensor they write: each kernel's span in the trace and
+     * row in the report is then one phase's. */
+    int many = ph->kind == PHASE_BWD || ph->kind == PHASE_GRAD;
+    printer_printf(p, "static const PrimePhase phase%d = {\"%s%s%s%s%s\", ", index,
                    phase_name(ph->kind), ph->inst >= 0 ? " " : "",
-                   ph->inst >= 0 ? s->model->instances[ph->inst].name : "");
+                   ph->inst >= 0 ? s->model->instances[ph->inst].name : "",
+                   ph->inst >= 0 && many ? " -> " : "",
+                   ph->inst >= 0 && many ? s->tensors[ph->out.tensor].name : "");
     if (in_form)
         printer_printf(p, "NULL, NULL, ");
     else

@@ -64,6 +64,12 @@ typedef struct PrimeTraceEvent {
     int split; /* kernel_ns and comm_ns are set (prime_trace_end_split) */
     uint64_t kernel_ns;
     uint64_t comm_ns;
+    /* An interval of prime_trace_begin: the processor time of the
+     * device's thread in it (CLOCK_THREAD_CPUTIME_ID), which does not count
+     * the time the thread waited for a core. cpu_ns holds the start until
+     * the interval ends. */
+    int has_cpu;
+    uint64_t cpu_ns;
 } PrimeTraceEvent;
 
 /* Per-device timeline (device thread only). `open` is the stack of

@@ -14,9 +14,12 @@
  * closed interval in the order they were recorded, with times in
  * microseconds since world creation printed from integers (no locale, no
  * rounding drift); an interval ended by prime_trace_end_split (a step)
- * carries its kernel, exposed communication and overhead times as args.
- * Intervals still open are left out. Events accumulate across runs until
- * the world is destroyed.
+ * carries its kernel, exposed communication and overhead times as args,
+ * and every interval of prime_trace_begin (kernels, steps) the processor
+ * time of the device's thread in it ("cpu_us"): on a machine with fewer
+ * cores than devices a kernel's span also holds the time its thread
+ * waited for a core, its cpu_us does not. Intervals still open are left
+ * out. Events accumulate across runs until the world is destroyed.
  *
  * Recording is switched between runs only: devices read the flag without
  * a lock, ordered by thread creation.
@@ -34,6 +37,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* The calling thread's processor time, or 0 where it cannot be read. */
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 void prime_world_enable_trace(PrimeWorld *world, int on) {
     if (world)
@@ -99,6 +111,8 @@ void prime_trace_begin(PrimeDev *dev, const char *name) {
     ev->begin_ns = prime_rt_now_ns() - dev->world->t0_ns;
     ev->end_ns = ev->begin_ns;
     ev->row = PRIME_TRACE_COMPUTE;
+    ev->has_cpu = 1;
+    ev->cpu_ns = thread_cpu_ns();
     dev->trace.open[dev->trace.depth++] = dev->trace.count++;
 }
 
@@ -135,6 +149,9 @@ static PrimeTraceEvent *end_event(PrimeDev *dev) {
         return NULL;
     }
     PrimeTraceEvent *ev = &t->events[t->open[--t->depth]];
+    /* Read inside the span: the processor time is at most the span. */
+    uint64_t cpu = thread_cpu_ns();
+    ev->cpu_ns = cpu > ev->cpu_ns ? cpu - ev->cpu_ns : 0;
     ev->end_ns = prime_rt_now_ns() - dev->world->t0_ns;
     ev->closed = 1;
     return ev;
@@ -175,7 +192,8 @@ static void write_us(FILE *f, uint64_t ns) {
 }
 
 /* A split interval's args: kernels, exposed communication and the rest
- * (the schedule's overhead; 0 if the parts exceed the interval). */
+ * (the schedule's overhead; 0 if the parts exceed the interval); the
+ * caller closes the object. */
 static void write_split(FILE *f, const PrimeTraceEvent *ev) {
     uint64_t dur = ev->end_ns - ev->begin_ns, busy = ev->kernel_ns + ev->comm_ns;
     fputs(",\"args\":{\"kernel_us\":", f);
@@ -184,7 +202,6 @@ static void write_split(FILE *f, const PrimeTraceEvent *ev) {
     write_us(f, ev->comm_ns);
     fputs(",\"overhead_us\":", f);
     write_us(f, dur > busy ? dur - busy : 0);
-    fputc('}', f);
 }
 
 PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
@@ -227,6 +244,12 @@ PrimeStatus prime_world_write_trace(const PrimeWorld *world, const char *path) {
             fprintf(f, ",\"pid\":%d,\"tid\":%d", r, ev->row);
             if (ev->split)
                 write_split(f, ev);
+            if (ev->has_cpu) {
+                fputs(ev->split ? ",\"cpu_us\":" : ",\"args\":{\"cpu_us\":", f);
+                write_us(f, ev->cpu_ns);
+            }
+            if (ev->split || ev->has_cpu)
+                fputc('}', f);
             fputc('}', f);
         }
     }

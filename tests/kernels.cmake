@@ -98,3 +98,18 @@ target_compile_options(test_kernel_fuse_rows PRIVATE ${PRIMEC_WARNINGS})
 add_test(NAME kernels/fuse-rows
          COMMAND test_kernel_fuse_rows ${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm-long.prime)
 set_tests_properties(kernels/fuse-rows PROPERTIES LABELS unit TIMEOUT 60)
+
+# The phases' names tell GEMM kernels from loop kernels (run/phase_names.py,
+# docs/kernels.md "The GEMM share, counted"): on both plans of the small OPT
+# layer every backward and gradient phase is named after the tensor it
+# writes, so an instance's weight gradient (a GEMM) and bias gradient (a
+# loop) are two names, none of which stands for both kinds; the program's
+# trace names every kernel after its phase and gives its processor time.
+foreach(model opt_small_megatron opt_small_square)
+  add_test(NAME kernels/phase-names/${model}
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/run/phase_names.py $<TARGET_FILE:primec>
+                   ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime ${model}
+                   ${CMAKE_CURRENT_BINARY_DIR}/kernels/phase-names/${model})
+  set_tests_properties(kernels/phase-names/${model} PROPERTIES LABELS run TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "phase names: PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()

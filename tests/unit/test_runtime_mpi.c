@@ -225,8 +225,10 @@ static void check_trace(PrimeWorld *w) {
     remove(path);
     EXPECT(count(text, "\"ph\":\"X\"") == 2 * NDEV);
     for (int r = 0; r < NDEV; r++) {
-        char tid[32];
-        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0}", r);
+        /* Both intervals with their processor time, gathered from the
+         * rank that recorded them. */
+        char tid[64];
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0,\"args\":{\"cpu_us\":", r);
         EXPECT(count(text, tid) == 2);
     }
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 static atomic_int failures;
 
@@ -298,6 +299,12 @@ static void trace_fn(PrimeDev *dev, void *arg) {
     longname[sizeof longname - 1] = '\0';
     prime_trace_begin(dev, "step");
     prime_trace_begin(dev, "gemm \"q\\k\"\n");
+    /* A kernel that takes 1 ms of its thread's processor time. */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 1000000L);
     prime_trace_end(dev);
     prime_trace_begin(dev, longname);
     longname[0] = 'X'; /* the name was copied */
@@ -336,7 +343,7 @@ static void test_trace_json(void **state) {
     assert_int_equal(count(text, "\"ph\":\"M\""), 3 * 3);
     for (int r = 0; r < 3; r++) {
         char tid[64];
-        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0}", r);
+        snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0,\"args\":{\"cpu_us\":", r);
         assert_int_equal(count(text, tid), 2);
         snprintf(tid, sizeof tid, "\"pid\":%d,\"tid\":0,\"args\":{\"kernel_us\"", r);
         assert_int_equal(count(text, tid), 1);
@@ -354,6 +361,23 @@ static void test_trace_json(void **state) {
         count(text, ",\"args\":{\"kernel_us\":1.000,\"exposed_comm_us\":0.500,\"overhead_us\":"),
         3);
     assert_int_equal(count(text, "\"kernel_us\""), 3);
+    /* The processor time of every interval begun on the compute row (the
+     * two kernels and the step), none on the communication row. */
+    assert_int_equal(count(text, "\"cpu_us\":"), 3 * 3);
+    assert_int_equal(count(text, "\"overhead_us\":"), 3);
+    assert_null(strstr(text, "\"tid\":1,\"args\":{\"cpu_us\""));
+    /* The busy kernel's processor time: at least its 1 ms, at most its
+     * span. */
+    for (const char *at = text; (at = strstr(at, "{\"name\":\"gemm ")) != NULL; at++) {
+        double dur = -1, cpu = -1;
+        const char *d = strstr(at, "\"dur\":"), *c = strstr(at, "\"cpu_us\":");
+        assert_non_null(d);
+        assert_non_null(c);
+        assert_int_equal(sscanf(d, "\"dur\":%lf", &dur), 1);
+        assert_int_equal(sscanf(c, "\"cpu_us\":%lf", &cpu), 1);
+        assert_true(cpu >= 1000.0);
+        assert_true(cpu <= dur + 1.0);
+    }
     assert_int_equal(count(text, "\"name\":\"gemm \\\"q\\\\k\\\"\\u000a\""), 3);
     /* 63 characters kept, copied before the caller changed its buffer. */
     char name63[80] = "\"name\":\"";

@@ -810,8 +810,8 @@ static const PrimeOffsetForm phase6_offset_forms[] = {
 static const PrimePhaseForm phase6_form = {&mesh, 7, phase6_forms, phase6_offset_forms, NULL, 0, 0,
     0, NULL};
 static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
-static const PrimePhase phase6 = {"backward pr", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
-    &phase6_form, 6144, 1, fused6};
+static const PrimePhase phase6 = {"backward pr -> dex", NULL, NULL, phase6_kernels, NULL, NULL,
+    NULL, &phase6_form, 6144, 1, fused6};
 
 static const PrimeActionForm phase7_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -821,7 +821,7 @@ static const PrimeActionForm phase7_forms[] = {
 };
 static const PrimePhaseForm phase7_form = {&mesh, 4, phase7_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
-static const PrimePhase phase7 = {"backward pr", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
+static const PrimePhase phase7 = {"backward pr -> dz", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
     &phase7_form, 0, 1, NULL};
 
 static const PrimeActionForm phase8_forms[] = {
@@ -830,8 +830,8 @@ static const PrimeActionForm phase8_forms[] = {
 };
 static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
-static const PrimePhase phase8 = {"backward z", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
-    &phase8_form, 0, 1, NULL};
+static const PrimePhase phase8 = {"backward z -> dex_2", NULL, NULL, phase8_kernels, NULL, NULL,
+    NULL, &phase8_form, 0, 1, NULL};
 
 static const PrimeActionForm phase9_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -840,7 +840,7 @@ static const PrimeActionForm phase9_forms[] = {
 };
 static const PrimePhaseForm phase9_form = {&mesh, 3, phase9_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase9_kernels[] = {kernel9, kernel9_set};
-static const PrimePhase phase9 = {"backward ex", NULL, NULL, phase9_kernels, NULL, NULL, NULL,
+static const PrimePhase phase9 = {"backward ex -> dx", NULL, NULL, phase9_kernels, NULL, NULL, NULL,
     &phase9_form, 0, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4, &phase5,

@@ -213,7 +213,7 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
 static const PrimePhaseForm phase3_form = {&mesh, 6, phase3_forms, phase3_offset_forms, NULL, 0, 0,
     0, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {"backward m", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+static const PrimePhase phase3 = {"backward m -> dx", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 48, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3};

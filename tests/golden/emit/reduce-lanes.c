@@ -650,7 +650,7 @@ static const PrimeOffsetForm phase5_offset_forms[] = {
 static const PrimePhaseForm phase5_form = {&mesh, 5, phase5_forms, phase5_offset_forms, NULL, 0, 0,
     0, NULL};
 static const PrimeKernelFn phase5_kernels[] = {kernel5, kernel5_set};
-static const PrimePhase phase5 = {"backward m2", NULL, NULL, phase5_kernels, NULL, NULL, NULL,
+static const PrimePhase phase5 = {"backward m2 -> dy", NULL, NULL, phase5_kernels, NULL, NULL, NULL,
     &phase5_form, 72, 1, NULL};
 
 static const PrimeActionForm phase6_forms[] = {
@@ -672,7 +672,7 @@ static const PrimeOffsetForm phase6_offset_forms[] = {
 static const PrimePhaseForm phase6_form = {&mesh, 6, phase6_forms, phase6_offset_forms, NULL, 0, 0,
     0, NULL};
 static const PrimeKernelFn phase6_kernels[] = {kernel6, kernel6_set};
-static const PrimePhase phase6 = {"backward v1", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
+static const PrimePhase phase6 = {"backward v1 -> dx", NULL, NULL, phase6_kernels, NULL, NULL, NULL,
     &phase6_form, 1216, 1, fused6};
 
 static const PrimeActionForm phase7_forms[] = {
@@ -684,8 +684,8 @@ static const PrimeActionForm phase7_forms[] = {
 };
 static const PrimePhaseForm phase7_form = {&mesh, 5, phase7_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase7_kernels[] = {kernel7, kernel7_set};
-static const PrimePhase phase7 = {"backward v1", NULL, NULL, phase7_kernels, NULL, NULL, NULL,
-    &phase7_form, 0, 1, NULL};
+static const PrimePhase phase7 = {"backward v1 -> dm1", NULL, NULL, phase7_kernels, NULL, NULL,
+    NULL, &phase7_form, 0, 1, NULL};
 
 static const PrimeActionForm phase8_forms[] = {
     {.a = {.op = PRIME_ACT_STEP, .arg = 0}},
@@ -693,8 +693,8 @@ static const PrimeActionForm phase8_forms[] = {
 };
 static const PrimePhaseForm phase8_form = {&mesh, 2, phase8_forms, NULL, NULL, 0, 0, 0, NULL};
 static const PrimeKernelFn phase8_kernels[] = {kernel8, kernel8_set};
-static const PrimePhase phase8 = {"backward m1", NULL, NULL, phase8_kernels, NULL, NULL, NULL,
-    &phase8_form, 0, 1, NULL};
+static const PrimePhase phase8 = {"backward m1 -> dx_2", NULL, NULL, phase8_kernels, NULL, NULL,
+    NULL, &phase8_form, 0, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4, &phase5,
     &phase6, &phase7, &phase8};

@@ -227,7 +227,7 @@ static const PrimeOffsetForm phase3_offset_forms[] = {
 static const PrimePhaseForm phase3_form = {&mesh, 14, phase3_forms, phase3_offset_forms, NULL, 0, 0,
     0, NULL};
 static const PrimeKernelFn phase3_kernels[] = {kernel3, kernel3_set};
-static const PrimePhase phase3 = {"backward y", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
+static const PrimePhase phase3 = {"backward y -> dx", NULL, NULL, phase3_kernels, NULL, NULL, NULL,
     &phase3_form, 48, 1, NULL};
 
 static const PrimeActionForm phase4_forms[] = {
@@ -262,7 +262,7 @@ static const PrimeOffsetForm phase4_offset_forms[] = {
 static const PrimePhaseForm phase4_form = {&mesh, 15, phase4_forms, phase4_offset_forms, NULL, 0, 0,
     0, NULL};
 static const PrimeKernelFn phase4_kernels[] = {kernel4, kernel4_set};
-static const PrimePhase phase4 = {"gradient y", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
+static const PrimePhase phase4 = {"gradient y -> dw", NULL, NULL, phase4_kernels, NULL, NULL, NULL,
     &phase4_form, 48, 1, NULL};
 
 static const PrimePhase *const phases[] = {&phase0, &phase1, &phase2, &phase3, &phase4};
