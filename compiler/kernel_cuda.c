@@ -449,17 +449,24 @@ static unsigned member_looped(const Kernel *k) {
     return looped;
 }
 
-static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+/* A member's block: its inputs, the printing context (rowidx: a long
+ * row's chunk index, or NULL) and its reduction's accumulator. */
+static Ctx open_member(Printer *p, const Kernel *k, const FuseGroup *g, int j, const char *rowidx) {
     const KernelLoop *l = &k->nodes[0].loop;
-    int inner = g->inner, max = l->combiner == KCOMB_MAX;
-    unsigned looped = member_looped(k);
     printer_printf(p, "{\n");
     printer_indent(p, 1);
     unsigned rowbuf = print_member_inputs(p, k, g, j);
-    Ctx c = {p, k, 0, looped, rowbuf, inner, NULL};
-    long e = k->extent[inner];
+    Ctx c = {p, k, 0, member_looped(k), rowbuf, g->inner, rowidx};
     if (l->nreduce)
-        printer_printf(p, "double acc = %s;\n", max ? "-INFINITY" : "0.0");
+        printer_printf(p, "double acc = %s;\n", l->combiner == KCOMB_MAX ? "-INFINITY" : "0.0");
+    return c;
+}
+
+static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
+    const KernelLoop *l = &k->nodes[0].loop;
+    int inner = g->inner, max = l->combiner == KCOMB_MAX;
+    Ctx c = open_member(p, k, g, j, NULL);
+    long e = k->extent[inner];
     printer_printf(p, "for (long d%d = 0; d%d < %ldL; ++d%d)\n", inner, inner, e, inner);
     printer_indent(p, 1);
     if (l->nreduce) {
@@ -470,7 +477,7 @@ static void print_cuda_member(Printer *p, const Kernel *k, const FuseGroup *g, i
     }
     if (g->stored[j]) {
         printer_printf(p, "o%d[", j);
-        print_ref(p, k, KERNEL_OUT, looped);
+        print_ref(p, k, KERNEL_OUT, c.looped);
     } else {
         printer_printf(p, "t%d[%s", j, l->nreduce ? "0" : "");
         if (!l->nreduce)
@@ -619,13 +626,7 @@ static void close_chunks(Printer *p) {
 static void print_block_member(Printer *p, const Kernel *k, const FuseGroup *g, int j) {
     const KernelLoop *l = &k->nodes[0].loop;
     int inner = g->inner, max = l->combiner == KCOMB_MAX;
-    unsigned looped = member_looped(k);
-    printer_printf(p, "{\n");
-    printer_indent(p, 1);
-    unsigned rowbuf = print_member_inputs(p, k, g, j);
-    Ctx c = {p, k, 0, looped, rowbuf, inner, "q"};
-    if (l->nreduce)
-        printer_printf(p, "double acc = %s;\n", max ? "-INFINITY" : "0.0");
+    Ctx c = open_member(p, k, g, j, "q");
     open_chunks(p, inner, k->extent[inner]);
     if (l->nreduce) {
         printer_printf(p, max ? "acc = fmax(acc, (double)" : "acc += (double)");
