@@ -573,6 +573,33 @@ void plan_bind_candidate(Instance *inst, const Instance *orig, const PlanCandida
     inst->steps = pc->inst.steps;
 }
 
+int plan_candidate_same(const PlanCandidate *a, const PlanCandidate *b, int shapes) {
+    const Instance *x = &a->inst, *y = &b->inst;
+    if (a->partition != b->partition || x->nsize_params != y->nsize_params || x->steps != y->steps)
+        return 0;
+    for (int k = 0; k < a->partition->naxes; ++k)
+        if (a->axis_map[k] != b->axis_map[k] || x->axis_map[k] != y->axis_map[k])
+            return 0;
+    for (int k = 0; k < x->nsize_params; ++k)
+        if (x->size_param_names[k] != y->size_param_names[k] ||
+            x->size_param_values[k] != y->size_param_values[k])
+            return 0;
+    return !shapes || !memcmp(x->dim_sizes, y->dim_sizes, sizeof x->dim_sizes);
+}
+
+int plan_same_program(const Plan *a, const int *ca, const Plan *b, const int *cb, int shapes) {
+    const Mesh *x = &a->mesh, *y = &b->mesh;
+    if (a->ninst != b->ninst || x->naxes != y->naxes)
+        return 0;
+    for (int k = 0; k < x->naxes; ++k)
+        if (x->sizes[k] != y->sizes[k] || strcmp(x->names[k], y->names[k]))
+            return 0;
+    for (int i = 0; i < a->ninst; ++i)
+        if (!plan_candidate_same(a->cands[i].items[ca[i]], b->cands[i].items[cb[i]], shapes))
+            return 0;
+    return 1;
+}
+
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst) {
     const PlanCandidate *pc = plan->cands[inst].items[plan->choice[inst]];
     const Mesh *mesh = &plan->mesh;

@@ -182,6 +182,16 @@ double plan_exhaustive(const Plan *plan, long limit, int *best_choice);
  * orig's). */
 void plan_bind_candidate(Instance *inst, const Instance *orig, const PlanCandidate *pc);
 
+/* Whether candidates a and b bind an instance alike: the same partition,
+ * axis map, size parameters and steps (plan_bind_candidate makes the same
+ * instance of them), and with `shapes` set the same dimension sizes too. */
+int plan_candidate_same(const PlanCandidate *a, const PlanCandidate *b, int shapes);
+
+/* Whether choice ca of plan a and cb of plan b are the same program: the
+ * same mesh (axis names and sizes) and every instance's candidates alike
+ * (plan_candidate_same, shapes included when `shapes` is set). */
+int plan_same_program(const Plan *a, const int *ca, const Plan *b, const int *cb, int shapes);
+
 /* The instance's candidate as `use` text: "square(i: i, j: j)". */
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst);
 
