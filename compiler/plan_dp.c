@@ -21,7 +21,8 @@ static int live_at(const Planner *p, int j, int *live) {
 }
 
 typedef struct State {
-    int *assign; /* candidate per live producer */
+    int *assign;        /* candidate per live producer */
+    unsigned long hash; /* assign_hash of assign */
     double cost;
     int prev;   /* index in the previous step's states */
     int chosen; /* candidate chosen for the instance of this step */
@@ -43,14 +44,23 @@ static unsigned long assign_hash(const int *assign, int n) {
     return h;
 }
 
-static int state_find(const Layer *L, const int *assign) {
+/* Whether live assignments a and b are equal (a few ints: no call). */
+static int assign_equal(const int *a, const int *b, int n) {
+    for (int i = 0; i < n; ++i)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* The state of L with assignment `assign` (hash h), or -1. */
+static int state_find(const Layer *L, const int *assign, unsigned long h) {
     if (!L->hash_cap)
         return -1;
     int mask = L->hash_cap - 1; /* a power of two */
-    int k = (int)(assign_hash(assign, L->nlive) & (unsigned long)mask);
+    int k = (int)(h & (unsigned long)mask);
     while (L->hash[k] >= 0) {
-        if (L->nlive == 0 ||
-            memcmp(L->states[L->hash[k]].assign, assign, sizeof(int) * (size_t)L->nlive) == 0)
+        const State *st = &L->states[L->hash[k]];
+        if (st->hash == h && assign_equal(st->assign, assign, L->nlive))
             return L->hash[k];
         k = (k + 1) & mask;
     }
@@ -67,7 +77,7 @@ static void state_index(Planner *p, Layer *L, int s) {
             state_index(p, L, i);
     }
     int mask = L->hash_cap - 1;
-    int k = (int)(assign_hash(L->states[s].assign, L->nlive) & (unsigned long)mask);
+    int k = (int)(L->states[s].hash & (unsigned long)mask);
     while (L->hash[k] >= 0)
         k = (k + 1) & mask;
     L->hash[k] = s;
@@ -75,7 +85,8 @@ static void state_index(Planner *p, Layer *L, int s) {
 
 static void state_offer(Planner *p, Layer *L, const int *assign, double cost, int prev,
                         int chosen) {
-    int s = state_find(L, assign);
+    const unsigned long h = assign_hash(assign, L->nlive);
+    int s = state_find(L, assign, h);
     if (s >= 0) {
         if (cost < L->states[s].cost) {
             L->states[s].cost = cost;
@@ -96,6 +107,7 @@ static void state_offer(Planner *p, Layer *L, const int *assign, double cost, in
     st->assign = ARENA_ARRAY_UNINIT(p->arena, int, L->nlive + 1);
     if (L->nlive)
         memcpy(st->assign, assign, sizeof(int) * (size_t)L->nlive);
+    st->hash = h;
     st->cost = cost;
     st->prev = prev;
     st->chosen = chosen;
