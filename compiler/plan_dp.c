@@ -37,10 +37,16 @@ typedef struct Layer {
     int hash_cap;
 } Layer;
 
+/* FNV-1a over the candidates, then mixed (the finaliser of MurmurHash3):
+ * the table takes the low bits, which FNV alone leaves clustered for
+ * small integers, and a probe then walks far. */
 static unsigned long assign_hash(const int *assign, int n) {
     unsigned long h = 1469598103934665603ul;
     for (int i = 0; i < n; ++i)
         h = (h ^ (unsigned long)(unsigned)assign[i]) * 1099511628211ul;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdul;
+    h ^= h >> 33;
     return h;
 }
 
@@ -147,17 +153,25 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
         j_live |= from_at[x] < 0;
     double *best = ARENA_ARRAY(p->arena, double, nc + 1);
     int *best_c = ARENA_ARRAY(p->arena, int, nc + 1);
+    /* What does not depend on the state, found once per step. */
+    double *own = ARENA_ARRAY_UNINIT(p->arena, double, nc + 1);
+    int *cls = ARENA_ARRAY_UNINIT(p->arena, int, nc + 1);
+    const double *edge_time[IR_MAX_INPUTS * 2 + 1];
+    for (int c = 0; c < nc; ++c) {
+        own[c] = own_time(p, j, c);
+        cls[c] = j_live ? p->future_cls[j][c] : 0;
+    }
+    for (int e = 0; e < nedges; ++e)
+        edge_time[e] = ((const Edge *)p->in_edges[j].items[e])->time;
     for (int s = 0; s < in->count; ++s) {
         const State *st = &in->states[s];
         for (int k = 0; k < nc; ++k)
             best[k] = INFINITY;
         for (int c = 0; c < nc; ++c) {
-            double cost = st->cost + own_time(p, j, c);
-            for (int e = 0; e < nedges; ++e) {
-                const Edge *ed = p->in_edges[j].items[e];
-                cost += edge_cost(p, ed->time[st->assign[edge_at[e]] * nc + c]);
-            }
-            int k = j_live ? p->future_cls[j][c] : 0;
+            double cost = st->cost + own[c];
+            for (int e = 0; e < nedges; ++e)
+                cost += edge_cost(p, edge_time[e][st->assign[edge_at[e]] * nc + c]);
+            int k = cls[c];
             if (cost < best[k]) {
                 best[k] = cost;
                 best_c[k] = c;

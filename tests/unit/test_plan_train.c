@@ -5,7 +5,8 @@
  * recomputation choice, each evaluated by train_evaluate, equals what
  * train_search returns; attention over folded sequences is priced as
  * that many sequences; a memory limit no plan meets reports a real plan's
- * memory and its largest term.
+ * memory and its largest term; the fusion saving of a layer plan found in
+ * the cache (plan_fusion.h) equals the program priced afresh.
  *
  * Schedules are priced by a deterministic function of their predicted
  * bytes and peak (no measurement); the iteration is composed on the v100
@@ -26,9 +27,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cost.h"
 #include "pipeline.h"
 #include "plan.h"
 #include "plan_fixture.h"
+#include "plan_fusion.h"
 #include "plan_train.h"
 #include "profile.h"
 
@@ -62,6 +65,25 @@ static const char *attention = "model small {\n"
                                "    k = proj_heads(x, wk);\n"
                                "    sc = scores(q, k);\n"
                                "}\n";
+
+/* A norm, an MLP and a residual add: chains the kernels pass fuses
+ * across instances. */
+static const char *fused = "model small {\n"
+                           "    param s = 8, h = 8, f = 16;\n"
+                           "    input x[s, h];\n"
+                           "    weight g[h];\n"
+                           "    weight b[h];\n"
+                           "    weight w1[h, f];\n"
+                           "    weight w2[f, h];\n"
+                           "    m1 = norm_mean(x);\n"
+                           "    v1 = norm_var(x, m1);\n"
+                           "    n1 = norm_apply(x, m1, v1);\n"
+                           "    l1 = scale_shift(n1, g, b);\n"
+                           "    u = matmul(l1, w1);\n"
+                           "    r = relu(u);\n"
+                           "    o = matmul(r, w2);\n"
+                           "    y = add(o, x);\n"
+                           "}\n";
 
 static Mesh mesh_of(long n, int square) {
     Mesh m;
@@ -438,11 +460,73 @@ static void test_memory_binds(void **state) {
     free(f);
 }
 
+/* Assignment k of `total` of plan's candidates, in mixed radix. */
+static void assignment(const Plan *plan, long k, int *choice) {
+    for (int i = plan->ninst - 1; i >= 0; --i) {
+        choice[i] = (int)(k % plan->cands[i].count);
+        k /= plan->cands[i].count;
+    }
+}
+
+/* The cache returns what pricing the program afresh returns, bit for bit,
+ * on up to 24 assignments of every layer plan (4 meshes x micro-batches
+ * of 1 and 2); a program at 2 sequences per micro-batch is the one at 1,
+ * so the cache schedules fewer programs, and fusion saves time on some. */
+static void test_fusion_cache(void **state) {
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, fused);
+    CostOptions opt;
+    cost_options_default(&opt);
+    opt.elem_bytes = 2;
+    Arena *arena = arena_create();
+    PlanFusion cached, fresh;
+    plan_fusion_init(&cached, &f->c.sources, f->model, &f->prof, &opt, arena);
+    plan_fusion_init(&fresh, &f->c.sources, f->model, &f->prof, &opt, arena);
+    long asked = 0;
+    int saves = 0;
+    for (int li = 0; li < f->nlayers; ++li) {
+        const Plan *plan = f->layers[li].plan;
+        long total = 1;
+        for (int i = 0; i < plan->ninst; ++i)
+            total *= plan->cands[i].count;
+        const long stride = total / 24 + 1;
+        int *choice = calloc((size_t)plan->ninst + 1, sizeof(int));
+        for (long k = 0; k < total; k += stride) {
+            assignment(plan, k, choice);
+            double cf, cb, ff, fb;
+            plan_fusion_saved(&cached, plan, choice, &cf, &cb);
+            plan_fusion_program(&fresh, plan, choice, &ff, &fb);
+            assert_true(cf == ff);
+            assert_true(cb == fb);
+            saves |= ff > 0 || fb > 0;
+            /* Asked again: from the cache, the same. */
+            plan_fusion_saved(&cached, plan, choice, &cf, &cb);
+            assert_true(cf == ff);
+            assert_true(cb == fb);
+            ++asked;
+        }
+        free(choice);
+    }
+    printf("%ld assignments: %ld programs scheduled with the cache, %ld without\n", asked,
+           cached.programs, fresh.programs);
+    assert_true(saves);
+    assert_int_equal(fresh.programs, asked);
+    assert_int_equal(cached.programs + cached.hits, 2 * asked);
+    assert_true(cached.programs < asked);
+    plan_fusion_free(&cached);
+    plan_fusion_free(&fresh);
+    arena_destroy(arena);
+    fixture_free(f);
+    free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exhaustive),        cmocka_unit_test(test_exhaustive_sharded),
         cmocka_unit_test(test_exhaustive_uneven), cmocka_unit_test(test_attention_per_sequence),
         cmocka_unit_test(test_memory_unmet),      cmocka_unit_test(test_memory_binds),
+        cmocka_unit_test(test_fusion_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
