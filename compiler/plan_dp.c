@@ -163,14 +163,26 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
     }
     for (int e = 0; e < nedges; ++e)
         edge_time[e] = ((const Edge *)p->in_edges[j].items[e])->time;
+    /* At a positive weight, edge_cost(t) is w t, exactly (1 t is t, and
+     * w inf is inf): the inner loop multiplies. */
+    const double wt = p->w.time;
+    const int scaled = wt > 0;
     for (int s = 0; s < in->count; ++s) {
         const State *st = &in->states[s];
         for (int k = 0; k < nc; ++k)
             best[k] = INFINITY;
+        /* Each edge's row for the producer's candidate in this state. */
+        const double *row[IR_MAX_INPUTS * 2 + 1];
+        for (int e = 0; e < nedges; ++e)
+            row[e] = edge_time[e] + (long)st->assign[edge_at[e]] * nc;
         for (int c = 0; c < nc; ++c) {
             double cost = st->cost + own[c];
-            for (int e = 0; e < nedges; ++e)
-                cost += edge_cost(p, edge_time[e][st->assign[edge_at[e]] * nc + c]);
+            if (scaled)
+                for (int e = 0; e < nedges; ++e)
+                    cost += wt * row[e][c];
+            else
+                for (int e = 0; e < nedges; ++e)
+                    cost += edge_cost(p, row[e][c]);
             int k = cls[c];
             if (cost < best[k]) {
                 best[k] = cost;
