@@ -83,7 +83,8 @@ typedef struct Search {
  * shapes. 0 when no layer plan exists at all (a diagnostic on the first
  * failure when `sink` is set). */
 static int search(Compilation *c, const Model *m, long n, CostCtx *ctx, const PlanTrainArgs *a,
-                  const TrainOptions *o, int pinned_only, Arena *arena, Search *s) {
+                  const TrainOptions *o, int pinned_only, PlanSeqCache *seq_cache, Arena *arena,
+                  Search *s) {
     memset(s, 0, sizeof *s);
     double t0 = now_ms(CLOCK_MONOTONIC), c0 = now_ms(CLOCK_PROCESS_CPUTIME_ID);
     const ModelTensor *x = NULL;
@@ -120,6 +121,7 @@ static int search(Compilation *c, const Model *m, long n, CostCtx *ctx, const Pl
             opt.ctx = ctx;
             opt.pinned_only = pinned_only;
             opt.scratch = scratch;
+            opt.seq_cache = seq_cache;
             ctx->tp = meshes[k].ndev;
             Arena *pa = arena_create();
             Plan *plan = ARENA_NEW(pa, Plan);
@@ -375,7 +377,10 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
         pinned &= m->instances[i].partition != NULL;
     Search *s = ARENA_NEW(arena, Search), *base = ARENA_NEW(arena, Search);
     int rc = 0;
-    if (!search(c, m, devices, ctx, a, &o, 0, arena, s)) {
+    /* Attention's price per sequence, shared by every micro-batch size,
+     * mesh by mesh, and by both searches. */
+    PlanSeqCache *seq = plan_seq_cache_create();
+    if (!search(c, m, devices, ctx, a, &o, 0, seq, arena, s)) {
         diag_error(&c->sink, m->name_span, "no plan of '%s's layer on any mesh of %ld devices",
                    m->name, devices);
         rc = 1;
@@ -383,7 +388,7 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
         report_unmet(c, m, a, s);
         rc = 1;
     }
-    int searched_base = rc == 0 && pinned && search(c, m, devices, ctx, a, &o, 1, arena, base);
+    int searched_base = rc == 0 && pinned && search(c, m, devices, ctx, a, &o, 1, seq, arena, base);
     int have_base = searched_base && base->found;
     /* The search solves for layer plans priced instance by instance, which
      * cannot see the kernels fused across instances (their saving is
@@ -418,6 +423,9 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
         /* Layer programs scheduled for the fusion saving, both searches. */
         json_object_set_new(r, "fusion_programs", json_integer(fusion.programs));
         json_object_set_new(r, "fusion_cache_hits", json_integer(fusion.hits));
+        /* Attention priced at one sequence: schedules made, and reused. */
+        json_object_set_new(r, "sequence_prices", json_integer(plan_seq_cache_misses(seq)));
+        json_object_set_new(r, "sequence_prices_reused", json_integer(plan_seq_cache_hits(seq)));
         json_out(stdout, r, JSON_REAL_PRECISION(9));
     } else if (rc == 0) {
         printf("training plan for %s on %ld devices (profile %s): %ld layers, global batch %ld "
@@ -448,6 +456,7 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
     search_free(s);
     search_free(base);
     plan_fusion_free(&fusion);
+    plan_seq_cache_destroy(seq);
     arena_destroy(arena);
     ctx->opt.no_fuse = no_fuse;
     return rc;

@@ -6,7 +6,9 @@
  * train_search returns; attention over folded sequences is priced as
  * that many sequences; a memory limit no plan meets reports a real plan's
  * memory and its largest term; the fusion saving of a layer plan found in
- * the cache (plan_fusion.h) equals the program priced afresh.
+ * the cache (plan_fusion.h) equals the program priced afresh, and so do
+ * attention's prices per sequence shared across micro-batch sizes
+ * (PlanSeqCache).
  *
  * Schedules are priced by a deterministic function of their predicted
  * bytes and peak (no measurement); the iteration is composed on the v100
@@ -521,12 +523,83 @@ static void test_fusion_cache(void **state) {
     free(f);
 }
 
+/* The layer planned on mesh k of the fixture's at b sequences, with the
+ * one-sequence prices of `cache` (NULL: none). */
+static Plan *plan_at(Fixture *f, int k, long b, PlanSeqCache *cache, Arena *a) {
+    static const long sides[] = {1, 2, 4, 2};
+    PlanOptions opt;
+    memset(&opt, 0, sizeof opt);
+    opt.mesh = mesh_of(sides[k], k == 3);
+    opt.dp = 1;
+    opt.token_size = 8;
+    opt.tokens = 8 * b;
+    opt.seq_tokens = 8;
+    opt.elem_bytes = 2;
+    opt.state_bytes_per_param = 12;
+    opt.cost = bytes_cost;
+    opt.move = bytes_move;
+    opt.seq_cache = cache;
+    Plan *plan = ARENA_NEW(a, Plan);
+    assert_int_equal(plan_model(a, &f->c.sink, &f->c.module, f->model, &opt, plan), 1);
+    return plan;
+}
+
+static void assert_same_cost(const PlanCost *x, const PlanCost *y) {
+    assert_true(x->time == y->time && x->fwd_time == y->fwd_time);
+    assert_true(x->compute_time == y->compute_time && x->coll_time == y->coll_time);
+    assert_int_equal(x->coll_bytes, y->coll_bytes);
+    assert_int_equal(x->p2p_bytes, y->p2p_bytes);
+    assert_int_equal(x->peak, y->peak);
+    assert_int_equal(x->persistent, y->persistent);
+    assert_int_equal(x->weight_elems, y->weight_elems);
+    assert_int_equal(x->stash_bytes, y->stash_bytes);
+    assert_int_equal(x->input_bytes, y->input_bytes);
+    for (int a = 0; a < IR_MAX_INPUTS; ++a) {
+        assert_true(x->reduce_time[a] == y->reduce_time[a]);
+        assert_int_equal(x->reduce_bytes[a], y->reduce_bytes[a]);
+    }
+}
+
+/* The layer with attention (scores over the sequence) planned at 1, 2
+ * and 4 sequences per micro-batch on every mesh, sharing one-sequence
+ * prices, has every candidate priced as when each plan prices its own;
+ * and the shared prices were used. */
+static void test_sequence_cache(void **state) {
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, layer);
+    PlanSeqCache *cache = plan_seq_cache_create();
+    Arena *a = arena_create();
+    long compared = 0;
+    for (int k = 0; k < 4; ++k)
+        for (long b = 1; b <= 4; b *= 2) {
+            const Plan *shared = plan_at(f, k, b, cache, a), *own = plan_at(f, k, b, NULL, a);
+            for (int i = 0; i < own->ninst; ++i) {
+                assert_int_equal(shared->cands[i].count, own->cands[i].count);
+                for (int c = 0; c < own->cands[i].count; ++c) {
+                    const PlanCandidate *x = shared->cands[i].items[c], *y = own->cands[i].items[c];
+                    assert_ptr_equal(x->partition, y->partition);
+                    assert_same_cost(&x->cost, &y->cost);
+                    ++compared;
+                }
+            }
+            assert_true(shared->time == own->time);
+        }
+    printf("%ld candidates compared; one-sequence prices: %ld scheduled, %ld reused\n", compared,
+           plan_seq_cache_misses(cache), plan_seq_cache_hits(cache));
+    assert_true(plan_seq_cache_hits(cache) > 0);
+    arena_destroy(a);
+    plan_seq_cache_destroy(cache);
+    fixture_free(f);
+    free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exhaustive),        cmocka_unit_test(test_exhaustive_sharded),
         cmocka_unit_test(test_exhaustive_uneven), cmocka_unit_test(test_attention_per_sequence),
         cmocka_unit_test(test_memory_unmet),      cmocka_unit_test(test_memory_binds),
-        cmocka_unit_test(test_fusion_cache),
+        cmocka_unit_test(test_fusion_cache),      cmocka_unit_test(test_sequence_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
