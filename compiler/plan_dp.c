@@ -38,9 +38,8 @@ typedef struct Layer {
     int grouped; /* filled by dp_step, which finds states by group: no hash */
 } Layer;
 
-/* FNV-1a over the candidates, then mixed (the finaliser of MurmurHash3):
- * the table takes the low bits, which FNV alone leaves clustered for
- * small integers, and a probe then walks far. */
+/* FNV-1a over the candidates, then mixed (the finaliser of MurmurHash3)
+ * so that the low bits, which the tables take, depend on every one. */
 static unsigned long assign_hash(const int *assign, int n) {
     unsigned long h = 1469598103934665603ul;
     for (int i = 0; i < n; ++i)
@@ -147,7 +146,6 @@ typedef struct Groups {
     int *rep;            /* per group: its first state before the step */
     unsigned long *hash; /* per group: of its kept candidates */
     int **slots;         /* per group: the next state of each class, or -1 */
-    int *of_state;       /* merges == 0: each state's group (itself), lazily */
     int *table;          /* open addressing: group index or -1 */
     int mask;
 } Groups;
@@ -248,7 +246,7 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
         j_live |= from_at[x] < 0;
     int *dense = ARENA_ARRAY_UNINIT(p->arena, int, nc + 1);
     int *class_of = ARENA_ARRAY_UNINIT(p->arena, int, nc + 1);
-    int *rep = ARENA_ARRAY_UNINIT(p->arena, int, nc + 1);
+    int *cls_id = ARENA_ARRAY_UNINIT(p->arena, int, nc + 1); /* dense class -> future_cls */
     for (int c = 0; c < nc; ++c)
         dense[c] = -1;
     for (int c = 0; c < nc; ++c)
@@ -257,7 +255,7 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
     for (int k = 0; k < nc; ++k)
         if (dense[k] == 0) {
             dense[k] = ncls;
-            rep[ncls++] = k;
+            cls_id[ncls++] = k;
         } else {
             dense[k] = -1;
         }
@@ -317,7 +315,7 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
                 continue;
             }
             for (int x = 0; x < out->nlive; ++x)
-                assign[x] = from_at[x] < 0 ? rep[k] : st->assign[from_at[x]];
+                assign[x] = from_at[x] < 0 ? cls_id[k] : st->assign[from_at[x]];
             slot[k] = state_append(p, out, assign, best[k], s, best_c[k]);
         }
     }
