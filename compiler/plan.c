@@ -135,6 +135,92 @@ static Memo *memo_add(Planner *p, const CandKey *key) {
     return e;
 }
 
+/* ------------------------------------------------------------------ */
+/* Prices at one sequence, across plan_model calls (PlanSeqCache)      */
+
+typedef struct SeqEntry {
+    const Model *model;
+    PlanCostFn cost_fn;
+    void *ctx;
+    int elem_bytes, state_bytes;
+    int inst;
+    Mesh mesh;
+    CandKey key; /* its slices copied into the cache */
+    int ok;      /* the schedule was made */
+    PlanCost cost;
+} SeqEntry;
+
+struct PlanSeqCache {
+    Arena *arena;
+    PtrVec entries; /* SeqEntry* */
+    long hits, misses;
+};
+
+PlanSeqCache *plan_seq_cache_create(void) {
+    Arena *a = arena_create();
+    PlanSeqCache *c = ARENA_NEW(a, PlanSeqCache);
+    c->arena = a;
+    return c;
+}
+
+void plan_seq_cache_destroy(PlanSeqCache *c) {
+    if (c)
+        arena_destroy(c->arena);
+}
+
+long plan_seq_cache_hits(const PlanSeqCache *c) {
+    return c ? c->hits : 0;
+}
+
+long plan_seq_cache_misses(const PlanSeqCache *c) {
+    return c ? c->misses : 0;
+}
+
+static int same_mesh(const Mesh *a, const Mesh *b) {
+    if (a->naxes != b->naxes || a->ndev != b->ndev)
+        return 0;
+    for (int k = 0; k < a->naxes; ++k)
+        if (a->sizes[k] != b->sizes[k] || strcmp(a->names[k], b->names[k]))
+            return 0;
+    return 1;
+}
+
+static const SeqEntry *seq_find(const Planner *p, int i, const CandKey *key) {
+    const PlanSeqCache *c = p->opt->seq_cache;
+    for (int k = 0; k < c->entries.count; ++k) {
+        const SeqEntry *e = c->entries.items[k];
+        if (e->inst == i && e->key.hash == key->hash && e->model == p->model &&
+            e->cost_fn == p->opt->cost && e->ctx == p->opt->ctx &&
+            e->elem_bytes == p->opt->elem_bytes &&
+            e->state_bytes == p->opt->state_bytes_per_param && same_mesh(&e->mesh, &p->opt->mesh) &&
+            memcmp(&e->key, key, offsetof(CandKey, slice)) == 0 &&
+            memcmp(e->key.slice, key->slice, sizeof(long) * (size_t)key->nslice) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static void seq_add(const Planner *p, int i, const CandKey *key, int ok, const PlanCost *cost) {
+    PlanSeqCache *c = p->opt->seq_cache;
+    SeqEntry *e = ARENA_NEW(c->arena, SeqEntry);
+    e->model = p->model;
+    e->cost_fn = p->opt->cost;
+    e->ctx = p->opt->ctx;
+    e->elem_bytes = p->opt->elem_bytes;
+    e->state_bytes = p->opt->state_bytes_per_param;
+    e->inst = i;
+    e->mesh = p->opt->mesh;
+    e->key = *key;
+    long *slice = ARENA_ARRAY(c->arena, long, key->nslice + 1);
+    memcpy(slice, key->slice, sizeof(long) * (size_t)key->nslice);
+    e->key.slice = slice;
+    e->ok = ok;
+    if (ok)
+        e->cost = *cost;
+    ptrvec_push(c->arena, &c->entries, e);
+    ++c->misses;
+}
+
 static int schedule_alone(Planner *p, int i, PlanCandidate *pc, int transpose);
 static int price_per_sequence(Planner *p, int i, PlanCandidate *pc, const Instance *bound,
                               unsigned tok, long fold);
@@ -238,6 +324,11 @@ static void try_candidate(Planner *p, int i, const Partition *part, const int *a
         e->result = schedule_alone(p, i, pc, !per_sequence) ? pc : NULL;
         if (e->result && per_sequence && !price_per_sequence(p, i, pc, &bound, tok, fold))
             e->result = NULL;
+        /* At one sequence, attention's own price is its price per
+         * sequence at every micro-batch size. */
+        if (p->opt->seq_cache && p->opt->seq_tokens > 0 && tokens == p->opt->seq_tokens &&
+            __builtin_popcount(tok) >= 2 && !seq_find(p, i, &e->key))
+            seq_add(p, i, &e->key, e->result != NULL, &pc->cost);
         hit = e;
     }
     if (!hit->result)
@@ -336,14 +427,39 @@ static int price_per_sequence(Planner *p, int i, PlanCandidate *pc, const Instan
             one->inst.dim_sizes[d] = bound->dim_sizes[d] / fold;
     if (!bind_silently(&one->inst, pc->partition, &p->opt->mesh))
         return 0;
-    Arena *keep = p->arena;
-    p->arena = p->scratch; /* the one-sequence layouts are not kept */
-    Arena *inner = arena_create();
-    Arena *outer = p->scratch;
-    p->scratch = inner;
-    int ok = schedule_alone(p, i, one, 0);
-    p->scratch = outer;
-    p->arena = keep;
+    /* The one-sequence schedule's key, when prices are shared. */
+    CandKey key;
+    int keyed = 0;
+    const SeqEntry *hit = NULL;
+    if (p->opt->seq_cache) {
+        DiagSink mute;
+        diag_init(&mute, p->sink->sources, p->scratch, NULL);
+        SliceTable st;
+        keyed = partition_eval(p->scratch, &mute, &p->plan_model, &one->inst, &st);
+        if (keyed) {
+            cand_key(p->model, &one->inst, &st, &key);
+            hit = seq_find(p, i, &key);
+        }
+    }
+    int ok;
+    if (hit) {
+        ok = hit->ok;
+        if (ok)
+            one->cost = hit->cost;
+        ++p->opt->seq_cache->hits;
+    } else {
+        Arena *keep = p->arena;
+        p->arena = p->scratch; /* the one-sequence layouts are not kept */
+        Arena *inner = arena_create();
+        Arena *outer = p->scratch;
+        p->scratch = inner;
+        ok = schedule_alone(p, i, one, 0);
+        p->scratch = outer;
+        p->arena = keep;
+        arena_destroy(inner);
+        if (keyed)
+            seq_add(p, i, &key, ok, &one->cost);
+    }
     if (ok) {
         PlanCost c = one->cost;
         double f = (double)fold;
@@ -364,7 +480,6 @@ static int price_per_sequence(Planner *p, int i, PlanCandidate *pc, const Instan
         }
         pc->cost = c;
     }
-    arena_destroy(inner);
     return ok;
 }
 
@@ -571,6 +686,33 @@ void plan_bind_candidate(Instance *inst, const Instance *orig, const PlanCandida
     memcpy(inst->size_param_names, pc->inst.size_param_names, sizeof inst->size_param_names);
     memcpy(inst->size_param_values, pc->inst.size_param_values, sizeof inst->size_param_values);
     inst->steps = pc->inst.steps;
+}
+
+int plan_candidate_same(const PlanCandidate *a, const PlanCandidate *b, int shapes) {
+    const Instance *x = &a->inst, *y = &b->inst;
+    if (a->partition != b->partition || x->nsize_params != y->nsize_params || x->steps != y->steps)
+        return 0;
+    for (int k = 0; k < a->partition->naxes; ++k)
+        if (a->axis_map[k] != b->axis_map[k] || x->axis_map[k] != y->axis_map[k])
+            return 0;
+    for (int k = 0; k < x->nsize_params; ++k)
+        if (x->size_param_names[k] != y->size_param_names[k] ||
+            x->size_param_values[k] != y->size_param_values[k])
+            return 0;
+    return !shapes || !memcmp(x->dim_sizes, y->dim_sizes, sizeof x->dim_sizes);
+}
+
+int plan_same_program(const Plan *a, const int *ca, const Plan *b, const int *cb, int shapes) {
+    const Mesh *x = &a->mesh, *y = &b->mesh;
+    if (a->ninst != b->ninst || x->naxes != y->naxes)
+        return 0;
+    for (int k = 0; k < x->naxes; ++k)
+        if (x->sizes[k] != y->sizes[k] || strcmp(x->names[k], y->names[k]))
+            return 0;
+    for (int i = 0; i < a->ninst; ++i)
+        if (!plan_candidate_same(a->cands[i].items[ca[i]], b->cands[i].items[cb[i]], shapes))
+            return 0;
+    return 1;
 }
 
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst) {

@@ -98,7 +98,26 @@ typedef struct PlanOptions {
      * likes (a caller planning many meshes passes the same one, so the
      * memory stays mapped); NULL: plan_model makes its own. */
     Arena *scratch;
+    /* Optional: the one-sequence prices of attention over folded
+     * sequences (seq_tokens), kept across plan_model calls (see
+     * PlanSeqCache); NULL: each plan_model prices its own. */
+    struct PlanSeqCache *seq_cache;
 } PlanOptions;
+
+/* The prices of instances scheduled at one sequence, shared by the
+ * plan_model calls of one model with one cost function and context: a
+ * layer planned at b sequences per micro-batch prices each attention
+ * candidate at one sequence (seq_tokens), and that schedule is the same
+ * at every b on a mesh, and is the candidate's own at b = 1. An entry is
+ * keyed by the instance, the mesh and what the candidate's schedule
+ * depends on (operator, shapes, arguments, the slices of every device
+ * and step), so a hit is the price the schedule would give. */
+typedef struct PlanSeqCache PlanSeqCache;
+PlanSeqCache *plan_seq_cache_create(void);
+void plan_seq_cache_destroy(PlanSeqCache *c);
+/* Prices found in the cache, and prices scheduled into it. */
+long plan_seq_cache_hits(const PlanSeqCache *c);
+long plan_seq_cache_misses(const PlanSeqCache *c);
 
 typedef struct PlanCandidate {
     const Partition *partition;
@@ -181,6 +200,16 @@ double plan_exhaustive(const Plan *plan, long limit, int *best_choice);
  * partition, axis map, size parameters and steps (the shapes are
  * orig's). */
 void plan_bind_candidate(Instance *inst, const Instance *orig, const PlanCandidate *pc);
+
+/* Whether candidates a and b bind an instance alike: the same partition,
+ * axis map, size parameters and steps (plan_bind_candidate makes the same
+ * instance of them), and with `shapes` set the same dimension sizes too. */
+int plan_candidate_same(const PlanCandidate *a, const PlanCandidate *b, int shapes);
+
+/* Whether choice ca of plan a and cb of plan b are the same program: the
+ * same mesh (axis names and sizes) and every instance's candidates alike
+ * (plan_candidate_same, shapes included when `shapes` is set). */
+int plan_same_program(const Plan *a, const int *ca, const Plan *b, const int *cb, int shapes);
 
 /* The instance's candidate as `use` text: "square(i: i, j: j)". */
 const char *plan_use_text(Arena *arena, const Plan *plan, int inst);

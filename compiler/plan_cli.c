@@ -649,8 +649,19 @@ int plan_main(int argc, char **argv) {
             snprintf(base_why, sizeof base_why, "--no-program");
         } else {
             have_exact = schedule_plan(&c, m, &best, &ctx, &exact, &dp_bytes, why, sizeof why);
-            have_base_exact = have_base && schedule_plan(&c, m, &base, &ctx, &base_exact,
-                                                         &base_dp_bytes, base_why, sizeof base_why);
+            /* The pinned partitions are often the search's own plan: that
+             * program is scheduled once. */
+            if (have_base && base.dp == best.dp &&
+                plan_same_program(&best.plan, best.plan.choice, &base.plan, base.plan.choice, 1)) {
+                have_base_exact = have_exact;
+                base_exact = exact;
+                base_dp_bytes = dp_bytes;
+                memcpy(base_why, why, sizeof why);
+            } else {
+                have_base_exact =
+                    have_base && schedule_plan(&c, m, &base, &ctx, &base_exact, &base_dp_bytes,
+                                               base_why, sizeof base_why);
+            }
         }
         /* The search is exact under its own estimate (instances priced one
          * by one, conversions between them); the final choice is made as

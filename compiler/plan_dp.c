@@ -21,7 +21,8 @@ static int live_at(const Planner *p, int j, int *live) {
 }
 
 typedef struct State {
-    int *assign; /* candidate per live producer */
+    int *assign;        /* candidate per live producer */
+    unsigned long hash; /* assign_hash of assign */
     double cost;
     int prev;   /* index in the previous step's states */
     int chosen; /* candidate chosen for the instance of this step */
@@ -34,23 +35,38 @@ typedef struct Layer {
     int count, cap;
     int *hash; /* open addressing: state index or -1 */
     int hash_cap;
+    int grouped; /* filled by dp_step, which finds states by group: no hash */
 } Layer;
 
+/* FNV-1a over the candidates, then mixed (the finaliser of MurmurHash3)
+ * so that the low bits, which the tables take, depend on every one. */
 static unsigned long assign_hash(const int *assign, int n) {
     unsigned long h = 1469598103934665603ul;
     for (int i = 0; i < n; ++i)
         h = (h ^ (unsigned long)(unsigned)assign[i]) * 1099511628211ul;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdul;
+    h ^= h >> 33;
     return h;
 }
 
-static int state_find(const Layer *L, const int *assign) {
+/* Whether live assignments a and b are equal (a few ints: no call). */
+static int assign_equal(const int *a, const int *b, int n) {
+    for (int i = 0; i < n; ++i)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* The state of L with assignment `assign` (hash h), or -1. */
+static int state_find(const Layer *L, const int *assign, unsigned long h) {
     if (!L->hash_cap)
         return -1;
     int mask = L->hash_cap - 1; /* a power of two */
-    int k = (int)(assign_hash(assign, L->nlive) & (unsigned long)mask);
+    int k = (int)(h & (unsigned long)mask);
     while (L->hash[k] >= 0) {
-        if (L->nlive == 0 ||
-            memcmp(L->states[L->hash[k]].assign, assign, sizeof(int) * (size_t)L->nlive) == 0)
+        const State *st = &L->states[L->hash[k]];
+        if (st->hash == h && assign_equal(st->assign, assign, L->nlive))
             return L->hash[k];
         k = (k + 1) & mask;
     }
@@ -67,15 +83,19 @@ static void state_index(Planner *p, Layer *L, int s) {
             state_index(p, L, i);
     }
     int mask = L->hash_cap - 1;
-    int k = (int)(assign_hash(L->states[s].assign, L->nlive) & (unsigned long)mask);
+    int k = (int)(L->states[s].hash & (unsigned long)mask);
     while (L->hash[k] >= 0)
         k = (k + 1) & mask;
     L->hash[k] = s;
 }
 
+static int state_append(Planner *p, Layer *L, const int *assign, double cost, int prev, int chosen);
+
 static void state_offer(Planner *p, Layer *L, const int *assign, double cost, int prev,
                         int chosen) {
-    int s = state_find(L, assign);
+    ICE_ASSERT(!L->grouped);
+    const unsigned long h = assign_hash(assign, L->nlive);
+    int s = state_find(L, assign, h);
     if (s >= 0) {
         if (cost < L->states[s].cost) {
             L->states[s].cost = cost;
@@ -84,6 +104,14 @@ static void state_offer(Planner *p, Layer *L, const int *assign, double cost, in
         }
         return;
     }
+    const int n = state_append(p, L, assign, cost, prev, chosen);
+    L->states[n].hash = h;
+    state_index(p, L, n);
+}
+
+/* A new state of L (no index: the caller knows it is new). */
+static int state_append(Planner *p, Layer *L, const int *assign, double cost, int prev,
+                        int chosen) {
     if (L->count == L->cap) {
         int cap = L->cap ? L->cap * 2 : 16;
         State *n = ARENA_ARRAY_UNINIT(p->arena, State, cap);
@@ -96,10 +124,91 @@ static void state_offer(Planner *p, Layer *L, const int *assign, double cost, in
     st->assign = ARENA_ARRAY_UNINIT(p->arena, int, L->nlive + 1);
     if (L->nlive)
         memcpy(st->assign, assign, sizeof(int) * (size_t)L->nlive);
+    st->hash = 0;
     st->cost = cost;
     st->prev = prev;
     st->chosen = chosen;
-    state_index(p, L, L->count - 1);
+    return L->count - 1;
+}
+
+/* The states after a step by group: the states before it that agree on
+ * the producers still awaited after it lead to the same next states, one
+ * per class of the instance's candidates. A group's slots hold those
+ * next states (-1: none yet), so a step looks up each state before it
+ * once (when some producer is no longer awaited; else each is its own
+ * group) instead of every next state it offers. */
+typedef struct Groups {
+    int nkept;    /* producers awaited before and after the step */
+    int kept[64]; /* their positions in the state before it */
+    int merges;   /* some producer is no longer awaited: states before it merge */
+    int ncls;
+    int count;
+    int *rep;            /* per group: its first state before the step */
+    unsigned long *hash; /* per group: of its kept candidates */
+    int **slots;         /* per group: the next state of each class, or -1 */
+    int *table;          /* open addressing: group index or -1 */
+    int mask;
+} Groups;
+
+static void groups_init(Planner *p, Groups *g, const Layer *in, const Layer *out,
+                        const int *from_at, int ncls) {
+    memset(g, 0, sizeof *g);
+    for (int x = 0; x < out->nlive; ++x)
+        if (from_at[x] >= 0)
+            g->kept[g->nkept++] = from_at[x];
+    g->merges = g->nkept < in->nlive;
+    g->ncls = ncls;
+    const int n = in->count + 1;
+    g->rep = ARENA_ARRAY_UNINIT(p->arena, int, n);
+    g->slots = ARENA_ARRAY(p->arena, int *, n);
+    if (!g->merges)
+        return;
+    g->hash = ARENA_ARRAY_UNINIT(p->arena, unsigned long, n);
+    int cap = 64;
+    while (cap < 2 * n)
+        cap *= 2;
+    g->table = ARENA_ARRAY_UNINIT(p->arena, int, cap);
+    for (int i = 0; i < cap; ++i)
+        g->table[i] = -1;
+    g->mask = cap - 1;
+}
+
+/* The slots of state s's group (state s of `in`), made on first use. */
+static int *group_slots(Planner *p, Groups *g, const Layer *in, int s) {
+    int at;
+    if (!g->merges) {
+        at = s; /* every state is a group of its own */
+    } else {
+        const int *a = in->states[s].assign;
+        int key[64];
+        for (int i = 0; i < g->nkept; ++i)
+            key[i] = a[g->kept[i]];
+        const unsigned long h = assign_hash(key, g->nkept);
+        int k = (int)(h & (unsigned long)g->mask);
+        for (at = g->table[k]; at >= 0; at = g->table[k]) {
+            if (g->hash[at] == h) {
+                const int *r = in->states[g->rep[at]].assign;
+                int same = 1;
+                for (int i = 0; i < g->nkept && same; ++i)
+                    same = r[g->kept[i]] == key[i];
+                if (same)
+                    break;
+            }
+            k = (k + 1) & g->mask;
+        }
+        if (at < 0) {
+            at = g->count++;
+            g->table[k] = at;
+            g->hash[at] = h;
+            g->rep[at] = s;
+        }
+    }
+    if (!g->slots[at]) {
+        g->slots[at] = ARENA_ARRAY_UNINIT(p->arena, int, g->ncls + 1);
+        for (int k = 0; k < g->ncls; ++k)
+            g->slots[at][k] = -1;
+    }
+    return g->slots[at];
 }
 
 /* One step: from the states before instance j to those after it. */
@@ -129,34 +238,85 @@ static void dp_step(Planner *p, int j, const Layer *in, Layer *out) {
     }
     /* From one state, candidates of j in one future class (all of them
      * when j is not awaited later) lead to the same next state: only the
-     * cheapest of each class is offered. */
+     * cheapest of each class is offered. Classes are numbered densely in
+     * the order of their first candidate (future_cls), the order they
+     * are offered in. */
     int j_live = 0;
     for (int x = 0; x < out->nlive; ++x)
         j_live |= from_at[x] < 0;
-    double *best = ARENA_ARRAY(p->arena, double, nc + 1);
-    int *best_c = ARENA_ARRAY(p->arena, int, nc + 1);
+    int *dense = ARENA_ARRAY_UNINIT(p->arena, int, nc + 1);
+    int *class_of = ARENA_ARRAY_UNINIT(p->arena, int, nc + 1);
+    int *cls_id = ARENA_ARRAY_UNINIT(p->arena, int, nc + 1); /* dense class -> future_cls */
+    for (int c = 0; c < nc; ++c)
+        dense[c] = -1;
+    for (int c = 0; c < nc; ++c)
+        dense[j_live ? p->future_cls[j][c] : 0] = 0;
+    int ncls = 0;
+    for (int k = 0; k < nc; ++k)
+        if (dense[k] == 0) {
+            dense[k] = ncls;
+            cls_id[ncls++] = k;
+        } else {
+            dense[k] = -1;
+        }
+    /* What does not depend on the state, found once per step. */
+    double *own = ARENA_ARRAY_UNINIT(p->arena, double, nc + 1);
+    const double *edge_time[IR_MAX_INPUTS * 2 + 1];
+    for (int c = 0; c < nc; ++c) {
+        own[c] = own_time(p, j, c);
+        class_of[c] = dense[j_live ? p->future_cls[j][c] : 0];
+    }
+    for (int e = 0; e < nedges; ++e)
+        edge_time[e] = ((const Edge *)p->in_edges[j].items[e])->time;
+    double *best = ARENA_ARRAY(p->arena, double, ncls + 1);
+    int *best_c = ARENA_ARRAY(p->arena, int, ncls + 1);
+    /* At a positive weight, edge_cost(t) is w t, exactly (1 t is t, and
+     * w inf is inf): the inner loop multiplies. */
+    const double wt = p->w.time;
+    const int scaled = wt > 0;
+    Groups g;
+    groups_init(p, &g, in, out, from_at, ncls);
+    out->grouped = 1;
     for (int s = 0; s < in->count; ++s) {
         const State *st = &in->states[s];
-        for (int k = 0; k < nc; ++k)
+        for (int k = 0; k < ncls; ++k)
             best[k] = INFINITY;
+        /* Each edge's row for the producer's candidate in this state. */
+        const double *row[IR_MAX_INPUTS * 2 + 1];
+        for (int e = 0; e < nedges; ++e)
+            row[e] = edge_time[e] + (long)st->assign[edge_at[e]] * nc;
         for (int c = 0; c < nc; ++c) {
-            double cost = st->cost + own_time(p, j, c);
-            for (int e = 0; e < nedges; ++e) {
-                const Edge *ed = p->in_edges[j].items[e];
-                cost += edge_cost(p, ed->time[st->assign[edge_at[e]] * nc + c]);
-            }
-            int k = j_live ? p->future_cls[j][c] : 0;
+            double cost = st->cost + own[c];
+            if (scaled)
+                for (int e = 0; e < nedges; ++e)
+                    cost += wt * row[e][c];
+            else
+                for (int e = 0; e < nedges; ++e)
+                    cost += edge_cost(p, row[e][c]);
+            int k = class_of[c];
             if (cost < best[k]) {
                 best[k] = cost;
                 best_c[k] = c;
             }
         }
-        for (int k = 0; k < nc; ++k) {
+        int *slot = NULL;
+        for (int k = 0; k < ncls; ++k) {
             if (isinf(best[k]))
                 continue;
+            if (!slot)
+                slot = group_slots(p, &g, in, s);
+            if (slot[k] >= 0) {
+                State *o = &out->states[slot[k]];
+                if (best[k] < o->cost) {
+                    o->cost = best[k];
+                    o->prev = s;
+                    o->chosen = best_c[k];
+                }
+                continue;
+            }
             for (int x = 0; x < out->nlive; ++x)
-                assign[x] = from_at[x] < 0 ? k : st->assign[from_at[x]];
-            state_offer(p, out, assign, best[k], s, best_c[k]);
+                assign[x] = from_at[x] < 0 ? cls_id[k] : st->assign[from_at[x]];
+            slot[k] = state_append(p, out, assign, best[k], s, best_c[k]);
         }
     }
 }

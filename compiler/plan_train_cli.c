@@ -11,10 +11,9 @@
 
 #include "cost.h"
 #include "json_out.h"
-#include "phases.h"
+#include "plan_fusion.h"
 #include "plan_train.h"
 #include "plan_write.h"
-#include "schedule.h"
 
 static double now_ms(clockid_t clock) {
     struct timespec ts;
@@ -58,89 +57,15 @@ static int meshes_for(const PlanTrainArgs *a, long n, int batched, Mesh *out, in
     return k;
 }
 
-/* Fusion across instances (TrainOptions.fusion): per layer plan and
- * choice, the time fused kernels save, found once. */
-typedef struct FusionSaved {
-    const TrainLayer *layer;
-    int *choice;
-    double fwd_s, bwd_s;
-} FusionSaved;
-
-typedef struct FusionCtx {
-    Compilation *c;
-    const Model *m; /* the layer at one sequence */
-    const CostCtx *cost;
-    Arena *arena; /* the entries */
-    FusionSaved *saved;
-    int count, cap;
-} FusionCtx;
-
-/* The layer at one sequence (m's shapes) with the partitions of `choice`
- * bound as its candidates bind them, on the plan's mesh. */
-static Model *layer_program(Arena *arena, const Model *m, const Plan *plan, const int *choice) {
-    Model *pm = ARENA_NEW(arena, Model);
-    *pm = *m;
-    pm->mesh = plan->mesh;
-    pm->strict = 0;
-    pm->instances = ARENA_ARRAY(arena, Instance, m->ninstances + 1);
-    for (int i = 0; i < m->ninstances; ++i) {
-        const PlanCandidate *pc = plan->cands[i].items[choice[i]];
-        Instance *inst = &pm->instances[i];
-        plan_bind_candidate(inst, &m->instances[i], pc);
-    }
-    return pm;
-}
-
-/* The layer plan scheduled as one program at one sequence, priced with
- * its kernels fused and each alone: the difference, forward and the rest,
- * times the micro-batch's b sequences (as cost_pipeline composes the
- * layer). 0 when the program does not schedule. */
+/* TrainOptions.fusion: the layer program's saving per sequence
+ * (plan_fusion.h) times the micro-batch's b sequences, as cost_pipeline
+ * composes the layer. */
 static void layer_fusion(const TrainLayer *layer, const int *choice, void *ctx, double *fwd_s,
                          double *bwd_s) {
-    FusionCtx *f = ctx;
-    const size_t bytes = sizeof(int) * (size_t)layer->plan->ninst;
-    for (int k = 0; k < f->count; ++k) {
-        if (f->saved[k].layer == layer && !memcmp(f->saved[k].choice, choice, bytes)) {
-            *fwd_s = f->saved[k].fwd_s;
-            *bwd_s = f->saved[k].bwd_s;
-            return;
-        }
-    }
-    *fwd_s = *bwd_s = 0;
-    Arena *a = arena_create();
-    DiagSink mute;
-    diag_init(&mute, &f->c->sources, a, NULL);
-    Schedule *s = schedule_build(a, &mute, layer_program(a, f->m, layer->plan, choice));
-    if (s) {
-        CostOptions opt = f->cost->opt;
-        CostReport fused, alone;
-        opt.no_fuse = 0;
-        cost_schedule(s, f->cost->profile, &opt, a, &fused);
-        opt.no_fuse = 1;
-        cost_schedule(s, f->cost->profile, &opt, a, &alone);
-        const double b = (double)layer->micro_batch;
-        for (int q = 0; q < fused.nphases; ++q) {
-            const PhaseSched *ph = fused.phases[q].phase;
-            if (ph->inst < 0)
-                continue;
-            double saved = (alone.phases[q].time_us - fused.phases[q].time_us) * 1e-6 * b;
-            *(ph->kind == PHASE_FWD ? fwd_s : bwd_s) += saved;
-        }
-    }
-    arena_destroy(a);
-    if (f->count == f->cap) {
-        f->cap = f->cap ? 2 * f->cap : 16;
-        FusionSaved *grown = ARENA_ARRAY(f->arena, FusionSaved, f->cap);
-        if (f->count)
-            memcpy(grown, f->saved, sizeof *grown * (size_t)f->count);
-        f->saved = grown;
-    }
-    FusionSaved *e = &f->saved[f->count++];
-    e->layer = layer;
-    e->choice = ARENA_ARRAY(f->arena, int, layer->plan->ninst + 1);
-    memcpy(e->choice, choice, bytes);
-    e->fwd_s = *fwd_s;
-    e->bwd_s = *bwd_s;
+    const double b = (double)layer->micro_batch;
+    plan_fusion_saved(ctx, layer->plan, choice, fwd_s, bwd_s);
+    *fwd_s *= b;
+    *bwd_s *= b;
 }
 
 typedef struct Search {
@@ -158,7 +83,8 @@ typedef struct Search {
  * shapes. 0 when no layer plan exists at all (a diagnostic on the first
  * failure when `sink` is set). */
 static int search(Compilation *c, const Model *m, long n, CostCtx *ctx, const PlanTrainArgs *a,
-                  const TrainOptions *o, int pinned_only, Arena *arena, Search *s) {
+                  const TrainOptions *o, int pinned_only, PlanSeqCache *seq_cache, Arena *arena,
+                  Search *s) {
     memset(s, 0, sizeof *s);
     double t0 = now_ms(CLOCK_MONOTONIC), c0 = now_ms(CLOCK_PROCESS_CPUTIME_ID);
     const ModelTensor *x = NULL;
@@ -195,6 +121,7 @@ static int search(Compilation *c, const Model *m, long n, CostCtx *ctx, const Pl
             opt.ctx = ctx;
             opt.pinned_only = pinned_only;
             opt.scratch = scratch;
+            opt.seq_cache = seq_cache;
             ctx->tp = meshes[k].ndev;
             Arena *pa = arena_create();
             Plan *plan = ARENA_NEW(pa, Plan);
@@ -437,7 +364,9 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
      * plan's program adds what its fused kernels save (layer_fusion):
      * fusion within an instance and across instances, counted once. */
     const int no_fuse = ctx->opt.no_fuse;
-    FusionCtx fusion = {c, m, ctx, NULL, NULL, 0, 0};
+    Arena *arena = arena_create();
+    PlanFusion fusion;
+    plan_fusion_init(&fusion, &c->sources, m, ctx->profile, &ctx->opt, arena);
     if (!no_fuse) {
         ctx->opt.no_fuse = 1;
         o.fusion = layer_fusion;
@@ -446,11 +375,12 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
     int pinned = m->ninstances > 0;
     for (int i = 0; i < m->ninstances; ++i)
         pinned &= m->instances[i].partition != NULL;
-    Arena *arena = arena_create();
-    fusion.arena = arena;
     Search *s = ARENA_NEW(arena, Search), *base = ARENA_NEW(arena, Search);
     int rc = 0;
-    if (!search(c, m, devices, ctx, a, &o, 0, arena, s)) {
+    /* Attention's price per sequence, shared by every micro-batch size,
+     * mesh by mesh, and by both searches. */
+    PlanSeqCache *seq = plan_seq_cache_create();
+    if (!search(c, m, devices, ctx, a, &o, 0, seq, arena, s)) {
         diag_error(&c->sink, m->name_span, "no plan of '%s's layer on any mesh of %ld devices",
                    m->name, devices);
         rc = 1;
@@ -458,7 +388,7 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
         report_unmet(c, m, a, s);
         rc = 1;
     }
-    int searched_base = rc == 0 && pinned && search(c, m, devices, ctx, a, &o, 1, arena, base);
+    int searched_base = rc == 0 && pinned && search(c, m, devices, ctx, a, &o, 1, seq, arena, base);
     int have_base = searched_base && base->found;
     /* The search solves for layer plans priced instance by instance, which
      * cannot see the kernels fused across instances (their saving is
@@ -490,6 +420,12 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
                            train_memory_dominant(&base->smallest));
         json_object_set_new(r, "pinned", pj);
         json_object_set_new(r, "search_ms", json_real(round(s->ms * 1e3) / 1e3));
+        /* Layer programs scheduled for the fusion saving, both searches. */
+        json_object_set_new(r, "fusion_programs", json_integer(fusion.programs));
+        json_object_set_new(r, "fusion_cache_hits", json_integer(fusion.hits));
+        /* Attention priced at one sequence: schedules made, and reused. */
+        json_object_set_new(r, "sequence_prices", json_integer(plan_seq_cache_misses(seq)));
+        json_object_set_new(r, "sequence_prices_reused", json_integer(plan_seq_cache_hits(seq)));
         json_out(stdout, r, JSON_REAL_PRECISION(9));
     } else if (rc == 0) {
         printf("training plan for %s on %ld devices (profile %s): %ld layers, global batch %ld "
@@ -519,6 +455,8 @@ int plan_training(Compilation *c, const Model *m, long devices, CostCtx *ctx,
         rc = write_training_plan(c, m, a, chosen, arena);
     search_free(s);
     search_free(base);
+    plan_fusion_free(&fusion);
+    plan_seq_cache_destroy(seq);
     arena_destroy(arena);
     ctx->opt.no_fuse = no_fuse;
     return rc;

@@ -281,10 +281,43 @@ int sched_add_box(Builder *b, PhaseSched *ph, const PrimeBox *box) {
     return sched_phase_box(b->arena, ph, box);
 }
 
+/* FNV-1a over a box's bytes (boxes are compared bytewise). */
+static unsigned long box_hash(const PrimeBox *box) {
+    const unsigned char *b = (const unsigned char *)box;
+    unsigned long h = 1469598103934665603ul;
+    for (size_t i = 0; i < sizeof *box; ++i)
+        h = (h ^ b[i]) * 1099511628211ul;
+    return h;
+}
+
+/* Indexes box i of ph in its hash (which has room). A copy of the phase
+ * (schedule_transpose) shares boxes and hash and adds no box; a lookup
+ * still checks that the index is one of its own. */
+static void box_index(PhaseSched *ph, int i, unsigned long h) {
+    int mask = ph->box_hash_cap - 1;
+    int k = (int)(h & (unsigned long)mask);
+    while (ph->box_hash[k] >= 0)
+        k = (k + 1) & mask;
+    ph->box_hash[k] = i;
+}
+
+/* A phase with this many boxes finds them by hash, not by a scan. */
+#define BOX_SCAN_MAX 16
+
 int sched_phase_box(Arena *arena, PhaseSched *ph, const PrimeBox *box) {
-    for (int i = 0; i < ph->nboxes; ++i)
-        if (memcmp(&ph->boxes[i], box, sizeof *box) == 0)
-            return i;
+    unsigned long h = 0;
+    if (ph->box_hash) {
+        h = box_hash(box);
+        int mask = ph->box_hash_cap - 1;
+        for (int k = (int)(h & (unsigned long)mask); ph->box_hash[k] >= 0; k = (k + 1) & mask)
+            if (ph->box_hash[k] < ph->nboxes &&
+                memcmp(&ph->boxes[ph->box_hash[k]], box, sizeof *box) == 0)
+                return ph->box_hash[k];
+    } else {
+        for (int i = 0; i < ph->nboxes; ++i)
+            if (memcmp(&ph->boxes[i], box, sizeof *box) == 0)
+                return i;
+    }
     if (ph->nboxes == ph->box_cap) {
         int cap = ph->box_cap ? ph->box_cap * 2 : 8;
         PrimeBox *nb = ARENA_ARRAY(arena, PrimeBox, cap);
@@ -293,8 +326,20 @@ int sched_phase_box(Arena *arena, PhaseSched *ph, const PrimeBox *box) {
         ph->boxes = nb;
         ph->box_cap = cap;
     }
-    ph->boxes[ph->nboxes] = *box;
-    return ph->nboxes++;
+    const int i = ph->nboxes++;
+    ph->boxes[i] = *box;
+    if (ph->nboxes >= BOX_SCAN_MAX && 2 * ph->nboxes > ph->box_hash_cap) {
+        /* (Re)build the hash at twice the boxes' room. */
+        ph->box_hash_cap = 4 * ph->box_cap;
+        ph->box_hash = ARENA_ARRAY_UNINIT(arena, int, ph->box_hash_cap);
+        for (int k = 0; k < ph->box_hash_cap; ++k)
+            ph->box_hash[k] = -1;
+        for (int k = 0; k < ph->nboxes; ++k)
+            box_index(ph, k, box_hash(&ph->boxes[k]));
+    } else if (ph->box_hash) {
+        box_index(ph, i, h);
+    }
+    return i;
 }
 
 /* Is storage tensor t read by a phase after the current one? */

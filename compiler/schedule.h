@@ -158,6 +158,8 @@ struct PhaseSched {
     int nboxes;
     PrimeBox *boxes;
     int box_cap;
+    int *box_hash; /* open addressing over boxes once there are many (sched_phase_box), or NULL */
+    int box_hash_cap;
     int noffsets; /* distinct kernel offset rows (global tile origins) */
     long (*offsets)[8];
     int offset_cap;

@@ -3,7 +3,9 @@
  * model small enough to enumerate, the dynamic program's optimum equals
  * the best of all assignments; the layer matrix power gives the same
  * optimum as the linear program; a memory limit no plan meets is an
- * error naming the smallest peak.
+ * error naming the smallest peak; two plans of a model compare as the
+ * same program exactly when they bind every instance alike on the same
+ * mesh (plan_same_program).
  *
  * The cost used here is a deterministic function of the schedule's
  * predicted bytes and peak (no hardware profile), so the test checks
@@ -173,6 +175,65 @@ static void test_memory_limit_unmet(void **state) {
     plan_and_compare(mlp, 4, 0, 64, 0);
 }
 
+/* The mlp planned twice on (d: 4), with pinned candidates only once:
+ * every choice of the one is the same program as itself in the other,
+ * and as the pinned plan's one choice exactly when it binds every
+ * instance as the pins do; no choice is the same program on (d: 2); a
+ * shape compared too tells token counts apart. */
+static void test_same_program(void **state) {
+    (void)state;
+    write_file(mlp);
+    Compilation c;
+    compilation_init(&c, path, NULL);
+    c.sink.out = NULL;
+    assert_int_equal(pipeline_run(&c, "resolve"), 1);
+    const Model *m = c.module.models.items[0];
+    PlanOptions opt = bytes_options(4, 0, 0);
+    Plan a, b, pinned, other, folded;
+    assert_int_equal(plan_model(c.arena, &c.sink, &c.module, m, &opt, &a), 1);
+    assert_int_equal(plan_model(c.arena, &c.sink, &c.module, m, &opt, &b), 1);
+    opt.pinned_only = 1;
+    assert_int_equal(plan_model(c.arena, &c.sink, &c.module, m, &opt, &pinned), 1);
+    opt.pinned_only = 0;
+    opt.token_size = 32;
+    opt.tokens = 64; /* two sequences of 32 folded: other shapes, the same bindings */
+    assert_int_equal(plan_model(c.arena, &c.sink, &c.module, m, &opt, &folded), 1);
+    PlanOptions two = bytes_options(2, 0, 0);
+    assert_int_equal(plan_model(c.arena, &c.sink, &c.module, m, &two, &other), 1);
+    const int n = m->ninstances;
+    long total = 1;
+    for (int i = 0; i < n; ++i)
+        total *= a.cands[i].count;
+    int choice[8], pin[8] = {0}, same_as_pinned = 0, differ = 0;
+    assert_true(n <= 8);
+    for (long k = 0; k < total; ++k) {
+        long rest = k;
+        for (int i = n - 1; i >= 0; --i) {
+            choice[i] = (int)(rest % a.cands[i].count);
+            rest /= a.cands[i].count;
+        }
+        assert_true(plan_same_program(&a, choice, &b, choice, 1));
+        int pins = 1;
+        for (int i = 0; i < n; ++i)
+            pins &= ((const PlanCandidate *)a.cands[i].items[choice[i]])->partition ==
+                    m->instances[i].partition;
+        /* The pinned partitions bound along d, the only axis: one way. */
+        assert_int_equal(plan_same_program(&a, choice, &pinned, pin, 1), pins);
+        same_as_pinned += pins;
+        differ += !pins;
+        int zero[8] = {0};
+        assert_false(plan_same_program(&a, choice, &other, zero, 0));
+    }
+    assert_int_equal(same_as_pinned, 1);
+    assert_true(differ > 0);
+    /* Folded tokens: bound alike, shaped differently. */
+    assert_int_equal(a.cands[0].count, folded.cands[0].count);
+    assert_true(plan_same_program(&a, pin, &folded, pin, 0));
+    assert_false(plan_same_program(&a, pin, &folded, pin, 1));
+    compilation_free(&c);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_1d),
@@ -181,6 +242,7 @@ int main(void) {
         cmocka_unit_test(test_layer_power),
         cmocka_unit_test(test_layer_power_long),
         cmocka_unit_test(test_memory_limit_unmet),
+        cmocka_unit_test(test_same_program),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

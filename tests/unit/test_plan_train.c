@@ -5,7 +5,10 @@
  * recomputation choice, each evaluated by train_evaluate, equals what
  * train_search returns; attention over folded sequences is priced as
  * that many sequences; a memory limit no plan meets reports a real plan's
- * memory and its largest term.
+ * memory and its largest term; the fusion saving of a layer plan found in
+ * the cache (plan_fusion.h) equals the program priced afresh, and so do
+ * attention's prices per sequence shared across micro-batch sizes
+ * (PlanSeqCache).
  *
  * Schedules are priced by a deterministic function of their predicted
  * bytes and peak (no measurement); the iteration is composed on the v100
@@ -26,9 +29,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cost.h"
 #include "pipeline.h"
 #include "plan.h"
 #include "plan_fixture.h"
+#include "plan_fusion.h"
 #include "plan_train.h"
 #include "profile.h"
 
@@ -62,6 +67,25 @@ static const char *attention = "model small {\n"
                                "    k = proj_heads(x, wk);\n"
                                "    sc = scores(q, k);\n"
                                "}\n";
+
+/* A norm, an MLP and a residual add: chains the kernels pass fuses
+ * across instances. */
+static const char *fused = "model small {\n"
+                           "    param s = 8, h = 8, f = 16;\n"
+                           "    input x[s, h];\n"
+                           "    weight g[h];\n"
+                           "    weight b[h];\n"
+                           "    weight w1[h, f];\n"
+                           "    weight w2[f, h];\n"
+                           "    m1 = norm_mean(x);\n"
+                           "    v1 = norm_var(x, m1);\n"
+                           "    n1 = norm_apply(x, m1, v1);\n"
+                           "    l1 = scale_shift(n1, g, b);\n"
+                           "    u = matmul(l1, w1);\n"
+                           "    r = relu(u);\n"
+                           "    o = matmul(r, w2);\n"
+                           "    y = add(o, x);\n"
+                           "}\n";
 
 static Mesh mesh_of(long n, int square) {
     Mesh m;
@@ -438,11 +462,144 @@ static void test_memory_binds(void **state) {
     free(f);
 }
 
+/* Assignment k of `total` of plan's candidates, in mixed radix. */
+static void assignment(const Plan *plan, long k, int *choice) {
+    for (int i = plan->ninst - 1; i >= 0; --i) {
+        choice[i] = (int)(k % plan->cands[i].count);
+        k /= plan->cands[i].count;
+    }
+}
+
+/* The cache returns what pricing the program afresh returns, bit for bit,
+ * on up to 24 assignments of every layer plan (4 meshes x micro-batches
+ * of 1 and 2); a program at 2 sequences per micro-batch is the one at 1,
+ * so the cache schedules fewer programs, and fusion saves time on some. */
+static void test_fusion_cache(void **state) {
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, fused);
+    CostOptions opt;
+    cost_options_default(&opt);
+    opt.elem_bytes = 2;
+    Arena *arena = arena_create();
+    PlanFusion cached, fresh;
+    plan_fusion_init(&cached, &f->c.sources, f->model, &f->prof, &opt, arena);
+    plan_fusion_init(&fresh, &f->c.sources, f->model, &f->prof, &opt, arena);
+    long asked = 0;
+    int saves = 0;
+    for (int li = 0; li < f->nlayers; ++li) {
+        const Plan *plan = f->layers[li].plan;
+        long total = 1;
+        for (int i = 0; i < plan->ninst; ++i)
+            total *= plan->cands[i].count;
+        const long stride = total / 24 + 1;
+        int *choice = calloc((size_t)plan->ninst + 1, sizeof(int));
+        for (long k = 0; k < total; k += stride) {
+            assignment(plan, k, choice);
+            double cf, cb, ff, fb;
+            plan_fusion_saved(&cached, plan, choice, &cf, &cb);
+            plan_fusion_program(&fresh, plan, choice, &ff, &fb);
+            assert_true(cf == ff);
+            assert_true(cb == fb);
+            saves |= ff > 0 || fb > 0;
+            /* Asked again: from the cache, the same. */
+            plan_fusion_saved(&cached, plan, choice, &cf, &cb);
+            assert_true(cf == ff);
+            assert_true(cb == fb);
+            ++asked;
+        }
+        free(choice);
+    }
+    printf("%ld assignments: %ld programs scheduled with the cache, %ld without\n", asked,
+           cached.programs, fresh.programs);
+    assert_true(saves);
+    assert_int_equal(fresh.programs, asked);
+    assert_int_equal(cached.programs + cached.hits, 2 * asked);
+    assert_true(cached.programs < asked);
+    plan_fusion_free(&cached);
+    plan_fusion_free(&fresh);
+    arena_destroy(arena);
+    fixture_free(f);
+    free(f);
+}
+
+/* The layer planned on mesh k of the fixture's at b sequences, with the
+ * one-sequence prices of `cache` (NULL: none). */
+static Plan *plan_at(Fixture *f, int k, long b, PlanSeqCache *cache, Arena *a) {
+    static const long sides[] = {1, 2, 4, 2};
+    PlanOptions opt;
+    memset(&opt, 0, sizeof opt);
+    opt.mesh = mesh_of(sides[k], k == 3);
+    opt.dp = 1;
+    opt.token_size = 8;
+    opt.tokens = 8 * b;
+    opt.seq_tokens = 8;
+    opt.elem_bytes = 2;
+    opt.state_bytes_per_param = 12;
+    opt.cost = bytes_cost;
+    opt.move = bytes_move;
+    opt.seq_cache = cache;
+    Plan *plan = ARENA_NEW(a, Plan);
+    assert_int_equal(plan_model(a, &f->c.sink, &f->c.module, f->model, &opt, plan), 1);
+    return plan;
+}
+
+static void assert_same_cost(const PlanCost *x, const PlanCost *y) {
+    assert_true(x->time == y->time && x->fwd_time == y->fwd_time);
+    assert_true(x->compute_time == y->compute_time && x->coll_time == y->coll_time);
+    assert_int_equal(x->coll_bytes, y->coll_bytes);
+    assert_int_equal(x->p2p_bytes, y->p2p_bytes);
+    assert_int_equal(x->peak, y->peak);
+    assert_int_equal(x->persistent, y->persistent);
+    assert_int_equal(x->weight_elems, y->weight_elems);
+    assert_int_equal(x->stash_bytes, y->stash_bytes);
+    assert_int_equal(x->input_bytes, y->input_bytes);
+    for (int a = 0; a < IR_MAX_INPUTS; ++a) {
+        assert_true(x->reduce_time[a] == y->reduce_time[a]);
+        assert_int_equal(x->reduce_bytes[a], y->reduce_bytes[a]);
+    }
+}
+
+/* The layer with attention (scores over the sequence) planned at 1, 2
+ * and 4 sequences per micro-batch on every mesh, sharing one-sequence
+ * prices, has every candidate priced as when each plan prices its own;
+ * and the shared prices were used. */
+static void test_sequence_cache(void **state) {
+    (void)state;
+    Fixture *f = malloc(sizeof *f);
+    fixture_init(f, layer);
+    PlanSeqCache *cache = plan_seq_cache_create();
+    Arena *a = arena_create();
+    long compared = 0;
+    for (int k = 0; k < 4; ++k)
+        for (long b = 1; b <= 4; b *= 2) {
+            const Plan *shared = plan_at(f, k, b, cache, a), *own = plan_at(f, k, b, NULL, a);
+            for (int i = 0; i < own->ninst; ++i) {
+                assert_int_equal(shared->cands[i].count, own->cands[i].count);
+                for (int c = 0; c < own->cands[i].count; ++c) {
+                    const PlanCandidate *x = shared->cands[i].items[c], *y = own->cands[i].items[c];
+                    assert_ptr_equal(x->partition, y->partition);
+                    assert_same_cost(&x->cost, &y->cost);
+                    ++compared;
+                }
+            }
+            assert_true(shared->time == own->time);
+        }
+    printf("%ld candidates compared; one-sequence prices: %ld scheduled, %ld reused\n", compared,
+           plan_seq_cache_misses(cache), plan_seq_cache_hits(cache));
+    assert_true(plan_seq_cache_hits(cache) > 0);
+    arena_destroy(a);
+    plan_seq_cache_destroy(cache);
+    fixture_free(f);
+    free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exhaustive),        cmocka_unit_test(test_exhaustive_sharded),
         cmocka_unit_test(test_exhaustive_uneven), cmocka_unit_test(test_attention_per_sequence),
         cmocka_unit_test(test_memory_unmet),      cmocka_unit_test(test_memory_binds),
+        cmocka_unit_test(test_fusion_cache),      cmocka_unit_test(test_sequence_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
