@@ -368,11 +368,13 @@ void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
             b->failed = 1;
             return;
         }
+        /* An accumulator's slices with a count are its set (Acc.set):
+         * the sums and the grouping below read those alone. */
         memset(counts, 0, sizeof(long) * (size_t)as->nred);
         for (int i = 0; i < accs->count; ++i) {
             const Acc *a = accs->items[i];
-            for (long r = 0; r < as->nred; ++r)
-                counts[r] += a->red[r];
+            for (long k = 0; k < a->nset; ++k)
+                counts[a->set[k]] += a->red[a->set[k]];
         }
         long c = counts[0];
         for (long r = 0; r < as->nred; ++r) {
@@ -409,12 +411,13 @@ void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
             group_of[i] = -1;
             for (long g = 0; g < c && group_of[i] < 0; ++g) {
                 int clash = 0;
-                for (long r = 0; r < as->nred && !clash; ++r)
-                    clash = a->red[r] && gred[g][r];
+                for (long k = 0; k < a->nset && !clash; ++k)
+                    clash = gred[g][a->set[k]] != 0;
                 if (!clash) {
                     group_of[i] = (int)g;
-                    for (long r = 0; r < as->nred; ++r)
-                        gred[g][r] = (unsigned char)(gred[g][r] | a->red[r]);
+                    for (long k = 0; k < a->nset; ++k)
+                        gred[g][a->set[k]] =
+                            (unsigned char)(gred[g][a->set[k]] | a->red[a->set[k]]);
                 }
             }
             if (group_of[i] < 0) {
