@@ -20,14 +20,28 @@ long sched_red_id(const Builder *b, const AccState *as, int dev, long t) {
 /* A fresh accumulator: one merged into another earlier in the run if
  * there is one (a phase whose accumulators travel makes one per device and
  * step), else new. red_step[r] is read only where red[r] is set. */
+/* The spare accumulators whose reduction has nred slices (made empty on
+ * first use): a run reuses those its reduction fits exactly. */
+static PtrVec *acc_spare_of(Builder *b, long nred) {
+    for (int i = 0; i < b->acc_spare.count; ++i) {
+        AccSpare *sp = b->acc_spare.items[i];
+        if (sp->nred == nred)
+            return &sp->accs;
+    }
+    AccSpare *sp = ARENA_NEW(b->arena, AccSpare);
+    sp->nred = nred;
+    ptrvec_push(b->arena, &b->acc_spare, sp);
+    return &sp->accs;
+}
+
 Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot) {
     Acc *a = NULL;
     if (as->pool.count > 0)
         a = as->pool.items[--as->pool.count];
-    while (!a && b->acc_spare.count > 0) {
-        a = b->acc_spare.items[--b->acc_spare.count];
-        if (a->nred != as->nred)
-            a = NULL; /* another phase's reduction: left to the arena */
+    if (!a) {
+        PtrVec *spare = acc_spare_of(b, as->nred);
+        if (spare->count > 0)
+            a = spare->items[--spare->count];
     }
     if (a) {
         for (long k = 0; k < a->nset; ++k)
@@ -51,11 +65,12 @@ Acc *sched_acc_new(Builder *b, AccState *as, int dev, long tile, int slot) {
 /* After a run: its accumulators (kept on devices or merged) are spare for
  * the next run; nothing refers to them any more. */
 void sched_acc_release(Builder *b, AccState *as) {
+    PtrVec *spare = acc_spare_of(b, as->nred);
     for (int d = 0; d < b->ndev; ++d)
         for (int i = 0; i < as->retired[d].count; ++i)
-            ptrvec_push(b->arena, &b->acc_spare, as->retired[d].items[i]);
+            ptrvec_push(b->arena, spare, as->retired[d].items[i]);
     for (int i = 0; i < as->pool.count; ++i)
-        ptrvec_push(b->arena, &b->acc_spare, as->pool.items[i]);
+        ptrvec_push(b->arena, spare, as->pool.items[i]);
     as->pool.count = 0;
 }
 
@@ -160,12 +175,12 @@ int sched_retired_find(const AccState *as, int dev, long tile) {
 void sched_retired_push(Builder *b, AccState *as, int dev, Acc *a) {
     PtrVec *v = &as->retired[dev];
     TileIndex *ix = &as->retired_ix[dev];
-    ptrvec_push(b->arena, v, a);
+    ptrvec_push(b->scratch, v, a);
     if (ix->cap) {
-        tile_index_insert(b->arena, ix, a->tile, v->count - 1);
+        tile_index_insert(b->scratch, ix, a->tile, v->count - 1);
     } else if (v->count >= TILE_INDEX_MIN) {
         for (int i = 0; i < v->count; ++i)
-            tile_index_insert(b->arena, ix, ((Acc *)v->items[i])->tile, i);
+            tile_index_insert(b->scratch, ix, ((Acc *)v->items[i])->tile, i);
     }
 }
 
@@ -224,7 +239,7 @@ void sched_emit_collective(Builder *b, PhaseSched *ph, Collective *col) {
     }
     int gindex = ph->groups.count - 1;
     col->phase = ph;
-    col->action = ARENA_ARRAY(b->arena, int, col->gsize);
+    col->action = ARENA_ARRAY(b->dry ? b->scratch : b->arena, int, col->gsize);
     for (int p = 0; p < col->gsize; ++p) {
         col->action[p] = ph->nactions[col->group[p]];
         PrimeAction *a = sched_act(b, col->group[p], PRIME_ACT_ALLREDUCE);
@@ -280,12 +295,14 @@ static void all_reduce_groups(Builder *b, PhaseSched *ph, long tile, const PtrVe
                 members[y - 1] = tm;
                 slots[y - 1] = ts;
             }
-        Collective *col = ARENA_NEW(b->arena, Collective);
+        /* A trial run's collectives are dropped with it. */
+        Arena *ca = b->dry ? b->scratch : b->arena;
+        Collective *col = ARENA_NEW(ca, Collective);
         col->tensor = ph->out.tensor;
         col->tile = tile;
         col->gsize = gs;
-        col->group = ARENA_ARRAY(b->arena, int, gs);
-        col->slots = ARENA_ARRAY(b->arena, int, gs);
+        col->group = ARENA_ARRAY(ca, int, gs);
+        col->slots = ARENA_ARRAY(ca, int, gs);
         memcpy(col->group, members, sizeof(int) * (size_t)gs);
         memcpy(col->slots, slots, sizeof(int) * (size_t)gs);
         col->elems = out->tile_elems;
@@ -305,7 +322,7 @@ static void all_reduce_groups(Builder *b, PhaseSched *ph, long tile, const PtrVe
 /* Checks coverage of the output and all-reduces partial sums. */
 void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
     const SchedTensor *out = &b->s->tensors[ph->out.tensor];
-    PtrVec *by_tile = ARENA_ARRAY(b->arena, PtrVec, out->ntiles);
+    PtrVec *by_tile = ARENA_ARRAY(b->scratch, PtrVec, out->ntiles);
     for (int d = 0; d < b->ndev; ++d) {
         for (int i = 0; i < as->retired[d].count; ++i) {
             Acc *a = as->retired[d].items[i];
@@ -321,7 +338,7 @@ void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
                 }
                 b->failed = 1;
             }
-            ptrvec_push(b->arena, &by_tile[a->tile], a);
+            ptrvec_push(b->scratch, &by_tile[a->tile], a);
         }
     }
     if (b->failed)
@@ -337,7 +354,7 @@ void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
                 joined |= 1u << (k - 1);
         }
     long replication = 0;
-    long *counts = ARENA_ARRAY(b->arena, long, as->nred);
+    long *counts = ARENA_ARRAY(b->scratch, long, as->nred);
     for (long tile = 0; tile < out->ntiles; ++tile) {
         PtrVec *accs = &by_tile[tile];
         if (accs->count == 0) {
@@ -351,11 +368,13 @@ void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
             b->failed = 1;
             return;
         }
+        /* An accumulator's slices with a count are its set (Acc.set):
+         * the sums and the grouping below read those alone. */
         memset(counts, 0, sizeof(long) * (size_t)as->nred);
         for (int i = 0; i < accs->count; ++i) {
             const Acc *a = accs->items[i];
-            for (long r = 0; r < as->nred; ++r)
-                counts[r] += a->red[r];
+            for (long k = 0; k < a->nset; ++k)
+                counts[a->set[k]] += a->red[a->set[k]];
         }
         long c = counts[0];
         for (long r = 0; r < as->nred; ++r) {
@@ -383,21 +402,22 @@ void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as) {
             replication = c;
         /* Group partial sums: each group receives every slice once. */
         int nacc = accs->count;
-        int *group_of = ARENA_ARRAY(b->arena, int, nacc);
-        unsigned char **gred = ARENA_ARRAY(b->arena, unsigned char *, c);
+        int *group_of = ARENA_ARRAY(b->scratch, int, nacc);
+        unsigned char **gred = ARENA_ARRAY(b->scratch, unsigned char *, c);
         for (long g = 0; g < c; ++g)
-            gred[g] = arena_alloc(b->arena, (size_t)as->nred);
+            gred[g] = arena_alloc(b->scratch, (size_t)as->nred);
         for (int i = 0; i < nacc; ++i) {
             const Acc *a = accs->items[i];
             group_of[i] = -1;
             for (long g = 0; g < c && group_of[i] < 0; ++g) {
                 int clash = 0;
-                for (long r = 0; r < as->nred && !clash; ++r)
-                    clash = a->red[r] && gred[g][r];
+                for (long k = 0; k < a->nset && !clash; ++k)
+                    clash = gred[g][a->set[k]] != 0;
                 if (!clash) {
                     group_of[i] = (int)g;
-                    for (long r = 0; r < as->nred; ++r)
-                        gred[g][r] = (unsigned char)(gred[g][r] | a->red[r]);
+                    for (long k = 0; k < a->nset; ++k)
+                        gred[g][a->set[k]] =
+                            (unsigned char)(gred[g][a->set[k]] | a->red[a->set[k]]);
                 }
             }
             if (group_of[i] < 0) {

@@ -21,8 +21,8 @@ static void hide_extras(Builder *b, int tensor, const Layout *need, Hidden *h, i
         if (store_of(b, tensor, d)->count > cap)
             cap = store_of(b, tensor, d)->count;
     h->cap[k] = cap;
-    h->items[k] = ARENA_ARRAY(b->arena, Held, (size_t)b->ndev * (size_t)cap + 1);
-    h->count[k] = ARENA_ARRAY(b->arena, int, b->ndev);
+    h->items[k] = ARENA_ARRAY_UNINIT(b->scratch, Held, (size_t)b->ndev * (size_t)cap + 1);
+    h->count[k] = ARENA_ARRAY(b->scratch, int, b->ndev);
     for (int d = 0; d < b->ndev; ++d) {
         Store *st = store_of(b, tensor, d);
         for (int i = st->count - 1; i >= 0; --i) {

@@ -16,7 +16,8 @@
  *   sched_layout.c      tile ids and layouts (snapshots of the stores)
  *   sched_moves.c       sources of tiles, redistribution, conversion
  *   sched_accumulate.c  accumulators, coverage, all-reduces
- *   sched_simulate.c    one phase step by step; residency trials
+ *   sched_simulate.c    one phase step by step
+ *   sched_trials.c      residency trials, and their reuse
  *   sched_boundary.c    inputs, epilogue, landing, sweep order, freeing
  *   sched_sends.c       stage boundary sends posted where the value is made
  *   sched_predict.c     predicted bytes and peaks (from the lists, or folded
@@ -103,6 +104,12 @@ typedef struct Acc {
     long nred; /* the room of red, red_step and set */
 } Acc;
 
+/* Spare accumulators of one reduction size (Builder.acc_spare). */
+typedef struct AccSpare {
+    long nred;
+    PtrVec accs; /* Acc* */
+} AccSpare;
+
 typedef struct Machine {
     int ntensors;
     int ndev;
@@ -164,6 +171,12 @@ typedef struct SchedOrbit {
 typedef struct Builder {
     int tensor_cap; /* storage tensors the per-tensor arrays have room for */
     Arena *arena;
+    /* Memory that lives no longer than the phase being scheduled: a run's
+     * step state and accumulator lists, the saves of the trial runs, the
+     * coverage check's tables, the collectives of a trial run. Reset after
+     * every phase (run_phases in schedule.c), so a phase's trials reuse the
+     * same memory instead of leaving it behind in the arena. */
+    Arena *scratch;
     DiagSink *sink;
     Schedule *s;
     const SliceTable *st;
@@ -221,14 +234,21 @@ typedef struct Builder {
     unsigned char *gained_flag; /* [storage tensor] */
     int *seen_at;               /* [storage tensor]: phase index + 1 of its last look */
     /* Accumulators of finished runs, reused by later runs (a phase is
-     * simulated several times: residency and order trials). */
+     * simulated several times: residency and order trials): AccSpare*,
+     * one per reduction size. */
     PtrVec acc_spare;
     /* The slice table of the current phase's instance ordered by step,
      * then device ([(dim * steps + t) * ndev + dev]: the simulation walks
-     * the devices at one step), built once per instance (by_step[inst]). */
+     * the devices at one step), made when a phase enters whose table is
+     * not the one made last (by_step_of: its slices; layer copies that
+     * share a table share this one), in room kept for the next. */
     const long *slice_t;
     int slice_t_inst;
-    long **by_step;
+    long *by_step;
+    size_t by_step_cap;
+    const long *by_step_of;
+    int by_step_dims;
+    long by_step_steps;
     /* Mesh coordinates of every device ([dev * naxes + axis]). */
     long *coords;
     /* Room for the last-use tables of a run, per operand (see
@@ -272,6 +292,12 @@ static inline int sched_idle(const Builder *b, int dev) {
         return 0;
     return !instance_on_device(m, &m->instances[b->ph->inst],
                                b->coords + (long)dev * m->mesh.naxes);
+}
+
+/* Where a run puts what only the real run keeps (a move, the layout a
+ * move records): a trial run's is dropped with the phase's scratch. */
+static inline Arena *sched_run_arena(const Builder *b) {
+    return b->dry ? b->scratch : b->arena;
 }
 
 static inline Store *store_of(Builder *b, int tensor, int dev) {
@@ -420,12 +446,14 @@ Acc *sched_retired_take(AccState *as, int dev, int index);
 void sched_emit_collective(Builder *b, PhaseSched *ph, Collective *col);
 void sched_finish_accumulators(Builder *b, PhaseSched *ph, AccState *as);
 
-/* sched_simulate.c: one phase, step by step, and its trial runs. */
+/* sched_simulate.c: one phase, step by step. */
 void sched_run_phase(Builder *b, PhaseSched *ph);
 void sched_enter_phase(Builder *b, PhaseSched *ph);
 int sched_phase_inputs(const PhaseSched *ph, int *tensors);
-void sched_learn_needs(Builder *b, PhaseSched *ph);
 void sched_strict_check(Builder *b, PhaseSched *ph, int first_boundary);
+
+/* sched_trials.c: the residency trials of a phase. */
+void sched_learn_needs(Builder *b, PhaseSched *ph);
 
 /* sched_boundary.c: phase boundaries, sweep order and freeing. */
 long sched_phase_exec(Builder *b, PhaseSched *ph);

@@ -58,15 +58,15 @@ static int cmp_long(const void *a, const void *b) {
 Layout sched_layout_of(Builder *b, int tensor) {
     Layout l;
     l.ndev = b->ndev;
-    l.count = ARENA_ARRAY_UNINIT(b->arena, int, b->ndev);
-    l.tiles = ARENA_ARRAY_UNINIT(b->arena, long *, b->ndev);
-    l.slots = ARENA_ARRAY_UNINIT(b->arena, int *, b->ndev);
+    l.count = ARENA_ARRAY_UNINIT(sched_run_arena(b), int, b->ndev);
+    l.tiles = ARENA_ARRAY_UNINIT(sched_run_arena(b), long *, b->ndev);
+    l.slots = ARENA_ARRAY_UNINIT(sched_run_arena(b), int *, b->ndev);
     l.cap = NULL;
     for (int d = 0; d < b->ndev; ++d) {
         const Store *st = store_of(b, tensor, d);
         l.count[d] = st->count;
-        l.tiles[d] = ARENA_ARRAY_UNINIT(b->arena, long, st->count + 1);
-        l.slots[d] = ARENA_ARRAY_UNINIT(b->arena, int, st->count + 1);
+        l.tiles[d] = ARENA_ARRAY_UNINIT(sched_run_arena(b), long, st->count + 1);
+        l.slots[d] = ARENA_ARRAY_UNINIT(sched_run_arena(b), int, st->count + 1);
         for (int i = 0; i < st->count; ++i)
             l.tiles[d][i] = st->items[i].tile;
         qsort(l.tiles[d], (size_t)st->count, sizeof(long), cmp_long);

@@ -223,14 +223,14 @@ void sched_machine_save(Builder *b, MachineSave *sv, const int *tensors, int n) 
     for (int k = 0; k < n; ++k) {
         int t = tensors[k];
         sv->tensors[k] = t;
-        sv->stores[k] = ARENA_ARRAY_UNINIT(b->arena, Store, b->ndev);
-        sv->slot_used[k] = arena_alloc_uninit(b->arena, words);
+        sv->stores[k] = ARENA_ARRAY_UNINIT(b->scratch, Store, b->ndev);
+        sv->slot_used[k] = arena_alloc_uninit(b->scratch, words);
         memcpy(sv->slot_used[k], b->m.slot_used[t], words);
         for (int d = 0; d < b->ndev; ++d) {
             const Store *s = &b->m.stores[t][d];
             Store *o = &sv->stores[k][d];
             store_detached(o, s);
-            o->items = s->count ? ARENA_ARRAY_UNINIT(b->arena, Held, s->count) : NULL;
+            o->items = s->count ? ARENA_ARRAY_UNINIT(b->scratch, Held, s->count) : NULL;
             if (s->count)
                 memcpy(o->items, s->items, sizeof(Held) * (size_t)s->count);
         }

@@ -160,7 +160,7 @@ int sched_holds_tile(Builder *b, int tensor, int src, int dst, long tile, void *
 
 Move *sched_new_move(Builder *b, int tensor, long step, MoveKind kind, const long *delta, int n,
                      const int *dst, const int *src, const long *tile) {
-    Move *mv = ARENA_NEW(b->arena, Move);
+    Move *mv = ARENA_NEW(sched_run_arena(b), Move);
     mv->tensor = tensor;
     mv->step = step;
     mv->kind = kind;
@@ -170,7 +170,7 @@ Move *sched_new_move(Builder *b, int tensor, long step, MoveKind kind, const lon
     mv->bytes = (long)n * b->s->tensors[tensor].tile_elems * (long)sizeof(float);
     if (b->s->folded && step >= 0)
         return mv; /* a move between steps: no reader of its transfers (Schedule.folded) */
-    mv->transfers = ARENA_ARRAY(b->arena, Transfer, n);
+    mv->transfers = ARENA_ARRAY(sched_run_arena(b), Transfer, n);
     for (int i = 0; i < n; ++i) {
         mv->transfers[i].src = src[i];
         mv->transfers[i].dst = dst[i];
@@ -190,9 +190,9 @@ long sched_redistribute(Builder *b, PhaseSched *ph, int tensor, const Layout *ta
     int n = 0, cap = 0;
     for (int d = 0; d < b->ndev; ++d)
         cap += target->count[d];
-    int *dst = ARENA_ARRAY(b->arena, int, cap + 1);
-    int *src = ARENA_ARRAY(b->arena, int, cap + 1);
-    long *tile = ARENA_ARRAY(b->arena, long, cap + 1);
+    int *dst = ARENA_ARRAY(b->scratch, int, cap + 1);
+    int *src = ARENA_ARRAY(b->scratch, int, cap + 1);
+    long *tile = ARENA_ARRAY(b->scratch, long, cap + 1);
     for (int d = 0; d < b->ndev; ++d) {
         for (int i = 0; i < target->count[d]; ++i) {
             if (sched_store_find(store_of(b, tensor, d), target->tiles[d][i]) < 0) {
@@ -220,7 +220,7 @@ long sched_redistribute(Builder *b, PhaseSched *ph, int tensor, const Layout *ta
             }
         }
         int tag = b->next_tag++;
-        int *slots = ARENA_ARRAY(b->arena, int, n);
+        int *slots = ARENA_ARRAY(b->scratch, int, n);
         for (int r = 0; r < n; ++r) {
             slots[r] = sched_emit_alloc(b, tensor, dst[r]);
             sched_emit_recv(b, tensor, dst[r], slots[r], src[r], tag);

@@ -319,6 +319,7 @@ static int run_phases(Builder *b, const int *grad_storage) {
         if (b->failed)
             return 0;
         sched_free_dead(b, p);
+        arena_reset(b->scratch);
     }
     return !b->failed;
 }
@@ -336,9 +337,9 @@ static int storage_bound(const Model *m) {
 /* fold: predict as the actions are made, keeping no list
  * (schedule_check_from); orbit: the simulation of one replica
  * (sched_orbit.c), *broken set when its proof fails. */
-static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
-                       const SliceTable *const *slices, const PhaseList *phases, int fold,
-                       const SchedOrbit *orbit, int *broken) {
+static Schedule *build_in(Builder *b, Arena *arena, DiagSink *sink, const Model *model,
+                          const SliceTable *const *slices, const PhaseList *phases, int fold,
+                          const SchedOrbit *orbit, int *broken) {
     Schedule *s = ARENA_NEW(arena, Schedule);
     s->model = model;
     int cap = storage_bound(model);
@@ -349,8 +350,9 @@ static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
     for (int i = 0; i < model->ninstances; ++i)
         s->slices[i] = *slices[i];
 
-    Builder bb, *b = &bb;
+    Arena *scratch = b->scratch;
     memset(b, 0, offsetof(Builder, m));
+    b->scratch = scratch;
     b->tensor_cap = cap;
     b->arena = arena;
     b->m.ntensors = 0;
@@ -407,6 +409,16 @@ static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
         sched_post_sends_early(s, arena);
         sched_predict(s, arena);
     }
+    return s;
+}
+
+static Schedule *build(Arena *arena, DiagSink *sink, const Model *model,
+                       const SliceTable *const *slices, const PhaseList *phases, int fold,
+                       const SchedOrbit *orbit, int *broken) {
+    Builder b;
+    b.scratch = arena_create();
+    Schedule *s = build_in(&b, arena, sink, model, slices, phases, fold, orbit, broken);
+    arena_destroy(b.scratch);
     return s;
 }
 

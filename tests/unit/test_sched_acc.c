@@ -116,6 +116,7 @@ static void test_merge_matches_definition(void **state) {
     Builder b;
     memset(&b, 0, sizeof b);
     b.arena = arena;
+    b.scratch = arena;
     for (int trial = 0; trial < 400; ++trial) {
         AccState as;
         memset(&as, 0, sizeof as);
@@ -154,6 +155,7 @@ static void test_pool_reuse_is_empty(void **state) {
     Builder b;
     memset(&b, 0, sizeof b);
     b.arena = arena;
+    b.scratch = arena;
     AccState as;
     memset(&as, 0, sizeof as);
     as.nred = 9;

@@ -55,6 +55,7 @@ static void machine_setup(Builder *b, Schedule *s, SchedTensor *tensor, Arena *a
     s->tensors = tensor;
     s->ntensors = 1;
     b->arena = arena;
+    b->scratch = arena;
     b->s = s;
     b->ndev = NDEV;
     b->tensor_cap = 1;
@@ -115,6 +116,7 @@ static void test_retired_matches_scan(void **state) {
     Builder b;
     memset(&b, 0, sizeof b);
     b.arena = arena;
+    b.scratch = arena;
     b.ndev = 1;
     srand(11);
     /* Rounds of a fresh device; every fourth keeps a tile twice. */
