@@ -234,11 +234,16 @@ static int take_copy(Schedule *s, CopyPlan *plan, int c, int takeover, CopyScrat
         }
         w->at[r] = copy_kernel(ph, r, x);
         /* The tile read: the operand's, or the one an earlier copy's
-         * readers read instead. */
+         * readers read instead; a copy that takes a tile over takes the
+         * operand's own (one tile through a chain of such copies would
+         * carry a gradient across the layers: each layer's actions would
+         * name another layer's tensor, and repeated layers would no
+         * longer be alike). */
         const PrimeAction *a = w->at[r] >= 0 ? &ph->actions[r][w->at[r]] : NULL;
         ok = a && a->in_tensor[x] != a->tensor &&
              plain_tile(s, a->in_tensor[x], s->tensors[a->tensor].tile_elems) &&
              (from < 0 || from == a->in_tensor[x]) &&
+             (!takeover || a->in_tensor[x] == ph->in[x].tensor) &&
              stretch(s, c, r, w->at[r], a, x, &w->f2[r], &w->f1[r], &added);
         from = a ? a->in_tensor[x] : from;
         over |= added == 2;

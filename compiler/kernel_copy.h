@@ -32,7 +32,10 @@
  * takes t1's tile over. Until t1's FREE the stretch is as above; after
  * it t2's tile is read or added to, and every ADD into (t2, slot) adds
  * into (t1, slot) (t1 holds t2's value from the copy on, and t1 is read
- * no more). Otherwise the copy stays.
+ * no more). t1 is the copy's own operand, not a tile an earlier copy's
+ * readers read instead: a chain of such copies would carry one tile
+ * across the layers of a repeated block, whose actions would then differ
+ * from layer to layer. Otherwise the copy stays.
  *
  * Copies are taken in phase order, those without ADDs first, then those
  * that take a tile over (the first sweep makes the readers of a copy read
