@@ -111,9 +111,11 @@ static int reads(const PrimeAction *a, int t, int slot) {
 /* The stretch of rank r after the copy (phase c, its KERNEL at index
  * at): the FREE of t2's tile (*free2) and t1's FREE inside it, if any
  * (*free1, p -1 when none), when nothing in it writes either tile and
- * t2's tile is only read; 0 otherwise. */
+ * t2's tile is only read; 0 otherwise. With *takeover set, t2 may also
+ * be added to (ADD t2 += ...) after t1's FREE, where t2 takes t1's tile
+ * over; *takeover is then 2. */
 static int stretch(const Schedule *s, int c, int r, int at, const PrimeAction *k, int x, Pos *free2,
-                   Pos *free1) {
+                   Pos *free1, int *takeover) {
     int t1 = k->in_tensor[x], s1 = k->in_slot[x], t2 = k->tensor, s2 = k->slot;
     free1->p = -1;
     for (int p = c; p < s->phases.count; ++p) {
@@ -124,6 +126,12 @@ static int stretch(const Schedule *s, int c, int r, int at, const PrimeAction *k
             if (has && a->tensor == t2 && a->slot == s2) {
                 if (a->op == PRIME_ACT_SEND)
                     continue; /* a read: it sends t1's tile instead */
+                /* A contribution added to t2 once t1 is dead: t2 takes
+                 * over t1's tile. */
+                if (*takeover && a->op == PRIME_ACT_ADD && free1->p >= 0) {
+                    *takeover = 2;
+                    continue;
+                }
                 if (a->op != PRIME_ACT_FREE)
                     return 0;
                 *free2 = (Pos){p, i};
@@ -166,7 +174,8 @@ static void rewrite_rank(Schedule *s, int c, int r, int at, int x, Pos free2, Po
         int end = p == free2.p ? free2.i : ph->nactions[r];
         for (int i = p == c ? at + 1 : 0; i < end; ++i) {
             PrimeAction *a = &ph->actions[r][i];
-            if (a->op == PRIME_ACT_SEND && a->tensor == t2 && a->slot == s2) {
+            if ((a->op == PRIME_ACT_SEND || a->op == PRIME_ACT_ADD) && a->tensor == t2 &&
+                a->slot == s2) {
                 a->tensor = t1;
                 a->slot = s1;
             }
@@ -201,57 +210,86 @@ static void rewrite_rank(Schedule *s, int c, int r, int at, int x, Pos free2, Po
     rewritten[c] = 1;
 }
 
+/* Scratch of kernel_copy_apply: per rank, the copy's KERNEL and the
+ * stretch's frees. */
+typedef struct CopyScratch {
+    Kernel *k;
+    int *at;
+    Pos *f2, *f1;
+} CopyScratch;
+
+/* Takes the copy at phase c when it can go (takeover: t2 may be added to
+ * once t1's tile is freed); 1 if it went. */
+static int take_copy(Schedule *s, CopyPlan *plan, int c, int takeover, CopyScratch *w,
+                     unsigned char *rewritten) {
+    int ndev = s->model->mesh.ndev;
+    PhaseSched *ph = s->phases.items[c];
+    int x = copy_source(s, ph, w->k), any = 0, ok = x >= 0, from = -1, over = 0;
+    for (int r = 0; r < ndev && ok; ++r) {
+        int added = takeover;
+        w->at[r] = -1;
+        if (!sched_device_computes(s, ph, r)) {
+            ok = !ph->nactions[r];
+            continue;
+        }
+        w->at[r] = copy_kernel(ph, r, x);
+        /* The tile read: the operand's, or the one an earlier copy's
+         * readers read instead; a copy that takes a tile over takes the
+         * operand's own (one tile through a chain of such copies would
+         * carry a gradient across the layers: each layer's actions would
+         * name another layer's tensor, and repeated layers would no
+         * longer be alike). */
+        const PrimeAction *a = w->at[r] >= 0 ? &ph->actions[r][w->at[r]] : NULL;
+        ok = a && a->in_tensor[x] != a->tensor &&
+             plain_tile(s, a->in_tensor[x], s->tensors[a->tensor].tile_elems) &&
+             (from < 0 || from == a->in_tensor[x]) &&
+             (!takeover || a->in_tensor[x] == ph->in[x].tensor) &&
+             stretch(s, c, r, w->at[r], a, x, &w->f2[r], &w->f1[r], &added);
+        from = a ? a->in_tensor[x] : from;
+        over |= added == 2;
+        any = 1;
+    }
+    if (!ok || !any)
+        return 0;
+    double flops = cost_kernel_flops(s, ph);
+    int e = plan->count++;
+    plan->phase[e] = c;
+    plan->from[e] = from;
+    plan->over[e] = over;
+    for (int r = 0; r < ndev; ++r)
+        if (w->at[r] >= 0) {
+            rewrite_rank(s, c, r, w->at[r], x, w->f2[r], w->f1[r], rewritten);
+            plan->flops[e] += flops;
+        }
+    return 1;
+}
+
 CopyPlan *kernel_copy_apply(Arena *arena, Schedule *s) {
     int n = s->phases.count, ndev = s->model->mesh.ndev;
     CopyPlan *plan = ARENA_NEW(arena, CopyPlan);
     plan->phase = ARENA_ARRAY(arena, int, n + 1);
     plan->from = ARENA_ARRAY(arena, int, n + 1);
+    plan->over = ARENA_ARRAY(arena, int, n + 1);
     plan->flops = ARENA_ARRAY(arena, double, n + 1);
     if (s->folded)
         return plan;
     unsigned char *rewritten = ARENA_ARRAY(arena, unsigned char, n + 1);
-    Kernel *k = malloc(sizeof *k);
-    int *at = malloc(sizeof(int) * ((size_t)ndev + 1));
-    Pos *f2 = malloc(sizeof(Pos) * ((size_t)ndev + 1)),
-        *f1 = malloc(sizeof(Pos) * ((size_t)ndev + 1));
-    if (!k || !at || !f2 || !f1)
+    CopyScratch w = {malloc(sizeof(Kernel)), malloc(sizeof(int) * ((size_t)ndev + 1)),
+                     malloc(sizeof(Pos) * ((size_t)ndev + 1)),
+                     malloc(sizeof(Pos) * ((size_t)ndev + 1))};
+    if (!w.k || !w.at || !w.f2 || !w.f1)
         ICE("out of memory");
-    for (int c = 0; c < n; ++c) {
-        PhaseSched *ph = s->phases.items[c];
-        int x = copy_source(s, ph, k), any = 0, ok = x >= 0, from = -1;
-        for (int r = 0; r < ndev && ok; ++r) {
-            at[r] = -1;
-            if (!sched_device_computes(s, ph, r)) {
-                ok = !ph->nactions[r];
-                continue;
-            }
-            at[r] = copy_kernel(ph, r, x);
-            /* The tile read: the operand's, or the one an earlier copy's
-             * readers read instead. */
-            const PrimeAction *a = at[r] >= 0 ? &ph->actions[r][at[r]] : NULL;
-            ok = a && a->in_tensor[x] != a->tensor &&
-                 plain_tile(s, a->in_tensor[x], s->tensors[a->tensor].tile_elems) &&
-                 (from < 0 || from == a->in_tensor[x]) &&
-                 stretch(s, c, r, at[r], a, x, &f2[r], &f1[r]);
-            from = a ? a->in_tensor[x] : from;
-            any = 1;
-        }
-        if (!ok || !any)
-            continue;
-        double flops = cost_kernel_flops(s, ph);
-        plan->phase[plan->count] = c;
-        plan->from[plan->count] = from;
-        for (int r = 0; r < ndev; ++r)
-            if (at[r] >= 0) {
-                rewrite_rank(s, c, r, at[r], x, f2[r], f1[r], rewritten);
-                plan->flops[plan->count] += flops;
-            }
-        plan->count++;
-    }
-    free(k);
-    free(at);
-    free(f2);
-    free(f1);
+    /* The copies whose tiles are only read first, then those into a tile
+     * written later, which take over their source's tile where it is
+     * dead by then: a copy taken first lets the source die sooner (its
+     * readers read it, not the copy). */
+    for (int takeover = 0; takeover < 2; ++takeover)
+        for (int c = 0; c < n; ++c)
+            take_copy(s, plan, c, takeover, &w, rewritten);
+    free(w.k);
+    free(w.at);
+    free(w.f2);
+    free(w.f1);
     if (plan->count)
         sched_predict_again(s, arena, rewritten);
     return plan;
@@ -260,8 +298,9 @@ CopyPlan *kernel_copy_apply(Arena *arena, Schedule *s) {
 void kernel_copy_dump(const Schedule *s, const CopyPlan *plan, FILE *out) {
     for (int e = 0; e < plan->count; ++e) {
         const PhaseSched *ph = s->phases.items[plan->phase[e]];
-        fprintf(out, " copy phase %d, %s %s: %s read as %s (no tile, no kernel, %.17g FLOPs)\n",
+        fprintf(out, " copy phase %d, %s %s: %s read as %s%s (no tile, no kernel, %.17g FLOPs)\n",
                 plan->phase[e], phase_name(ph->kind), s->model->instances[ph->inst].name,
-                s->tensors[ph->out.tensor].name, s->tensors[plan->from[e]].name, plan->flops[e]);
+                s->tensors[ph->out.tensor].name, s->tensors[plan->from[e]].name,
+                plan->over[e] ? ", then added to in its tile" : "", plan->flops[e]);
     }
 }

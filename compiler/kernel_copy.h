@@ -24,12 +24,24 @@
  * t2's last reader); otherwise t1 outlives t2 and nothing is freed
  * there. The phases' Operands (and so the kernels' IR and the dense
  * reference, which computes every tensor) are unchanged: the tiles hold
- * equal values. A copy into a tile that is written later (a gradient
- * that other contributions are added to) stays.
+ * equal values.
  *
- * Copies are taken in phase order, so a copy of a copy reads the first
- * source. The bytes and peaks are predicted again from the rewritten
- * actions.
+ * A copy into a tile that is added to later (a gradient that other
+ * contributions are added to: ADD t2 += ...) goes too when, on every
+ * rank, t1's tile is freed in the stretch before the first such ADD: t2
+ * takes t1's tile over. Until t1's FREE the stretch is as above; after
+ * it t2's tile is read or added to, and every ADD into (t2, slot) adds
+ * into (t1, slot) (t1 holds t2's value from the copy on, and t1 is read
+ * no more). t1 is the copy's own operand, not a tile an earlier copy's
+ * readers read instead: a chain of such copies would carry one tile
+ * across the layers of a repeated block, whose actions would then differ
+ * from layer to layer. Otherwise the copy stays.
+ *
+ * Copies are taken in phase order, those without ADDs first, then those
+ * that take a tile over (the first sweep makes the readers of a copy read
+ * its source, so the source dies at its own last reader), so a copy of a
+ * copy reads the first source. The bytes and peaks are predicted again
+ * from the rewritten actions.
  */
 #ifndef PRIMEC_KERNEL_COPY_H
 #define PRIMEC_KERNEL_COPY_H
@@ -43,6 +55,9 @@ typedef struct CopyPlan {
     int count;
     int *phase; /* the copy phases rewritten, in order */
     int *from;  /* per entry: the tensor read instead (t1) */
+    /* per entry: 1 when t2 took over t1's tile, dead by then, and is
+     * added to in it */
+    int *over;
     /* per entry: the FLOPs its KERNEL actions counted (cost_kernel_flops
      * per rank that ran it), which the program no longer runs */
     double *flops;

@@ -47,7 +47,10 @@ set_tests_properties(kernels/tile-fill PROPERTIES LABELS run TIMEOUT 120
 # column sums and contributions added to the residual's gradient tile. And
 # the residual and bias backwards of tests/golden/dump/kernels-copyprop.prime,
 # whose copies of the loss gradient are gone (kernel_copy.c): no tiles of
-# their own, the same checks. And the small OPT layer on the square plan,
+# their own, the same checks. And the two residual blocks of
+# tests/golden/dump/kernels-copy-takeover.prime, whose copy into the inner
+# residual's gradient takes the loss gradient's tile over (no tile dhh).
+# And the small OPT layer on the square plan,
 # whose copies go where their readers send the tile around the ring (the
 # SEND reads the source tile instead). And the bias, residual add and
 # layer norm of tests/golden/dump/kernels-norm-long.prime, on rows of
@@ -65,6 +68,7 @@ foreach(case "softmax;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-fuse.prime
              "accum;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-accum.prime;m"
              "norm;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-norm.prime;m"
              "copyprop;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-copyprop.prime;m"
+             "copy-takeover;${CMAKE_CURRENT_SOURCE_DIR}/golden/dump/kernels-copy-takeover.prime;m"
              "opt;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_megatron"
              "opt-square;${CMAKE_SOURCE_DIR}/examples/opt_layer.prime;opt_small_square")
   list(GET case 0 name)

@@ -1556,48 +1556,6 @@ int fused15(cublasHandle_t h, cudaStream_t s, float *const *out, const float *co
     return 0;
 }
 
-/* fused: backward y = add at opt_layer.prime:68:9, gradient ml_1 = bias at opt_layer.prime:67:9 */
-__global__ void fused55_rows(float *__restrict__ o0, float *__restrict__ o1,
-                             const float *__restrict__ x0_0, const float *__restrict__ x1_0) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
-         i += (long)gridDim.x * blockDim.x) {
-        long r = i;
-        const long d0 = r;
-        {
-            const float *x0 = x0_0;
-            for (long d1 = 0; d1 < 64L; ++d1)
-                o0[d0 * 64L + d1] = (x0[d0 * 64L + d1] * 1.0f);
-        }
-    }
-}
-
-__global__ void fused55_cols(float *__restrict__ o0, float *__restrict__ o1,
-                             const float *__restrict__ x0_0, const float *__restrict__ x1_0) {
-    const long d1 = blockIdx.x * (long)blockDim.x + threadIdx.x;
-    if (d1 >= 64L)
-        return;
-    {
-        const float *x0 = x1_0;
-        double acc = 0.0;
-        for (long d0 = 0; d0 < 16L; ++d0)
-            acc += (double)(x0[d0 * 64L + d1] * 1.0f);
-        o1[d1] = (float)acc;
-    }
-}
-
-int fused55(cublasHandle_t h, cudaStream_t s, float *const *out, const float *const *const *in,
-            const long *off) {
-    (void)h;
-    (void)off;
-    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
-    /* node 0: loop sum points 64 loops 2 reduce 1 terms 1 */
-    fused55_rows<<<1, 256, 0, s>>>(out[0], out[1], in[0][0], in[1][0]);
-    fused55_cols<<<1, 256, 0, s>>>(out[0], out[1], in[0][0], in[1][0]);
-    if (cudaGetLastError() != cudaSuccess)
-        return -1;
-    return 0;
-}
-
 /* fused: backward l2_1 = scale_shift at opt_layer.prime:63:9, gradient l2_1 = scale_shift at
  * opt_layer.prime:63:9, gradient l2_1 = scale_shift at opt_layer.prime:63:9, backward n2_1 =
  * norm_apply at opt_layer.prime:62:9, backward n2_1 = norm_apply at opt_layer.prime:62:9, backward
@@ -1734,6 +1692,49 @@ int fused64(cublasHandle_t h, cudaStream_t s, float *const *out, const float *co
     return 0;
 }
 
+/* fused: backward r1_1 = add at opt_layer.prime:59:9, gradient at_1 = bias at opt_layer.prime:58:9
+ */
+__global__ void fused74_rows(float *__restrict__ o0, float *__restrict__ o1,
+                             const float *__restrict__ x0_0, const float *__restrict__ x1_0) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < 16L;
+         i += (long)gridDim.x * blockDim.x) {
+        long r = i;
+        const long d0 = r;
+        {
+            const float *x0 = x0_0;
+            for (long d1 = 0; d1 < 64L; ++d1)
+                o0[d0 * 64L + d1] = (x0[d0 * 64L + d1] * 1.0f);
+        }
+    }
+}
+
+__global__ void fused74_cols(float *__restrict__ o0, float *__restrict__ o1,
+                             const float *__restrict__ x0_0, const float *__restrict__ x1_0) {
+    const long d1 = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (d1 >= 64L)
+        return;
+    {
+        const float *x0 = x1_0;
+        double acc = 0.0;
+        for (long d0 = 0; d0 < 16L; ++d0)
+            acc += (double)(x0[d0 * 64L + d1] * 1.0f);
+        o1[d1] = (float)acc;
+    }
+}
+
+int fused74(cublasHandle_t h, cudaStream_t s, float *const *out, const float *const *const *in,
+            const long *off) {
+    (void)h;
+    (void)off;
+    /* node 0: loop sum points 1024 loops 2 reduce 0 terms 1 */
+    /* node 0: loop sum points 64 loops 2 reduce 1 terms 1 */
+    fused74_rows<<<1, 256, 0, s>>>(out[0], out[1], in[0][0], in[1][0]);
+    fused74_cols<<<1, 256, 0, s>>>(out[0], out[1], in[0][0], in[1][0]);
+    if (cudaGetLastError() != cudaSuccess)
+        return -1;
+    return 0;
+}
+
 /* fused: backward pr_1 = softmax_div at opt_layer.prime:55:9, backward pr_1 = softmax_div at
  * opt_layer.prime:55:9, backward z_1 = softmax_sum at opt_layer.prime:54:9, backward ex_1 =
  * causal_exp_shift at opt_layer.prime:53:9 */
@@ -1826,22 +1827,20 @@ const PrimeCudaPhaseFn prime_cuda_phases[] = {
 
 extern const PrimeCudaFusedFn prime_cuda_fused[];
 const PrimeCudaFusedFn prime_cuda_fused[] = {
-    NULL,    fused1,  NULL,   NULL, NULL,    NULL,    NULL,   NULL,   NULL, fused9,
-    NULL,    NULL,    NULL,   NULL, NULL,    fused15, NULL,   fused1, NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, fused15, NULL,    fused1, NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, fused9,  NULL,    NULL,   NULL,   NULL, NULL,
-    fused15, NULL,    fused1, NULL, NULL,    NULL,    NULL,   NULL,   NULL, fused15,
-    NULL,    NULL,    NULL,   NULL, NULL,    fused55, NULL,   NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, fused64, NULL,    NULL,   NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, fused55, NULL,    NULL,   NULL,   NULL, NULL,
-    NULL,    fused81, NULL,   NULL, NULL,    NULL,    NULL,   NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, NULL,    fused64, NULL,   NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, NULL,    fused55, NULL,   NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, fused64, NULL,    NULL,   NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, fused55, NULL,    NULL,   NULL,   NULL, NULL,
-    NULL,    fused81, NULL,   NULL, NULL,    NULL,    NULL,   NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL, NULL,    fused64, NULL,   NULL,   NULL, NULL,
-    NULL,    NULL,    NULL,   NULL,
+    NULL, fused1, NULL,    NULL,    NULL,    NULL,    NULL,   NULL,    NULL,    fused9,  NULL,
+    NULL, NULL,   NULL,    NULL,    fused15, NULL,    fused1, NULL,    NULL,    NULL,    NULL,
+    NULL, NULL,   fused15, NULL,    fused1,  NULL,    NULL,   NULL,    NULL,    NULL,    NULL,
+    NULL, fused9, NULL,    NULL,    NULL,    NULL,    NULL,   fused15, NULL,    fused1,  NULL,
+    NULL, NULL,   NULL,    NULL,    NULL,    fused15, NULL,   NULL,    NULL,    NULL,    NULL,
+    NULL, NULL,   NULL,    NULL,    NULL,    NULL,    NULL,   NULL,    NULL,    fused64, NULL,
+    NULL, NULL,   NULL,    NULL,    NULL,    NULL,    NULL,   NULL,    fused74, NULL,    NULL,
+    NULL, NULL,   NULL,    NULL,    fused81, NULL,    NULL,   NULL,    NULL,    NULL,    NULL,
+    NULL, NULL,   NULL,    NULL,    NULL,    NULL,    NULL,   fused64, NULL,    NULL,    NULL,
+    NULL, NULL,   NULL,    NULL,    NULL,    NULL,    NULL,   NULL,    NULL,    NULL,    NULL,
+    NULL, NULL,   NULL,    NULL,    fused64, NULL,    NULL,   NULL,    NULL,    NULL,    NULL,
+    NULL, NULL,   NULL,    fused74, NULL,    NULL,    NULL,   NULL,    NULL,    NULL,    fused81,
+    NULL, NULL,   NULL,    NULL,    NULL,    NULL,    NULL,   NULL,    NULL,    NULL,    NULL,
+    NULL, NULL,   fused64, NULL,    NULL,    NULL,    NULL,   NULL,    NULL,    NULL,    NULL,
 };
 
 extern "C" int prime_cuda_run_phase(int index, int fused, void *cublas, void *stream,
