@@ -29,6 +29,9 @@ run; each process steps --repeat times and reports its last step:
   timing.overhead_time over timing.wall_time: the executor's own time,
   neither in kernels nor blocked on communication, docs/timing.md).
 
+The --json figures come from a run without --trace and the spans from a
+second run with it (primec_step says why).
+
 Prints the medians over the runs and the ratios primec / XLA Megatron.
 jax[cpu] is installed from PyPI into the venv on first use (a benchmark
 dependency only, never a build or test one).
@@ -118,7 +121,15 @@ def build(primec, shape, layers, work):
 
 def primec_step(exe, gemm, repeat):
     trace, js = exe + ".trace.json", exe + ".json"
-    run([exe, "--repeat", str(repeat), "--trace", trace, "--json", js])
+    # The timing (processor time, schedule overhead) from a run without
+    # --trace: the trace reads each thread's processor time at every
+    # interval, a system call, and on a machine with fewer cores than
+    # devices a thread whose time slice ran out during a kernel is taken
+    # off its core there, outside the kernel, so its wait for a core
+    # would count as the schedule's overhead. The spans and GEMM shares
+    # from a second run, with --trace.
+    run([exe, "--repeat", str(repeat), "--json", js])
+    run([exe, "--repeat", str(repeat), "--trace", trace])
     with open(js) as fh:
         timing = json.load(fh)["timing"]
     cpu = timing["process_cpu_time"]
