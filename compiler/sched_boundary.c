@@ -275,9 +275,7 @@ void sched_choose_order(Builder *b, PhaseSched *ph, int p, const int *grad_stora
     sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
     Machine whole; /* checks that the trials touch nothing else */
-    int check = b->m.ntensors <= SCHED_DEBUG_CHECK_TENSORS;
-    if (check)
-        sched_machine_copy(b, &whole, &b->m);
+    int check = sched_machine_snapshot(b, &whole);
 #endif
     for (int rev = 0; rev < 2; ++rev) {
         int was_dry = b->dry, was_failed = b->failed, tag = b->next_tag;

@@ -389,6 +389,10 @@ void sched_machine_save(Builder *b, MachineSave *sv, const int *tensors, int n);
 void sched_machine_restore(Builder *b, const MachineSave *sv);
 #ifndef NDEBUG
 void sched_machine_check_untouched(Builder *b, const Machine *whole, const int *touched, int n);
+/* For the checks of a phase's trials: a copy of the whole machine in the
+ * phase's scratch arena (Builder.scratch), when the machine has at most
+ * SCHED_DEBUG_CHECK_TENSORS tensors (returns 1); else 0. */
+int sched_machine_snapshot(Builder *b, Machine *whole);
 /* Debug builds check each trial run against a copy of the whole machine,
  * and liveness against a scan of every tensor after each phase: both are
  * quadratic in the model's size (a chain of 1,000 instances took 12 GB

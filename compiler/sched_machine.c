@@ -272,6 +272,16 @@ void sched_machine_restore(Builder *b, const MachineSave *sv) {
 }
 
 #ifndef NDEBUG
+int sched_machine_snapshot(Builder *b, Machine *whole) {
+    if (b->m.ntensors > SCHED_DEBUG_CHECK_TENSORS)
+        return 0;
+    Arena *kept = b->arena;
+    b->arena = b->scratch;
+    sched_machine_copy(b, whole, &b->m);
+    b->arena = kept;
+    return 1;
+}
+
 /* Checks that no storage tensor outside touched[] differs from `whole`
  * (a copy of the machine before a trial run). */
 void sched_machine_check_untouched(Builder *b, const Machine *whole, const int *touched, int n) {

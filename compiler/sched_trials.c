@@ -244,9 +244,7 @@ void sched_learn_needs(Builder *b, PhaseSched *ph) {
     sched_machine_save(b, &saved, touched, ntouched);
 #ifndef NDEBUG
     Machine whole; /* checks that the trials touch nothing else */
-    int check = b->m.ntensors <= SCHED_DEBUG_CHECK_TENSORS;
-    if (check)
-        sched_machine_copy(b, &whole, &b->m);
+    int check = sched_machine_snapshot(b, &whole);
 #endif
     int was_dry = b->dry, was_failed = b->failed, was_tag = b->next_tag;
     b->dry = 1;
