@@ -24,10 +24,10 @@ set_tests_properties(budget/exit-codes PROPERTIES LABELS golden TIMEOUT 60)
 # the trials' memory kept to the end it needed more than 112 MiB
 # (docs/program-form.md, "The square grid on 64x64: the trials' memory").
 # The figure is that of a build without assertions: a Debug build's
-# checks of the trials copy the whole machine for every trial, which it
-# holds to the end (more than 256 MiB for this run, measured), and a
-# sanitizer build (PRIMEC_ARENA_MALLOC) is a Debug one; so the test is of
-# the builds that define NDEBUG.
+# checks of the trials copy the whole machine for every trial
+# (sched_machine_snapshot, held for the phase: more than 128 MiB for this
+# run, measured), and a sanitizer build (PRIMEC_ARENA_MALLOC) is a Debug
+# one; so the test is of the builds that define NDEBUG.
 if(NOT PRIMEC_ARENA_MALLOC AND CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo|MinSizeRel)$")
   add_test(NAME budget/square-16x16-opt-layer
            COMMAND $<TARGET_FILE:primec> check ${CMAKE_SOURCE_DIR}/examples/opt_layer.prime
