@@ -107,6 +107,30 @@ typedef struct Fixture {
     Profile prof;
 } Fixture;
 
+/* The layer planned on mesh k of the fixture's at b sequences, with the
+ * one-sequence prices of `cache` (NULL: none). */
+static Plan *plan_at(Fixture *f, int k, long b, PlanSeqCache *cache, Arena *a) {
+    static const long sides[] = {1, 2, 4, 2};
+    PlanOptions opt;
+    memset(&opt, 0, sizeof opt);
+    opt.mesh = mesh_of(sides[k], k == 3);
+    opt.dp = 1;
+    opt.token_size = 8;
+    opt.tokens = 8 * b;
+    opt.seq_tokens = 8;
+    opt.elem_bytes = 2;
+    opt.state_bytes_per_param = 12;
+    opt.cost = bytes_cost;
+    opt.move = bytes_move;
+    opt.seq_cache = cache;
+    Plan *plan = ARENA_NEW(a, Plan);
+    int ok = plan_model(a, &f->c.sink, &f->c.module, f->model, &opt, plan);
+    for (int i = 0; i < f->c.sink.count && !ok; ++i)
+        fprintf(stderr, "%s\n", f->c.sink.items[i].message);
+    assert_int_equal(ok, 1);
+    return plan;
+}
+
 /* The layer planned on (d: 1), (d: 2), (d: 4), (i: 2, j: 2) at micro-
  * batches of 1 and 2 sequences. */
 static void fixture_init(Fixture *f, const char *text) {
@@ -118,26 +142,10 @@ static void fixture_init(Fixture *f, const char *text) {
     f->model = f->c.module.models.items[0];
     char err[256];
     assert_int_equal(profile_load("v100", &f->prof, err, sizeof err), 1);
-    static const long sides[] = {1, 2, 4, 2};
     for (int k = 0; k < 4; ++k)
         for (long b = 1; b <= 2; ++b) {
-            PlanOptions opt;
-            memset(&opt, 0, sizeof opt);
-            opt.mesh = mesh_of(sides[k], k == 3);
-            opt.dp = 1;
-            opt.token_size = 8;
-            opt.tokens = 8 * b;
-            opt.seq_tokens = 8;
-            opt.elem_bytes = 2;
-            opt.state_bytes_per_param = 12;
-            opt.cost = bytes_cost;
-            opt.move = bytes_move;
             Arena *a = arena_create();
-            Plan *plan = ARENA_NEW(a, Plan);
-            int ok = plan_model(a, &f->c.sink, &f->c.module, f->model, &opt, plan);
-            for (int i = 0; i < f->c.sink.count && !ok; ++i)
-                fprintf(stderr, "%s\n", f->c.sink.items[i].message);
-            assert_int_equal(ok, 1);
+            Plan *plan = plan_at(f, k, b, NULL, a);
             TrainLayer *l = &f->layers[f->nlayers];
             l->plan = plan;
             l->micro_batch = b;
@@ -521,27 +529,6 @@ static void test_fusion_cache(void **state) {
     arena_destroy(arena);
     fixture_free(f);
     free(f);
-}
-
-/* The layer planned on mesh k of the fixture's at b sequences, with the
- * one-sequence prices of `cache` (NULL: none). */
-static Plan *plan_at(Fixture *f, int k, long b, PlanSeqCache *cache, Arena *a) {
-    static const long sides[] = {1, 2, 4, 2};
-    PlanOptions opt;
-    memset(&opt, 0, sizeof opt);
-    opt.mesh = mesh_of(sides[k], k == 3);
-    opt.dp = 1;
-    opt.token_size = 8;
-    opt.tokens = 8 * b;
-    opt.seq_tokens = 8;
-    opt.elem_bytes = 2;
-    opt.state_bytes_per_param = 12;
-    opt.cost = bytes_cost;
-    opt.move = bytes_move;
-    opt.seq_cache = cache;
-    Plan *plan = ARENA_NEW(a, Plan);
-    assert_int_equal(plan_model(a, &f->c.sink, &f->c.module, f->model, &opt, plan), 1);
-    return plan;
 }
 
 static void assert_same_cost(const PlanCost *x, const PlanCost *y) {
